@@ -1,0 +1,262 @@
+"""Sandbox benchmarks (figures, not tests). Run: ``python bench/bench_sandbox.py``.
+
+1. Cold container: ``docker run`` + wait + remove, and ``docker exec true``, via the docker SDK.
+2. Rollout start → the generated code's first instruction, at concurrency 8, through a real
+   sandbox service (gRPC on a socket, warm pool, the scripted model server as the target).
+3. The same generated load-edit-save script on real SpreadsheetBench inputs: in the sandbox
+   (warm container, runner fork) vs a bare ``python script.py`` subprocess on the host.
+
+Timings are noisy on a shared 2-core machine: compare the columns of one run, side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import docker  # noqa: E402
+
+from controller.client.sandbox_client import ChannelConfig, SandboxClient  # noqa: E402
+from sandbox.runtime.docker_runtime import DockerRuntime  # noqa: E402
+from sandbox.runtime.lease import LeasedSandbox  # noqa: E402
+from sandbox.runtime.spec import DEFAULT_IMAGE, ContainerSpec, RuntimeConfig  # noqa: E402
+from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData, build_task  # noqa: E402
+from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillSpec  # noqa: E402
+
+SHARED = ROOT.parent / "shared" / "datasets" / "spreadsheetbench"
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    k = min(len(values) - 1, max(0, round(q / 100 * (len(values) - 1))))
+    return values[k]
+
+
+def cold_docker(n: int) -> dict[str, float]:
+    client = docker.from_env()
+    runs, execs = [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        c = client.containers.run(DEFAULT_IMAGE, ["true"], detach=True, network_mode="none")
+        c.wait()
+        c.remove(force=True)
+        runs.append((time.perf_counter() - t0) * 1000)
+    c = client.containers.run(DEFAULT_IMAGE, ["sleep", "300"], detach=True, network_mode="none")
+    try:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            c.exec_run(["true"])
+            execs.append((time.perf_counter() - t0) * 1000)
+    finally:
+        c.remove(force=True)
+    return {"run_p50_ms": statistics.median(runs), "exec_p50_ms": statistics.median(execs)}
+
+
+FIRST = "import time as _t\nprint(_t.time_ns(), flush=True)\n"
+
+
+def _spawn(cmd: list[str], marker: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    if marker not in line:
+        proc.kill()
+        raise SystemExit(f"{cmd[2:4]} did not start: {line!r}")
+    threading.Thread(target=proc.stdout.read, daemon=True).start()
+    return proc, line.strip()
+
+
+def _wait_idle(client: SandboxClient, n: int) -> None:
+    # A benchmark may poll: wait until the host reports n warm containers.
+    for _ in range(600):
+        if sum(client.describe().pool_idle.values()) >= n:
+            return
+        time.sleep(0.1)
+
+
+def first_instruction(waves: int, concurrency: int) -> dict[str, float]:
+    """The production shape: service and model server are processes of their own."""
+    sample = SpreadsheetBenchData(SAMPLE_ROOT)
+    task, grading = build_task(sample.task("32255"))
+    tmp = Path(tempfile.mkdtemp(prefix="so-bench-", dir="/tmp"))
+    scenario = tmp / "scenario.json"
+    scenario.write_text(json.dumps({"rules": [], "default": {"reply": {"text": f"```python\n{FIRST}```"}}}))
+    model, line = _spawn(
+        [
+            sys.executable,
+            "-m",
+            "skillopt.testing.scripted_server",
+            "--scenario",
+            str(scenario),
+            "--port",
+            "0",
+        ],
+        "http",
+    )
+    base_url = line.split()[-1]
+    (tmp / "token").write_text("bench")
+    service, line = _spawn(
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--token-file",
+            str(tmp / "token"),
+            "--host-id",
+            f"bench-{uuid.uuid4().hex[:6]}",
+            "--state-dir",
+            str(tmp / "state"),
+            "--capacity",
+            str(concurrency),
+            "--pool-size",
+            str(concurrency),
+            "--provider",
+            f"scripted=openai_compatible,base_url={base_url},max_retries=0",
+            "--log-level",
+            "warning",
+        ],
+        "listening on port",
+    )
+    client = SandboxClient(ChannelConfig(address=f"127.0.0.1:{line.rsplit(' ', 1)[1]}", token="bench"))
+
+    def one(i: int) -> tuple[float, float, float]:
+        events: dict[str, int] = {}
+        req = RolloutRequest(
+            rollout_id=f"bench/{uuid.uuid4().hex}",
+            env="spreadsheetbench",
+            agent="codegen_single",
+            task=task,
+            grading=grading,
+            skill=SkillSpec(content=""),
+            model=ModelSpec(provider="scripted", model="m"),
+            limits=Limits(wall_time_s=60, exec_timeout_s=30),
+        )
+        t0 = time.time_ns()
+        row = client.run(req, timeout_s=120, on_event=lambda e: events.setdefault(e.phase, time.time_ns()))
+        first = int(row.trace.executions[0].stdout_tail.split()[0])
+        return (
+            (first - t0) / 1e6,
+            row.timings_s.get("model", 0.0) * 1000,
+            row.timings_s.get("acquire", 0.0) * 1000,
+        )
+
+    try:
+        one(0)  # connection set-up and first-use imports are not what we measure
+        warm, model_ms, acquire_ms = [], [], []
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            for _ in range(waves):
+                _wait_idle(client, concurrency)
+                for total, m, a in pool.map(one, range(concurrency)):
+                    warm.append(total)
+                    model_ms.append(m)
+                    acquire_ms.append(a)
+            _wait_idle(client, concurrency)
+            t0 = time.monotonic()
+            sustained = list(pool.map(one, range(waves * concurrency)))
+            wall = time.monotonic() - t0
+    finally:
+        client.close()
+        for proc in (service, model):
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)
+        shutil.rmtree(tmp, ignore_errors=True)
+    excl = [t - m for t, m in zip(warm, model_ms, strict=True)]
+    return {
+        "warm_p50_ms": pct(warm, 50),
+        "warm_p99_ms": pct(warm, 99),
+        "warm_excl_model_p50_ms": pct(excl, 50),
+        "warm_excl_model_p99_ms": pct(excl, 99),
+        "model_call_p50_ms": pct(model_ms, 50),
+        "acquire_p50_ms": pct(acquire_ms, 50),
+        "sustained_p50_ms": pct([s[0] for s in sustained], 50),
+        "sustained_p99_ms": pct([s[0] for s in sustained], 99),
+        "sustained_rollouts_per_min": len(sustained) / wall * 60,
+        "n_warm": len(warm),
+    }
+
+
+SCRIPT = """import openpyxl
+wb = openpyxl.load_workbook(INPUT_PATH)
+ws = wb.worksheets[0]
+ws.cell(row=ws.max_row + 1, column=1, value="checked")
+wb.save(OUTPUT_PATH)
+"""
+
+
+def same_script(n_tasks: int) -> dict[str, float]:
+    data = SpreadsheetBenchData(SHARED if SHARED.exists() else SAMPLE_ROOT)
+    records = [r for r in data.records if r.cases][:n_tasks]
+    state = tempfile.mkdtemp(prefix="so-bench2-", dir="/tmp")
+    rt = DockerRuntime(RuntimeConfig(host_id=f"bench2-{uuid.uuid4().hex[:6]}", state_dir=state, pool_size=0))
+    handle = rt.create(ContainerSpec())
+    box = LeasedSandbox(rt, handle)
+    sandbox_ms, host_ms = [], []
+    work = Path(tempfile.mkdtemp(prefix="so-bench2-host-"))
+    try:
+        for rec in records:
+            data_in = rec.cases[0].input_path.read_bytes()
+            box.write_file("in.xlsx", data_in)
+            box.write_file("s.py", ("INPUT_PATH = 'in.xlsx'\nOUTPUT_PATH = 'out.xlsx'\n" + SCRIPT).encode())
+            t0 = time.perf_counter()
+            out = box.run_python("s.py", timeout_s=120)
+            sandbox_ms.append((time.perf_counter() - t0) * 1000)
+            assert out.exit_code == 0, out.stderr_tail
+            (work / "in.xlsx").write_bytes(data_in)
+            (work / "s.py").write_text(
+                f"INPUT_PATH = {str(work / 'in.xlsx')!r}\nOUTPUT_PATH = {str(work / 'out.xlsx')!r}\n" + SCRIPT
+            )
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, str(work / "s.py")], check=True, capture_output=True)
+            host_ms.append((time.perf_counter() - t0) * 1000)
+    finally:
+        rt.destroy(handle)
+        rt.close()
+        shutil.rmtree(state, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+    ratios = [s / h for s, h in zip(sandbox_ms, host_ms, strict=True)]
+    return {
+        "tasks": len(records),
+        "sandbox_p50_ms": statistics.median(sandbox_ms),
+        "host_p50_ms": statistics.median(host_ms),
+        "ratio_p50": statistics.median(ratios),
+        "ratio_total": sum(sandbox_ms) / sum(host_ms),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--waves", type=int, default=6, help="waves of 8 concurrent rollouts")
+    parser.add_argument("--tasks", type=int, default=24)
+    args = parser.parse_args()
+    print("== cold container (docker SDK) ==")
+    for k, v in cold_docker(10).items():
+        print(f"  {k:32s} {v:9.2f}")
+    print("== rollout start -> first instruction, concurrency 8 ==")
+    for k, v in first_instruction(args.waves, 8).items():
+        print(f"  {k:32s} {v:9.2f}")
+    print(f"== same script on {args.tasks} real tasks: sandbox vs bare host subprocess ==")
+    for k, v in same_script(args.tasks).items():
+        print(f"  {k:32s} {v:9.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

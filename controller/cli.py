@@ -1,0 +1,53 @@
+"""``skillopt`` command line: the composition root.
+
+Each sub-command lives in ``controller/commands/<name>.py`` and exposes
+``register(subparsers) -> None``, which adds its parser and sets ``func(args) -> int``.
+Configuration is parsed once here and passed down as typed objects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+__all__ = ["build_parser", "main"]
+
+# Order is the order shown in ``skillopt --help``.
+_COMMANDS = ("train", "eval", "serve", "sandbox", "grade")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="skillopt",
+        description=(
+            "Train an agent's SKILL.md with epochs, batches, an edit budget and a validation gate; "
+            "every rollout runs in a hardened Docker sandbox reached over gRPC."
+        ),
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in _COMMANDS:
+        try:
+            module = importlib.import_module(f"controller.commands.{name}")
+        except ModuleNotFoundError as exc:  # a command not built yet
+            if exc.name != f"controller.commands.{name}":
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

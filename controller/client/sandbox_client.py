@@ -1,0 +1,171 @@
+"""gRPC client of one sandbox host: rollouts in, results out, RpcError → typed errors."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from sandbox.api import convert
+from sandbox.api.v1 import sandbox_pb2 as pb
+from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
+from skillopt.envs.base import ProgressEvent
+from skillopt.errors import (
+    Cancelled,
+    Draining,
+    HostFull,
+    ImageMissing,
+    InvalidRequest,
+    RolloutTimeout,
+    SandboxUnavailable,
+    SkillOptError,
+)
+from skillopt.types import RolloutRequest, RolloutResult
+
+__all__ = ["ChannelConfig", "SandboxClient", "map_rpc_error"]
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChannelConfig:
+    """How to reach one sandbox host."""
+
+    address: str
+    token: str | None = None
+    #: PEM CA to verify the server; empty = plaintext (loopback or trusted network only).
+    tls_ca_file: str = ""
+    #: Client certificate and key for mTLS.
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    max_message_bytes: int = 80 * MiB
+
+
+def map_rpc_error(exc: grpc.RpcError, *, address: str, rollout_id: str = "") -> SkillOptError:
+    """The most specific skillopt error for a gRPC failure."""
+    code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
+    detail = exc.details() if hasattr(exc, "details") else str(exc)
+    msg = f"{address}: {detail}"
+    kw = {"rollout_id": rollout_id, "host": address}
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidRequest(msg, **kw)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return HostFull(msg, **kw)
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return Draining(msg, **kw) if "draining" in (detail or "") else SandboxUnavailable(msg, **kw)
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return RolloutTimeout(msg, **kw)
+    if code == grpc.StatusCode.CANCELLED:
+        return Cancelled(msg, **kw)
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        return ImageMissing(msg, **kw)
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return SkillOptError(f"{msg} (check the sandbox token)", **kw)
+    return SandboxUnavailable(f"{msg} ({code.name})", **kw)
+
+
+class SandboxClient:
+    """A channel to one sandbox host. Thread-safe; use one per host."""
+
+    def __init__(self, config: ChannelConfig) -> None:
+        self.config = config
+        options = [
+            ("grpc.max_receive_message_length", config.max_message_bytes),
+            ("grpc.max_send_message_length", config.max_message_bytes),
+            ("grpc.keepalive_time_ms", 30_000),
+            ("grpc.keepalive_timeout_ms", 10_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+        ]
+        if config.tls_ca_file:
+            creds = grpc.ssl_channel_credentials(
+                root_certificates=Path(config.tls_ca_file).read_bytes(),
+                private_key=Path(config.tls_key_file).read_bytes() if config.tls_key_file else None,
+                certificate_chain=Path(config.tls_cert_file).read_bytes() if config.tls_cert_file else None,
+            )
+            self._channel = grpc.secure_channel(config.address, creds, options=options)
+        else:
+            self._channel = grpc.insecure_channel(config.address, options=options)
+        self._stub = pb_grpc.SandboxStub(self._channel)
+        self._health = health_pb2_grpc.HealthStub(self._channel)
+        self._metadata = (("authorization", f"Bearer {config.token}"),) if config.token else ()
+
+    def run(
+        self,
+        request: RolloutRequest,
+        *,
+        timeout_s: float,
+        on_event: Callable[[ProgressEvent], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> RolloutResult:
+        """Run one rollout and return its result.
+
+        Raises:
+            InvalidRequest, HostFull, Draining, SandboxUnavailable, RolloutTimeout, Cancelled,
+            ImageMissing: mapped from the gRPC status.
+        """
+        call = self._stub.Run(
+            convert.request_to_proto(request), timeout=timeout_s, metadata=self._metadata, wait_for_ready=True
+        )
+        done = threading.Event()
+        if cancel is not None:
+
+            def watch() -> None:
+                # Event has no wait-for-either; a short poll bounds how long a finished call's
+                # watcher lingers.
+                while not done.is_set():
+                    if cancel.wait(0.25):
+                        call.cancel()
+                        return
+
+            threading.Thread(target=watch, daemon=True, name="run-cancel-watch").start()
+        try:
+            for event in call:
+                kind = event.WhichOneof("kind")
+                if kind == "result":
+                    return convert.result_from_proto(event.result)
+                if kind == "progress" and on_event is not None:
+                    p = event.progress
+                    on_event(ProgressEvent(phase=p.phase, turn=p.turn, detail=p.detail))
+        except grpc.RpcError as exc:
+            raise map_rpc_error(exc, address=self.config.address, rollout_id=request.rollout_id) from exc
+        finally:
+            done.set()
+        raise SandboxUnavailable(
+            f"{self.config.address}: the stream ended without a result", rollout_id=request.rollout_id
+        )
+
+    def describe(self, *, timeout_s: float = 10.0) -> pb.DescribeResponse:
+        try:
+            return self._stub.Describe(pb.DescribeRequest(), timeout=timeout_s, metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise map_rpc_error(exc, address=self.config.address) from exc
+
+    def cancel(self, rollout_id: str, *, timeout_s: float = 10.0) -> bool:
+        try:
+            reply = self._stub.Cancel(
+                pb.CancelRequest(rollout_id=rollout_id), timeout=timeout_s, metadata=self._metadata
+            )
+        except grpc.RpcError as exc:
+            raise map_rpc_error(exc, address=self.config.address, rollout_id=rollout_id) from exc
+        return reply.cancelled
+
+    def healthy(self, *, timeout_s: float = 5.0) -> bool:
+        try:
+            reply = self._health.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout_s)
+        except grpc.RpcError:
+            return False
+        return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> SandboxClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,95 @@
+"""``skillopt eval``: roll a skill out on a split and report its scores."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from skillopt.errors import SkillOptError
+
+__all__ = ["register"]
+
+_SPLITS = ("train", "val", "test", "all")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "eval",
+        help="evaluate a skill on a split (no training)",
+        description="Roll SKILL out on a split through the sandbox (embedded or --endpoints) and write eval_summary.json.",
+    )
+    p.add_argument("--config", required=True, help="YAML config file or a built-in name")
+    p.add_argument("--skill", required=True, help="the skill file to evaluate")
+    p.add_argument("--split", default="test", choices=_SPLITS)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--out", help="output directory (default: runs/eval_<env>_<timestamp>)")
+    p.add_argument("--endpoints", help="comma-separated sandbox hosts host:port")
+    p.add_argument("--simulate", choices=("auto", "on", "off"))
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from controller.session import open_session
+    from skillopt.config import load_config
+    from skillopt.envs.registry import load_env_data
+    from skillopt.logs import configure_logging
+    from skillopt.trainer.rollouts import score_rows
+
+    overrides = list(args.set)
+    if args.endpoints:
+        overrides.append(f"sandbox.endpoints=[{args.endpoints}]")
+    if args.simulate:
+        overrides.append(f"run.simulate={args.simulate}")
+    try:
+        cfg = load_config(args.config, overrides)
+        skill = Path(args.skill).read_text(encoding="utf-8")
+    except (SkillOptError, OSError) as exc:
+        print(f"skillopt eval: {getattr(exc, 'message', exc)}", file=sys.stderr)
+        return 2
+    out = Path(args.out or f"runs/eval_{cfg.env.name}_{time.strftime('%Y%m%d_%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "eval.log", "a", encoding="utf-8") as log_file:
+        configure_logging(json=True, level=cfg.run.log_level, stream=log_file)
+        try:
+            data = load_env_data(
+                cfg.env.name,
+                data_root=cfg.env.data_root,
+                split_mode=cfg.env.split_mode,
+                split_ratio=cfg.env.split_ratio,
+                split_seed=cfg.env.split_seed,
+            )
+            names = ("train", "val", "test") if args.split == "all" else (args.split,)
+            items = [it for name in names for it in data.split(name)]
+            if cfg.evaluation.test_env_num:
+                items = items[: cfg.evaluation.test_env_num]
+            with open_session(cfg, out_dir=out) as session:
+                if session.simulated:
+                    print("OFFLINE SIMULATION: scripted models (no provider key configured)", file=sys.stderr)
+                rows = session.rollouts.run(
+                    items, skill, out / f"eval_{args.split}", label=f"eval_{args.split}"
+                )
+        except SkillOptError as exc:
+            print(f"skillopt eval: {exc.message}", file=sys.stderr)
+            return 1
+    s = score_rows(rows)
+    types = {it.id: it.task_type for it in items}
+    by_type = {}
+    for t in sorted(set(types.values())):
+        sel = [r for r in rows if r.infra_error is None and types[r.id] == t]
+        by_type[t] = {"total": len(sel), "hard_acc": sum(r.hard for r in sel) / len(sel) if sel else 0.0}
+    summary = {
+        "skill": str(Path(args.skill).resolve()),
+        "split": args.split,
+        "n_items": len(rows),
+        "hard": s.hard,
+        "soft": s.soft,
+        "n_infra": s.n_infra,
+        "by_task_type": by_type,
+        "simulated": session.simulated,
+    }
+    (out / "eval_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary))
+    return 0

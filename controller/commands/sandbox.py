@@ -1,0 +1,176 @@
+"""``skillopt sandbox exec``: run one Python file in a fresh hardened rollout container.
+
+It uses the same runtime code as the sandbox service (``sandbox.runtime``): the same container
+defaults, the same runner, the same trusted-side timeout and OOM detection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from skillopt.errors import InfraError, SkillOptError
+
+__all__ = ["register"]
+
+MiB = 1024 * 1024
+_MAX_OUTPUT_FILE = 256 * MiB
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sandbox", help="run code in a hardened rollout container (debugging, checks)")
+    ssub = p.add_subparsers(dest="sandbox_command", metavar="SUBCOMMAND")
+    ssub.required = True
+    e = ssub.add_parser(
+        "exec",
+        help="run FILE.py in a fresh rollout container",
+        description=(
+            "Run FILE.py in a fresh rollout container with the default hardening (no network, "
+            "read-only root, non-root, no capabilities, pids/memory/cpu limits). IN.xlsx is placed in "
+            "the workspace as input.xlsx. Prints a JSON result."
+        ),
+    )
+    e.add_argument("file", help="the Python file to run")
+    e.add_argument("--input", help="an .xlsx file placed in the workspace as input.xlsx")
+    e.add_argument("--timeout", type=float, default=120.0, help="seconds before the process tree is killed")
+    e.add_argument("--memory", type=int, default=1024, help="memory limit in MiB (memory+swap)")
+    e.add_argument("--cpus", type=float, default=1.0)
+    e.add_argument("--pids", type=int, default=256, help="process/thread limit")
+    e.add_argument("--output-bytes", type=int, default=64 * 1024, help="stdout/stderr tail kept")
+    e.add_argument("--image", default="skillopt-runtime:latest")
+    e.add_argument("--runtime", default="", help="OCI runtime, e.g. runsc")
+    e.add_argument(
+        "--out-dir", help="copy the regular files the program produced here (links are never followed)"
+    )
+    e.add_argument(
+        "--json", action="store_true", help="print the result as one JSON object (the default output)"
+    )
+    e.set_defaults(func=run_exec)
+
+
+def _safe_target(out_dir: Path, rel: str) -> Path | None:
+    from skillopt.files import check_relative_name
+
+    try:
+        name = check_relative_name(rel)
+    except SkillOptError:
+        return None
+    target = (out_dir / name).resolve()
+    return target if target.is_relative_to(out_dir.resolve()) else None
+
+
+def run_exec(args: argparse.Namespace) -> int:
+    from sandbox.runtime.docker_runtime import DockerRuntime
+    from sandbox.runtime.lease import LeasedSandbox
+    from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
+    from skillopt.logs import configure_logging
+
+    configure_logging(json=True, level="warning")
+    src = Path(args.file)
+    try:
+        code = src.read_bytes()
+        data = Path(args.input).read_bytes() if args.input else None
+    except OSError as exc:
+        print(f"skillopt sandbox exec: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
+    script = src.name if src.name.endswith(".py") else "main.py"
+    result: dict = {
+        "exit_code": None,
+        "stdout_tail": "",
+        "stderr_tail": "",
+        "infra_error": None,
+        "duration_s": 0.0,
+        "outputs": [],
+    }
+    state = Path(tempfile.mkdtemp(prefix="skillopt-exec-", dir=_state_root()))
+    host_id = f"cli-{socket.gethostname()[:20]}-{uuid.uuid4().hex[:8]}"
+    t0 = time.monotonic()
+    runtime = None
+    try:
+        spec = ContainerSpec(
+            image=args.image,
+            memory_bytes=args.memory * MiB,
+            cpus=args.cpus,
+            pids_limit=args.pids,
+            runtime=args.runtime,
+        )
+        runtime = DockerRuntime(
+            RuntimeConfig(
+                host_id=host_id,
+                state_dir=str(state),
+                pool_size=0,
+                # Any reaper removes this container soon after its run could possibly end.
+                max_container_lifetime_s=args.timeout + 300.0,
+            )
+        )
+        handle = runtime.create(spec)
+        try:
+            box = LeasedSandbox(runtime, handle, output_limit_bytes=args.output_bytes)
+            inputs = {script}
+            box.write_file(script, code)
+            if data is not None:
+                box.write_file("input.xlsx", data)
+                inputs.add("input.xlsx")
+            outcome = box.run_python(script, timeout_s=args.timeout)
+            result.update(
+                exit_code=outcome.exit_code,
+                signal=outcome.signal,
+                stdout_tail=outcome.stdout_tail,
+                stderr_tail=outcome.stderr_tail,
+                stdout_bytes=outcome.stdout_bytes,
+                stderr_bytes=outcome.stderr_bytes,
+                duration_s=round(outcome.duration_s, 4),
+                image_digest=handle.image_digest,
+            )
+            if outcome.oom_killed:
+                result["infra_error"] = {
+                    "kind": "oom_killed",
+                    "message": f"killed: memory limit {args.memory} MiB exceeded",
+                }
+            elif outcome.timed_out:
+                result["infra_error"] = {"kind": "timeout", "message": f"killed after {args.timeout:g} s"}
+            produced = [f for f in box.list_files() if f.path not in inputs]
+            out_dir = Path(args.out_dir) if args.out_dir else None
+            if out_dir is not None:
+                out_dir.mkdir(parents=True, exist_ok=True)
+            for f in produced:
+                entry = {"path": f.path, "size_bytes": f.size_bytes}
+                if out_dir is not None:
+                    target = _safe_target(out_dir, f.path)
+                    content = box.read_file(f.path, max_bytes=_MAX_OUTPUT_FILE) if target else None
+                    if target is not None and content is not None:
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+                        with os.fdopen(fd, "wb") as fh:
+                            fh.write(content)
+                        entry["copied_to"] = str(target)
+                result["outputs"].append(entry)
+        finally:
+            runtime.destroy(handle)
+    except InfraError as exc:
+        result["infra_error"] = {"kind": exc.kind.value, "message": exc.message}
+    except SkillOptError as exc:
+        print(f"skillopt sandbox exec: {exc.message}", file=sys.stderr)
+        return 2
+    finally:
+        if runtime is not None:
+            runtime.close()
+        shutil.rmtree(state, ignore_errors=True)
+    if not result["duration_s"]:
+        result["duration_s"] = round(time.monotonic() - t0, 4)
+    print(json.dumps(result))
+    return 0
+
+
+def _state_root() -> str:
+    root = Path("/var/lib/skillopt/cli") if os.geteuid() == 0 else Path.home() / ".cache" / "skillopt" / "cli"
+    root.mkdir(parents=True, exist_ok=True)
+    return str(root)

@@ -1,0 +1,140 @@
+"""``skillopt serve``: run a sandbox service on this host."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+
+from skillopt.errors import ConfigError, SkillOptError
+
+__all__ = ["register"]
+
+MiB = 1024 * 1024
+
+
+def _default_state_dir() -> str:
+    if os.geteuid() == 0:
+        return "/var/lib/skillopt/sandbox"
+    return str(Path.home() / ".cache" / "skillopt" / "sandbox")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="run a sandbox service (gRPC) that executes rollouts in hardened containers",
+        description=(
+            "Run the sandbox service: rollouts arrive over gRPC, run in single-use hardened Docker "
+            "containers from a warm pool, are graded on this host and streamed back. Listening "
+            "beyond loopback requires a token (or --insecure)."
+        ),
+    )
+    p.add_argument(
+        "--listen", default="127.0.0.1:50051", help="HOST:PORT to listen on (port 0 = any free port)"
+    )
+    p.add_argument(
+        "--token-file", help="file holding the bearer token clients must send (or env SKILLOPT_SANDBOX_TOKEN)"
+    )
+    p.add_argument("--insecure", action="store_true", help="allow a non-loopback listener without a token")
+    p.add_argument("--tls-cert", default="", help="PEM certificate chain for TLS")
+    p.add_argument("--tls-key", default="", help="PEM private key for TLS")
+    p.add_argument(
+        "--tls-client-ca", default="", help="PEM CA; clients must present a certificate it signed (mTLS)"
+    )
+    p.add_argument(
+        "--host-id", default=socket.gethostname(), help="this host's id (container labels, results)"
+    )
+    p.add_argument(
+        "--state-dir", default=_default_state_dir(), help="host dir for per-container files and the lock"
+    )
+    p.add_argument(
+        "--capacity", type=int, default=max(2, (os.cpu_count() or 2)), help="max concurrent rollouts"
+    )
+    p.add_argument(
+        "--pool-size", type=int, default=None, help="idle warm containers per spec (default: capacity)"
+    )
+    p.add_argument("--max-creations", type=int, default=2, help="containers created at once")
+    p.add_argument("--image", default="skillopt-runtime:latest", help="rollout runtime image")
+    p.add_argument("--runtime", default="", help="OCI runtime, e.g. runsc (gVisor); default: engine default")
+    p.add_argument("--memory-mb", type=int, default=1024, help="default memory limit per rollout container")
+    p.add_argument("--cpus", type=float, default=1.0, help="default CPU limit per rollout container")
+    p.add_argument("--providers", help="YAML file of model provider profiles (see skillopt.models.profiles)")
+    p.add_argument(
+        "--provider",
+        action="append",
+        default=[],
+        metavar="NAME=KIND,base_url=URL[,api_key_env=VAR]",
+        help="add a model provider profile (repeatable)",
+    )
+    p.add_argument("--port-file", help="write the bound port here once listening")
+    p.add_argument(
+        "--drain-grace", type=float, default=30.0, help="seconds to let rollouts finish on SIGTERM"
+    )
+    p.add_argument("--log-format", choices=("json", "console"), default="json")
+    p.add_argument("--log-level", default="info")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
+    from sandbox.server.serve import ServerConfig, serve
+    from sandbox.service.rollout import DEFAULT_LIMITS, ServiceConfig
+    from skillopt.logs import configure_logging
+    from skillopt.models.profiles import load_profiles
+
+    configure_logging(json=args.log_format == "json", level=args.log_level)
+    try:
+        token = None
+        if args.token_file:
+            token = Path(args.token_file).read_text().strip()
+            if not token:
+                raise ConfigError(f"token file {args.token_file} is empty")
+        elif os.environ.get("SKILLOPT_SANDBOX_TOKEN"):
+            token = os.environ["SKILLOPT_SANDBOX_TOKEN"]
+        spec = ContainerSpec(
+            image=args.image, runtime=args.runtime, memory_bytes=args.memory_mb * MiB, cpus=args.cpus
+        )
+        limits = dataclasses.replace(DEFAULT_LIMITS, memory_bytes=spec.memory_bytes, cpus=spec.cpus)
+        config = ServerConfig(
+            listen=args.listen,
+            token=token,
+            insecure=args.insecure,
+            tls_cert_file=args.tls_cert,
+            tls_key_file=args.tls_key,
+            tls_client_ca_file=args.tls_client_ca,
+            drain_grace_s=args.drain_grace,
+            runtime=RuntimeConfig(
+                host_id=args.host_id,
+                state_dir=args.state_dir,
+                pool_size=args.capacity if args.pool_size is None else args.pool_size,
+                max_concurrent_creations=args.max_creations,
+            ),
+            service=ServiceConfig(
+                host_id=args.host_id, capacity=args.capacity, base_spec=spec, default_limits=limits
+            ),
+            providers=load_profiles(file=args.providers, specs=args.provider),
+        )
+    except (ConfigError, OSError) as exc:
+        print(f"skillopt serve: {getattr(exc, 'message', exc)}", file=sys.stderr)
+        return 2
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        with serve(config) as running:
+            if args.port_file:
+                tmp = Path(args.port_file + ".tmp")
+                tmp.write_text(str(running.port))
+                tmp.replace(args.port_file)
+            print(f"skillopt sandbox {args.host_id} listening on port {running.port}", flush=True)
+            stop.wait()
+    except SkillOptError as exc:
+        print(f"skillopt serve: {exc.message}", file=sys.stderr)
+        return 2
+    return 0

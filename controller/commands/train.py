@@ -1,0 +1,127 @@
+"""``skillopt train``: train a skill, or resume a run directory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from skillopt.errors import ConfigError, SkillOptError
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a skill (epochs, batches, edit budget, validation gate)",
+        description=(
+            "Train an agent's skill document. With no sandbox endpoints configured, a local sandbox "
+            "service is started for the run and stopped afterwards. Without provider keys the run is an "
+            "offline simulation (announced). Examples:\n"
+            "  skillopt train --config spreadsheetbench_demo --out runs/demo\n"
+            "  skillopt train --config my.yaml --set train.batch_size=20 --set env.workers=8\n"
+            "  skillopt train --resume runs/demo"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--config", help="YAML config file or a built-in name (spreadsheetbench, spreadsheetbench_demo)"
+    )
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key (repeatable)"
+    )
+    p.add_argument("--out", help="run directory (default: runs/<env>_<timestamp>)")
+    p.add_argument("--resume", metavar="DIR", help="continue the run in DIR where it stopped")
+    p.add_argument(
+        "--endpoints", help="comma-separated sandbox hosts host:port (default: embedded local sandbox)"
+    )
+    p.add_argument("--simulate", choices=("auto", "on", "off"), help="offline simulation (default: auto)")
+    p.set_defaults(func=run)
+
+
+def _load(args: argparse.Namespace):
+    from skillopt.config import Config, load_config
+
+    overrides = list(args.set)
+    if args.endpoints:
+        overrides.append(f"sandbox.endpoints=[{args.endpoints}]")
+    if args.simulate:
+        overrides.append(f"run.simulate={args.simulate}")
+    if args.resume:
+        out = Path(args.resume)
+        saved = out / "config.json"
+        if not saved.exists():
+            raise ConfigError(f"{out} is not a run directory (no config.json)")
+        data = json.loads(saved.read_text())
+        data.pop("derived", None)
+        cfg = Config.from_dict(data, source=str(saved))
+        if overrides:
+            cfg = cfg.with_overrides(overrides)
+        return cfg, out
+    if not args.config:
+        raise ConfigError(
+            "give --config FILE (or a built-in name such as spreadsheetbench_demo), or --resume DIR"
+        )
+    cfg = load_config(args.config, overrides)
+    out = Path(args.out or cfg.run.out_root or f"runs/{cfg.env.name}_{time.strftime('%Y%m%d_%H%M%S')}")
+    if (out / "runtime_state.json").exists():
+        raise ConfigError(f"{out} already holds a run; continue it with: skillopt train --resume {out}")
+    return cfg, out
+
+
+def run(args: argparse.Namespace) -> int:
+    from controller.session import open_session
+    from controller.ui.curve import CurvePlotter
+    from controller.ui.progress import ProgressDisplay
+    from skillopt.envs.registry import load_env_data
+    from skillopt.logs import configure_logging
+    from skillopt.trainer.loop import Trainer
+
+    try:
+        cfg, out = _load(args)
+    except SkillOptError as exc:
+        print(f"skillopt train: {exc.message}", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    log_file = open(out / "train.log", "a", encoding="utf-8")  # noqa: SIM115 - for the whole run
+    configure_logging(json=True, level=cfg.run.log_level, stream=log_file)
+    progress = ProgressDisplay()
+    callbacks = [progress] if cfg.run.progress else []
+    if cfg.run.plot:
+        callbacks.append(CurvePlotter())
+    try:
+        data = load_env_data(
+            cfg.env.name,
+            data_root=cfg.env.data_root,
+            split_mode=cfg.env.split_mode,
+            split_ratio=cfg.env.split_ratio,
+            split_seed=cfg.env.split_seed,
+        )
+        initial = (
+            Path(cfg.env.skill_init).read_text(encoding="utf-8")
+            if cfg.env.skill_init
+            else data.initial_skill()
+        )
+        with open_session(cfg, out_dir=out) as session:
+            trainer = Trainer(
+                cfg,
+                data=data,
+                rollouts=session.rollouts,
+                optimizer=session.optimizer,
+                out_dir=out,
+                initial_skill=initial,
+                callbacks=callbacks,
+                simulated=session.simulated,
+            )
+            trainer.fit()
+    except SkillOptError as exc:
+        progress._stop()
+        print(f"skillopt train: {exc.message}", file=sys.stderr)
+        print(f"(run dir {out}; continue with: skillopt train --resume {out})", file=sys.stderr)
+        return 1
+    finally:
+        log_file.close()
+    return 0

@@ -1,0 +1,65 @@
+"""Training curve PNG written after every step (a trainer callback)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from skillopt.trainer.callbacks import Callback, StepEndEvent
+
+__all__ = ["CurvePlotter", "plot_history"]
+
+
+def plot_history(history: list[dict[str, Any]], baseline: float | None, path: Path) -> None:
+    """Selection score of the current skill per step with accept/reject marks for each
+    candidate, and rollout accuracy of the training batches."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    steps = [0] + [r["step"] for r in history]
+    current = [baseline if baseline is not None else 0.0] + [r.get("current_score") or 0.0 for r in history]
+    ax.step(steps, current, where="post", color="#1f77b4", label="selection score (current skill)")
+    for kind, color, marker in (("accept", "#2ca02c", "o"), ("reject", "#d62728", "x")):
+        pts = [
+            (r["step"], r["candidate_gate_score"])
+            for r in history
+            if r.get("candidate_gate_score") is not None
+            and (kind in r["action"] if kind == "accept" else r["action"] == "reject")
+        ]
+        if pts:
+            ax.scatter(
+                *zip(*pts, strict=True),
+                color=color,
+                marker=marker,
+                s=60,
+                zorder=3,
+                label=f"candidate {kind}ed",
+            )
+    ax.plot(
+        [r["step"] for r in history],
+        [r.get("rollout_hard", 0.0) for r in history],
+        color="#ff7f0e",
+        linestyle="--",
+        marker=".",
+        label="rollout accuracy (train batch)",
+    )
+    ax.set_xlabel("step")
+    ax.set_ylabel("score")
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlim(-0.2, max(steps) + 0.5)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title("skillopt training curve")
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+class CurvePlotter(Callback):
+    def on_step_end(self, trainer: Any, event: StepEndEvent) -> None:
+        plot_history(list(event.history), trainer.baseline_score(), trainer.out / "training_curve.png")

@@ -1,0 +1,183 @@
+"""Live progress of a training run (rich), as a trainer callback.
+
+A status line that follows the run (epoch/step, stage, rollout progress and accuracy,
+selection score, last gate action, tokens, cost) and one permanent line per step and per gate
+decision, so the terminal keeps a readable history. Without a TTY it prints plain lines.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from skillopt.trainer.callbacks import (
+    Callback,
+    EpochEvent,
+    FitEndEvent,
+    FitStartEvent,
+    GateEvent,
+    RowEvent,
+    StageEvent,
+    StepEndEvent,
+    StepStartEvent,
+)
+
+__all__ = ["ProgressDisplay"]
+
+_ACTION_STYLE = {
+    "accept_new_best": "bold green",
+    "accept": "green",
+    "force_accept": "yellow",
+    "reject": "red",
+}
+
+
+def _tokens(n: int) -> str:
+    return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
+
+
+class ProgressDisplay(Callback):
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self.live: Live | None = None
+        self._lock = threading.Lock()
+        self.epoch = self.num_epochs = self.step = self.total = 0
+        self.stage = "starting"
+        self.rows_done = 0
+        self.rows_ok = 0
+        self.label = ""
+        self.sel = None
+        self.best = None
+        self.last_action = "-"
+        self.tokens = 0
+        self.cost = 0.0
+
+    def _status(self) -> Text:
+        t = Text()
+        t.append(f"epoch {self.epoch}/{self.num_epochs}  step {self.step}/{self.total}  ", style="bold")
+        t.append(f"{self.stage:<12}", style="cyan")
+        if self.rows_done:
+            t.append(f" rollouts {self.rows_done} ({self.rows_ok} pass)")
+        if self.sel is not None:
+            t.append(f"  selection {self.sel:.3f} (best {self.best:.3f})")
+        t.append(f"  last gate {self.last_action}", style=_ACTION_STYLE.get(self.last_action, ""))
+        t.append(f"  tokens {_tokens(self.tokens)}  ${self.cost:.4f}")
+        return t
+
+    def _refresh(self) -> None:
+        if self.live is not None:
+            self.live.update(self._status())
+
+    def _print(self, text: Text | str) -> None:
+        if self.live is not None:
+            self.live.console.print(text)
+        else:
+            self.console.print(text)
+
+    def on_fit_start(self, trainer: Any, event: FitStartEvent) -> None:
+        self.num_epochs, self.total = event.num_epochs, event.total_steps
+        if event.simulated:
+            self._print(
+                Text(
+                    "OFFLINE SIMULATION: no model provider configured, so a scripted model server plays the "
+                    "target and the optimizer (set OPENAI_API_KEY or model.providers_file for real models). "
+                    "Sandbox, containers, grading and the gate are real.",
+                    style="bold yellow",
+                )
+            )
+        resume = f", resuming after step {event.resume_from}" if event.resume_from else ""
+        self._print(
+            f"run dir {event.out_dir}: {event.num_epochs} epochs x {event.steps_per_epoch} steps{resume}"
+        )
+        if self.console.is_terminal:
+            self.live = Live(self._status(), console=self.console, refresh_per_second=4, transient=True)
+            self.live.start()
+
+    def on_epoch_start(self, trainer: Any, event: EpochEvent) -> None:
+        with self._lock:
+            self.epoch = event.epoch
+            self._refresh()
+
+    def on_step_start(self, trainer: Any, event: StepStartEvent) -> None:
+        with self._lock:
+            self.step = event.step
+            self.rows_done = self.rows_ok = 0
+            self._refresh()
+
+    def on_stage_start(self, trainer: Any, event: StageEvent) -> None:
+        with self._lock:
+            self.stage = event.stage
+            self.rows_done = self.rows_ok = 0
+            self._refresh()
+
+    def on_stage_end(self, trainer: Any, event: StageEvent) -> None:
+        if event.stage == "baseline":
+            st = trainer.state
+            self.sel = self.best = st.current_score
+            self._print(f"baseline selection score {st.current_score:.3f} ({event.seconds:.1f}s)")
+
+    def on_rollout_result(self, trainer: Any, event: RowEvent) -> None:
+        with self._lock:
+            self.rows_done += 1
+            self.rows_ok += 1 if event.row.ok else 0
+            self._refresh()
+
+    def on_gate_decision(self, trainer: Any, event: GateEvent) -> None:
+        with self._lock:
+            self.last_action = event.action
+            self.sel, self.best = event.current_score, event.best_score
+        t = Text(f"  {event.origin}: candidate {event.candidate_score:.3f} vs current → ")
+        t.append(event.action, style=_ACTION_STYLE.get(event.action, ""))
+        if event.reason:
+            t.append(f" ({event.reason})", style="dim")
+        self._print(t)
+
+    def on_step_end(self, trainer: Any, event: StepEndEvent) -> None:
+        r = event.record
+        with self._lock:
+            self.tokens = int(event.usage_total.get("_total", {}).get("total_tokens", 0))
+            self.cost = event.cost_usd
+            self.stage = "done"
+            self._refresh()
+        edits = r.get("edit_apply_summary") or {}
+        self._print(
+            f"step {r['step']}/{self.total} (epoch {r['epoch']}): rollout acc {r.get('rollout_hard', 0):.2f} "
+            f"on {r.get('rollout_n', 0)}, {r.get('n_edits_merged', 0)} edits merged, "
+            f"{r.get('n_edits_ranked', 0)} selected (budget {r.get('edit_budget')}), "
+            f"applied {edits.get('applied', '-')}, action {r['action']}, selection {r.get('current_score', 0):.3f}, "
+            f"{r.get('wall_time_s', 0):.1f}s"
+        )
+
+    def on_epoch_end(self, trainer: Any, event: EpochEvent) -> None:
+        s = event.stats
+        slow = trainer.state.epoch_stages.get(f"slow_update_{event.epoch}", "-")
+        self._print(
+            f"epoch {event.epoch}: {s.get('accepts', 0)} accepted, {s.get('rejects', 0)} rejected, "
+            f"{s.get('skips', 0)} skipped; slow update {slow}; best selection {s.get('best_score_at_epoch_end', 0):.3f}"
+        )
+
+    def on_fit_end(self, trainer: Any, event: FitEndEvent) -> None:
+        self._stop()
+        s = event.summary
+        lines = [
+            f"done in {s.get('total_wall_time_s', 0):.0f}s: best selection {s.get('best_selection_hard')} at step {s.get('best_step')}"
+        ]
+        if "test_hard" in s:
+            lines.append(
+                f"test: initial {s['baseline_test_hard']:.3f} → best {s['test_hard']:.3f} (final {s['final_test_hard']:.3f})"
+            )
+        lines.append(f"best skill: {event.out_dir / 'best_skill.md'}")
+        for line in lines:
+            self._print(line)
+
+    def on_exception(self, trainer: Any, exc: BaseException) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None

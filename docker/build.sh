@@ -1,0 +1,355 @@
+#!/usr/bin/env bash
+# Build skillopt's images, offline and idempotently:
+#   base     skillopt-base:bookworm   (debootstrap + docker import; or python:3.11-slim-bookworm)
+#   runtime  skillopt-runtime:latest  (every rollout container runs from it)
+#   service  skillopt-service:latest  (the gRPC sandbox service, `skillopt serve`)
+#
+# usage: docker/build.sh [--only base|runtime|service] [--force] [--verbose]
+#        docker/build.sh --print-base-plan      # prints slim | up-to-date | debootstrap, builds nothing
+#
+# Each image carries the label org.skillopt.build-hash, a sha256 of its build inputs:
+#   base     this machine's docker/base/bootstrap.sh (the package list lives there)
+#   runtime  docker/runtime/{Dockerfile,requirements.txt} + the base image ID
+#   service  docker/service/Dockerfile + the project's packaged source (pyproject.toml,
+#            skillopt/, sandbox/, controller/) + the base image ID
+# An image whose tag exists with the expected hash is "up to date" and is not rebuilt; a run with
+# nothing to do costs well under a second. --only X builds X and what it depends on (the base);
+# --force rebuilds the named image(s) (all three without --only) even when up to date.
+# Dependency versions of the service are not pinned: they are resolved when the service is
+# (re)built, so use --force --only service to pick up new releases.
+#
+# Environment:
+#   SKILLOPT_BASE           auto (default) | slim | debootstrap. auto uses the slim image when it
+#                           is present locally, else an up-to-date local base, else tries
+#                           `docker pull` of the slim image, else debootstraps.
+#   SKILLOPT_SLIM_IMAGE     default python:3.11-slim-bookworm
+#   SKILLOPT_DEBIAN_MIRROR  mirror for debootstrap (default http://deb.debian.org/debian)
+#   SKILLOPT_BUILD_DIR      scratch dir (default docker/.build, gitignored): build contexts, logs,
+#                           debootstrap .deb cache, images.json (the IDs of the last build)
+#   SKILLOPT_PYTHON         host python whose pip builds/downloads wheels (default: .venv's, else python3)
+set -euo pipefail
+
+# The classic builder resolves FROM against local images without asking a registry.
+export DOCKER_BUILDKIT=0
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
+build_dir="${SKILLOPT_BUILD_DIR:-$here/.build}"
+base_mode="${SKILLOPT_BASE:-auto}"
+slim_ref="${SKILLOPT_SLIM_IMAGE:-python:3.11-slim-bookworm}"
+base_tag="skillopt-base:bookworm"
+runtime_tag="skillopt-runtime:latest"
+service_tag="skillopt-service:latest"
+hash_label="org.skillopt.build-hash"
+
+die() { echo "build: error: $*" >&2; exit 1; }
+log() { echo "build: $*"; }
+now_ms() { date +%s%3N; }
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
+
+only=""
+force=0
+verbose=0
+plan_only=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --only)
+      [[ $# -ge 2 ]] || die "--only needs one of: base, runtime, service"
+      only="$2"; shift 2 ;;
+    --only=*) only="${1#--only=}"; shift ;;
+    --force) force=1; shift ;;
+    -v|--verbose) verbose=1; shift ;;
+    --print-base-plan) plan_only=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+done
+case "$only" in
+  ""|base|runtime|service) ;;
+  *) die "--only must be base, runtime or service, not '$only'" ;;
+esac
+case "$base_mode" in
+  auto|slim|debootstrap) ;;
+  *) die "SKILLOPT_BASE must be auto, slim or debootstrap, not '$base_mode'" ;;
+esac
+
+want() { [[ -z "$only" || "$only" == "$1" ]]; }       # a target of this run
+forced() { [[ $force -eq 1 ]] && want "$1"; }            # --force applies to it
+
+command -v docker >/dev/null || die "docker CLI not found: run scripts/setup.sh"
+docker info >/dev/null 2>&1 || die "docker engine not reachable: run scripts/setup.sh"
+
+image_id() { docker image inspect -f '{{.Id}}' "$1" 2>/dev/null || true; }
+image_hash() {
+  docker image inspect -f "{{ index .Config.Labels \"$hash_label\" }}" "$1" 2>/dev/null || true
+}
+sha() { sha256sum | cut -c1-64; }
+
+base_hash="$(sha256sum "$here/base/bootstrap.sh" | cut -c1-64)"
+
+# --- plan for the base ---------------------------------------------------------------------------
+base_plan() {
+  case "$base_mode" in
+    slim) echo slim ;;
+    debootstrap)
+      if ! forced base && [[ "$(image_hash "$base_tag")" == "$base_hash" ]]; then echo up-to-date
+      else echo debootstrap; fi ;;
+    auto)
+      if [[ -n "$(image_id "$slim_ref")" ]]; then echo slim
+      elif ! forced base && [[ "$(image_hash "$base_tag")" == "$base_hash" ]]; then echo up-to-date
+      else echo debootstrap; fi ;;  # after a failed `docker pull` of the slim image
+  esac
+}
+if [[ $plan_only -eq 1 ]]; then base_plan; exit 0; fi
+
+mkdir -p "$build_dir/logs"
+build_dir="$(cd "$build_dir" && pwd)"
+if command -v flock >/dev/null; then
+  exec 9>"$build_dir/.lock"
+  flock -n 9 || { log "another build is running; waiting for it"; flock 9; }
+fi
+
+t0="$(now_ms)"
+replaced=()  # image IDs superseded by this run, removed at the end when nothing uses them
+
+docker_build() {  # name context tag build-hash base-ref
+  local name="$1" ctx="$2" tag="$3" hash="$4" base="$5" logf="$build_dir/logs/$1.log" t old
+  t="$(now_ms)"
+  old="$(image_id "$tag")"
+  log "$name: building $tag (FROM $base; log $logf)"
+  local cmd=(docker build --force-rm -t "$tag" --build-arg "BASE=$base" --build-arg "BUILD_HASH=$hash" "$ctx")
+  if [[ $verbose -eq 1 ]]; then
+    "${cmd[@]}" 2>&1 | tee "$logf" || die "$name: docker build failed (log $logf)"
+  elif ! "${cmd[@]}" >"$logf" 2>&1; then
+    tail -n 40 "$logf" >&2
+    die "$name: docker build failed (full log $logf)"
+  fi
+  [[ "$(image_hash "$tag")" == "$hash" ]] || die "$name: built image lacks label $hash_label=$hash"
+  if [[ -n "$old" && "$old" != "$(image_id "$tag")" ]]; then replaced+=("$old"); fi
+  log "$name: built in $(( ($(now_ms) - t) / 1000 )) s"
+}
+
+# Host python whose pip makes the wheels (it has the registry access and the CA bundle).
+host_python() {
+  local py="${SKILLOPT_PYTHON:-}"
+  if [[ -z "$py" ]]; then
+    if [[ -x "$repo/.venv/bin/python" ]]; then py="$repo/.venv/bin/python"; else py="python3"; fi
+  fi
+  "$py" -m pip --version >/dev/null 2>&1 || die "no usable pip for '$py': run scripts/setup.sh"
+  echo "$py"
+}
+
+# pip download arguments selecting wheels for the BASE image's python, glibc and architecture.
+target_pip_args() {  # base-ref
+  local info pyver glibc arch minor m
+  info="$(docker run --rm --network none "$1" python3 -c \
+    'import platform, sys; print("%d.%d" % sys.version_info[:2], platform.libc_ver()[1])')" \
+    || die "cannot run python3 in $1"
+  read -r pyver glibc <<<"$info"
+  arch="$(docker info -f '{{.Architecture}}')"
+  case "$arch" in amd64) arch=x86_64 ;; arm64) arch=aarch64 ;; esac
+  minor="${glibc#2.}"
+  [[ "$glibc" == 2.* && "$minor" =~ ^[0-9]+$ ]] || die "cannot tell the glibc version of $1 ('$glibc')"
+  local args=(--only-binary=:all: --python-version "$pyver" --implementation cp --abi "cp${pyver/./}")
+  for ((m = minor; m >= 5; m--)); do args+=(--platform "manylinux_2_${m}_$arch"); done
+  args+=(--platform "manylinux2014_$arch")
+  if [[ "$arch" == x86_64 ]]; then args+=(--platform manylinux2010_x86_64 --platform manylinux1_x86_64); fi
+  printf '%s\n' "${args[@]}"
+}
+
+# --- base ----------------------------------------------------------------------------------------
+plan="$(base_plan)"
+case "$plan" in
+  slim)
+    if [[ -z "$(image_id "$slim_ref")" ]] || forced base; then
+      log "base: docker pull $slim_ref"
+      if ! docker pull -q "$slim_ref" >"$build_dir/logs/pull.log" 2>&1 && [[ -z "$(image_id "$slim_ref")" ]]; then
+        die "cannot pull $slim_ref ($(tail -n 1 "$build_dir/logs/pull.log")); use SKILLOPT_BASE=debootstrap or auto"
+      fi
+    fi
+    base_ref="$slim_ref" ;;
+  up-to-date)
+    base_ref="$base_tag"
+    if want base; then log "base: $base_tag up to date"; fi ;;
+  debootstrap)
+    base_ref="$base_tag"
+    if [[ "$base_mode" == auto ]] && docker pull -q "$slim_ref" >"$build_dir/logs/pull.log" 2>&1; then
+      log "base: pulled $slim_ref"
+      base_ref="$slim_ref"
+    else
+      [[ "$base_mode" == auto ]] && log "base: $slim_ref not pullable (no registry); bootstrapping from Debian packages"
+      old="$(image_id "$base_tag")"
+      t="$(now_ms)"
+      log "base: building $base_tag with debootstrap (~1 min; log $build_dir/logs/base.log)"
+      if [[ $verbose -eq 1 ]]; then
+        SKILLOPT_BUILD_DIR="$build_dir" bash "$here/base/bootstrap.sh" "$base_tag" 2>&1 | tee "$build_dir/logs/base.log" \
+          || die "base: bootstrap failed (log $build_dir/logs/base.log)"
+      elif ! SKILLOPT_BUILD_DIR="$build_dir" bash "$here/base/bootstrap.sh" "$base_tag" >"$build_dir/logs/base.log" 2>&1; then
+        tail -n 40 "$build_dir/logs/base.log" >&2
+        die "base: bootstrap failed (full log $build_dir/logs/base.log)"
+      fi
+      [[ "$(image_hash "$base_tag")" == "$base_hash" ]] || die "base: $base_tag lacks label $hash_label=$base_hash"
+      if [[ -n "$old" && "$old" != "$(image_id "$base_tag")" ]]; then replaced+=("$old"); fi
+      log "base: built in $(( ($(now_ms) - t) / 1000 )) s"
+    fi ;;
+esac
+base_id="$(image_id "$base_ref")"
+[[ -n "$base_id" ]] || die "base image $base_ref missing after resolving it"
+if [[ "$base_ref" == "$slim_ref" ]] && want base; then log "base: using $slim_ref"; fi
+
+# --- runtime -------------------------------------------------------------------------------------
+if want runtime; then
+  runtime_hash="$( { (cd "$here/runtime" && sha256sum Dockerfile requirements.txt); echo "base $base_id"; } | sha)"
+  if ! forced runtime && [[ "$(image_hash "$runtime_tag")" == "$runtime_hash" ]]; then
+    log "runtime: $runtime_tag up to date"
+  else
+    ctx="$build_dir/ctx/runtime"
+    rm -rf "$ctx"
+    mkdir -p "$ctx/pydeps"
+    cp "$here/runtime/Dockerfile" "$here/runtime/requirements.txt" "$ctx/"
+    : >"$ctx/pydeps/.keep"
+    if ! docker run --rm --network none "$base_ref" python3 -c 'import openpyxl, pandas' >/dev/null 2>&1; then
+      py="$(host_python)"
+      pargs_s="$(target_pip_args "$base_ref")"
+      mapfile -t pargs <<<"$pargs_s"
+      log "runtime: $base_ref lacks openpyxl/pandas; downloading wheels on the host"
+      "$py" -m pip download -q "${pargs[@]}" -d "$ctx/pydeps" -r "$here/runtime/requirements.txt" \
+        >"$build_dir/logs/runtime-pip.log" 2>&1 \
+        || { tail -n 20 "$build_dir/logs/runtime-pip.log" >&2; die "runtime: pip download failed"; }
+    fi
+    docker_build runtime "$ctx" "$runtime_tag" "$runtime_hash" "$base_ref"
+  fi
+fi
+
+# --- service -------------------------------------------------------------------------------------
+# The files that make the project's wheel (pyproject's packages.find: skillopt*, sandbox*, controller*).
+project_files() {
+  (
+    cd "$repo"
+    for f in pyproject.toml setup.cfg setup.py MANIFEST.in README.md LICENSE; do
+      if [[ -f "$f" ]]; then printf '%s\0' "$f"; fi
+    done
+    for d in skillopt sandbox controller; do
+      if [[ -d "$d" ]]; then
+        find "$d" \( -name __pycache__ -o -name '*.egg-info' \) -prune -o -type f ! -name '*.py[co]' -print0
+      fi
+    done
+  ) | LC_ALL=C sort -z
+}
+
+if want service; then
+  [[ -f "$repo/pyproject.toml" ]] || die "service: $repo/pyproject.toml not found"
+  src_hash="$(project_files | (cd "$repo" && xargs -0 -r sha256sum) | sha)"
+  service_hash="$( { (cd "$here/service" && sha256sum Dockerfile); echo "src $src_hash"; echo "base $base_id"; } | sha)"
+  if ! forced service && [[ "$(image_hash "$service_tag")" == "$service_hash" ]]; then
+    log "service: $service_tag up to date"
+  else
+    py="$(host_python)"
+    ctx="$build_dir/ctx/service"
+    src="$build_dir/src/service"
+    rm -rf "$ctx" "$src"
+    mkdir -p "$ctx/wheelhouse/deps" "$ctx/wheelhouse/project" "$src"
+    cp "$here/service/Dockerfile" "$ctx/"
+    # Build from a copy of exactly the hashed files: nothing else leaks in, and the work tree
+    # gets no build/ or *.egg-info droppings.
+    project_files | (cd "$repo" && tar --null -T - -cf -) | tar -C "$src" -xf -
+    log "service: building the project wheel and downloading dependency wheels on the host"
+    plog="$build_dir/logs/service-pip.log"
+    "$py" -m pip wheel -q --no-deps -w "$ctx/wheelhouse/project" "$src" >"$plog" 2>&1 \
+      || { tail -n 20 "$plog" >&2; die "service: pip wheel of the project failed (log $plog)"; }
+    wheels=("$ctx"/wheelhouse/project/*.whl)
+    [[ ${#wheels[@]} -eq 1 && -f "${wheels[0]}" ]] || die "service: expected one project wheel, got: ${wheels[*]}"
+    pargs_s="$(target_pip_args "$base_ref")"
+    mapfile -t pargs <<<"$pargs_s"
+    # The dependency wheels are cached under a key of the wheel's Requires-Dist and the target
+    # platform, so an edit to the source alone does not resolve and download them again.
+    # --force resolves them afresh (new releases).
+    deps_key="$( { "$py" - "${wheels[0]}" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+    for line in z.read(meta).decode().splitlines():
+        if line.startswith(("Requires-Dist:", "Requires-Python:")):
+            print(line)
+PY
+      printf '%s\n' "${pargs[@]}"; } | sha)"
+    deps_cache="$build_dir/service-deps"
+    if forced service || [[ "$(cat "$deps_cache/.key" 2>/dev/null)" != "$deps_key" ]]; then
+      rm -rf "$deps_cache.tmp"
+      mkdir -p "$deps_cache.tmp"
+      "$py" -m pip download -q "${pargs[@]}" -d "$deps_cache.tmp" "${wheels[0]}" >>"$plog" 2>&1 \
+        || { tail -n 20 "$plog" >&2; die "service: pip download of the dependencies failed (log $plog)"; }
+      rm -f "$deps_cache.tmp/$(basename "${wheels[0]}")"
+      echo "$deps_key" >"$deps_cache.tmp/.key"
+      rm -rf "$deps_cache"
+      mv "$deps_cache.tmp" "$deps_cache"
+    else
+      log "service: dependency wheels unchanged (cached in $deps_cache)"
+    fi
+    cp -l "$deps_cache"/*.whl "$ctx/wheelhouse/deps/" 2>/dev/null || cp "$deps_cache"/*.whl "$ctx/wheelhouse/deps/"
+    rm -rf "$src"
+    docker_build service "$ctx" "$service_tag" "$service_hash" "$base_ref"
+  fi
+fi
+
+# --- superseded images, record, summary ----------------------------------------------------------
+# Images this script built and then replaced are removed once nothing uses them: an untagged
+# image that a container (e.g. a pool container of the old runtime) or a child image (the old
+# runtime on an old base) still uses is kept and retried on the next run. IDs only ever enter
+# this list here, so nothing built by anyone else is touched.
+superseded="$build_dir/superseded-images"
+descends_from() {  # image ancestor: walks the local parent chain (classic-builder images)
+  local cur="$1" n=0
+  while [[ -n "$cur" && $n -lt 200 ]]; do
+    [[ "$cur" == "$2" ]] && return 0
+    cur="$(docker image inspect -f '{{.Parent}}' "$cur" 2>/dev/null)" || return 1
+    n=$((n + 1))
+  done
+  return 1
+}
+# An old base is also held by the untagged final images of old multi-stage builds (the pydeps and
+# deps stages, kept as the classic builder's cache): drop those, and only those, first.
+if [[ -s "$superseded" || ${#replaced[@]} -gt 0 ]]; then
+  mapfile -t dangling < <(docker images -q --no-trunc -f dangling=true)
+  while read -r id; do
+    [[ -n "$id" && "$(docker image inspect -f '{{index .Config.Labels "org.skillopt.image"}}' "$id" 2>/dev/null)" == base ]] || continue
+    for d in "${dangling[@]}"; do
+      if [[ "$d" != "$id" ]] && descends_from "$d" "$id"; then docker image rm "$d" >/dev/null 2>&1 || true; fi
+    done
+  done < <({ cat "$superseded" 2>/dev/null || true; printf '%s\n' "${replaced[@]}"; })
+fi
+keep=()
+while read -r id; do
+  [[ -n "$id" ]] || continue
+  tags="$(docker image inspect -f '{{len .RepoTags}}' "$id" 2>/dev/null)" || continue  # gone already
+  if [[ "$tags" == 0 ]] && docker image rm "$id" >/dev/null 2>&1; then continue; fi
+  if [[ "$tags" == 0 ]]; then keep+=("$id"); fi  # re-tagged by someone: theirs now, forget it
+done < <({ cat "$superseded" 2>/dev/null || true; printf '%s\n' "${replaced[@]}"; } | tac | awk '!seen[$0]++')
+printf '%s\n' "${keep[@]}" >"$superseded"
+
+entry() {  # name ref -> one JSON member (empty when the image does not exist)
+  local id
+  id="$(image_id "$2")"
+  [[ -n "$id" ]] || return 0
+  docker image inspect -f "  \"$1\": {\"ref\": \"$2\", \"id\": \"{{.Id}}\", \"build_hash\": \"{{ index .Config.Labels \"$hash_label\" }}\", \"size_bytes\": {{.Size}}}" "$2"
+}
+show() {  # name ref
+  local id size
+  id="$(image_id "$2")"
+  [[ -n "$id" ]] || return 0
+  size="$(docker image inspect -f '{{.Size}}' "$2")"
+  printf '  %-8s %-27s %s %5d MB\n' "$1" "$2" "$id" $((size / 1000000))
+}
+echo "images:"
+show base "$base_ref"
+if want runtime; then show runtime "$runtime_tag"; fi
+if want service; then show service "$service_tag"; fi
+# images.json: this machine's images as of the last build. An image ID is the sha256 digest of
+# the image's config (content-addressed); images built here have no registry digest.
+{
+  echo "{"
+  { entry base "$base_ref"; entry runtime "$runtime_tag"; entry service "$service_tag"; } | sed '$!s/$/,/'
+  echo "}"
+} >"$build_dir/images.json.tmp"
+mv "$build_dir/images.json.tmp" "$build_dir/images.json"
+log "done in $(awk -v ms=$(( $(now_ms) - t0 )) 'BEGIN { printf "%.1f", ms / 1000 }') s"

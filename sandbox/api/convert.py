@@ -1,0 +1,313 @@
+"""Domain ↔ protobuf conversion: the only module that sees both ``skillopt.types`` and the
+generated messages. JSON-typed proto fields are decoded here, with errors that say which field
+is malformed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from sandbox.api.v1 import sandbox_pb2 as pb
+from skillopt.envs.base import ProgressEvent
+from skillopt.errors import InvalidRequest
+from skillopt.types import (
+    CaseResult,
+    ExecRecord,
+    File,
+    Grading,
+    InfraError,
+    InfraErrorKind,
+    Limits,
+    Message,
+    ModelSpec,
+    RolloutRequest,
+    RolloutResult,
+    SkillSpec,
+    Task,
+    TestCase,
+    Trace,
+    Usage,
+)
+
+__all__ = [
+    "event_to_proto",
+    "request_from_proto",
+    "request_to_proto",
+    "result_from_proto",
+    "result_to_proto",
+]
+
+_KIND_TO_PROTO = {
+    InfraErrorKind.OOM_KILLED: pb.InfraError.OOM_KILLED,
+    InfraErrorKind.TIMEOUT: pb.InfraError.TIMEOUT,
+    InfraErrorKind.CONTAINER_START_FAILED: pb.InfraError.CONTAINER_START_FAILED,
+    InfraErrorKind.SANDBOX_UNAVAILABLE: pb.InfraError.SANDBOX_UNAVAILABLE,
+    InfraErrorKind.IMAGE_MISSING: pb.InfraError.IMAGE_MISSING,
+    InfraErrorKind.GATEWAY_ERROR: pb.InfraError.GATEWAY_ERROR,
+    InfraErrorKind.MODEL_UNAVAILABLE: pb.InfraError.MODEL_UNAVAILABLE,
+    InfraErrorKind.CANCELLED: pb.InfraError.CANCELLED,
+    InfraErrorKind.INTERNAL: pb.InfraError.INTERNAL,
+}
+_KIND_FROM_PROTO = {v: k for k, v in _KIND_TO_PROTO.items()}
+
+
+def _json_obj(text: str, field: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidRequest(f"{field} is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"{field} must be a JSON object")
+    return value
+
+
+def _dump(obj: Mapping[str, Any]) -> str:
+    return json.dumps(dict(obj), sort_keys=True, default=str) if obj else ""
+
+
+def _cases_from(cases) -> tuple[TestCase, ...]:
+    return tuple(
+        TestCase(name=c.name, files=tuple(File(name=f.name, content=f.content) for f in c.files))
+        for c in cases
+    )
+
+
+def _cases_to(cases: tuple[TestCase, ...]) -> list[pb.TestCase]:
+    return [
+        pb.TestCase(name=c.name, files=[pb.File(name=f.name, content=f.content) for f in c.files])
+        for c in cases
+    ]
+
+
+# -- requests ---------------------------------------------------------------------------------
+
+
+def request_from_proto(msg: pb.RunRequest) -> RolloutRequest:
+    """Raises InvalidRequest for malformed JSON fields or a missing task."""
+    if not msg.HasField("task"):
+        raise InvalidRequest("request has no task")
+    skill = SkillSpec(name=msg.skill.name or "skillopt-target", content=msg.skill.content)
+    if msg.skill.sha256 and msg.skill.sha256.lower() != skill.sha256:
+        raise InvalidRequest("skill.sha256 does not match the skill content (corrupted or edited in transit)")
+    model = msg.model
+    return RolloutRequest(
+        rollout_id=msg.rollout_id,
+        env=msg.env,
+        agent=msg.agent,
+        task=Task(
+            id=msg.task.id,
+            instruction=msg.task.instruction,
+            attributes=_json_obj(msg.task.attributes_json, "task.attributes_json"),
+            cases=_cases_from(msg.task.cases),
+        ),
+        grading=Grading(
+            attributes=_json_obj(msg.grading.attributes_json, "grading.attributes_json"),
+            cases=_cases_from(msg.grading.cases),
+        ),
+        skill=skill,
+        model=ModelSpec(
+            provider=model.provider,
+            model=model.model,
+            temperature=model.temperature if model.HasField("temperature") else None,
+            max_output_tokens=model.max_output_tokens if model.HasField("max_output_tokens") else None,
+            reasoning_effort=model.reasoning_effort or None,
+            extra=_json_obj(model.extra_json, "model.extra_json"),
+        ),
+        limits=Limits(
+            wall_time_s=msg.limits.wall_time_s or None,
+            max_turns=msg.limits.max_turns or None,
+            exec_timeout_s=msg.limits.exec_timeout_s or None,
+            memory_bytes=msg.limits.memory_bytes or None,
+            cpus=msg.limits.cpus or None,
+            output_bytes=msg.limits.output_bytes or None,
+        ),
+        use_eval_feedback=msg.use_eval_feedback,
+        diagnostic_instruction=msg.diagnostic_instruction,
+    )
+
+
+def request_to_proto(req: RolloutRequest) -> pb.RunRequest:
+    m = req.model
+    model = pb.ModelSpec(
+        provider=m.provider,
+        model=m.model,
+        reasoning_effort=m.reasoning_effort or "",
+        extra_json=_dump(m.extra),
+    )
+    if m.temperature is not None:
+        model.temperature = m.temperature
+    if m.max_output_tokens is not None:
+        model.max_output_tokens = m.max_output_tokens
+    lim = req.limits
+    return pb.RunRequest(
+        rollout_id=req.rollout_id,
+        env=req.env,
+        agent=req.agent,
+        task=pb.Task(
+            id=req.task.id,
+            instruction=req.task.instruction,
+            attributes_json=_dump(req.task.attributes),
+            cases=_cases_to(req.task.cases),
+        ),
+        grading=pb.Grading(attributes_json=_dump(req.grading.attributes), cases=_cases_to(req.grading.cases)),
+        skill=pb.Skill(name=req.skill.name, content=req.skill.content, sha256=req.skill.sha256),
+        model=model,
+        limits=pb.Limits(
+            wall_time_s=lim.wall_time_s or 0.0,
+            max_turns=lim.max_turns or 0,
+            exec_timeout_s=lim.exec_timeout_s or 0.0,
+            memory_bytes=lim.memory_bytes or 0,
+            cpus=lim.cpus or 0.0,
+            output_bytes=lim.output_bytes or 0,
+        ),
+        use_eval_feedback=req.use_eval_feedback,
+        diagnostic_instruction=req.diagnostic_instruction,
+    )
+
+
+# -- results ----------------------------------------------------------------------------------
+
+
+def result_to_proto(r: RolloutResult) -> pb.RunResult:
+    t = r.trace
+    msg = pb.RunResult(
+        id=r.id,
+        rollout_id=r.rollout_id,
+        hard=r.hard,
+        soft=r.soft,
+        fail_reason=r.fail_reason,
+        phase=r.phase,
+        agent_ok=r.agent_ok,
+        n_turns=r.n_turns,
+        cases=[
+            pb.CaseResult(name=c.name, ok=c.ok, stage=c.stage, reason=c.reason, report=c.report)
+            for c in r.cases
+        ],
+        metrics_json=_dump(r.metrics),
+        trace=pb.Trace(
+            messages=[
+                pb.Message(
+                    role=m.role,
+                    content=m.content,
+                    name=m.name,
+                    tool_call_id=m.tool_call_id,
+                    tool_calls_json=json.dumps([dict(c) for c in m.tool_calls]) if m.tool_calls else "",
+                )
+                for m in t.messages
+            ],
+            executions=[_exec_to(e) for e in t.executions],
+            system_prompt=t.system_prompt,
+            user_prompt=t.user_prompt,
+            code=t.code,
+            notes=dict(t.notes),
+        ),
+        artifacts=[pb.File(name=a.name, content=a.content) for a in r.artifacts],
+        usage=pb.Usage(
+            calls=r.usage.calls,
+            prompt_tokens=r.usage.prompt_tokens,
+            completion_tokens=r.usage.completion_tokens,
+        ),
+        timings_s=dict(r.timings_s),
+        host=r.host,
+        image_digest=r.image_digest,
+    )
+    if r.infra_error is not None:
+        msg.infra_error.CopyFrom(
+            pb.InfraError(
+                kind=_KIND_TO_PROTO[r.infra_error.kind],
+                message=r.infra_error.message,
+                retryable=r.infra_error.is_retryable,
+            )
+        )
+    return msg
+
+
+def _exec_to(e: ExecRecord) -> pb.ExecRecord:
+    rec = pb.ExecRecord(
+        turn=e.turn,
+        case=e.case,
+        code=e.code,
+        stdout_tail=e.stdout_tail,
+        stderr_tail=e.stderr_tail,
+        duration_s=e.duration_s,
+        timed_out=e.timed_out,
+        oom_killed=e.oom_killed,
+    )
+    if e.exit_code is not None:
+        rec.exit_code = e.exit_code
+    return rec
+
+
+def result_from_proto(msg: pb.RunResult) -> RolloutResult:
+    t = msg.trace
+    infra = None
+    if msg.HasField("infra_error"):
+        infra = InfraError(
+            kind=_KIND_FROM_PROTO.get(msg.infra_error.kind, InfraErrorKind.INTERNAL),
+            message=msg.infra_error.message,
+            retryable=msg.infra_error.retryable,
+        )
+    return RolloutResult(
+        id=msg.id,
+        rollout_id=msg.rollout_id,
+        hard=msg.hard,
+        soft=msg.soft,
+        fail_reason=msg.fail_reason,
+        phase=msg.phase,
+        agent_ok=msg.agent_ok,
+        n_turns=msg.n_turns,
+        cases=tuple(
+            CaseResult(name=c.name, ok=c.ok, stage=c.stage, reason=c.reason, report=c.report)
+            for c in msg.cases
+        ),
+        metrics=json.loads(msg.metrics_json) if msg.metrics_json else {},
+        trace=Trace(
+            messages=tuple(
+                Message(
+                    role=m.role,
+                    content=m.content,
+                    name=m.name,
+                    tool_call_id=m.tool_call_id,
+                    tool_calls=tuple(json.loads(m.tool_calls_json)) if m.tool_calls_json else (),
+                )
+                for m in t.messages
+            ),
+            executions=tuple(
+                ExecRecord(
+                    turn=e.turn,
+                    case=e.case,
+                    code=e.code,
+                    exit_code=e.exit_code if e.HasField("exit_code") else None,
+                    stdout_tail=e.stdout_tail,
+                    stderr_tail=e.stderr_tail,
+                    duration_s=e.duration_s,
+                    timed_out=e.timed_out,
+                    oom_killed=e.oom_killed,
+                )
+                for e in t.executions
+            ),
+            system_prompt=t.system_prompt,
+            user_prompt=t.user_prompt,
+            code=t.code,
+            notes=dict(t.notes),
+        ),
+        artifacts=tuple(File(name=a.name, content=a.content) for a in msg.artifacts),
+        usage=Usage(
+            calls=msg.usage.calls,
+            prompt_tokens=msg.usage.prompt_tokens,
+            completion_tokens=msg.usage.completion_tokens,
+        ),
+        timings_s=dict(msg.timings_s),
+        host=msg.host,
+        image_digest=msg.image_digest,
+        infra_error=infra,
+    )
+
+
+def event_to_proto(time_ns: int, event: ProgressEvent) -> pb.RunEvent:
+    return pb.RunEvent(
+        time_ns=time_ns, progress=pb.Progress(phase=event.phase, turn=event.turn, detail=event.detail)
+    )

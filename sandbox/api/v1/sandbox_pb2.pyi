@@ -1,0 +1,348 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class File(_message.Message):
+    __slots__ = ("name", "content")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    content: bytes
+    def __init__(self, name: _Optional[str] = ..., content: _Optional[bytes] = ...) -> None: ...
+
+class TestCase(_message.Message):
+    __slots__ = ("name", "files")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    files: _containers.RepeatedCompositeFieldContainer[File]
+    def __init__(self, name: _Optional[str] = ..., files: _Optional[_Iterable[_Union[File, _Mapping]]] = ...) -> None: ...
+
+class Task(_message.Message):
+    __slots__ = ("id", "instruction", "attributes_json", "cases")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_JSON_FIELD_NUMBER: _ClassVar[int]
+    CASES_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    instruction: str
+    attributes_json: str
+    cases: _containers.RepeatedCompositeFieldContainer[TestCase]
+    def __init__(self, id: _Optional[str] = ..., instruction: _Optional[str] = ..., attributes_json: _Optional[str] = ..., cases: _Optional[_Iterable[_Union[TestCase, _Mapping]]] = ...) -> None: ...
+
+class Grading(_message.Message):
+    __slots__ = ("attributes_json", "cases")
+    ATTRIBUTES_JSON_FIELD_NUMBER: _ClassVar[int]
+    CASES_FIELD_NUMBER: _ClassVar[int]
+    attributes_json: str
+    cases: _containers.RepeatedCompositeFieldContainer[TestCase]
+    def __init__(self, attributes_json: _Optional[str] = ..., cases: _Optional[_Iterable[_Union[TestCase, _Mapping]]] = ...) -> None: ...
+
+class Skill(_message.Message):
+    __slots__ = ("name", "content", "sha256")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    content: str
+    sha256: str
+    def __init__(self, name: _Optional[str] = ..., content: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class ModelSpec(_message.Message):
+    __slots__ = ("provider", "model", "temperature", "max_output_tokens", "reasoning_effort", "extra_json")
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    MAX_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REASONING_EFFORT_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_JSON_FIELD_NUMBER: _ClassVar[int]
+    provider: str
+    model: str
+    temperature: float
+    max_output_tokens: int
+    reasoning_effort: str
+    extra_json: str
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., temperature: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., reasoning_effort: _Optional[str] = ..., extra_json: _Optional[str] = ...) -> None: ...
+
+class Limits(_message.Message):
+    __slots__ = ("wall_time_s", "max_turns", "exec_timeout_s", "memory_bytes", "cpus", "output_bytes")
+    WALL_TIME_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_TURNS_FIELD_NUMBER: _ClassVar[int]
+    EXEC_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    wall_time_s: float
+    max_turns: int
+    exec_timeout_s: float
+    memory_bytes: int
+    cpus: float
+    output_bytes: int
+    def __init__(self, wall_time_s: _Optional[float] = ..., max_turns: _Optional[int] = ..., exec_timeout_s: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., output_bytes: _Optional[int] = ...) -> None: ...
+
+class RunRequest(_message.Message):
+    __slots__ = ("rollout_id", "env", "agent", "task", "grading", "skill", "model", "limits", "use_eval_feedback", "diagnostic_instruction")
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    GRADING_FIELD_NUMBER: _ClassVar[int]
+    SKILL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    USE_EVAL_FEEDBACK_FIELD_NUMBER: _ClassVar[int]
+    DIAGNOSTIC_INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
+    rollout_id: str
+    env: str
+    agent: str
+    task: Task
+    grading: Grading
+    skill: Skill
+    model: ModelSpec
+    limits: Limits
+    use_eval_feedback: bool
+    diagnostic_instruction: str
+    def __init__(self, rollout_id: _Optional[str] = ..., env: _Optional[str] = ..., agent: _Optional[str] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., grading: _Optional[_Union[Grading, _Mapping]] = ..., skill: _Optional[_Union[Skill, _Mapping]] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., use_eval_feedback: _Optional[bool] = ..., diagnostic_instruction: _Optional[str] = ...) -> None: ...
+
+class RunEvent(_message.Message):
+    __slots__ = ("time_ns", "progress", "result")
+    TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    time_ns: int
+    progress: Progress
+    result: RunResult
+    def __init__(self, time_ns: _Optional[int] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., result: _Optional[_Union[RunResult, _Mapping]] = ...) -> None: ...
+
+class Progress(_message.Message):
+    __slots__ = ("phase", "turn", "detail")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    turn: int
+    detail: str
+    def __init__(self, phase: _Optional[str] = ..., turn: _Optional[int] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class InfraError(_message.Message):
+    __slots__ = ("kind", "message", "retryable")
+    class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        KIND_UNSPECIFIED: _ClassVar[InfraError.Kind]
+        OOM_KILLED: _ClassVar[InfraError.Kind]
+        TIMEOUT: _ClassVar[InfraError.Kind]
+        CONTAINER_START_FAILED: _ClassVar[InfraError.Kind]
+        SANDBOX_UNAVAILABLE: _ClassVar[InfraError.Kind]
+        IMAGE_MISSING: _ClassVar[InfraError.Kind]
+        GATEWAY_ERROR: _ClassVar[InfraError.Kind]
+        MODEL_UNAVAILABLE: _ClassVar[InfraError.Kind]
+        CANCELLED: _ClassVar[InfraError.Kind]
+        INTERNAL: _ClassVar[InfraError.Kind]
+    KIND_UNSPECIFIED: InfraError.Kind
+    OOM_KILLED: InfraError.Kind
+    TIMEOUT: InfraError.Kind
+    CONTAINER_START_FAILED: InfraError.Kind
+    SANDBOX_UNAVAILABLE: InfraError.Kind
+    IMAGE_MISSING: InfraError.Kind
+    GATEWAY_ERROR: InfraError.Kind
+    MODEL_UNAVAILABLE: InfraError.Kind
+    CANCELLED: InfraError.Kind
+    INTERNAL: InfraError.Kind
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RETRYABLE_FIELD_NUMBER: _ClassVar[int]
+    kind: InfraError.Kind
+    message: str
+    retryable: bool
+    def __init__(self, kind: _Optional[_Union[InfraError.Kind, str]] = ..., message: _Optional[str] = ..., retryable: _Optional[bool] = ...) -> None: ...
+
+class CaseResult(_message.Message):
+    __slots__ = ("name", "ok", "stage", "reason", "report")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REPORT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    ok: bool
+    stage: str
+    reason: str
+    report: str
+    def __init__(self, name: _Optional[str] = ..., ok: _Optional[bool] = ..., stage: _Optional[str] = ..., reason: _Optional[str] = ..., report: _Optional[str] = ...) -> None: ...
+
+class Message(_message.Message):
+    __slots__ = ("role", "content", "name", "tool_call_id", "tool_calls_json")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALLS_JSON_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    content: str
+    name: str
+    tool_call_id: str
+    tool_calls_json: str
+    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., name: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., tool_calls_json: _Optional[str] = ...) -> None: ...
+
+class ExecRecord(_message.Message):
+    __slots__ = ("turn", "case", "code", "exit_code", "stdout_tail", "stderr_tail", "duration_s", "timed_out", "oom_killed")
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    CASE_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_TAIL_FIELD_NUMBER: _ClassVar[int]
+    STDERR_TAIL_FIELD_NUMBER: _ClassVar[int]
+    DURATION_S_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    OOM_KILLED_FIELD_NUMBER: _ClassVar[int]
+    turn: int
+    case: str
+    code: str
+    exit_code: int
+    stdout_tail: str
+    stderr_tail: str
+    duration_s: float
+    timed_out: bool
+    oom_killed: bool
+    def __init__(self, turn: _Optional[int] = ..., case: _Optional[str] = ..., code: _Optional[str] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., duration_s: _Optional[float] = ..., timed_out: _Optional[bool] = ..., oom_killed: _Optional[bool] = ...) -> None: ...
+
+class Trace(_message.Message):
+    __slots__ = ("messages", "executions", "system_prompt", "user_prompt", "code", "notes")
+    class NotesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    USER_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    executions: _containers.RepeatedCompositeFieldContainer[ExecRecord]
+    system_prompt: str
+    user_prompt: str
+    code: str
+    notes: _containers.ScalarMap[str, str]
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., executions: _Optional[_Iterable[_Union[ExecRecord, _Mapping]]] = ..., system_prompt: _Optional[str] = ..., user_prompt: _Optional[str] = ..., code: _Optional[str] = ..., notes: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class Usage(_message.Message):
+    __slots__ = ("calls", "prompt_tokens", "completion_tokens")
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    def __init__(self, calls: _Optional[int] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ...) -> None: ...
+
+class RunResult(_message.Message):
+    __slots__ = ("id", "rollout_id", "hard", "soft", "fail_reason", "phase", "agent_ok", "n_turns", "cases", "metrics_json", "trace", "artifacts", "usage", "timings_s", "host", "image_digest", "infra_error")
+    class TimingsSEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    HARD_FIELD_NUMBER: _ClassVar[int]
+    SOFT_FIELD_NUMBER: _ClassVar[int]
+    FAIL_REASON_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    AGENT_OK_FIELD_NUMBER: _ClassVar[int]
+    N_TURNS_FIELD_NUMBER: _ClassVar[int]
+    CASES_FIELD_NUMBER: _ClassVar[int]
+    METRICS_JSON_FIELD_NUMBER: _ClassVar[int]
+    TRACE_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_S_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    INFRA_ERROR_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    rollout_id: str
+    hard: float
+    soft: float
+    fail_reason: str
+    phase: str
+    agent_ok: bool
+    n_turns: int
+    cases: _containers.RepeatedCompositeFieldContainer[CaseResult]
+    metrics_json: str
+    trace: Trace
+    artifacts: _containers.RepeatedCompositeFieldContainer[File]
+    usage: Usage
+    timings_s: _containers.ScalarMap[str, float]
+    host: str
+    image_digest: str
+    infra_error: InfraError
+    def __init__(self, id: _Optional[str] = ..., rollout_id: _Optional[str] = ..., hard: _Optional[float] = ..., soft: _Optional[float] = ..., fail_reason: _Optional[str] = ..., phase: _Optional[str] = ..., agent_ok: _Optional[bool] = ..., n_turns: _Optional[int] = ..., cases: _Optional[_Iterable[_Union[CaseResult, _Mapping]]] = ..., metrics_json: _Optional[str] = ..., trace: _Optional[_Union[Trace, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[File, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., timings_s: _Optional[_Mapping[str, float]] = ..., host: _Optional[str] = ..., image_digest: _Optional[str] = ..., infra_error: _Optional[_Union[InfraError, _Mapping]] = ...) -> None: ...
+
+class DescribeRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeResponse(_message.Message):
+    __slots__ = ("host", "version", "capacity", "free_slots", "running", "draining", "agents", "image_digests", "pool_idle", "container_runtime", "providers", "runner_sha256")
+    class ImageDigestsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class PoolIdleEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_FIELD_NUMBER: _ClassVar[int]
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_DIGESTS_FIELD_NUMBER: _ClassVar[int]
+    POOL_IDLE_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    PROVIDERS_FIELD_NUMBER: _ClassVar[int]
+    RUNNER_SHA256_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    version: str
+    capacity: int
+    free_slots: int
+    running: int
+    draining: bool
+    agents: _containers.RepeatedScalarFieldContainer[str]
+    image_digests: _containers.ScalarMap[str, str]
+    pool_idle: _containers.ScalarMap[str, int]
+    container_runtime: str
+    providers: _containers.RepeatedScalarFieldContainer[str]
+    runner_sha256: str
+    def __init__(self, host: _Optional[str] = ..., version: _Optional[str] = ..., capacity: _Optional[int] = ..., free_slots: _Optional[int] = ..., running: _Optional[int] = ..., draining: _Optional[bool] = ..., agents: _Optional[_Iterable[str]] = ..., image_digests: _Optional[_Mapping[str, str]] = ..., pool_idle: _Optional[_Mapping[str, int]] = ..., container_runtime: _Optional[str] = ..., providers: _Optional[_Iterable[str]] = ..., runner_sha256: _Optional[str] = ...) -> None: ...
+
+class CancelRequest(_message.Message):
+    __slots__ = ("rollout_id",)
+    ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
+    rollout_id: str
+    def __init__(self, rollout_id: _Optional[str] = ...) -> None: ...
+
+class CancelResponse(_message.Message):
+    __slots__ = ("cancelled",)
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    cancelled: bool
+    def __init__(self, cancelled: _Optional[bool] = ...) -> None: ...

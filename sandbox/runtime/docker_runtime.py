@@ -1,0 +1,565 @@
+"""Hardened rollout containers on a local Docker engine (docker SDK).
+
+A container here is single-use: created with every hardening default of :class:`ContainerSpec`,
+started with the runner (``runner/runner.py``) as its main process under Docker's init, used by
+one rollout, then removed. The service talks to the runner over one unix-socket connection that
+the runner opens to a socket the service created in the container's control directory.
+
+Host layout under ``state_dir``::
+
+    runner/runner.py                 the runner script, mounted read-only at /opt/skillopt
+    c/<short-id>/control/            runner.sock (mounted read-only at /control)
+    c/<short-id>/skill/              SKILL.md (mounted read-only at /skill)
+    c/<short-id>/lease.json          which rollout holds the container (labels are immutable)
+    lock                             flock: one service per state dir
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import structlog
+from docker.types import LogConfig, Mount, Ulimit
+
+from sandbox.runtime.runner import runner as wire
+from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
+from skillopt.errors import (
+    ConfigError,
+    ContainerStartFailed,
+    ImageMissing,
+    SandboxUnavailable,
+)
+
+__all__ = [
+    "LABEL_HOST",
+    "LABEL_MANAGED",
+    "ContainerHandle",
+    "DockerRuntime",
+    "ReapReport",
+    "RunnerConnection",
+    "SlotState",
+]
+
+log = structlog.get_logger("skillopt.sandbox.runtime")
+
+LABEL_MANAGED = "skillopt.managed"
+LABEL_HOST = "skillopt.host"
+LABEL_INSTANCE = "skillopt.instance"
+LABEL_SPEC = "skillopt.spec"
+LABEL_EXPIRES = "skillopt.expires"
+
+RUNNER_SOURCE = Path(__file__).parent / "runner" / "runner.py"
+
+
+class SlotState(enum.Enum):
+    """Lifecycle of a pooled container."""
+
+    CREATING = "creating"  # docker create/start issued, runner not connected yet
+    IDLE = "idle"  # runner connected and waiting; nobody holds it
+    LEASED = "leased"  # held by exactly one rollout
+    DRAINING = "draining"  # being removed
+    DEAD = "dead"  # removed (or found dead)
+
+
+class RunnerConnection:
+    """The service's end of the runner protocol (framing shared with the runner itself)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._lock = threading.Lock()
+        self._next_id = 0
+        self.closed = False
+
+    def call(
+        self, header: dict[str, Any], payload: bytes = b"", *, timeout_s: float
+    ) -> tuple[dict[str, Any], bytes]:
+        """Send one request and wait for its reply.
+
+        Raises:
+            TimeoutError: no reply within ``timeout_s``.
+            EOFError: the runner went away (container killed or crashed).
+        """
+        with self._lock:
+            self._next_id += 1
+            self._sock.settimeout(timeout_s)
+            try:
+                wire.send_message(self._sock, {**header, "id": self._next_id}, payload)
+                reply, data = wire.recv_message(self._sock)
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                raise EOFError(str(exc)) from exc
+            except TimeoutError:
+                self.closed = True  # the stream is out of sync now; never reuse it
+                raise
+            return reply, data
+
+    def is_alive(self) -> bool:
+        """False when the runner closed the connection (an idle runner never sends)."""
+        if self.closed:
+            return False
+        try:
+            self._sock.settimeout(0)
+            return self._sock.recv(1, socket.MSG_PEEK) != b""
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+
+    def abort(self) -> None:
+        """Wake any thread blocked on this connection (it sees EOF) without releasing the fd.
+
+        Closing from another thread would free the fd number while that thread still polls it;
+        a socket opened meanwhile (the pool refilling) would get the number and the blocked
+        thread would then read someone else's connection.
+        """
+        self.closed = True
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        """Release the connection; only when no other thread uses it any more."""
+        self.abort()
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+
+@dataclass(eq=False)
+class ContainerHandle:
+    """One created container and everything the service holds for it."""
+
+    name: str
+    id: str
+    spec: ContainerSpec
+    dir: Path
+    conn: RunnerConnection
+    image_digest: str
+    created_at: float
+    hello: dict[str, Any]
+    memory_cgroup: Path | None
+    state: SlotState = SlotState.IDLE
+    start_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def skill_dir(self) -> Path:
+        return self.dir / "skill"
+
+
+@dataclass(frozen=True)
+class ReapReport:
+    containers: tuple[str, ...]
+    directories: tuple[str, ...]
+
+
+class DockerRuntime:
+    """Creates, watches and removes hardened rollout containers on one Docker engine."""
+
+    def __init__(self, config: RuntimeConfig, client: docker.DockerClient | None = None) -> None:
+        self.config = config
+        self.instance = uuid.uuid4().hex[:12]
+        self.state_dir = Path(config.state_dir).resolve()
+        (self.state_dir / "c").mkdir(parents=True, exist_ok=True)
+        if len(str(self.state_dir / "c" / ("x" * 12) / "control" / "runner.sock")) > 107:
+            raise ConfigError(
+                f"state dir {self.state_dir} is too deep for unix sockets (108-byte limit); use a shorter path"
+            )
+        self._lock_fd = self._take_state_lock()
+        try:
+            self.client = client or (
+                docker.DockerClient(base_url=config.docker_base_url, max_pool_size=64)
+                if config.docker_base_url
+                else docker.from_env(max_pool_size=64)
+            )
+            self.client.ping()
+        except docker.errors.DockerException as exc:
+            raise SandboxUnavailable(
+                f"cannot reach the Docker engine ({exc}); start it (scripts/setup.sh does) or set DOCKER_HOST"
+            ) from exc
+        self.runner_sha256, self._runner_dir = self._install_runner()
+        self._digests: dict[str, str] = {}
+        self._live: dict[str, ContainerHandle] = {}
+        self._live_lock = threading.Lock()
+        self.engine_version = self.client.version().get("Version", "")
+
+    # -- setup -------------------------------------------------------------------------------
+
+    def _take_state_lock(self) -> int:
+        fd = os.open(self.state_dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            os.close(fd)
+            raise ConfigError(
+                f"another sandbox service is using {self.state_dir}; give each service its own --state-dir"
+            ) from exc
+        return fd
+
+    def _install_runner(self) -> tuple[str, Path]:
+        """Copy the runner next to the container dirs (bind mounts need a host path)."""
+        source = RUNNER_SOURCE.read_bytes()
+        digest = hashlib.sha256(source).hexdigest()
+        target_dir = self.state_dir / "runner" / digest[:16]
+        target = target_dir / "runner.py"
+        if not target.exists() or target.read_bytes() != source:
+            target_dir.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_suffix(".tmp")
+            tmp.write_bytes(source)
+            tmp.chmod(0o644)
+            tmp.replace(target)
+        target_dir.chmod(0o755)
+        return digest, target_dir
+
+    def image_digest(self, image: str) -> str:
+        """Image ID (``sha256:…``) of a locally built image.
+
+        Raises:
+            ImageMissing: the image is not on this host.
+        """
+        digest = self._digests.get(image)
+        if digest is None:
+            try:
+                digest = self.client.images.get(image).id
+            except docker.errors.ImageNotFound as exc:
+                raise ImageMissing(
+                    f"runtime image {image!r} is not built on this host; run: bash docker/build.sh"
+                ) from exc
+            except docker.errors.DockerException as exc:
+                raise SandboxUnavailable(f"Docker engine error looking up {image!r}: {exc}") from exc
+            self._digests[image] = digest
+        return digest
+
+    # -- containers --------------------------------------------------------------------------
+
+    def create(self, spec: ContainerSpec) -> ContainerHandle:
+        """Create and start one container and wait for its runner to connect.
+
+        Raises:
+            ImageMissing: the spec's image is not built.
+            ContainerStartFailed: Docker refused, or the runner did not come up in time.
+        """
+        digest = self.image_digest(spec.image)
+        short = uuid.uuid4().hex[:12]
+        name = f"skillopt-{self.config.host_id}-{short}"
+        # Short directory names: a unix socket path must fit in 108 bytes.
+        cdir = self.state_dir / "c" / short
+        control, skill = cdir / "control", cdir / "skill"
+        for d in (control, skill):
+            d.mkdir(parents=True)
+            d.chmod(0o755)
+        sock_path = control / "runner.sock"
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        t0 = time.monotonic()
+        container = None
+        try:
+            listener.bind(str(sock_path))
+            # The runner runs as an unprivileged uid: it needs write permission to connect.
+            sock_path.chmod(0o666)
+            listener.listen(1)
+            container = self.client.containers.run(detach=True, **self._run_kwargs(spec, name, cdir))
+            conn_sock = self._accept(listener, container, name, spec)
+            conn = RunnerConnection(conn_sock)
+            hello, _ = wire.recv_message(conn_sock)
+            if hello.get("type") != "hello" or hello.get("protocol") != wire.PROTOCOL_VERSION:
+                raise ContainerStartFailed(f"runner of {name} spoke an unexpected protocol: {hello}")
+            container.reload()
+            handle = ContainerHandle(
+                name=name,
+                id=container.id,
+                spec=spec,
+                dir=cdir,
+                conn=conn,
+                image_digest=digest,
+                created_at=time.time(),
+                hello=hello,
+                memory_cgroup=_memory_cgroup(container.attrs.get("State", {}).get("Pid", 0)),
+                start_s=time.monotonic() - t0,
+            )
+        except BaseException as exc:
+            self._force_remove(name)
+            shutil.rmtree(cdir, ignore_errors=True)
+            if isinstance(exc, ContainerStartFailed | ImageMissing):
+                raise
+            if isinstance(exc, docker.errors.ImageNotFound):
+                raise ImageMissing(
+                    f"runtime image {spec.image!r} is not built; run: bash docker/build.sh"
+                ) from exc
+            if isinstance(exc, docker.errors.DockerException | OSError | EOFError | ValueError):
+                raise ContainerStartFailed(f"could not start a rollout container: {exc}") from exc
+            raise
+        finally:
+            listener.close()
+            with contextlib.suppress(FileNotFoundError):
+                sock_path.unlink()
+        with self._live_lock:
+            self._live[name] = handle
+        log.debug("container.created", container=name, start_s=round(handle.start_s, 3))
+        return handle
+
+    def _accept(
+        self, listener: socket.socket, container: Any, name: str, spec: ContainerSpec
+    ) -> socket.socket:
+        deadline = time.monotonic() + self.config.start_timeout_s
+        # Wake up now and then to notice a container that died before connecting.
+        listener.settimeout(0.5)
+        while True:
+            try:
+                conn, _ = listener.accept()
+                return conn
+            except TimeoutError:
+                pass
+            container.reload()
+            if container.status in ("exited", "dead"):
+                logs = container.logs(tail=20).decode("utf-8", "replace").strip()
+                raise ContainerStartFailed(
+                    f"container {name} exited before its runner connected "
+                    f"(exit {container.attrs['State'].get('ExitCode')}): {logs[-1500:]}"
+                )
+            if time.monotonic() > deadline:
+                raise ContainerStartFailed(
+                    f"runner of {name} did not connect within {self.config.start_timeout_s:.0f}s "
+                    f"(image {spec.image})"
+                )
+
+    def _run_kwargs(self, spec: ContainerSpec, name: str, cdir: Path) -> dict[str, Any]:
+        uid, _, gid = spec.user.partition(":")
+        gid = gid or uid
+        env = {
+            "HOME": "/workspace",
+            "TMPDIR": "/tmp",
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MPLCONFIGDIR": "/tmp",
+            **spec.env,
+        }
+        kwargs: dict[str, Any] = {
+            "image": spec.image,
+            "name": name,
+            "command": [
+                "python3",
+                "-I",
+                "/opt/skillopt/runner.py",
+                "--connect",
+                "/control/runner.sock",
+                "--preimport",
+                ",".join(spec.preimport),
+            ],
+            "user": spec.user,
+            "working_dir": "/workspace",
+            "hostname": "sandbox",
+            "environment": env,
+            "network_mode": spec.network_mode,
+            "read_only": spec.read_only_root,
+            "tmpfs": {
+                "/tmp": f"rw,nosuid,nodev,size={spec.tmp_size_bytes},mode=1777",
+                "/workspace": f"rw,nosuid,nodev,size={spec.workspace_size_bytes},uid={uid},gid={gid},mode=0700",
+            },
+            "mounts": [
+                Mount("/opt/skillopt", str(self._runner_dir), type="bind", read_only=True),
+                Mount("/control", str(cdir / "control"), type="bind", read_only=True),
+                Mount("/skill", str(cdir / "skill"), type="bind", read_only=True),
+            ],
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges:true"],
+            "privileged": False,
+            "pids_limit": spec.pids_limit,
+            "mem_limit": spec.memory_bytes,
+            "memswap_limit": spec.memory_bytes,  # = memory: no swap
+            "nano_cpus": int(spec.cpus * 1e9),
+            "shm_size": spec.shm_size_bytes,
+            "ulimits": [
+                Ulimit(name="nofile", soft=spec.nofile, hard=spec.nofile),
+                Ulimit(name="fsize", soft=spec.fsize_bytes, hard=spec.fsize_bytes),
+                Ulimit(name="core", soft=0, hard=0),
+            ],
+            "init": spec.docker_init,
+            "ipc_mode": "private",
+            "labels": {
+                LABEL_MANAGED: "1",
+                LABEL_HOST: self.config.host_id,
+                LABEL_INSTANCE: self.instance,
+                LABEL_SPEC: spec.key,
+                LABEL_EXPIRES: str(int(time.time() + self.config.max_container_lifetime_s)),
+            },
+            "log_config": LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
+            "auto_remove": False,
+        }
+        if spec.runtime:
+            kwargs["runtime"] = spec.runtime
+        if spec.docker_init:
+            # The runner is then not PID 1 and the program could signal it; see ContainerSpec.
+            kwargs["command"].remove("-I")
+        return kwargs
+
+    def kill(self, handle: ContainerHandle) -> None:
+        """Kill a container now (cancellation, backstop timeout); removal happens in destroy."""
+        handle.conn.abort()
+        with contextlib.suppress(docker.errors.DockerException):
+            self.client.api.kill(handle.id)
+
+    def destroy(self, handle: ContainerHandle) -> None:
+        """Remove a container and its host directories."""
+        handle.state = SlotState.DRAINING
+        handle.conn.close()
+        self._force_remove(handle.id)
+        shutil.rmtree(handle.dir, ignore_errors=True)
+        handle.state = SlotState.DEAD
+        with self._live_lock:
+            self._live.pop(handle.name, None)
+
+    def _force_remove(self, ref: str) -> None:
+        try:
+            self.client.api.remove_container(ref, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            # "removal already in progress" is fine; anything else the reaper retries later.
+            if "already in progress" not in str(exc):
+                log.warning("container.remove_failed", container=ref, error=str(exc))
+
+    def oom_kills(self, handle: ContainerHandle) -> int | None:
+        """The container's OOM-kill counter, read from its memory cgroup on the host."""
+        if handle.memory_cgroup is None:
+            return None
+        return _read_oom_kill(handle.memory_cgroup)
+
+    def write_lease(self, handle: ContainerHandle, rollout_id: str) -> None:
+        """Record which rollout holds the container (labels cannot change after creation)."""
+        (handle.dir / "lease.json").write_text(
+            json.dumps({"rollout_id": rollout_id, "leased_at": time.time()})
+        )
+
+    def live_count(self) -> int:
+        with self._live_lock:
+            return len(self._live)
+
+    # -- reaping -----------------------------------------------------------------------------
+
+    def reap(self, *, startup: bool = False) -> ReapReport:
+        """Remove containers and directories this host no longer owns.
+
+        On startup every container labelled with this host id belongs to a previous instance
+        (crash, ``kill -9``) and is removed. Periodically: containers of other instances of this
+        host, containers of ours the runtime does not know, and expired containers of any
+        skillopt host. Directories without a live container go too.
+        """
+        removed: list[str] = []
+        now = time.time()
+        try:
+            containers = self.client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=1"})
+        except docker.errors.DockerException as exc:
+            log.warning("reaper.list_failed", error=str(exc))
+            return ReapReport((), ())
+        with self._live_lock:
+            live = set(self._live)
+        for c in containers:
+            labels = c.labels or {}
+            ours = labels.get(LABEL_HOST) == self.config.host_id
+            expired = _as_float(labels.get(LABEL_EXPIRES)) < now
+            if ours and (startup or labels.get(LABEL_INSTANCE) != self.instance):
+                reason = "previous-instance"
+            elif ours and c.name not in live and self._older_than(c, 120.0):
+                reason = "unknown-to-runtime"
+            elif expired:
+                reason = "expired"
+            else:
+                continue
+            self._force_remove(c.id)
+            removed.append(c.name)
+            log.info("reaper.removed", container=c.name, reason=reason)
+        dirs: list[str] = []
+        with self._live_lock:
+            live_dirs = {h.dir.name for h in self._live.values()}
+        root = self.state_dir / "c"
+        for d in root.iterdir() if root.exists() else ():
+            if d.name not in live_dirs and (startup or _mtime_age(d) > 120.0):
+                shutil.rmtree(d, ignore_errors=True)
+                dirs.append(d.name)
+        return ReapReport(tuple(removed), tuple(dirs))
+
+    @staticmethod
+    def _older_than(container: Any, seconds: float) -> bool:
+        created = container.attrs.get("Created", "")
+        try:
+            from datetime import datetime
+
+            ts = datetime.fromisoformat(created.replace("Z", "+00:00")[:26] + "+00:00").timestamp()
+        except ValueError:
+            return True
+        return time.time() - ts > seconds
+
+    def close(self) -> None:
+        """Remove every container this runtime still knows and release the state dir."""
+        with self._live_lock:
+            handles = list(self._live.values())
+        for h in handles:
+            self.destroy(h)
+        with contextlib.suppress(OSError):
+            os.close(self._lock_fd)
+        self.client.close()
+
+
+def _as_float(value: str | None) -> float:
+    try:
+        return float(value) if value is not None else float("inf")
+    except ValueError:
+        return float("inf")
+
+
+def _mtime_age(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _memory_cgroup(pid: int) -> Path | None:
+    """Host path of a process's memory cgroup (v1 ``memory`` controller or the v2 unified
+    hierarchy). ``None`` when the host's /proc or /sys/fs/cgroup is not visible (the service
+    runs in a container without them): the runner's own reading is used then."""
+    if pid <= 0:
+        return None
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            candidate = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+            if (candidate / "memory.oom_control").exists():
+                return candidate
+        if controllers == "":
+            candidate = Path("/sys/fs/cgroup") / path.lstrip("/")
+            if (candidate / "memory.events").exists():
+                return candidate
+    return None
+
+
+def _read_oom_kill(cgroup: Path) -> int | None:
+    for name in ("memory.events", "memory.oom_control"):
+        try:
+            text = (cgroup / name).read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+    return None

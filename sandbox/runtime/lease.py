@@ -1,0 +1,235 @@
+"""A container leased to one rollout, seen through :class:`skillopt.executor.Sandbox`.
+
+Everything that decides a score is determined here, on the trusted side: the wall clock
+(timeouts), the container's memory cgroup (OOM kills) and the rollout deadline. The runner's
+own claims are only used where they cannot change an outcome.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import structlog
+
+from sandbox.runtime.docker_runtime import ContainerHandle, DockerRuntime, SlotState
+from skillopt.errors import (
+    Cancelled,
+    InvalidRequest,
+    OOMKilled,
+    OutputLimitExceeded,
+    RolloutTimeout,
+    SandboxUnavailable,
+)
+from skillopt.executor import ExecOutcome, FileEntry
+from skillopt.files import check_relative_name
+
+__all__ = ["LeasedSandbox"]
+
+log = structlog.get_logger("skillopt.sandbox.lease")
+
+# Extra time the host waits for the runner's reply beyond the execution timeout before it
+# declares the container hung and kills it.
+_BACKSTOP_SLACK_S = 10.0
+# File operations are local socket round trips; anything slower means a wedged container.
+_FILE_OP_TIMEOUT_S = 30.0
+
+
+class LeasedSandbox:
+    """One rollout's view of its container. Not shared between rollouts or threads.
+
+    Args:
+        runtime: the runtime that created the container.
+        handle: the leased container.
+        output_limit_bytes: stdout/stderr tail kept per execution.
+        deadline: ``time.monotonic()`` value after which the rollout is out of time.
+        cancel: set by another thread to cancel the rollout (the container is killed too).
+    """
+
+    def __init__(
+        self,
+        runtime: DockerRuntime,
+        handle: ContainerHandle,
+        *,
+        output_limit_bytes: int = 64 * 1024,
+        deadline: float | None = None,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.handle = handle
+        self.output_limit_bytes = output_limit_bytes
+        self.deadline = deadline
+        self.cancel = cancel or threading.Event()
+        self.killed = False
+        self.handle.state = SlotState.LEASED
+
+    # -- Sandbox protocol --------------------------------------------------------------------
+
+    def write_file(self, path: str, data: bytes) -> None:
+        name = check_relative_name(path)
+        self._call({"op": "write", "path": name}, data, timeout_s=_FILE_OP_TIMEOUT_S)
+
+    def read_file(self, path: str, *, max_bytes: int) -> bytes | None:
+        name = check_relative_name(path)
+        reply, data = self._call(
+            {"op": "read", "path": name, "max_bytes": max_bytes},
+            timeout_s=_FILE_OP_TIMEOUT_S,
+            allow_errors=True,
+        )
+        if not reply.get("ok"):
+            if reply.get("error") == "too_large":
+                raise OutputLimitExceeded(reply.get("message", f"{name} is too large"))
+            if reply.get("error") == "not_regular":
+                return None  # a link or special file is never followed: treat as absent
+            raise InvalidRequest(reply.get("message", f"cannot read {name}"))
+        return data if reply.get("exists") else None
+
+    def list_files(self, *, max_files: int = 1000) -> list[FileEntry]:
+        reply, _ = self._call({"op": "list", "max_files": max_files}, timeout_s=_FILE_OP_TIMEOUT_S)
+        return [FileEntry(path=f["path"], size_bytes=int(f["size"])) for f in reply.get("files", [])]
+
+    def run_python(
+        self,
+        path: str,
+        *,
+        args: Sequence[str] = (),
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecOutcome:
+        name = check_relative_name(path)
+        return self._exec({"op": "exec", "python": name, "args": list(args)}, b"", timeout_s, env)
+
+    def run_command(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecOutcome:
+        if not argv:
+            raise InvalidRequest("run_command needs a program")
+        header: dict[str, Any] = {"op": "exec", "argv": list(argv)}
+        if stdin:
+            header["stdin_size"] = len(stdin)
+        return self._exec(header, stdin or b"", timeout_s, env)
+
+    # -- extras for the service --------------------------------------------------------------
+
+    def write_skill(self, content: str) -> None:
+        """Place SKILL.md in the container's read-only /skill mount (a host-side write)."""
+        target = self.handle.skill_dir / "SKILL.md"
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(content, encoding="utf-8")
+        tmp.chmod(0o644)
+        tmp.replace(target)
+
+    def kill(self) -> None:
+        """Kill the container now (another thread is told by EOF on its pending call)."""
+        self.killed = True
+        self.runtime.kill(self.handle)
+
+    def remaining_s(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        base = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": "/workspace",
+            "TMPDIR": "/tmp",
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MPLCONFIGDIR": "/tmp",
+            **self.handle.spec.env,
+        }
+        base.update(env or {})
+        return base
+
+    def _exec(
+        self, header: dict[str, Any], payload: bytes, timeout_s: float, env: Mapping[str, str] | None
+    ) -> ExecOutcome:
+        clipped = False
+        remaining = self.remaining_s()
+        if remaining is not None and remaining < timeout_s:
+            if remaining <= 0:
+                raise RolloutTimeout("rollout wall time used up before execution")
+            timeout_s, clipped = remaining, True
+        header = {
+            **header,
+            "timeout_s": timeout_s,
+            "env": self._env(env),
+            "cwd": "/workspace",
+            "output_limit_bytes": self.output_limit_bytes,
+        }
+        oom_before = self._oom_count()
+        t0 = time.monotonic()
+        try:
+            reply, _ = self._call(header, payload, timeout_s=timeout_s + _BACKSTOP_SLACK_S)
+        except SandboxUnavailable:
+            # The runner itself died: the OOM killer is the usual culprit.
+            if self._oom_count(after_death=True) > oom_before:
+                raise OOMKilled(
+                    f"the container ran out of memory ({self.handle.spec.memory_bytes // 2**20} MiB limit)"
+                ) from None
+            raise
+        elapsed = time.monotonic() - t0
+        oom = self._oom_count() > oom_before
+        # The runner says it timed out; believe it only if our own clock agrees.
+        timed_out = bool(reply.get("timed_out")) and elapsed >= timeout_s * 0.98
+        if timed_out and clipped:
+            raise RolloutTimeout(f"rollout wall time ran out during an execution ({timeout_s:.1f}s left)")
+        if int(reply.get("leftover_processes") or 0) > 0:
+            # Could not clean up the process tree: this container is unsafe to keep using.
+            self.kill()
+            raise SandboxUnavailable("processes survived the post-execution sweep; container killed")
+        return ExecOutcome(
+            exit_code=reply.get("exit_code"),
+            stdout_tail=reply.get("stdout_tail", ""),
+            stderr_tail=reply.get("stderr_tail", ""),
+            stdout_bytes=int(reply.get("stdout_bytes", 0)),
+            stderr_bytes=int(reply.get("stderr_bytes", 0)),
+            duration_s=float(reply.get("duration_s", elapsed)),
+            timed_out=timed_out,
+            oom_killed=oom,
+            signal=reply.get("signal"),
+            started_at_ns=int(reply.get("started_at_ns", 0)),
+        )
+
+    def _oom_count(self, *, after_death: bool = False) -> int:
+        count = self.runtime.oom_kills(self.handle)
+        if count is None and not after_death and not self.killed:
+            try:
+                reply, _ = self._call({"op": "oom"}, timeout_s=_FILE_OP_TIMEOUT_S)
+                count = reply.get("oom_kill")
+            except SandboxUnavailable:
+                count = None
+        return int(count or 0)
+
+    def _call(
+        self, header: dict[str, Any], payload: bytes = b"", *, timeout_s: float, allow_errors: bool = False
+    ) -> tuple[dict[str, Any], bytes]:
+        if self.cancel.is_set():
+            raise Cancelled("rollout cancelled")
+        try:
+            reply, data = self.handle.conn.call(header, payload, timeout_s=timeout_s)
+        except TimeoutError:
+            self.kill()
+            raise RolloutTimeout(
+                f"container {self.handle.name} did not answer {header.get('op')} within {timeout_s:.0f}s; killed"
+            ) from None
+        except (EOFError, OSError) as exc:
+            if self.cancel.is_set():
+                raise Cancelled("rollout cancelled") from None
+            raise SandboxUnavailable(f"container {self.handle.name} went away: {exc}") from None
+        if not reply.get("ok") and not allow_errors:
+            if reply.get("error") == "bad_path":
+                raise InvalidRequest(reply.get("message", "bad path"))
+            raise SandboxUnavailable(f"runner error: {reply.get('message')}")
+        return reply, data

@@ -1,0 +1,276 @@
+"""Warm pools of pre-started, single-use rollout containers.
+
+A cold ``docker run`` plus the runner's imports costs ~0.3 s + ~0.5 s here and serializes
+badly under concurrency, so each :class:`ContainerSpec` in use keeps ``pool_size`` idle
+containers ready. A container serves exactly one rollout and is then destroyed; a background
+maintainer refills the pool, with at most ``max_concurrent_creations`` creations in flight
+across all pools (concurrent creations slow each other down: moby#42096).
+
+Acquisition never creates a container itself: it registers demand and waits, and the
+maintainer creates for ``idle target + waiters``. That keeps the creation cap global and lets a
+waiter take whichever container becomes ready first.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import structlog
+
+from sandbox.runtime.docker_runtime import ContainerHandle, DockerRuntime, SlotState
+from sandbox.runtime.spec import ContainerSpec
+from skillopt.errors import ContainerStartFailed, Draining, ImageMissing, InfraError, RolloutTimeout
+
+__all__ = ["PoolManager", "PoolStats"]
+
+log = structlog.get_logger("skillopt.sandbox.pool")
+
+# After this many consecutive creation failures of one spec, waiters are failed with the last
+# error instead of waiting for their deadline (a broken image stays broken).
+_FAIL_FAST_AFTER = 3
+
+
+@dataclass
+class _Pool:
+    spec: ContainerSpec
+    idle: collections.deque[ContainerHandle] = field(default_factory=collections.deque)
+    creating: int = 0
+    waiters: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+    consecutive_failures: int = 0
+    last_error: InfraError | None = None
+    created_total: int = 0
+    acquired_total: int = 0
+    acquired_warm: int = 0
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    spec_key: str
+    image: str
+    idle: int
+    creating: int
+    waiters: int
+    created_total: int
+    acquired_total: int
+    acquired_warm: int
+
+
+class PoolManager:
+    """Owns every pool of one runtime. Thread-safe."""
+
+    def __init__(self, runtime: DockerRuntime, *, default_spec: ContainerSpec | None = None) -> None:
+        self.runtime = runtime
+        self.config = runtime.config
+        self._pools: dict[str, _Pool] = {}
+        self._cond = threading.Condition()
+        self._closing = False
+        self._creators = ThreadPoolExecutor(
+            max_workers=self.config.max_concurrent_creations, thread_name_prefix="pool-create"
+        )
+        self._destroyers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pool-destroy")
+        self._in_flight = 0
+        self._maintainer = threading.Thread(target=self._maintain, name="pool-maintainer", daemon=True)
+        if default_spec is not None:
+            self._pool(default_spec)
+        self._maintainer.start()
+
+    # -- public ------------------------------------------------------------------------------
+
+    def acquire(
+        self, spec: ContainerSpec, *, timeout_s: float, cancel: threading.Event | None = None
+    ) -> ContainerHandle:
+        """Take an idle container for ``spec``, waiting for one if none is ready.
+
+        Raises:
+            RolloutTimeout: none became ready within ``timeout_s``.
+            ImageMissing / ContainerStartFailed: creation keeps failing for this spec.
+            Draining: the pool manager is shutting down.
+        """
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            pool = self._pool(spec)
+            pool.last_used = time.monotonic()
+            pool.acquired_total += 1
+            warm = bool(pool.idle)
+            pool.waiters += 1
+            self._cond.notify_all()
+            try:
+                while True:
+                    if self._closing:
+                        raise Draining("sandbox host is shutting down")
+                    while pool.idle:
+                        handle = pool.idle.popleft()
+                        if handle.conn.is_alive():
+                            handle.state = SlotState.LEASED
+                            if warm:
+                                pool.acquired_warm += 1
+                            self._cond.notify_all()  # refill
+                            return handle
+                        self._destroy_async(handle)
+                    if pool.last_error is not None and pool.consecutive_failures >= _FAIL_FAST_AFTER:
+                        raise pool.last_error
+                    if cancel is not None and cancel.is_set():
+                        from skillopt.errors import Cancelled
+
+                        raise Cancelled("rollout cancelled while waiting for a container")
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise RolloutTimeout(
+                            f"no rollout container became ready within {timeout_s:.1f}s "
+                            f"({pool.creating} being created)"
+                        )
+                    # Woken by every creation result; the bound only covers cancellation.
+                    self._cond.wait(min(remaining, 1.0))
+            finally:
+                pool.waiters -= 1
+
+    def release(self, handle: ContainerHandle) -> None:
+        """Give a used container back: it is destroyed in the background, never reused."""
+        self._destroy_async(handle)
+        with self._cond:
+            self._cond.notify_all()
+
+    def prewarm(self, spec: ContainerSpec) -> None:
+        """Start keeping a pool for ``spec``."""
+        with self._cond:
+            self._pool(spec).last_used = time.monotonic()
+            self._cond.notify_all()
+
+    def wait_ready(self, spec: ContainerSpec, count: int, *, timeout_s: float) -> bool:
+        """Block until ``count`` idle containers of ``spec`` exist (for benchmarks/startup)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            pool = self._pool(spec)
+            while len(pool.idle) < count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._closing:
+                    return False
+                if pool.last_error is not None and pool.consecutive_failures >= _FAIL_FAST_AFTER:
+                    raise pool.last_error
+                self._cond.wait(remaining)
+            return True
+
+    def stats(self) -> list[PoolStats]:
+        with self._cond:
+            return [
+                PoolStats(
+                    spec_key=k,
+                    image=p.spec.image,
+                    idle=len(p.idle),
+                    creating=p.creating,
+                    waiters=p.waiters,
+                    created_total=p.created_total,
+                    acquired_total=p.acquired_total,
+                    acquired_warm=p.acquired_warm,
+                )
+                for k, p in self._pools.items()
+            ]
+
+    def close(self) -> None:
+        """Stop refilling and remove every idle container (leased ones are the caller's)."""
+        with self._cond:
+            self._closing = True
+            idle = [h for p in self._pools.values() for h in p.idle]
+            for p in self._pools.values():
+                p.idle.clear()
+            self._cond.notify_all()
+        self._maintainer.join(timeout=5)
+        self._creators.shutdown(wait=True, cancel_futures=True)
+        for h in idle:
+            self.runtime.destroy(h)
+        self._destroyers.shutdown(wait=True)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _pool(self, spec: ContainerSpec) -> _Pool:
+        pool = self._pools.get(spec.key)
+        if pool is None:
+            pool = self._pools[spec.key] = _Pool(spec=spec)
+        return pool
+
+    def _destroy_async(self, handle: ContainerHandle) -> None:
+        handle.state = SlotState.DRAINING
+        try:
+            self._destroyers.submit(self.runtime.destroy, handle)
+        except RuntimeError:  # executor shut down
+            self.runtime.destroy(handle)
+
+    def _want(self, pool: _Pool, now: float) -> int:
+        """How many more containers this pool should have in flight."""
+        active = now - pool.last_used < self.config.pool_idle_ttl_s
+        target = (self.config.pool_size if active else 0) + pool.waiters
+        if pool.consecutive_failures >= _FAIL_FAST_AFTER and pool.waiters == 0:
+            target = 0  # stop hammering a broken image; a new acquire retries
+        return max(0, target - len(pool.idle) - pool.creating)
+
+    def _maintain(self) -> None:
+        while True:
+            with self._cond:
+                if self._closing:
+                    return
+                now = time.monotonic()
+                stale: list[ContainerHandle] = []
+                for pool in self._pools.values():
+                    keep = collections.deque()
+                    for h in pool.idle:
+                        age = time.time() - h.created_at
+                        if age > self.config.max_idle_s or not h.conn.is_alive():
+                            stale.append(h)
+                        elif now - pool.last_used > self.config.pool_idle_ttl_s and pool.waiters == 0:
+                            stale.append(h)  # pool not used lately: give memory back
+                        else:
+                            keep.append(h)
+                    pool.idle = keep
+                # Round-robin over pools so one busy spec cannot starve another.
+                started = True
+                while started and self._in_flight < self.config.max_concurrent_creations:
+                    started = False
+                    for pool in sorted(self._pools.values(), key=lambda p: -p.waiters):
+                        if self._in_flight >= self.config.max_concurrent_creations:
+                            break
+                        if self._want(pool, now) > 0:
+                            pool.creating += 1
+                            self._in_flight += 1
+                            self._creators.submit(self._create_one, pool)
+                            started = True
+                self._cond.wait(timeout=5.0)
+            for h in stale:
+                self._destroy_async(h)
+
+    def _create_one(self, pool: _Pool) -> None:
+        handle: ContainerHandle | None = None
+        error: InfraError | None = None
+        try:
+            handle = self.runtime.create(pool.spec)
+        except (ContainerStartFailed, ImageMissing, InfraError) as exc:
+            error = exc
+            log.warning("pool.create_failed", spec=pool.spec.key, image=pool.spec.image, error=exc.message)
+        except Exception as exc:  # never let the maintainer's worker die silently
+            error = ContainerStartFailed(f"unexpected error creating a container: {exc!r}")
+            log.exception("pool.create_crashed", spec=pool.spec.key)
+        with self._cond:
+            pool.creating -= 1
+            self._in_flight -= 1
+            if handle is not None:
+                pool.created_total += 1
+                pool.consecutive_failures = 0
+                pool.last_error = None
+                if self._closing:
+                    handle_to_drop: ContainerHandle | None = handle
+                else:
+                    handle_to_drop = None
+                    pool.idle.append(handle)
+            else:
+                handle_to_drop = None
+                pool.consecutive_failures += 1
+                pool.last_error = error
+            self._cond.notify_all()
+        if handle_to_drop is not None:
+            with contextlib.suppress(Exception):
+                self.runtime.destroy(handle_to_drop)

@@ -1,0 +1,112 @@
+"""Container hardening defaults (DESIGN §4), each an option with a safe default."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+
+from skillopt.errors import ConfigError
+
+__all__ = ["DEFAULT_IMAGE", "ContainerSpec", "RuntimeConfig"]
+
+DEFAULT_IMAGE = "skillopt-runtime:latest"
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContainerSpec:
+    """How one rollout container is created. Two equal specs share a warm pool.
+
+    Every field defaults to the hardened setting; loosening one is an explicit choice.
+    """
+
+    image: str = DEFAULT_IMAGE
+    #: Numeric ``uid:gid``; never root.
+    user: str = "1000:1000"
+    #: ``none``: no network at all. Exec agents use an internal network to the gateway only.
+    network_mode: str = "none"
+    read_only_root: bool = True
+    memory_bytes: int = 1024 * MiB
+    #: CPU share as a fraction of cores (``nano_cpus`` = cpus × 1e9).
+    cpus: float = 1.0
+    pids_limit: int = 256
+    nofile: int = 1024
+    #: Largest file a process may write (RLIMIT_FSIZE).
+    fsize_bytes: int = 256 * MiB
+    tmp_size_bytes: int = 256 * MiB
+    workspace_size_bytes: int = 512 * MiB
+    shm_size_bytes: int = 64 * MiB
+    #: Docker's ``--init``. Off by default because the runner itself is a proper init: as PID 1
+    #: it reaps every orphan, and the kernel drops signals sent to a namespace's init from inside
+    #: it, so LLM-written code cannot kill its runner (which would turn its own failure into an
+    #: infrastructure error, or stop the container). Turn on only to debug the runner.
+    docker_init: bool = False
+    #: OCI runtime, e.g. ``runsc`` for gVisor; empty = the engine default (runc).
+    runtime: str = ""
+    #: Modules the runner imports before work arrives, so each execution skips them.
+    preimport: tuple[str, ...] = ("openpyxl", "pandas")
+    #: Extra environment for the runner and every process it starts. Never secrets.
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        uid = self.user.split(":", 1)[0]
+        if not uid.isdigit() or int(uid) == 0:
+            raise ConfigError(f"container user must be a numeric non-root uid[:gid], got {self.user!r}")
+        if self.memory_bytes < 32 * MiB:
+            raise ConfigError(f"memory_bytes must be at least 32 MiB, got {self.memory_bytes}")
+        if not 0 < self.cpus <= 256:
+            raise ConfigError(f"cpus must be in (0, 256], got {self.cpus}")
+        if self.pids_limit < 16:
+            raise ConfigError(f"pids_limit must be at least 16, got {self.pids_limit}")
+        for key in self.env:
+            if any(word in key.upper() for word in ("KEY", "TOKEN", "SECRET", "PASSWORD")):
+                raise ConfigError(f"refusing to pass {key!r} into a rollout container: no secrets inside")
+
+    def with_limits(self, *, memory_bytes: int | None = None, cpus: float | None = None) -> ContainerSpec:
+        """This spec with per-rollout limits applied (``None`` keeps the current value)."""
+        changes: dict[str, object] = {}
+        if memory_bytes:
+            changes["memory_bytes"] = int(memory_bytes)
+        if cpus:
+            changes["cpus"] = float(cpus)
+        return replace(self, **changes) if changes else self
+
+    @property
+    def key(self) -> str:
+        """Stable short identifier of this spec (pool key and container label)."""
+        raw = json.dumps(asdict(self), sort_keys=True, default=list)
+        return hashlib.sha256(raw.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeConfig:
+    """Host-level runtime settings."""
+
+    #: Identifies this sandbox host; containers carry it as a label for the reaper.
+    host_id: str
+    #: Host directory for per-container control/skill dirs and the runner copy. When the
+    #: service itself runs in a container this must be the same path on the host.
+    state_dir: str
+    #: Idle pre-started containers kept per active spec.
+    pool_size: int = 4
+    #: Cap on containers being created at once (concurrent ``docker run`` degrades badly).
+    max_concurrent_creations: int = 2
+    #: How long the runner may take to connect after start.
+    start_timeout_s: float = 60.0
+    #: Hard lifetime of any container; the reaper removes it afterwards whatever happens.
+    max_container_lifetime_s: float = 6 * 3600.0
+    #: Idle containers older than this are replaced with fresh ones.
+    max_idle_s: float = 3600.0
+    #: A spec's pool stops refilling when it has not been used for this long.
+    pool_idle_ttl_s: float = 900.0
+    #: How often the background reaper runs.
+    reap_interval_s: float = 60.0
+    docker_base_url: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.host_id or not all(c.isalnum() or c in "-_." for c in self.host_id):
+            raise ConfigError(f"host_id must be non-empty [A-Za-z0-9._-], got {self.host_id!r}")
+        if self.pool_size < 0 or self.max_concurrent_creations < 1:
+            raise ConfigError("pool_size must be >= 0 and max_concurrent_creations >= 1")

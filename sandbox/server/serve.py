@@ -1,0 +1,206 @@
+"""Start, run and drain a sandbox service.
+
+``serve(config)`` is a context manager yielding a :class:`RunningServer` (with the bound port);
+leaving it drains: health NOT_SERVING → refuse new rollouts (UNAVAILABLE) → wait up to
+``drain_grace_s`` for running ones → cancel the rest → stop the server → remove every
+container this process owns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from sandbox.api.v1 import sandbox_pb2 as pb
+from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
+from sandbox.runtime.docker_runtime import DockerRuntime
+from sandbox.runtime.pool import PoolManager
+from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
+from sandbox.server.interceptors import TokenAuthInterceptor
+from sandbox.server.servicer import SandboxServicer
+from sandbox.service.registry import RolloutRegistry
+from sandbox.service.rollout import RolloutService, ServiceConfig
+from skillopt.errors import ConfigError
+from skillopt.models.profiles import ProviderProfile
+
+__all__ = ["RunningServer", "ServerConfig", "check_listen_address", "serve"]
+
+log = structlog.get_logger("skillopt.sandbox.server")
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Sandbox"].full_name
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerConfig:
+    """Everything ``skillopt serve`` needs."""
+
+    listen: str = "127.0.0.1:50051"
+    token: str | None = None
+    insecure: bool = False
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    #: With a CA, clients must present a certificate signed by it (mTLS).
+    tls_client_ca_file: str = ""
+    #: Largest gRPC message accepted (the service's own file limits apply below this).
+    max_message_bytes: int = 80 * MiB
+    drain_grace_s: float = 30.0
+    runtime: RuntimeConfig
+    service: ServiceConfig
+    providers: dict[str, ProviderProfile] = field(default_factory=dict)
+    reflection: bool = True
+
+
+def check_listen_address(listen: str, *, token: str | None, insecure: bool) -> None:
+    """Refuse to listen beyond loopback without a token unless explicitly ``insecure``.
+
+    Raises:
+        ConfigError: explaining how to fix it.
+    """
+    host = listen.rsplit(":", 1)[0].strip("[]")
+    if token or insecure:
+        return
+    if host in ("localhost", ""):
+        if host == "":
+            raise ConfigError(f"{listen!r} listens on every interface; give --token-file or pass --insecure")
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigError(
+            f"refusing to listen on non-loopback address {listen!r} without a token: "
+            "give --token-file (or SKILLOPT_SANDBOX_TOKEN), or pass --insecure for a trusted network"
+        )
+
+
+@dataclass
+class RunningServer:
+    server: grpc.Server
+    port: int
+    service: RolloutService
+    registry: RolloutRegistry
+    health: health.HealthServicer
+    servicer: SandboxServicer
+    stopped: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+def _credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
+    if not config.tls_cert_file:
+        return None
+    key = Path(config.tls_key_file).read_bytes()
+    cert = Path(config.tls_cert_file).read_bytes()
+    ca = Path(config.tls_client_ca_file).read_bytes() if config.tls_client_ca_file else None
+    return grpc.ssl_server_credentials(
+        [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
+    )
+
+
+@contextlib.contextmanager
+def serve(config: ServerConfig) -> Iterator[RunningServer]:
+    """Start the service; drain and clean up on exit."""
+    check_listen_address(config.listen, token=config.token, insecure=config.insecure)
+    runtime = DockerRuntime(config.runtime)
+    report = runtime.reap(startup=True)
+    if report.containers:
+        log.info("reaper.startup", removed=len(report.containers))
+    spec: ContainerSpec = config.service.base_spec
+    pools = PoolManager(runtime, default_spec=spec)
+    service = RolloutService(config.service, runtime, pools, config.providers)
+    registry = RolloutRegistry(capacity=config.service.capacity)
+    servicer = SandboxServicer(service, registry)
+    capacity = config.service.capacity
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=4 * capacity + 16, thread_name_prefix="grpc"),
+        interceptors=[TokenAuthInterceptor(config.token)],
+        options=[
+            ("grpc.max_receive_message_length", config.max_message_bytes),
+            ("grpc.max_send_message_length", config.max_message_bytes),
+            ("grpc.keepalive_time_ms", 30_000),
+            ("grpc.keepalive_timeout_ms", 10_000),
+            ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.so_reuseport", 0),
+        ],
+        # A backstop only: rollouts beyond capacity are refused by the registry with a message.
+        maximum_concurrent_rpcs=8 * capacity + 32,
+    )
+    pb_grpc.add_SandboxServicer_to_server(servicer, server)
+    health_servicer = health.HealthServicer(experimental_non_blocking=True)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    if config.reflection:
+        reflection.enable_server_reflection(
+            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+    creds = _credentials(config)
+    try:
+        port = (
+            server.add_secure_port(config.listen, creds) if creds else server.add_insecure_port(config.listen)
+        )
+    except RuntimeError as exc:
+        pools.close()
+        runtime.close()
+        raise ConfigError(f"cannot listen on {config.listen}: {exc}") from exc
+    server.start()
+    for name in ("", SERVICE_NAME):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    running = RunningServer(server, port, service, registry, health_servicer, servicer)
+    reaper = threading.Thread(
+        target=_reap_loop, args=(runtime, config.runtime.reap_interval_s, running.stopped), daemon=True
+    )
+    reaper.start()
+    log.info(
+        "server.started",
+        listen=config.listen,
+        port=port,
+        host=config.runtime.host_id,
+        capacity=capacity,
+        tls=bool(creds),
+        auth=bool(config.token),
+        providers=sorted(config.providers),
+    )
+    try:
+        yield running
+    finally:
+        _drain(running, config.drain_grace_s)
+        running.stopped.set()
+        pools.close()
+        runtime.close()
+        log.info("server.stopped", host=config.runtime.host_id)
+
+
+def _reap_loop(runtime: DockerRuntime, interval_s: float, stopped: threading.Event) -> None:
+    while not stopped.wait(interval_s):
+        try:
+            runtime.reap()
+        except Exception:  # the reaper must never die
+            log.exception("reaper.failed")
+
+
+def _drain(running: RunningServer, grace_s: float) -> None:
+    running.registry.draining = True
+    running.health.enter_graceful_shutdown()
+    deadline = time.monotonic() + grace_s
+    while running.registry.running_count and time.monotonic() < deadline:
+        time.sleep(0.1)  # waiting for in-flight rollouts to finish on their own
+    for handle in running.registry.running():
+        handle.request_cancel("service draining")
+    # Give streams a moment to deliver their final messages.
+    running.server.stop(grace=5.0).wait()
+    running.servicer.shutdown(wait=True)

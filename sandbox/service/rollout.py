@@ -1,0 +1,311 @@
+"""RolloutService: one rollout from request to graded result, on the trusted side.
+
+Takes domain objects (never protobuf): validate → lease a warm container → place SKILL.md →
+let the env's agent work through the sandbox and the model → grade outside the container →
+build the result. Infrastructure failures become a typed ``infra_error`` row; nothing here
+turns them into a score.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass, field, replace
+
+import structlog
+
+from sandbox.runtime.docker_runtime import DockerRuntime
+from sandbox.runtime.lease import LeasedSandbox
+from sandbox.runtime.pool import PoolManager
+from sandbox.runtime.spec import ContainerSpec
+from skillopt.envs.base import AgentContext, ProgressEvent
+from skillopt.envs.registry import get_env
+from skillopt.errors import InfraError, InvalidRequest, ModelError
+from skillopt.files import check_relative_name
+from skillopt.models.base import ChatModel
+from skillopt.models.profiles import ProviderProfile, build_model
+from skillopt.types import InfraError as InfraErrorInfo
+from skillopt.types import InfraErrorKind, Limits, RolloutRequest, RolloutResult
+
+__all__ = ["DEFAULT_LIMITS", "MAX_LIMITS", "RolloutService", "ServiceConfig"]
+
+log = structlog.get_logger("skillopt.sandbox.service")
+
+MiB = 1024 * 1024
+DEFAULT_LIMITS = Limits(
+    wall_time_s=600.0,
+    max_turns=30,
+    exec_timeout_s=120.0,
+    memory_bytes=1024 * MiB,
+    cpus=1.0,
+    output_bytes=64 * 1024,
+)
+MAX_LIMITS = Limits(
+    wall_time_s=3 * 3600.0,
+    max_turns=200,
+    exec_timeout_s=1800.0,
+    memory_bytes=16 * 1024 * MiB,
+    cpus=8.0,
+    output_bytes=4 * MiB,
+)
+_ROLLOUT_ID = re.compile(r"^[A-Za-z0-9._:/@+-]{1,200}$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceConfig:
+    """Host policy for rollouts."""
+
+    host_id: str
+    #: Maximum concurrent rollouts (further Runs get RESOURCE_EXHAUSTED).
+    capacity: int = 4
+    default_limits: Limits = DEFAULT_LIMITS
+    max_limits: Limits = MAX_LIMITS
+    #: Largest single input/gold file accepted.
+    max_file_bytes: int = 32 * MiB
+    #: Largest request accepted (all files together).
+    max_request_bytes: int = 64 * MiB
+    #: Largest skill accepted.
+    max_skill_bytes: int = 1 * MiB
+    #: Longest wait for a container before the rollout fails as infrastructure.
+    acquire_timeout_s: float = 180.0
+    base_spec: ContainerSpec = field(default_factory=ContainerSpec)
+
+
+def _clamp(value: float | int | None, default: float | int | None, maximum: float | int | None):
+    v = value if value else default
+    if v is None:
+        return None
+    return min(v, maximum) if maximum else v
+
+
+class RolloutService:
+    """Runs rollouts on this host. Thread-safe; one instance per service process."""
+
+    def __init__(
+        self,
+        config: ServiceConfig,
+        runtime: DockerRuntime,
+        pools: PoolManager,
+        providers: dict[str, ProviderProfile],
+    ) -> None:
+        self.config = config
+        self.runtime = runtime
+        self.pools = pools
+        self.providers = providers
+        self._models: dict[str, ChatModel] = {}
+        self._models_lock = threading.Lock()
+
+    # -- validation --------------------------------------------------------------------------
+
+    def validate(self, request: RolloutRequest) -> None:
+        """Refuse bad input before any resource is used.
+
+        Raises:
+            InvalidRequest: with a message naming the offending field.
+        """
+        if not _ROLLOUT_ID.match(request.rollout_id):
+            raise InvalidRequest(
+                f"rollout_id must be 1-200 characters of [A-Za-z0-9._:/@+-], got {request.rollout_id[:60]!r}"
+            )
+        env = get_env(request.env)
+        if request.agent not in env.agents:
+            raise InvalidRequest(
+                f"env {request.env!r} has no agent {request.agent!r}; available: {', '.join(env.agents)}"
+            )
+        total = 0
+        for side, cases in (("task", request.task.cases), ("grading", request.grading.cases)):
+            seen: set[str] = set()
+            for case in cases:
+                check_relative_name(case.name, what=f"{side} case name")
+                if case.name in seen:
+                    raise InvalidRequest(f"{side} case {case.name!r} appears twice")
+                seen.add(case.name)
+                names: set[str] = set()
+                for f in case.files:
+                    name = check_relative_name(f.name, what=f"{side} file name in case {case.name!r}")
+                    if name in names:
+                        raise InvalidRequest(f"{side} case {case.name!r}: file {name!r} appears twice")
+                    names.add(name)
+                    if len(f.content) > self.config.max_file_bytes:
+                        raise InvalidRequest(
+                            f"{side} file {case.name}/{name} is {len(f.content)} bytes; "
+                            f"the limit is {self.config.max_file_bytes} bytes"
+                        )
+                    total += len(f.content)
+        if total > self.config.max_request_bytes:
+            raise InvalidRequest(
+                f"request files total {total} bytes; the limit is {self.config.max_request_bytes} bytes"
+            )
+        skill = request.skill
+        if len(skill.content.encode("utf-8")) > self.config.max_skill_bytes:
+            raise InvalidRequest(f"skill is larger than {self.config.max_skill_bytes} bytes")
+        check_relative_name(skill.name or "skillopt-target", what="skill name")
+        if "/" in (skill.name or ""):
+            raise InvalidRequest(f"skill name must be a single path component, got {skill.name!r}")
+        if env.needs_model and request.model.provider not in self.providers:
+            known = ", ".join(sorted(self.providers)) or "none configured"
+            raise InvalidRequest(
+                f"unknown model provider {request.model.provider!r} on host {self.config.host_id}; "
+                f"configured: {known}"
+            )
+        env.validate(request)
+
+    def effective_limits(self, limits: Limits) -> Limits:
+        d, m = self.config.default_limits, self.config.max_limits
+        return Limits(
+            wall_time_s=_clamp(limits.wall_time_s, d.wall_time_s, m.wall_time_s),
+            max_turns=_clamp(limits.max_turns, d.max_turns, m.max_turns),
+            exec_timeout_s=_clamp(limits.exec_timeout_s, d.exec_timeout_s, m.exec_timeout_s),
+            memory_bytes=_clamp(limits.memory_bytes, d.memory_bytes, m.memory_bytes),
+            cpus=_clamp(limits.cpus, d.cpus, m.cpus),
+            output_bytes=_clamp(limits.output_bytes, d.output_bytes, m.output_bytes),
+        )
+
+    def model_for(self, provider: str) -> ChatModel:
+        with self._models_lock:
+            model = self._models.get(provider)
+            if model is None:
+                model = self._models[provider] = build_model(self.providers[provider])
+            return model
+
+    # -- running -----------------------------------------------------------------------------
+
+    def run(
+        self,
+        request: RolloutRequest,
+        *,
+        emit,
+        cancel: threading.Event,
+        deadline_s: float | None = None,
+        set_killer=None,
+    ) -> RolloutResult:
+        """Run a validated request to a result. Never raises for infrastructure failures:
+        those come back as a result with ``infra_error`` set.
+
+        Args:
+            emit: progress callback.
+            cancel: set by another thread to cancel (the container is killed as well).
+            deadline_s: the caller's remaining time (gRPC deadline); bounds the wall time.
+            set_killer: receives a callable that kills this rollout's container.
+        """
+        with structlog.contextvars.bound_contextvars(
+            rollout_id=request.rollout_id, host=self.config.host_id, env=request.env, agent=request.agent
+        ):
+            return self._run(request, emit=emit, cancel=cancel, deadline_s=deadline_s, set_killer=set_killer)
+
+    def _run(self, request: RolloutRequest, *, emit, cancel, deadline_s, set_killer) -> RolloutResult:
+        t_start = time.monotonic()
+        limits = self.effective_limits(request.limits)
+        wall = limits.wall_time_s or DEFAULT_LIMITS.wall_time_s
+        if deadline_s is not None:
+            wall = min(wall, max(0.0, deadline_s - 1.0))  # leave time to send the result
+        deadline = t_start + wall
+        timings: dict[str, float] = {}
+        env = get_env(request.env)
+        spec = self.config.base_spec.with_limits(memory_bytes=limits.memory_bytes, cpus=limits.cpus)
+        sandbox: LeasedSandbox | None = None
+        handle = None
+        try:
+            emit(ProgressEvent(phase="accepted", detail=f"host {self.config.host_id}"))
+            t0 = time.monotonic()
+            handle = self.pools.acquire(
+                spec, timeout_s=min(self.config.acquire_timeout_s, max(0.1, deadline - t0)), cancel=cancel
+            )
+            timings["acquire"] = time.monotonic() - t0
+            self.runtime.write_lease(handle, request.rollout_id)
+            sandbox = LeasedSandbox(
+                self.runtime,
+                handle,
+                output_limit_bytes=int(limits.output_bytes or DEFAULT_LIMITS.output_bytes),
+                deadline=deadline,
+                cancel=cancel,
+            )
+            if set_killer is not None:
+                set_killer(sandbox.kill)
+            if cancel.is_set():
+                sandbox.kill()
+            sandbox.write_skill(request.skill.content)
+            emit(
+                ProgressEvent(
+                    phase="sandbox_ready",
+                    detail=f"container {handle.name} in {timings['acquire'] * 1000:.1f} ms",
+                )
+            )
+            ctx = AgentContext(
+                request=request,
+                sandbox=sandbox,
+                model=self.model_for(request.model.provider) if env.needs_model else None,
+                limits=limits,
+                emit=emit,
+                deadline=deadline,
+            )
+            result = env.run(request.agent, ctx)
+        except InfraError as exc:
+            log.warning("rollout.infra_error", kind=exc.kind.value, error=exc.message)
+            result = self._infra_row(request, exc.info())
+        except ModelError as exc:
+            # The SDK already retried; the model side is unavailable, not the skill's fault.
+            log.warning("rollout.model_unavailable", error=exc.message)
+            result = self._infra_row(
+                request,
+                InfraErrorInfo(kind=InfraErrorKind.MODEL_UNAVAILABLE, message=exc.message, retryable=True),
+            )
+        except InvalidRequest as exc:
+            result = self._infra_row(
+                request,
+                InfraErrorInfo(
+                    kind=InfraErrorKind.INTERNAL, message=f"invalid input: {exc.message}", retryable=False
+                ),
+            )
+        except Exception as exc:  # a bug: report it as infrastructure, keep the service alive
+            log.exception("rollout.crashed")
+            result = self._infra_row(
+                request,
+                InfraErrorInfo(
+                    kind=InfraErrorKind.INTERNAL,
+                    message=f"internal error: {type(exc).__name__}: {exc}",
+                    retryable=True,
+                ),
+            )
+        finally:
+            if handle is not None:
+                self.pools.release(handle)
+        if cancel.is_set() and (
+            result.infra_error is None or result.infra_error.kind != InfraErrorKind.CANCELLED
+        ):
+            result = self._infra_row(
+                request, InfraErrorInfo(kind=InfraErrorKind.CANCELLED, message="rollout cancelled")
+            )
+        timings = {**dict(result.timings_s), **timings, "total": time.monotonic() - t_start}
+        emit(
+            ProgressEvent(
+                phase="done",
+                detail=result.fail_reason
+                or ("infra: " + result.infra_error.message if result.infra_error else "ok"),
+            )
+        )
+        return replace(
+            result,
+            rollout_id=request.rollout_id,
+            id=result.id or request.task.id,
+            timings_s=timings,
+            host=self.config.host_id,
+            image_digest=handle.image_digest if handle is not None else self._digest_or_empty(spec.image),
+        )
+
+    def _digest_or_empty(self, image: str) -> str:
+        try:
+            return self.runtime.image_digest(image)
+        except InfraError:
+            return ""
+
+    @staticmethod
+    def _infra_row(request: RolloutRequest, info: InfraErrorInfo) -> RolloutResult:
+        return RolloutResult(
+            id=request.task.id,
+            rollout_id=request.rollout_id,
+            phase="infra",
+            fail_reason=f"infra-{info.kind.value}: {info.message}",
+            infra_error=info,
+        )

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# The project's own setup, for a fresh Debian machine or an already set-up one (then it only
+# checks, in about a second):
+#   1. Docker engine: install Debian's docker.io if dockerd is missing
+#   2. start dockerd in the background if the engine does not answer (no systemd needed)
+#   3. debootstrap: install it if missing and the base image will have to be bootstrapped
+#   4. .venv with python >= 3.11 and `pip install -e '.[dev]'` (skipped while pyproject.toml is
+#      unchanged: a stamp with its hash is kept in .venv)
+#   5. docker/build.sh: base, runtime and service images (offline; no-op when up to date)
+#
+# usage: scripts/setup.sh [--agents]
+#   --agents   reserved: will install the agent CLIs (Codex, Claude Code) from npm; accepted and
+#              ignored for now.
+# Environment: SKILLOPT_PYTHON (interpreter for .venv), plus docker/build.sh's SKILLOPT_* variables.
+# Runs from any directory; uses sudo for apt-get/dockerd when not root.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+for arg in "$@"; do
+  case "$arg" in
+    --agents) ;;  # reserved for installing the agent CLIs (npm); nothing to do yet
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; exit 0 ;;
+    *) echo "setup: unknown argument: $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+now_ms() { date +%s%3N; }
+secs() { awk -v ms=$(( $(now_ms) - $1 )) 'BEGIN { printf "%.1f s", ms / 1000 }'; }
+die() { echo "setup: error: $*" >&2; exit 1; }
+t_all="$(now_ms)"
+t=""
+step() { t="$(now_ms)"; printf 'setup: %-16s' "$1"; }   # one line per step ...
+done_() { echo "$* ($(secs "$t"))"; }                    # ... finished by its outcome
+
+sudo=()
+if [[ ${EUID:-$(id -u)} -ne 0 ]]; then
+  command -v sudo >/dev/null || die "not root and sudo is missing: run as root"
+  sudo=(sudo)
+fi
+apt_updated=0
+apt_install() {  # quiet; the log is kept for when it fails
+  local logf=/tmp/skillopt-setup-apt.log
+  if [[ $apt_updated -eq 0 ]]; then
+    "${sudo[@]}" apt-get update >"$logf" 2>&1 || { tail -n 20 "$logf" >&2; die "apt-get update failed"; }
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y "$@" >>"$logf" 2>&1 \
+    || { tail -n 20 "$logf" >&2; die "apt-get install $* failed (log $logf)"; }
+}
+
+# 1. Docker engine ----------------------------------------------------------------------------------
+step "docker engine"
+if command -v dockerd >/dev/null && command -v docker >/dev/null; then
+  done_ "present"
+else
+  apt_install docker.io
+  done_ "installed docker.io"
+fi
+
+# 2. dockerd running --------------------------------------------------------------------------------
+step "docker daemon"
+if docker info >/dev/null 2>&1; then
+  done_ "running"
+else
+  pid="$(cat /var/run/docker.pid 2>/dev/null || true)"
+  if [[ -n "$pid" && -d "/proc/$pid" && -S /var/run/docker.sock ]]; then
+    :  # starting up, or a permission problem: the wait below tells which
+  else
+    # No systemd here: start it detached (own session), so it outlives this script.
+    "${sudo[@]}" sh -c 'setsid nohup dockerd >/var/log/skillopt-dockerd.log 2>&1 </dev/null &'
+  fi
+  for _ in $(seq 60); do
+    docker info >/dev/null 2>&1 && break
+    sleep 1
+  done
+  if ! docker info >/dev/null 2>&1; then
+    if [[ ${EUID:-$(id -u)} -ne 0 ]] && "${sudo[@]}" docker info >/dev/null 2>&1; then
+      die "dockerd runs but $(id -un) may not use it: add the user to group docker (then log in again)"
+    fi
+    tail -n 20 /var/log/skillopt-dockerd.log >&2 || true
+    die "dockerd did not answer within 60 s (log /var/log/skillopt-dockerd.log)"
+  fi
+  done_ "started (log /var/log/skillopt-dockerd.log)"
+fi
+
+# 3. debootstrap, only when the base image must be bootstrapped ----------------------------------------
+step "debootstrap"
+plan="$(bash docker/build.sh --print-base-plan)"
+if [[ "$plan" != debootstrap ]]; then
+  done_ "not needed (base: $plan)"
+elif command -v debootstrap >/dev/null; then
+  done_ "present"
+else
+  apt_install debootstrap
+  done_ "installed"
+fi
+
+# 4. Python environment -------------------------------------------------------------------------------
+step "python .venv"
+py_ok() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; }
+if [[ ! -x .venv/bin/python ]]; then
+  py=""
+  for c in "${SKILLOPT_PYTHON:-}" python3 python3.13 python3.12 python3.11; do
+    if [[ -n "$c" ]] && command -v "$c" >/dev/null && py_ok "$c"; then py="$c"; break; fi
+  done
+  [[ -n "$py" ]] || die "no python >= 3.11 found (set SKILLOPT_PYTHON)"
+  if ! "$py" -m venv .venv >/dev/null 2>&1; then
+    rm -rf .venv
+    apt_install python3-venv  # Debian splits ensurepip out of python3
+    "$py" -m venv .venv || die "cannot create .venv with $py"
+  fi
+fi
+py_ok .venv/bin/python || die ".venv has $(.venv/bin/python -V 2>&1); skillopt needs >= 3.11: remove .venv and rerun"
+stamp=.venv/.skillopt-setup.stamp
+want_stamp="$( { sha256sum pyproject.toml; .venv/bin/python -V; } | sha256sum | cut -c1-64)"
+if [[ "$(cat "$stamp" 2>/dev/null)" == "$want_stamp" ]]; then
+  done_ "up to date"
+else
+  logf=.venv/skillopt-setup-pip.log
+  if ! .venv/bin/python -m pip install -q -e '.[dev]' >"$logf" 2>&1; then
+    tail -n 20 "$logf" >&2
+    die "pip install -e '.[dev]' failed (log $logf)"
+  fi
+  echo "$want_stamp" >"$stamp"
+  done_ "installed -e '.[dev]' ($(.venv/bin/python -V))"
+fi
+
+# 5. Images -------------------------------------------------------------------------------------------
+step "images"
+mkdir -p docker/.build/logs
+logf=docker/.build/logs/setup-build.log
+if ! bash docker/build.sh >"$logf" 2>&1; then
+  echo
+  tail -n 30 "$logf" >&2
+  die "docker/build.sh failed (log $logf)"
+fi
+built="$(sed -n 's/^build: \([a-z]*\): built in .*/\1/p' "$logf" | tr '\n' ' ')"
+if [[ -z "$built" ]]; then
+  done_ "up to date"
+else
+  done_ "built ${built% } (IDs in docker/.build/images.json, log $logf)"
+fi
+
+echo "setup: done in $(secs "$t_all")"

@@ -1,0 +1,142 @@
+"""Loading YAML configs: ``_base_`` inheritance, deep merge, ``--set`` overrides."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from skillopt.config._tree import apply_overrides, check_tree, merge_into
+from skillopt.config._yaml import YamlSyntaxError, parse_yaml
+from skillopt.config.builtin import builtin_config, builtin_dir, list_builtin_configs
+from skillopt.config.schema import Config
+from skillopt.errors import ConfigError
+
+__all__ = ["load_config"]
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """One parsed file of an inheritance chain (``_base_`` removed)."""
+
+    label: str
+    data: dict[str, Any]
+
+
+def load_config(
+    path: str | Path | None,
+    overrides: Sequence[str] = (),
+    *,
+    base: str | Path | None = None,
+) -> Config:
+    """Load a run configuration.
+
+    Args:
+        path: a YAML file, or the name of a built-in config (``"spreadsheetbench_demo"``, see
+            :func:`list_builtin_configs`); ``None`` = no file (schema defaults, then ``base``).
+        overrides: ``--set`` items ``"section.key=value"``, applied in order after the files.
+            Values are read as YAML and coerced to the field's type (``train.batch_size=10``,
+            ``evaluation.leading_words=MUST,NEVER``, ``sandbox.endpoints=[a:1,b:2]``,
+            ``model.optimizer_temperature=null``).
+        base: a file or built-in name that ``path`` inherits from when it declares no
+            ``_base_`` of its own (or the only file when ``path`` is ``None``). A file whose
+            own ``_base_`` names a different file is an error rather than a silent choice.
+
+    Files are UTF-8 YAML mappings of sections. ``_base_: <path>`` (one string, relative to the
+    file that declares it) is resolved recursively; the child deep-merges over its base
+    (mappings merge, lists and scalars replace). Keys not set anywhere take the schema
+    defaults of :mod:`skillopt.config.schema`.
+
+    Raises:
+        ConfigError: missing file, invalid YAML, a ``_base_`` cycle (naming the chain), an
+            unknown / legacy / retired key (with a suggestion), or a bad value (naming the
+            key, the expected type and the file or ``--set`` that set it).
+    """
+    fallback = _locate(base) if base is not None else None
+    layers: list[_Layer] = []
+    if path is not None:
+        layers = _read_chain(_locate(path), fallback_base=fallback, chain=())
+    elif fallback is not None:
+        layers = _read_chain(fallback, fallback_base=None, chain=())
+    merged: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for layer in layers:
+        merge_into(merged, layer.data, origins, layer.label)
+    return apply_overrides(merged, overrides, origins=origins)
+
+
+def _locate(spec: str | Path) -> Path:
+    """A config file by path, else by built-in name."""
+    path = Path(spec).expanduser()
+    if path.is_file():
+        return path
+    if path.exists():
+        raise ConfigError(f"config {str(spec)!r} is not a file")
+    if not path.is_absolute():
+        try:
+            return builtin_config(str(spec))
+        except ConfigError:
+            pass
+    raise ConfigError(
+        f"config file not found: {str(spec)!r} (built-in configs: {', '.join(list_builtin_configs())})"
+    )
+
+
+def _label(path: Path) -> str:
+    """How a file is named in messages: relative to the package for built-ins, else to the cwd."""
+    for root, prefix in ((builtin_dir().resolve(), "skillopt/configs/"), (Path.cwd().resolve(), "")):
+        try:
+            return prefix + path.resolve().relative_to(root).as_posix()
+        except ValueError:
+            continue
+    return str(path.resolve())
+
+
+def _read_chain(path: Path, *, fallback_base: Path | None, chain: tuple[Path, ...]) -> list[_Layer]:
+    """The layers of ``path`` and its ``_base_`` ancestors, the root ancestor first."""
+    identity = path.resolve()
+    if identity in chain:
+        names = [_label(p) for p in (*chain, identity)]
+        raise ConfigError(f"circular _base_ inheritance: {' -> '.join(names)}")
+    label = _label(path)
+    data = _read_file(path, label)
+    base_spec = data.pop("_base_", None)
+    base_file: Path | None = fallback_base
+    if base_spec is not None:
+        if not isinstance(base_spec, str) or not base_spec.strip():
+            raise ConfigError(
+                f"_base_ in {label} must be one path string, relative to the file (lists are not supported)"
+            )
+        base_file = path.parent / os.path.expanduser(base_spec.strip())
+        if not base_file.is_file():
+            raise ConfigError(f"_base_ of {label}: file not found: {base_file}")
+        if fallback_base is not None and base_file.resolve() != fallback_base.resolve():
+            raise ConfigError(
+                f"{label} declares _base_: {base_spec} but base={_label(fallback_base)} was also given; "
+                "drop one of them"
+            )
+    check_tree(data, source=label)
+    parents = _read_chain(base_file, fallback_base=None, chain=(*chain, identity)) if base_file else []
+    return [*parents, _Layer(label, data)]
+
+
+def _read_file(path: Path, label: str) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{label}: cannot read: {exc.strerror}") from None
+    try:
+        data = parse_yaml(text)
+    except YamlSyntaxError as exc:
+        raise ConfigError(f"{label}: invalid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{label}: expected a mapping of sections at the top level, got {type(data).__name__}"
+        )
+    return data

@@ -1,0 +1,765 @@
+"""The typed run configuration: one frozen dataclass per section, validated when built.
+
+Every section coerces its fields to their declared types and validates them in
+``__post_init__``, so a :class:`Config` that exists is a valid one, whether it came from YAML
+(:func:`skillopt.config.load_config`), from a dict (:meth:`Config.from_dict`) or from Python.
+Enum fields are stored in their canonical spelling (aliases are resolved here, once); path
+fields that are set are stored as absolute paths and must exist.
+
+No field holds a secret: model keys come from environment variables named by provider profiles
+(``model.providers_file``, :mod:`skillopt.models.profiles`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import MISSING, dataclass, field, fields
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, ClassVar, Literal, get_type_hints
+
+from skillopt.config._coerce import FieldError, coerce, show
+from skillopt.config._keys import unknown_key_message
+from skillopt.errors import ConfigError
+from skillopt.logs import redact
+
+__all__ = [
+    "ENV_AGENTS",
+    "SECTIONS",
+    "AppendixSource",
+    "Config",
+    "EnvAgents",
+    "EnvConfig",
+    "EvaluationConfig",
+    "GateMetric",
+    "GradientConfig",
+    "LogLevel",
+    "LrControlMode",
+    "LrScheduler",
+    "ModelConfig",
+    "ModelPrice",
+    "OptimizerConfig",
+    "PairPolicy",
+    "ReasoningEffort",
+    "RunConfig",
+    "SandboxConfig",
+    "Simulate",
+    "SkillUpdateMode",
+    "SplitMode",
+    "TrainConfig",
+]
+
+ReasoningEffort = Literal["", "none", "low", "medium", "high", "xhigh", "max"]
+LrScheduler = Literal["constant", "linear", "cosine", "autonomous"]
+LrControlMode = Literal["fixed", "autonomous", "none"]
+SkillUpdateMode = Literal["patch", "rewrite_from_suggestions", "full_rewrite_minibatch"]
+PairPolicy = Literal["mixed", "changed", "unchanged"]
+AppendixSource = Literal["both", "failure_only"]
+GateMetric = Literal["hard", "soft", "mixed"]
+SplitMode = Literal["split_file", "ratio"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+Simulate = Literal["auto", "on", "off"]
+
+DEFAULT_LEADING_WORDS = (
+    "MUST",
+    "ALWAYS",
+    "NEVER",
+    "ONLY",
+    "CRITICAL",
+    "IMPORTANT",
+    "RESOLVE",
+    "PREFER",
+    "ENSURE",
+    "STRICT",
+    "VERIFY",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvAgents:
+    """Which agents an env runs, and which one a config gets when ``env.agent`` is ``""``."""
+
+    agents: tuple[str, ...]
+    default_agent: str
+
+
+#: Allowed agents per env. Adding an env = one row here and one in
+#: :mod:`skillopt.envs.registry` (a test keeps the two in step). Kept here rather than read
+#: from the env itself so that validating a config never imports an env's dependencies.
+ENV_AGENTS: Mapping[str, EnvAgents] = MappingProxyType(
+    {
+        "spreadsheetbench": EnvAgents(
+            agents=("codegen_single", "codegen_multi"), default_agent="codegen_multi"
+        ),
+    }
+)
+
+_ENDPOINT = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]{1,5})$")
+
+
+def _abs(path: str) -> Path:
+    """``path`` made absolute against the current directory (``~`` expanded, ``..`` folded).
+
+    Not ``Path.resolve()``: a symlinked data directory keeps the name the user gave it.
+    """
+    return Path(os.path.abspath(os.path.expanduser(path)))
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return get_type_hints(cls)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Section:
+    """Base of the sections: coerce every field to its type, then :meth:`_validate`."""
+
+    SECTION: ClassVar[str] = ""
+    #: Enum field → {alternative spelling: canonical value}, resolved when the section is built.
+    ALIASES: ClassVar[Mapping[str, Mapping[str, str]]] = MappingProxyType({})
+
+    def __post_init__(self) -> None:
+        hints = _hints(type(self))
+        for f in fields(self):
+            value = coerce(
+                getattr(self, f.name),
+                hints[f.name],
+                key=self._key(f.name),
+                aliases=self.ALIASES.get(f.name),
+                item=self._item_converter(f.name),
+            )
+            object.__setattr__(self, f.name, value)
+        self._validate()
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """The field names of this section, in declaration order."""
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def required_keys(cls) -> tuple[str, ...]:
+        """Fields without a default (only ``env.name``)."""
+        return tuple(f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING)
+
+    @classmethod
+    def field_type(cls, name: str) -> Any:
+        return _hints(cls)[name]
+
+    def _key(self, name: str) -> str:
+        return f"{self.SECTION}.{name}"
+
+    def _item_converter(self, name: str) -> Callable[[Any, str], Any] | None:
+        return None
+
+    def _validate(self) -> None:
+        """Range and cross-field checks; raise :class:`FieldError` naming the key."""
+
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+
+    def _at_least(self, name: str, minimum: float, why: str = "") -> None:
+        value = getattr(self, name)
+        if value is not None and value < minimum:
+            raise FieldError(self._key(name), f"must be >= {minimum}, got {show(value, name)}{why}")
+
+    def _non_empty(self, name: str) -> None:
+        if not getattr(self, name).strip():
+            raise FieldError(self._key(name), "must not be empty")
+
+    def _existing(self, name: str, *, directory: bool = False, what: str = "") -> None:
+        """If set, store the field as an absolute path; it must exist."""
+        value = getattr(self, name)
+        if not value:
+            return
+        path = _abs(value)
+        ok = path.is_dir() if directory else path.is_file()
+        if not ok:
+            kind = "directory" if directory else "file"
+            raise FieldError(
+                self._key(name),
+                f"{kind} not found: {path} (relative paths are resolved against the current "
+                f"directory {Path.cwd()}){what}",
+            )
+        self._set(name, str(path))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data: tuples as lists, prices as mappings."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, ModelPrice):
+        return {"input": value.input, "output": value.output}
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelPrice:
+    """Price of one model, for cost accounting."""
+
+    input: float
+    """USD per million prompt (input) tokens."""
+    output: float
+    """USD per million completion (output) tokens."""
+
+    def __post_init__(self) -> None:
+        for name in ("input", "output"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise ConfigError(
+                    f"price {name}: expected a number >= 0 (USD per million tokens), got {value!r}"
+                )
+            object.__setattr__(self, name, float(value))
+
+
+def _price(raw: Any, key: str) -> ModelPrice:
+    """One ``model.prices`` entry from ``{input: x, output: y}``."""
+    if isinstance(raw, ModelPrice):
+        return raw
+    if not isinstance(raw, Mapping):
+        raise FieldError(
+            key, f"expected a mapping {{input: USD, output: USD}} per million tokens, got {show(raw, key)}"
+        )
+    unknown = [k for k in raw if k not in ("input", "output")]
+    if unknown:
+        raise ConfigError(unknown_key_message(f"{key}.{unknown[0]}", str(unknown[0]), ("input", "output")))
+    missing = [k for k in ("input", "output") if k not in raw]
+    if missing:
+        raise FieldError(key, f"missing {', '.join(missing)} (USD per million tokens)")
+    values = {k: coerce(raw[k], float, key=f"{key}.{k}") for k in ("input", "output")}
+    for k, v in values.items():
+        if v < 0:
+            raise FieldError(f"{key}.{k}", f"must be >= 0, got {v}")
+    return ModelPrice(**values)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig(_Section):
+    """Which models play the optimizer and target roles, and how they are called."""
+
+    SECTION: ClassVar[str] = "model"
+
+    optimizer: str = "gpt-5.5"
+    """Model name of the optimizer role (reflect, merge, rank, rewrite, slow update, meta skill)."""
+    target: str = "gpt-5.5"
+    """Model name of the target role: the agent whose skill is trained."""
+    optimizer_provider: str = "openai"
+    """Provider profile of the optimizer (a name from ``providers_file`` or ``openai``)."""
+    target_provider: str = "openai"
+    """Provider profile of the target."""
+    reasoning_effort: ReasoningEffort = "medium"
+    """Reasoning effort sent with model calls; ``""`` = do not send the parameter."""
+    rewrite_reasoning_effort: ReasoningEffort = ""
+    """Reasoning effort of the rewrite stage; ``""`` = use ``reasoning_effort``."""
+    rewrite_max_completion_tokens: int = 64000
+    """Completion-token cap of the rewrite stage (tokens)."""
+    optimizer_temperature: float | None = None
+    """Sampling temperature of the optimizer; null = the provider's default."""
+    target_temperature: float | None = None
+    """Sampling temperature of the target; null = the provider's default."""
+    max_completion_tokens: int = 16384
+    """Completion-token cap of every other call (tokens)."""
+    prices: Mapping[str, ModelPrice] = field(default_factory=dict)
+    """Model name → ``{input, output}`` in USD per million tokens; ``"*"`` = any other model.
+    Empty = costs are reported as 0."""
+    providers_file: str = ""
+    """YAML file of provider profiles (see :mod:`skillopt.models.profiles`); ``""`` = only the
+    environment (``OPENAI_API_KEY`` gives profile ``openai``)."""
+
+    def _item_converter(self, name: str) -> Callable[[Any, str], Any] | None:
+        return _price if name == "prices" else None
+
+    def _validate(self) -> None:
+        for name in ("optimizer", "target", "optimizer_provider", "target_provider"):
+            self._non_empty(name)
+        self._at_least("rewrite_max_completion_tokens", 1)
+        self._at_least("max_completion_tokens", 1)
+        for name in ("optimizer_temperature", "target_temperature"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value <= 2.0:
+                raise FieldError(self._key(name), f"must be in [0, 2] or null, got {value}")
+        self._existing("providers_file")
+
+    def price_pairs(self) -> dict[str, tuple[float, float]]:
+        """Prices as ``{model: (input, output)}``, the shape of :class:`skillopt.models.roles.PriceTable`."""
+        return {name: (p.input, p.output) for name, p in self.prices.items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig(_Section):
+    """The training loop: epochs and batches."""
+
+    SECTION: ClassVar[str] = "train"
+
+    num_epochs: int = 4
+    """Passes over the training split."""
+    train_size: int = 0
+    """Training items used per epoch; 0 = all items of the train split."""
+    batch_size: int = 40
+    """Items rolled out per batch (one optimizer step per ``accumulation`` batches)."""
+    accumulation: int = 1
+    """Batches whose reflections are pooled into one optimizer step."""
+    seed: int = 42
+    """Seed of batch sampling and minibatch composition."""
+
+    def _validate(self) -> None:
+        self._at_least("num_epochs", 1)
+        self._at_least("train_size", 0, " (0 = derive from the data)")
+        self._at_least("batch_size", 1)
+        self._at_least("accumulation", 1)
+
+    @property
+    def effective_batch_size(self) -> int:
+        """Items per optimizer step (``batch_size * accumulation``)."""
+        return self.batch_size * self.accumulation
+
+    def steps_per_epoch(self, n_train: int) -> int:
+        """Optimizer steps per epoch for ``n_train`` training items: ``ceil(n / effective batch)``."""
+        return max(1, math.ceil(n_train / self.effective_batch_size)) if n_train > 0 else 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class GradientConfig(_Section):
+    """Reflection ("gradient"): analysts over minibatches of trajectories, then merges."""
+
+    SECTION: ClassVar[str] = "gradient"
+
+    minibatch_size: int = 8
+    """Trajectories per analyst call (M)."""
+    merge_batch_size: int = 8
+    """Patches merged per merge call, hierarchically until one remains (>= 2)."""
+    analyst_workers: int = 16
+    """Concurrent analyst/merge calls to the optimizer."""
+    failure_only: bool = False
+    """Reflect on failed trajectories only (skip success minibatches)."""
+    deep_reflect: bool = False
+    """Probe selected trajectories with extra target calls before reflecting."""
+    probe_failures: int = 2
+    """Failed trajectories probed per step when ``deep_reflect`` is on."""
+    probe_successes: int = 1
+    """Successful trajectories probed per step when ``deep_reflect`` is on."""
+
+    def _validate(self) -> None:
+        self._at_least("minibatch_size", 1)
+        if self.merge_batch_size < 2:
+            raise FieldError(
+                self._key("merge_batch_size"),
+                f"must be >= 2, got {self.merge_batch_size}: merging groups of one patch never "
+                "shrinks the pool (the reference looped forever, issue #194)",
+            )
+        self._at_least("analyst_workers", 1)
+        self._at_least("probe_failures", 0)
+        self._at_least("probe_successes", 0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimizerConfig(_Section):
+    """How reflections become a new skill: edit budget ("learning rate"), update mode, epochs' stages."""
+
+    SECTION: ClassVar[str] = "optimizer"
+    ALIASES: ClassVar[Mapping[str, Mapping[str, str]]] = MappingProxyType(
+        {
+            "lr_control_mode": {
+                "manual": "fixed",
+                "scheduler": "fixed",
+                "scheduled": "fixed",
+                "auto": "autonomous",
+                "optimizer": "autonomous",
+                "off": "none",
+                "no_lr": "none",
+            },
+            "skill_update_mode": {
+                "edits": "patch",
+                "rewrite": "rewrite_from_suggestions",
+                "suggestions": "rewrite_from_suggestions",
+                "rewrite_suggestions": "rewrite_from_suggestions",
+                "full_rewrite": "full_rewrite_minibatch",
+                "minibatch_full_rewrite": "full_rewrite_minibatch",
+                "skill_rewrite_minibatch": "full_rewrite_minibatch",
+            },
+            "longitudinal_pair_policy": {
+                "default": "mixed",
+                "random": "mixed",
+                "all": "mixed",
+                "change": "changed",
+                "delta": "changed",
+                "10_01": "changed",
+                "01_10": "changed",
+                "stable": "unchanged",
+                "same": "unchanged",
+                "00_11": "unchanged",
+            },
+        }
+    )
+
+    learning_rate: int = 4
+    """Edit budget: the most edits applied per step (also each analyst's cap)."""
+    min_learning_rate: int = 2
+    """Floor of the scheduled edit budget."""
+    lr_scheduler: LrScheduler = "cosine"
+    """Schedule of the edit budget over the run's steps; ``autonomous`` = no clipping."""
+    lr_control_mode: LrControlMode = "fixed"
+    """Who picks each step's budget: the scheduler (``fixed``), the optimizer model
+    (``autonomous``) or nobody (``none``: no budget, every edit is applied)."""
+    skill_update_mode: SkillUpdateMode = "patch"
+    """``patch`` applies ranked edits; ``rewrite_from_suggestions`` rewrites the skill from ranked
+    suggestions; ``full_rewrite_minibatch`` takes the merged whole-skill candidate."""
+    use_slow_update: bool = True
+    """Run the end-of-epoch slow update (compare previous and current skill)."""
+    slow_update_samples: int = 20
+    """Training items rolled out with both skills for the slow update and the meta skill."""
+    slow_update_gate_with_selection: bool = False
+    """Gate the slow-update candidate on the selection split instead of force-accepting it."""
+    longitudinal_pair_policy: PairPolicy = "mixed"
+    """Which previous/current pairs the slow update sees: all, outcome-changed or unchanged."""
+    use_meta_skill: bool = True
+    """Maintain the optimizer-facing meta skill across epochs."""
+    use_skill_aware_reflection: bool = False
+    """Let analysts write to the skill-aware appendix."""
+    skill_aware_appendix_source: AppendixSource = "both"
+    """Trajectories that feed the appendix: ``both`` or ``failure_only``."""
+    skill_aware_consolidate_threshold: int = 0
+    """Appendix notes that trigger a consolidation call; 0 = never consolidate."""
+    whitespace_tolerant_edits: bool = False
+    """Match edit targets ignoring whitespace differences (reference: exact substring only)."""
+
+    def _validate(self) -> None:
+        self._at_least("learning_rate", 1)
+        self._at_least("min_learning_rate", 1)
+        if self.min_learning_rate > self.learning_rate:
+            raise FieldError(
+                self._key("min_learning_rate"),
+                f"must be <= optimizer.learning_rate ({self.learning_rate}), got {self.min_learning_rate}",
+            )
+        self._at_least("slow_update_samples", 1)
+        self._at_least("skill_aware_consolidate_threshold", 0, " (0 = never)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluationConfig(_Section):
+    """The validation gate and the final evaluation."""
+
+    SECTION: ClassVar[str] = "evaluation"
+
+    use_gate: bool = True
+    """Accept a candidate only if it beats the current skill on the selection split."""
+    gate_metric: GateMetric = "hard"
+    """Score the gate compares: hard accuracy, soft score, or a weighted mix."""
+    gate_mixed_weight: float = 0.5
+    """Weight of the hard score when ``gate_metric`` is ``mixed`` (in [0, 1])."""
+    use_semantic_density: bool = False
+    """Add a bonus for leading directive words to the gate score."""
+    semantic_density_weight: float = 0.05
+    """Weight of the semantic-density bonus."""
+    leading_words: tuple[str, ...] = DEFAULT_LEADING_WORDS
+    """Directive words counted by semantic density (YAML list or comma-separated string)."""
+    sel_env_num: int = 0
+    """Selection items per gate evaluation; 0 = the whole selection split."""
+    test_env_num: int = 0
+    """Test items in the final evaluation; 0 = the whole test split."""
+    eval_test: bool = True
+    """After training, evaluate the initial, best and final skills on the test split."""
+    max_regressions: int | None = None
+    """Per-item no-regression gate: reject a candidate that turns more than this many
+    selection items from pass to fail; null = off (aggregate gate only)."""
+
+    def _validate(self) -> None:
+        if not 0.0 <= self.gate_mixed_weight <= 1.0:
+            raise FieldError(
+                self._key("gate_mixed_weight"), f"must be in [0, 1], got {self.gate_mixed_weight}"
+            )
+        self._at_least("semantic_density_weight", 0.0)
+        for i, word in enumerate(self.leading_words):
+            if not word:
+                raise FieldError(f"{self._key('leading_words')}[{i}]", "must not be empty")
+        self._at_least("sel_env_num", 0, " (0 = whole split)")
+        self._at_least("test_env_num", 0, " (0 = whole split)")
+        self._at_least("max_regressions", 0, " (null = off)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvConfig(_Section):
+    """The benchmark environment: data, splits, agent and per-rollout limits."""
+
+    SECTION: ClassVar[str] = "env"
+
+    name: str
+    """Env name (required), e.g. ``spreadsheetbench``; see :data:`ENV_AGENTS`."""
+    skill_init: str = ""
+    """Initial skill file; ``""`` = the env's shipped initial skill. Must exist if set."""
+    split_mode: SplitMode = "split_file"
+    """``split_file`` = the data root's ``splits.json``; ``ratio`` = split by ``split_ratio``."""
+    split_ratio: str = "2:1:7"
+    """``train:selection:test`` proportions for ``split_mode: ratio`` (quote it in YAML)."""
+    split_seed: int = 42
+    """Seed of the ratio split."""
+    data_root: str = ""
+    """Dataset directory; ``""`` = the env's vendored sample."""
+    agent: str = ""
+    """Agent kind; ``""`` = the env's default (spreadsheetbench: ``codegen_multi``)."""
+    max_turns: int = 30
+    """Model turns per rollout."""
+    exec_timeout: float = 120
+    """Seconds per code execution inside the sandbox."""
+    task_timeout: float = 600
+    """Seconds of wall time for a whole rollout."""
+    workers: int = 24
+    """Concurrent rollouts."""
+    memory_mb: int = 1024
+    """Memory limit of a rollout container (MiB, memory + swap)."""
+    cpus: float = 1.0
+    """CPU limit of a rollout container (cores)."""
+
+    def _validate(self) -> None:
+        if not self.name.strip():
+            raise FieldError(
+                self._key("name"),
+                f"is required: the benchmark to train on (known: {', '.join(sorted(ENV_AGENTS))}), "
+                "e.g. --set env.name=spreadsheetbench",
+            )
+        choices = ENV_AGENTS.get(self.name)
+        if choices is None:
+            raise FieldError(
+                self._key("name"),
+                f"unknown env {show(self.name, 'name')}; known: {', '.join(sorted(ENV_AGENTS))}",
+            )
+        if not self.agent:
+            self._set("agent", choices.default_agent)
+        elif self.agent not in choices.agents:
+            raise FieldError(
+                self._key("agent"),
+                f"unknown agent {show(self.agent, 'agent')} for env {self.name}; allowed: {', '.join(choices.agents)}",
+            )
+        self._existing("skill_init", what='; "" uses the env\'s shipped initial skill')
+        self._existing("data_root", directory=True, what='; "" uses the env\'s vendored sample')
+        if (
+            self.data_root
+            and self.split_mode == "split_file"
+            and not (Path(self.data_root) / "splits.json").is_file()
+        ):
+            raise FieldError(
+                self._key("data_root"),
+                f"no splits.json in {self.data_root} (env.split_mode is split_file); add one or set env.split_mode=ratio",
+            )
+        self.split_fractions  # noqa: B018 - validates split_ratio
+        self._at_least("max_turns", 1)
+        for name in ("exec_timeout", "task_timeout"):
+            if getattr(self, name) <= 0:
+                raise FieldError(self._key(name), f"must be > 0 seconds, got {getattr(self, name)}")
+        if self.exec_timeout > self.task_timeout:
+            raise FieldError(
+                self._key("exec_timeout"),
+                f"{self.exec_timeout} s exceeds env.task_timeout ({self.task_timeout} s), the whole rollout's budget",
+            )
+        self._at_least("workers", 1)
+        self._at_least("memory_mb", 16)
+        if self.cpus <= 0:
+            raise FieldError(self._key("cpus"), f"must be > 0, got {self.cpus}")
+
+    @property
+    def split_fractions(self) -> tuple[float, float, float]:
+        """``split_ratio`` as fractions (train, selection, test) summing to 1."""
+        parts = self.split_ratio.split(":")
+        try:
+            numbers = [float(p) for p in parts]
+        except ValueError:
+            numbers = []
+        if len(numbers) != 3 or any(not math.isfinite(n) or n < 0 for n in numbers) or sum(numbers) <= 0:
+            raise FieldError(
+                self._key("split_ratio"),
+                f'expected "train:selection:test" with three numbers >= 0 (e.g. "2:1:7"), got {show(self.split_ratio, "split_ratio")}',
+            )
+        total = sum(numbers)
+        return (numbers[0] / total, numbers[1] / total, numbers[2] / total)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SandboxConfig(_Section):
+    """Where rollouts run: remote sandbox services over gRPC, or an embedded local one."""
+
+    SECTION: ClassVar[str] = "sandbox"
+
+    endpoints: tuple[str, ...] = ()
+    """Sandbox services as ``host:port`` (or ``unix:/path``); empty = start an embedded local
+    service for the run and stop it afterwards."""
+    token_file: str = ""
+    """File holding the bearer token sent to the services; ``""`` = no token."""
+    tls_ca_file: str = ""
+    """PEM bundle to verify the services' certificates; ``""`` = plaintext unless a cert is set."""
+    tls_cert_file: str = ""
+    """Client certificate (PEM) for mutual TLS; needs ``tls_key_file``."""
+    tls_key_file: str = ""
+    """Client private key (PEM) for mutual TLS; needs ``tls_cert_file``."""
+    embedded_capacity: int = 0
+    """Concurrent rollouts of the embedded service; 0 = derived from the host's cores and memory."""
+    embedded_pool_size: int = 0
+    """Pre-started idle containers of the embedded service; 0 = derived from the capacity."""
+    image: str = "skillopt-runtime:latest"
+    """Rollout runtime image."""
+    runtime: str = ""
+    """Docker runtime of rollout containers; ``""`` = the engine's default, ``runsc`` = gVisor."""
+    rpc_timeout_slack_s: float = 60
+    """Seconds added to a rollout's wall time for the RPC deadline (queueing, container start)."""
+
+    def _validate(self) -> None:
+        seen: set[str] = set()
+        for i, endpoint in enumerate(self.endpoints):
+            key = f"{self._key('endpoints')}[{i}]"
+            if endpoint in seen:
+                raise FieldError(key, f"{endpoint!r} is listed twice")
+            seen.add(endpoint)
+            if endpoint.startswith("unix:") and len(endpoint) > len("unix:"):
+                continue
+            match = _ENDPOINT.match(endpoint)
+            if not match or not 1 <= int(match.group(1)) <= 65535:
+                raise FieldError(
+                    key, f'expected "host:port" (port 1-65535) or "unix:/path", got {endpoint!r}'
+                )
+        for name in ("token_file", "tls_ca_file", "tls_cert_file", "tls_key_file"):
+            self._existing(name)
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise FieldError(
+                self._key("tls_cert_file" if self.tls_key_file else "tls_key_file"),
+                "sandbox.tls_cert_file and sandbox.tls_key_file must be set together (mutual TLS)",
+            )
+        self._at_least("embedded_capacity", 0, " (0 = auto)")
+        self._at_least("embedded_pool_size", 0, " (0 = auto)")
+        self._non_empty("image")
+        if self.runtime != self.runtime.strip() or " " in self.runtime:
+            raise FieldError(
+                self._key("runtime"), f"must be a runtime name such as runsc, got {self.runtime!r}"
+            )
+        self._at_least("rpc_timeout_slack_s", 0.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig(_Section):
+    """The run itself: output directory, resume, logging and presentation."""
+
+    SECTION: ClassVar[str] = "run"
+    ALIASES: ClassVar[Mapping[str, Mapping[str, str]]] = MappingProxyType(
+        {
+            "log_level": {"warn": "warning"},
+            "simulate": {"true": "on", "yes": "on", "1": "on", "false": "off", "no": "off", "0": "off"},
+        }
+    )
+
+    out_root: str = ""
+    """Run directory; ``""`` = chosen by the CLI (``outputs/skillopt_<env>_<model>_<time>``)."""
+    resume: bool = False
+    """Continue the run found in ``out_root`` instead of refusing a non-empty directory."""
+    log_level: LogLevel = "info"
+    """Threshold of the structured logs."""
+    progress: bool = True
+    """Show live progress on the terminal."""
+    plot: bool = True
+    """Render training curves to PNG at the end of each epoch."""
+    simulate: Simulate = "auto"
+    """Offline simulation with a scripted model server: ``auto`` = when no provider key is
+    configured (the CLI decides), ``on`` = always, ``off`` = never."""
+
+    def _validate(self) -> None:
+        if self.out_root:
+            self._set("out_root", str(_abs(self.out_root)))
+
+
+#: Section name → section class, in the order of :class:`Config`'s fields.
+SECTIONS: Mapping[str, type[_Section]] = MappingProxyType(
+    {
+        "model": ModelConfig,
+        "train": TrainConfig,
+        "gradient": GradientConfig,
+        "optimizer": OptimizerConfig,
+        "evaluation": EvaluationConfig,
+        "env": EnvConfig,
+        "sandbox": SandboxConfig,
+        "run": RunConfig,
+    }
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """A whole run configuration. Build it with :func:`skillopt.config.load_config`,
+    :meth:`from_dict`, or directly from section objects; it is valid once it exists."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """Models and providers."""
+    train: TrainConfig = field(default_factory=TrainConfig)
+    """Epochs and batches."""
+    gradient: GradientConfig = field(default_factory=GradientConfig)
+    """Reflection."""
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    """Edit budget, update mode, slow update, meta skill."""
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    """Gate and final evaluation."""
+    env: EnvConfig
+    """The benchmark environment (required: it has no default name)."""
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    """Where rollouts run."""
+    run: RunConfig = field(default_factory=RunConfig)
+    """Output directory and presentation."""
+
+    def __post_init__(self) -> None:
+        for name, cls in SECTIONS.items():
+            value = getattr(self, name)
+            if not isinstance(value, cls):
+                raise ConfigError(
+                    f"Config.{name} must be a {cls.__name__}, got {type(value).__name__}; "
+                    "build from plain data with Config.from_dict"
+                )
+
+    def to_dict(self, *, redacted: bool = True) -> dict[str, Any]:
+        """Plain nested data (``{section: {key: value}}``), suitable for JSON and :meth:`from_dict`.
+
+        With ``redacted`` (the default, for anything written or shown), values are passed
+        through :func:`skillopt.logs.redact` field by field. No field holds a secret, so this
+        only masks secret-shaped text (e.g. a key pasted into a model name). Model names in
+        ``model.prices`` are not treated as keys, so a model called ``secret-7b`` keeps its price.
+        """
+        out: dict[str, Any] = {}
+        for name in SECTIONS:
+            data = getattr(self, name).to_dict()
+            if redacted:
+                data = {
+                    k: ({m: redact(p) for m, p in v.items()} if k == "prices" else redact(v, k))
+                    for k, v in data.items()
+                }
+            out[name] = data
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "config") -> Config:
+        """Build from ``{section: {key: value}}`` data, strictly: unknown or legacy keys are errors.
+
+        Args:
+            data: nested plain data, e.g. :meth:`to_dict`'s output or a parsed YAML file
+                (without ``_base_``, which only :func:`load_config` resolves).
+            source: names the data's origin in error messages.
+
+        Raises:
+            ConfigError: an unknown key (with a suggestion), a bad type or value.
+        """
+        from skillopt.config._tree import build, check_tree  # _tree imports this module
+
+        check_tree(data, source=source)
+        return build(data, origins={})
+
+    def with_overrides(self, overrides: Sequence[str]) -> Config:
+        """A copy with ``--set``-style ``key=value`` overrides applied (see :func:`load_config`)."""
+        from skillopt.config._tree import apply_overrides  # _tree imports this module
+
+        return apply_overrides(self.to_dict(redacted=False), overrides, origins={})

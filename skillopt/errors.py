@@ -1,0 +1,195 @@
+"""The one exception tree of skillopt.
+
+::
+
+    SkillOptError
+    ├── ConfigError                 bad or unknown configuration; says which key and what to set
+    ├── InvalidRequest              a rollout request the service refuses (maps to INVALID_ARGUMENT)
+    ├── SkillError
+    │   ├── SkillParseError
+    │   └── EditError
+    ├── ModelError                  a model call failed (after the SDK's own retries)
+    │   ├── RateLimited
+    │   ├── ModelTimeout
+    │   ├── BudgetExceeded
+    │   └── ReplayMiss
+    ├── InfraError                  the environment failed, not the skill; ``retryable`` says if
+    │   │                           another attempt (elsewhere) may succeed
+    │   ├── SandboxUnavailable
+    │   ├── HostFull
+    │   ├── Draining
+    │   ├── ImageMissing
+    │   ├── ContainerStartFailed
+    │   ├── OOMKilled
+    │   ├── RolloutTimeout
+    │   ├── Cancelled
+    │   ├── GatewayError
+    │   └── OutputLimitExceeded
+    └── SystemicFailure             every row failed before any model reply: stop the run
+
+Errors carry ``rollout_id``, ``host`` and ``phase`` where known. Errors of dependencies
+(docker, grpc, openai, anthropic) are mapped to these at the edges with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+from skillopt.types import InfraError as InfraErrorInfo
+from skillopt.types import InfraErrorKind
+
+__all__ = [
+    "BudgetExceeded",
+    "Cancelled",
+    "ConfigError",
+    "ContainerStartFailed",
+    "Draining",
+    "EditError",
+    "GatewayError",
+    "HostFull",
+    "ImageMissing",
+    "InfraError",
+    "InvalidRequest",
+    "ModelError",
+    "ModelTimeout",
+    "OOMKilled",
+    "OutputLimitExceeded",
+    "RateLimited",
+    "ReplayMiss",
+    "RolloutTimeout",
+    "SandboxUnavailable",
+    "SkillError",
+    "SkillOptError",
+    "SkillParseError",
+    "SystemicFailure",
+]
+
+
+class SkillOptError(Exception):
+    """Base of every error raised by skillopt."""
+
+    def __init__(self, message: str, *, rollout_id: str = "", host: str = "", phase: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.rollout_id = rollout_id
+        self.host = host
+        self.phase = phase
+
+
+class ConfigError(SkillOptError):
+    """Configuration is invalid; the message names the key and what to set."""
+
+
+class InvalidRequest(SkillOptError):
+    """A request is malformed or unsafe (bad names, path traversal, non-xlsx bytes, oversize)."""
+
+
+class SkillError(SkillOptError):
+    """A skill document problem."""
+
+
+class SkillParseError(SkillError):
+    """A skill document or an edit payload could not be parsed."""
+
+
+class EditError(SkillError):
+    """An edit could not be applied."""
+
+
+class ModelError(SkillOptError):
+    """A model call failed after retries."""
+
+
+class RateLimited(ModelError):
+    """The provider kept answering 429."""
+
+
+class ModelTimeout(ModelError):
+    """The provider did not answer in time."""
+
+
+class BudgetExceeded(ModelError):
+    """A token or cost budget was used up."""
+
+
+class ReplayMiss(ModelError):
+    """Replay mode found no recorded exchange for a request."""
+
+
+class InfraError(SkillOptError):
+    """The environment failed, not the skill. Never scored; ``retryable`` says if a retry
+    (possibly on another host) may succeed."""
+
+    kind: InfraErrorKind = InfraErrorKind.INTERNAL
+    retryable: bool = True
+
+    def info(self) -> InfraErrorInfo:
+        """The plain-data form carried on a result row."""
+        return InfraErrorInfo(kind=self.kind, message=self.message, retryable=self.retryable)
+
+
+class SandboxUnavailable(InfraError):
+    """The sandbox host or its Docker engine cannot be reached."""
+
+    kind = InfraErrorKind.SANDBOX_UNAVAILABLE
+
+
+class HostFull(InfraError):
+    """The host has no free rollout slot (RESOURCE_EXHAUSTED)."""
+
+    kind = InfraErrorKind.SANDBOX_UNAVAILABLE
+
+
+class Draining(InfraError):
+    """The host is shutting down and takes no new work (UNAVAILABLE)."""
+
+    kind = InfraErrorKind.SANDBOX_UNAVAILABLE
+
+
+class ImageMissing(InfraError):
+    """The runtime image is not built on this host (FAILED_PRECONDITION)."""
+
+    kind = InfraErrorKind.IMAGE_MISSING
+    retryable = False
+
+
+class ContainerStartFailed(InfraError):
+    """A rollout container could not be created or its runner did not come up."""
+
+    kind = InfraErrorKind.CONTAINER_START_FAILED
+
+
+class OOMKilled(InfraError):
+    """The kernel killed a process of the rollout for exceeding the memory limit."""
+
+    kind = InfraErrorKind.OOM_KILLED
+    retryable = False
+
+
+class RolloutTimeout(InfraError):
+    """The rollout exceeded its wall-clock budget or the caller's deadline."""
+
+    kind = InfraErrorKind.TIMEOUT
+    retryable = False
+
+
+class Cancelled(InfraError):
+    """The rollout was cancelled by its caller."""
+
+    kind = InfraErrorKind.CANCELLED
+    retryable = False
+
+
+class GatewayError(InfraError):
+    """The model gateway failed (not the model's answer)."""
+
+    kind = InfraErrorKind.GATEWAY_ERROR
+
+
+class OutputLimitExceeded(InfraError):
+    """A result or artifact exceeded its size cap."""
+
+    kind = InfraErrorKind.INTERNAL
+    retryable = False
+
+
+class SystemicFailure(SkillOptError):
+    """Every row of a batch failed before any model reply; the run stops with the common reason."""

@@ -1,0 +1,108 @@
+"""The seam between an env's agent and *some* sandbox that runs untrusted code.
+
+An agent never touches Docker: it receives a :class:`Sandbox` (one isolated workspace leased for
+one rollout) and writes files, runs commands and reads results through it. The sandbox service
+implements it with a hardened container (``sandbox.runtime``); anything else implementing this
+protocol can drive the same agent code.
+
+Paths are relative POSIX paths inside the sandbox workspace; absolute paths and ``..`` are
+refused by implementations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+__all__ = ["ExecOutcome", "FileEntry", "Sandbox"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecOutcome:
+    """Result of one execution. A failing program is data, not an exception.
+
+    ``timed_out`` and ``oom_killed`` are determined by the trusted side (host clock, the
+    container's memory cgroup), never taken from the sandbox's own word.
+    """
+
+    exit_code: int | None
+    stdout_tail: str
+    stderr_tail: str
+    stdout_bytes: int
+    stderr_bytes: int
+    duration_s: float
+    timed_out: bool = False
+    oom_killed: bool = False
+    signal: int | None = None
+    started_at_ns: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and not self.oom_killed
+
+    @property
+    def output_truncated(self) -> bool:
+        return self.stdout_bytes > len(self.stdout_tail.encode("utf-8", "replace")) or (
+            self.stderr_bytes > len(self.stderr_tail.encode("utf-8", "replace"))
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FileEntry:
+    """A regular file found in the workspace (links and special files are never listed)."""
+
+    path: str
+    size_bytes: int
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """One isolated workspace for one rollout.
+
+    Every method may raise :class:`skillopt.errors.InfraError` subclasses when the sandbox itself
+    fails (``SandboxUnavailable``, ``RolloutTimeout``, ``Cancelled``); program failures are
+    reported in :class:`ExecOutcome`.
+    """
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Create or replace a regular file in the workspace.
+
+        Raises:
+            InvalidRequest: ``path`` is absolute or escapes the workspace.
+        """
+        ...
+
+    def read_file(self, path: str, *, max_bytes: int) -> bytes | None:
+        """Read a regular file; ``None`` if it does not exist. Links are never followed.
+
+        Raises:
+            OutputLimitExceeded: the file is larger than ``max_bytes``.
+        """
+        ...
+
+    def list_files(self, *, max_files: int = 1000) -> list[FileEntry]:
+        """Regular files under the workspace, recursively, without following links."""
+        ...
+
+    def run_python(
+        self,
+        path: str,
+        *,
+        args: Sequence[str] = (),
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecOutcome:
+        """Run a Python file of the workspace in a fresh process (cwd = workspace)."""
+        ...
+
+    def run_command(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecOutcome:
+        """Run a program (argv[0] looked up on the sandbox's PATH), cwd = workspace."""
+        ...

@@ -1,0 +1,335 @@
+"""The validation gate: score a candidate skill and decide accept / reject (§8).
+
+Pure functions over numbers; the trainer owns rollouts, caching to disk and state changes.
+
+* :func:`gate_score` projects a ``(hard, soft)`` pair onto the gate metric (``hard``, ``soft``
+  or ``mixed``), optionally plus a semantic-density bonus.
+* :func:`decide` compares the candidate with the current and best scores. Strictly greater
+  than current accepts (ties reject); also greater than best makes it the new best.
+* Opt-in **no-regression** check (an improvement on the reference, §14 item 7: its gate
+  compares only aggregate means): pass the ids that flipped pass→fail
+  (:func:`regressions`) and ``max_regressions`` to :func:`decide`; an acceptance that broke
+  more items than allowed becomes ``reject`` with reason ``regressed_items``.
+* :class:`GateCache` remembers selection scores by skill hash so an unchanged candidate is
+  never re-rolled out.
+
+Usage::
+
+    cand = gate_score(0.62, 0.70, metric="hard")
+    d = decide(cand, current_score=0.60, best_score=0.60, global_step=3, best_step=1)
+    assert d.action == "accept_new_best" and d.best_step == 3
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from skillopt.errors import ConfigError, SkillOptError
+from skillopt.skill.document import strip_protected_regions
+
+__all__ = [
+    "DEFAULT_LEADING_WORDS",
+    "GATE_METRICS",
+    "GateAction",
+    "GateCache",
+    "GateCacheEntry",
+    "GateDecision",
+    "decide",
+    "gate_score",
+    "regressions",
+    "semantic_density",
+]
+
+GateAction = Literal["accept_new_best", "accept", "reject"]
+GATE_METRICS: tuple[str, ...] = ("hard", "soft", "mixed")
+
+# The reference's default list (evaluation.leading_words): emphatic words that lead a rule.
+DEFAULT_LEADING_WORDS: frozenset[str] = frozenset(
+    {
+        "must",
+        "always",
+        "never",
+        "only",
+        "critical",
+        "important",
+        "resolve",
+        "prefer",
+        "ensure",
+        "strict",
+        "verify",
+    }
+)
+
+_TOKEN_RE = re.compile(r"[a-z0-9]+")
+# Matches ``RolloutResult.ok``: a fractional hard score counts as a pass only when it is 1.
+_PASS = 1.0 - 1e-9
+
+
+def semantic_density(skill_content: str, leading_words: Iterable[str] = DEFAULT_LEADING_WORDS) -> float:
+    """Fraction of the skill's words that are leading words.
+
+    Words are ``[a-z0-9]+`` runs of the lower-cased skill with both protected regions removed
+    (the trainer owns those; they must not earn the body a bonus).
+
+    Args:
+        skill_content: The skill text.
+        leading_words: The words that count (compared lower-case).
+
+    Returns:
+        A value in ``[0, 1]``; ``0.0`` for a skill without words.
+    """
+    tokens = _TOKEN_RE.findall(strip_protected_regions(skill_content).lower())
+    if not tokens:
+        return 0.0
+    words = frozenset(w.lower() for w in leading_words)
+    return sum(t in words for t in tokens) / len(tokens)
+
+
+def gate_score(
+    hard: float,
+    soft: float,
+    *,
+    metric: str = "hard",
+    mixed_weight: float = 0.5,
+    skill_content: str | None = None,
+    semantic_density_weight: float = 0.0,
+    leading_words: Iterable[str] = DEFAULT_LEADING_WORDS,
+) -> float:
+    """Project selection scores onto the gate metric.
+
+    ``hard`` → hard; ``soft`` → soft; ``mixed`` → ``(1 - w) * hard + w * soft`` with ``w``
+    clamped to ``[0, 1]``. When ``semantic_density_weight`` is non-zero and ``skill_content``
+    is given, ``weight * semantic_density(skill_content)`` is added.
+
+    Args:
+        hard: Mean hard score on the selection split.
+        soft: Mean soft score on the selection split.
+        metric: ``hard`` | ``soft`` | ``mixed``.
+        mixed_weight: Weight of ``soft`` for ``mixed``.
+        skill_content: The skill the scores belong to (needed for the density bonus).
+        semantic_density_weight: Weight of the density bonus (``0`` = off).
+        leading_words: Word set for :func:`semantic_density`.
+
+    Returns:
+        The score the gate compares.
+
+    Raises:
+        ConfigError: Unknown metric.
+    """
+    name = str(metric).strip().lower()
+    if name == "hard":
+        score = float(hard)
+    elif name == "soft":
+        score = float(soft)
+    elif name == "mixed":
+        w = min(1.0, max(0.0, float(mixed_weight)))
+        score = (1.0 - w) * float(hard) + w * float(soft)
+    else:
+        raise ConfigError(f"unknown gate metric {metric!r}; expected one of: {', '.join(GATE_METRICS)}")
+    if semantic_density_weight and skill_content is not None:
+        score += float(semantic_density_weight) * semantic_density(skill_content, leading_words)
+    return score
+
+
+def regressions(prev_items: Mapping[str, float | None], cand_items: Mapping[str, float | None]) -> list[str]:
+    """Ids that passed under the previous skill and fail under the candidate (1 → 0).
+
+    An item passes when its hard score is 1 (within 1e-9). Items missing on either side, or
+    ``None`` (masked, e.g. an infrastructure failure), are not counted: we do not know.
+
+    Args:
+        prev_items: Per-item hard scores of the current skill on the selection split.
+        cand_items: Per-item hard scores of the candidate.
+
+    Returns:
+        The regressed ids, in ``prev_items`` order.
+    """
+    out: list[str] = []
+    for item_id, prev in prev_items.items():
+        cand = cand_items.get(item_id)
+        if prev is None or cand is None:
+            continue
+        if float(prev) >= _PASS and float(cand) < _PASS:
+            out.append(item_id)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class GateDecision:
+    """Outcome of :func:`decide`: the action and the gate state after it.
+
+    Attributes:
+        action: ``accept_new_best`` | ``accept`` | ``reject``.
+        current_score: Current score after the decision.
+        best_score: Best score after the decision.
+        best_step: Step of the best skill after the decision.
+        reason: ``new_best`` | ``above_current`` | ``not_above_current`` | ``regressed_items``.
+        regressed: The regressed ids that were considered (empty when the check is off).
+    """
+
+    action: GateAction
+    current_score: float
+    best_score: float
+    best_step: int
+    reason: str
+    regressed: tuple[str, ...] = ()
+
+    @property
+    def accepted(self) -> bool:
+        return self.action != "reject"
+
+
+def decide(
+    candidate_score: float,
+    current_score: float,
+    best_score: float,
+    *,
+    global_step: int,
+    best_step: int,
+    regressed: Sequence[str] = (),
+    max_regressions: int | None = None,
+) -> GateDecision:
+    """Gate decision for one candidate (all scores in metric space).
+
+    * ``candidate > current`` and ``candidate > best`` → ``accept_new_best`` (current := best
+      := candidate, ``best_step := global_step``);
+    * ``candidate > current`` only (e.g. equal to best) → ``accept`` (current := candidate);
+    * otherwise (ties included) → ``reject``, state unchanged. NaN never accepts.
+    * With ``max_regressions`` set, an acceptance whose ``regressed`` list is longer than it
+      becomes ``reject`` (reason ``regressed_items``).
+
+    Args:
+        candidate_score: The candidate's gate score.
+        current_score: The current skill's gate score.
+        best_score: The best skill's gate score.
+        global_step: The step being decided (recorded on a new best).
+        best_step: The step of the best skill so far.
+        regressed: Ids that flipped pass→fail against the current skill (see
+            :func:`regressions`).
+        max_regressions: Allowed number of regressed items; ``None`` turns the check off.
+
+    Returns:
+        The decision.
+
+    Raises:
+        ConfigError: ``max_regressions`` is negative.
+    """
+    if max_regressions is not None and max_regressions < 0:
+        raise ConfigError(f"max_regressions must be >= 0 or None, got {max_regressions}")
+    checked = tuple(regressed) if max_regressions is not None else ()
+    reject = GateDecision("reject", current_score, best_score, best_step, "not_above_current", checked)
+    if not candidate_score > current_score:
+        return reject
+    if max_regressions is not None and len(checked) > max_regressions:
+        return GateDecision("reject", current_score, best_score, best_step, "regressed_items", checked)
+    if candidate_score > best_score:
+        return GateDecision(
+            "accept_new_best", candidate_score, candidate_score, global_step, "new_best", checked
+        )
+    return GateDecision("accept", candidate_score, best_score, best_step, "above_current", checked)
+
+
+# ── cache ─────────────────────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True, slots=True)
+class GateCacheEntry:
+    """Selection scores of one skill; ``items`` maps item id → hard when recorded."""
+
+    hard: float
+    soft: float
+    items: Mapping[str, float] = field(default_factory=dict)
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(float(value)):
+        raise SkillOptError(f"gate cache: {what} must be a number, got {value!r}")
+    return float(value)
+
+
+class GateCache:
+    """Selection scores by skill hash (:func:`skillopt.types.skill_hash`).
+
+    Usage::
+
+        cache = GateCache()
+        cache.put(doc.hash, 0.6, 0.7)
+        cache.get(doc.hash)            # GateCacheEntry(hard=0.6, soft=0.7, items={})
+        GateCache.from_json(cache.to_json()) == cache
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, entries: Mapping[str, GateCacheEntry] | None = None) -> None:
+        self._entries: dict[str, GateCacheEntry] = dict(entries or {})
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GateCache) and self._entries == other._entries
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def get(self, key: str) -> GateCacheEntry | None:
+        """The entry for a skill hash, or ``None``."""
+        return self._entries.get(key)
+
+    def put(self, key: str, hard: float, soft: float, items: Mapping[str, float] | None = None) -> None:
+        """Record (or overwrite) the scores of a skill hash."""
+        self._entries[key] = GateCacheEntry(float(hard), float(soft), dict(items or {}))
+
+    def to_json(self) -> str:
+        """Serialise as ``{"version": 1, "entries": {hash: {"hard", "soft", "items"?}}}``."""
+        entries: dict[str, Any] = {}
+        for key, e in sorted(self._entries.items()):
+            row: dict[str, Any] = {"hard": e.hard, "soft": e.soft}
+            if e.items:
+                row["items"] = dict(e.items)
+            entries[key] = row
+        return json.dumps({"version": 1, "entries": entries}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> GateCache:
+        """Parse :meth:`to_json` output; a flat ``{hash: [hard, soft]}`` map is accepted too.
+
+        Raises:
+            SkillOptError: Not JSON, or an entry without numeric hard/soft.
+        """
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise SkillOptError(f"gate cache is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise SkillOptError("gate cache must be a JSON object")
+        raw = data.get("entries", {}) if "version" in data else data
+        if not isinstance(raw, dict):
+            raise SkillOptError("gate cache 'entries' must be an object")
+        cache = cls()
+        for key, row in raw.items():
+            if isinstance(row, list | tuple) and len(row) == 2:
+                cache.put(str(key), _number(row[0], "hard"), _number(row[1], "soft"))
+            elif isinstance(row, dict):
+                items = row.get("items") or {}
+                if not isinstance(items, dict):
+                    raise SkillOptError(f"gate cache: items of {key} must be an object")
+                cache.put(
+                    str(key),
+                    _number(row.get("hard"), "hard"),
+                    _number(row.get("soft"), "soft"),
+                    {str(k): _number(v, f"item {k}") for k, v in items.items()},
+                )
+            else:
+                raise SkillOptError(f"gate cache: entry {key} must be [hard, soft] or an object")
+        return cache

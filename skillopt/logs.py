@@ -1,0 +1,67 @@
+"""structlog setup and the one place where secrets are redacted."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+import structlog
+
+__all__ = ["REDACTED", "configure_logging", "is_secret_key", "redact", "redact_text"]
+
+REDACTED = "***"
+_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization|credential)", re.I)
+# Shapes of common provider keys, caught even in free text.
+_SECRET_VALUE = re.compile(
+    r"(sk-[A-Za-z0-9_\-]{16,}|sk-ant-[A-Za-z0-9_\-]{16,}|Bearer\s+[A-Za-z0-9._\-]{16,})"
+)
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a config/log key names a secret (``*_api_key``, ``token``, ``password``...)."""
+    return bool(_SECRET_KEY.search(key)) and not key.endswith(("_env", "_file", "_tokens"))
+
+
+def redact_text(text: str) -> str:
+    return _SECRET_VALUE.sub(REDACTED, text)
+
+
+def redact(value: Any, key: str = "") -> Any:
+    """Deep-copy ``value`` with every secret-looking entry masked."""
+    if key and is_secret_key(key) and value not in (None, "", 0):
+        return REDACTED
+    if isinstance(value, Mapping):
+        return {k: redact(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    if isinstance(value, str):
+        return redact_text(value)
+    return value
+
+
+def _redact_processor(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    return {k: redact(v, k) for k, v in event_dict.items()}
+
+
+def configure_logging(*, json: bool = True, level: str = "info", stream: TextIO | None = None) -> None:
+    """Configure structlog for the process: JSON lines (services) or console (interactive)."""
+    out = stream or sys.stderr
+    renderer: Any = (
+        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            _redact_processor,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
+        logger_factory=structlog.PrintLoggerFactory(file=out),
+        cache_logger_on_first_use=False,
+    )

@@ -1,0 +1,71 @@
+"""The model seam: one protocol every provider implements.
+
+Agents and the optimizer call :class:`ChatModel.complete` with provider-neutral messages and get
+a :class:`ChatResponse` back. Providers (``skillopt.models.providers``) translate to the official
+SDKs; nothing outside them imports ``openai`` or ``anthropic``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from skillopt.types import Message, Usage
+
+__all__ = ["ChatModel", "ChatRequest", "ChatResponse", "ToolSpec"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolSpec:
+    """A function tool offered to the model (JSON-schema parameters)."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChatRequest:
+    """A provider-neutral chat request. ``model`` is the provider's model name."""
+
+    model: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    reasoning_effort: str | None = None
+    timeout_s: float | None = None
+    stage: str = "target"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChatResponse:
+    """The model's reply: text, tool calls (``{id, name, arguments}``) and usage."""
+
+    text: str
+    tool_calls: tuple[Mapping[str, Any], ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str = ""
+    raw_model: str = ""
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A configured provider endpoint.
+
+    ``complete`` raises :class:`skillopt.errors.ModelError` subclasses after the provider's own
+    retries are exhausted; it never returns a silent empty answer for a failed call.
+    """
+
+    name: str
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        """Send one chat request and return the reply."""
+        ...
+
+
+def messages_from(pairs: Sequence[tuple[str, str]]) -> tuple[Message, ...]:
+    """Shorthand: ``[("system", s), ("user", u)]`` → messages."""
+    return tuple(Message(role=r, content=c) for r, c in pairs)

@@ -1,0 +1,163 @@
+"""A model in a role (optimizer, target) with per-stage token accounting and cost.
+
+Optimizer stages (analyst, merge, ranking, rewrite, lr_autonomous, slow_update, meta_skill,
+probe, appendix_consolidate) call :meth:`RoleModel.ask`; usage is tracked per stage so every
+step record can carry the deltas.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import structlog
+
+from skillopt.errors import ModelError
+from skillopt.models.base import ChatModel, ChatRequest
+from skillopt.types import Message, ModelSpec, Usage
+
+__all__ = ["PriceTable", "RoleModel", "UsageTracker"]
+
+log = structlog.get_logger("skillopt.models")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PriceTable:
+    """USD per million tokens, per model name (``"*"`` = any other model)."""
+
+    prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+    def cost(self, model: str, usage: Usage) -> float:
+        price = self.prices.get(model) or self.prices.get("*")
+        if not price:
+            return 0.0
+        return (usage.prompt_tokens * price[0] + usage.completion_tokens * price[1]) / 1e6
+
+
+class UsageTracker:
+    """Thread-safe usage per stage."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_stage: dict[str, Usage] = {}
+
+    def add(self, stage: str, usage: Usage) -> None:
+        with self._lock:
+            self._by_stage[stage] = self._by_stage.get(stage, Usage()) + usage
+
+    def snapshot(self) -> dict[str, Usage]:
+        with self._lock:
+            return dict(self._by_stage)
+
+    def total(self) -> Usage:
+        total = Usage()
+        for u in self.snapshot().values():
+            total = total + u
+        return total
+
+    @staticmethod
+    def delta(before: Mapping[str, Usage], after: Mapping[str, Usage]) -> dict[str, dict[str, int]]:
+        """Per-stage ``{calls, prompt_tokens, completion_tokens}`` spent between two snapshots."""
+        out: dict[str, dict[str, int]] = {}
+        for stage, u in after.items():
+            b = before.get(stage, Usage())
+            d = Usage(
+                calls=u.calls - b.calls,
+                prompt_tokens=u.prompt_tokens - b.prompt_tokens,
+                completion_tokens=u.completion_tokens - b.completion_tokens,
+            )
+            if d.calls:
+                out[stage] = {
+                    "calls": d.calls,
+                    "prompt_tokens": d.prompt_tokens,
+                    "completion_tokens": d.completion_tokens,
+                }
+        return out
+
+    def to_json(self) -> dict[str, dict[str, int]]:
+        return {
+            s: {"calls": u.calls, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
+            for s, u in self.snapshot().items()
+        }
+
+    def load_json(self, data: Mapping[str, Mapping[str, int]]) -> None:
+        with self._lock:
+            self._by_stage = {
+                s: Usage(
+                    calls=int(v["calls"]),
+                    prompt_tokens=int(v["prompt_tokens"]),
+                    completion_tokens=int(v["completion_tokens"]),
+                )
+                for s, v in data.items()
+            }
+
+
+class RoleModel:
+    """A :class:`ChatModel` bound to a role's model spec.
+
+    Args:
+        model: the provider endpoint.
+        spec: model name and sampling parameters of this role.
+        tracker: where usage is recorded.
+        retries: extra attempts on top of the SDK's own retries, for answers that are empty.
+    """
+
+    def __init__(self, model: ChatModel, spec: ModelSpec, tracker: UsageTracker, *, retries: int = 2) -> None:
+        self.model = model
+        self.spec = spec
+        self.tracker = tracker
+        self.retries = retries
+
+    def ask(
+        self,
+        system: str,
+        user: str,
+        *,
+        stage: str,
+        max_output_tokens: int | None = None,
+        reasoning_effort: str | None = None,
+        timeout_s: float | None = None,
+    ) -> str:
+        """One system+user call; returns the text.
+
+        Raises:
+            ModelError: the provider failed after its retries, or kept answering empty text.
+        """
+        request = ChatRequest(
+            model=self.spec.model,
+            messages=(Message(role="system", content=system), Message(role="user", content=user)),
+            temperature=self.spec.temperature,
+            max_output_tokens=max_output_tokens or self.spec.max_output_tokens,
+            reasoning_effort=reasoning_effort or self.spec.reasoning_effort,
+            timeout_s=timeout_s,
+            stage=stage,
+            extra=self.spec.extra,
+        )
+        last: Exception | None = None
+        for attempt in range(self.retries + 1):
+            t0 = time.monotonic()
+            try:
+                reply = self.model.complete(request)
+            except ModelError as exc:
+                self.tracker.add(stage, Usage(calls=1))
+                last = exc
+                log.warning("model.call_failed", stage=stage, attempt=attempt + 1, error=exc.message)
+                continue
+            self.tracker.add(
+                stage,
+                reply.usage
+                if reply.usage.calls
+                else Usage(
+                    calls=1,
+                    prompt_tokens=reply.usage.prompt_tokens,
+                    completion_tokens=reply.usage.completion_tokens,
+                ),
+            )
+            if reply.text.strip():
+                log.debug("model.call", stage=stage, seconds=round(time.monotonic() - t0, 3))
+                return reply.text
+            last = ModelError(f"{self.spec.model}: empty answer at stage {stage}")
+        assert last is not None
+        raise last if isinstance(last, ModelError) else ModelError(str(last))

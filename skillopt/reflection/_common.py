@@ -1,0 +1,155 @@
+"""Small helpers shared by the reflection stages (private).
+
+Nothing here calls a model. The JSON helpers write atomically (temp file + ``os.replace``) so a
+run killed mid-write never leaves a half file that a resume would trust.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from skillopt.skill import Edit
+
+__all__ = [
+    "as_count",
+    "as_int",
+    "fingerprint",
+    "item_to_dict",
+    "items_to_dicts",
+    "read_json",
+    "safe_text",
+    "section",
+    "write_json",
+]
+
+_INT_RE = re.compile(r"[-+]?\d+")
+# Longest integer we render or coerce; bigger ones are junk from a confused model and would
+# hit Python's int/str conversion limit (ValueError) in str()/int() otherwise.
+_MAX_DIGITS = 18
+
+
+def skill_section(skill: str) -> str:
+    """The ``## Current Skill`` section every optimizer prompt starts from."""
+    return f"## Current Skill\n{skill.strip() or '(the skill is empty)'}"
+
+
+def section(heading: str, body: str) -> str:
+    """``heading``, a newline, then ``body``; a ``body`` that already starts with ``heading`` is kept as is.
+
+    Callers may pass either a bare body or a block that carries its own heading (e.g. the
+    output of :func:`~skillopt.reflection.longitudinal.meta_skill_block`); it is never doubled.
+    """
+    text = body.strip("\n")
+    if text.lstrip().startswith(heading):
+        return text.strip()
+    return f"{heading}\n{text}"
+
+
+def safe_text(value: Any, limit: int | None = None) -> str:
+    """A printable, bounded rendering of any JSON-ish value.
+
+    Survives what a model may emit in a free-text field: huge integers (``str`` raises past
+    4300 digits), deeply nested lists (``json.dumps`` raises RecursionError), non-strings.
+
+    Args:
+        value: Anything.
+        limit: Maximum length of the result (``…`` marks a cut); ``None`` for no limit.
+
+    Returns:
+        A single string.
+    """
+    if value is None:
+        text = ""
+    elif isinstance(value, str):
+        text = value
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, int):
+        text = str(value) if value.bit_length() <= 60 else "<very large number>"
+    elif isinstance(value, float):
+        text = repr(value) if math.isfinite(value) else "<non-finite number>"
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, default=lambda _: "<unrenderable>")
+        except (RecursionError, ValueError, TypeError):
+            text = "<unrenderable value>"
+    if limit is not None and len(text) > limit:
+        text = text[: max(0, limit - 1)] + "…"
+    return text
+
+
+def as_int(value: Any) -> int | None:
+    """Coerce a model-supplied number: ints, integral floats, the first integer in a string.
+
+    Bools are rejected (``True`` is not a count). Integers with more than 18 digits are
+    rejected rather than converted (they are junk, and ``int()`` of a huge string is slow).
+
+    Returns:
+        The integer, or ``None`` when ``value`` holds none.
+    """
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value if value.bit_length() <= 60 else None
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) and abs(value) < 1e18 else None
+    if isinstance(value, str):
+        m = _INT_RE.search(value)
+        if m is None or len(m.group(0).lstrip("+-")) > _MAX_DIGITS:
+            return None
+        return int(m.group(0))
+    return None
+
+
+def as_count(value: Any, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
+    """:func:`as_int` with a default and clamping to ``[minimum, maximum]``."""
+    number = as_int(value)
+    if number is None:
+        number = default
+    number = max(minimum, number)
+    return number if maximum is None else min(maximum, number)
+
+
+def item_to_dict(item: Edit | Mapping[str, Any]) -> dict[str, Any]:
+    """Plain-dict form of an update item (an :class:`Edit` or a suggestion/candidate dict)."""
+    return item.to_dict() if isinstance(item, Edit) else dict(item)
+
+
+def items_to_dicts(items: Sequence[Edit | Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [item_to_dict(i) for i in items]
+
+
+def fingerprint(value: Any) -> str:
+    """Stable 16-hex hash of a JSON-able value (cache keys for resume)."""
+    blob = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as indented UTF-8 JSON, atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, ensure_ascii=False, indent=2)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: Path) -> Any | None:
+    """The JSON in ``path``, or ``None`` when it is missing or unreadable (recompute then)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None

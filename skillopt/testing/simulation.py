@@ -1,0 +1,224 @@
+"""Offline simulation: the scripted model server plays both the target and the optimizer.
+
+Used by the README's main job when no provider key is configured (announced as a simulation),
+and by the end-to-end training tests. Everything else is real: the sandbox service, Docker
+containers, the trusted grader, the trainer and its gate.
+
+* **Target** (model ``sim-target``): it recognises the vendored SpreadsheetBench task from the
+  instruction and answers with that task's correct reference script when the skill in its
+  system prompt states the rule the task needs (``catalogue.json``), else with the task's
+  plausible wrong script. The rule counts as stated when its *signature* (its first words,
+  case- and whitespace-insensitive) appears anywhere in the system prompt.
+* **Optimizer** (model ``sim-optimizer``): a failure analyst that proposes the catalogue rule of
+  the failed tasks it is shown (the rules not yet in the skill, most frequent first), a success
+  analyst that proposes generic advice that changes nothing (so the gate rejects it unless a
+  real rule rides along), and merge, ranking, slow-update, meta-skill and probe answers in
+  their prompts' JSON schemas. It reads the stage from the ``X-Skillopt-Stage`` header.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import re
+from collections.abc import Iterator
+from functools import cached_property
+
+from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData
+from skillopt.jsonx import extract_json_object
+from skillopt.testing.fixtures.spreadsheetbench import load_catalogue, solution_code
+from skillopt.testing.scripted import ScriptedModelServer, ScriptedRequest
+
+__all__ = [
+    "SIM_OPTIMIZER",
+    "SIM_TARGET",
+    "SimulatedOptimizer",
+    "SimulatedTarget",
+    "rule_signature",
+    "simulation_server",
+]
+
+SIM_TARGET = "sim-target"
+SIM_OPTIMIZER = "sim-optimizer"
+_SIG_WORDS = 7
+_TRAJECTORY = re.compile(r"^#+ Trajectory \d+ \(id=([^)\s]+)\)", re.M)
+_POOL_LINE = re.compile(r"^\[(\d+)\] .*support=(\d+)", re.M)
+_GENERIC_ADVICE = (
+    "Re-read the instruction once more before you write the final script.",
+    "Keep the script short and readable; name variables after the columns they hold.",
+    "Close every workbook you open and save exactly once at the end.",
+)
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^a-z0-9/._ ]+", " ", text.lower()).split())
+
+
+def rule_signature(rule_text: str) -> str:
+    """The words whose presence makes the simulated target follow a rule."""
+    return " ".join(_norm(rule_text).split()[:_SIG_WORDS])
+
+
+class _Catalogue:
+    @cached_property
+    def data(self) -> dict:
+        return load_catalogue()
+
+    @cached_property
+    def by_instruction(self) -> dict[str, str]:
+        sample = SpreadsheetBenchData(SAMPLE_ROOT)
+        return {_norm(sample.task(tid).instruction)[:160]: tid for tid in self.data["tasks"]}
+
+    def rule_of(self, task_id: str) -> str | None:
+        entry = self.data["tasks"].get(task_id)
+        return entry["rule"] if entry else None
+
+    def text(self, rule: str) -> str:
+        return self.data["rules"][rule]
+
+    def stated(self, rule: str, text: str) -> bool:
+        return rule_signature(self.text(rule)) in _norm(text)
+
+
+_CATALOGUE = _Catalogue()
+
+
+class SimulatedTarget:
+    """Responder playing the target model (see the module docstring)."""
+
+    def __call__(self, req: ScriptedRequest):
+        if req.model != SIM_TARGET or req.api != "chat":
+            return None
+        user = next((m.text for m in req.messages if m.role == "user"), "")
+        instruction = user.split("# Instruction", 1)[-1].split("Instruction type:", 1)[0]
+        task_id = _CATALOGUE.by_instruction.get(_norm(instruction)[:160])
+        if task_id is None:
+            return {"text": "I cannot help with this task."}
+        rule = _CATALOGUE.rule_of(task_id)
+        kind = "solution" if rule is None or _CATALOGUE.stated(rule, req.system) else "wrong"
+        return {"text": f"```python\n{solution_code(task_id, kind)}\n```"}
+
+
+def _section(text: str, title: str) -> str:
+    match = re.search(rf"^## {re.escape(title)}[^\n]*\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    return match.group(1) if match else ""
+
+
+class SimulatedOptimizer:
+    """Responder playing the optimizer model (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._generic = 0
+
+    def __call__(self, req: ScriptedRequest):
+        if req.model != SIM_OPTIMIZER:
+            return None
+        stage = req.headers.get("x-skillopt-stage", "")
+        user = req.last_user_text
+        handler = getattr(self, f"_{stage}", None)
+        body = handler(user, req) if handler else {"reasoning": f"no simulated answer for stage {stage!r}"}
+        return {"text": "```json\n" + json.dumps(body, ensure_ascii=False) + "\n```"}
+
+    # -- analysts ----------------------------------------------------------------------------
+
+    def _analyst(self, user: str, req: ScriptedRequest) -> dict:
+        skill = _section(user, "Current Skill")
+        ids = _TRAJECTORY.findall(user)
+        budget = int(m.group(1)) if (m := re.search(r"L=(\d+)", user)) else 4
+        if "## Failed Trajectories" in user or "## Original" in user:
+            counts = collections.Counter(
+                r for r in (_CATALOGUE.rule_of(i) for i in ids) if r and not _CATALOGUE.stated(r, skill)
+            )
+            edits = [
+                {"op": "append", "content": f"- {_CATALOGUE.text(rule)}"}
+                for rule, _ in counts.most_common(budget)
+            ]
+            return {
+                "batch_size": len(ids),
+                "failure_summary": [
+                    {
+                        "failure_type": "rule_missing",
+                        "count": n,
+                        "description": f"tasks need the rule '{rule}'",
+                    }
+                    for rule, n in counts.most_common()
+                ],
+                "patch": {"reasoning": f"{len(ids)} failures; {len(counts)} missing rules", "edits": edits},
+            }
+        advice = _GENERIC_ADVICE[self._generic % len(_GENERIC_ADVICE)]
+        self._generic += 1
+        return {
+            "batch_size": len(ids),
+            "success_patterns": ["the agent followed the stated rules"],
+            "patch": {
+                "reasoning": "successful runs share careful reading",
+                "edits": [{"op": "append", "content": f"- {advice}"}] if advice not in skill else [],
+            },
+        }
+
+    # -- aggregate / select --------------------------------------------------------------------
+
+    def _merge(self, user: str, req: ScriptedRequest) -> dict:
+        seen: dict[str, dict] = {}
+        for block in re.findall(r"```json\n(.*?)\n```", user, re.S):
+            try:
+                pools = json.loads(block)
+            except json.JSONDecodeError:
+                continue
+            for pool in pools if isinstance(pools, list) else [pools]:
+                for edit in pool.get("edits", []) if isinstance(pool, dict) else []:
+                    key = _norm(edit.get("content", ""))
+                    if key in seen:
+                        seen[key]["support_count"] = seen[key].get("support_count", 1) + edit.get(
+                            "support_count", 1
+                        )
+                    else:
+                        seen[key] = dict(edit)
+        return {"reasoning": f"deduplicated to {len(seen)} edits", "edits": list(seen.values())}
+
+    def _ranking(self, user: str, req: ScriptedRequest) -> dict:
+        pool = [(int(i), int(s)) for i, s in _POOL_LINE.findall(user)]
+        order = [i for i, _ in sorted(pool, key=lambda p: (-p[1], p[0]))]
+        return {"reasoning": "highest support first", "selected_indices": order}
+
+    def _lr_autonomous(self, user: str, req: ScriptedRequest) -> dict:
+        return {"learning_rate": 2, "reasoning": "moderate step", "confidence": "medium", "risk_notes": ""}
+
+    def _rewrite(self, user: str, req: ScriptedRequest) -> dict:
+        skill = _section(user, "Current Skill").strip()
+        return {"reasoning": "kept the skill", "change_summary": [], "new_skill": skill + "\n"}
+
+    # -- epoch stages ----------------------------------------------------------------------------
+
+    def _slow_update(self, user: str, req: ScriptedRequest) -> dict:
+        regressions = user.count("regressed")
+        return {
+            "reasoning": f"{regressions} mentions of regressions in the comparison",
+            "slow_update_content": "Apply every rule of this skill on every task before you write the final script.",
+        }
+
+    def _meta_skill(self, user: str, req: ScriptedRequest) -> dict:
+        return {
+            "reasoning": "concrete rules moved the score; generic advice did not",
+            "meta_skill_content": "- Prefer concrete do/don't rules tied to a failure pattern over generic advice.",
+        }
+
+    def _probe(self, user: str, req: ScriptedRequest) -> dict:
+        if "diagnostic_instruction" in req.system or "diagnostic instruction" in req.system.lower():
+            return {
+                "reasoning": "ask the target to state its assumptions",
+                "diagnostic_instruction": "Before the code, add a comment that lists the sheets and header cells you rely on.",
+            }
+        return self._analyst(user.replace("## Original", "## Failed Trajectories"), req)
+
+    def _appendix_consolidate(self, user: str, req: ScriptedRequest) -> dict:
+        obj = extract_json_object(user) or {}
+        return {"reasoning": "unchanged", "notes": obj.get("notes", [])}
+
+
+@contextlib.contextmanager
+def simulation_server(**kwargs) -> Iterator[ScriptedModelServer]:
+    """A scripted model server answering as the simulated target and optimizer."""
+    with ScriptedModelServer(responders=[SimulatedTarget(), SimulatedOptimizer()], **kwargs) as server:
+        yield server

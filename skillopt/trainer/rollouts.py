@@ -1,0 +1,254 @@
+"""Rollout stage: a batch of items under one skill, resumable row by row.
+
+Each rollout directory holds ``results.jsonl`` (one line per finished item, appended as rows
+arrive) and ``predictions/<id>/`` (trace, prompts, code, produced files). A row is appended
+only after its prediction files are written, so on resume every id in ``results.jsonl`` is
+complete and is not sent again; a torn last line from a crash is dropped.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from skillopt.envs.base import TaskItem
+from skillopt.errors import SystemicFailure
+from skillopt.trainer.executor import RolloutExecutor
+from skillopt.trainer.records import row_from_json, row_to_json, trace_from_json, trace_to_json
+from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillSpec
+
+__all__ = ["RolloutSpec", "RolloutStage", "load_rows", "score_rows"]
+
+log = structlog.get_logger("skillopt.trainer.rollouts")
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _safe(name: str) -> str:
+    return _SAFE.sub("_", name)[:120] or "item"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolloutSpec:
+    """What every rollout of a run shares."""
+
+    run_id: str
+    env: str
+    agent: str
+    model: ModelSpec
+    limits: Limits
+    skill_name: str = "skillopt-target"
+
+
+@dataclass(frozen=True)
+class BatchScore:
+    hard: float
+    soft: float
+    n: int
+    n_infra: int
+    n_failed: int
+
+
+def score_rows(rows: Sequence[RolloutResult]) -> BatchScore:
+    """Means of hard/soft over rows without infrastructure errors (those are masked)."""
+    scored = [r for r in rows if r.infra_error is None]
+    n = len(scored)
+    return BatchScore(
+        hard=sum(r.hard for r in scored) / n if n else 0.0,
+        soft=sum(r.soft for r in scored) / n if n else 0.0,
+        n=n,
+        n_infra=len(rows) - n,
+        n_failed=sum(1 for r in scored if r.hard < 1e-9),
+    )
+
+
+def load_rows(out_dir: Path, *, with_traces: bool = True) -> dict[str, RolloutResult]:
+    """Rows already in ``out_dir/results.jsonl`` (first occurrence of an id wins); a torn last
+    line is dropped and the file rewritten without it."""
+    path = out_dir / "results.jsonl"
+    rows: dict[str, RolloutResult] = {}
+    if not path.exists():
+        return rows
+    good_lines: list[str] = []
+    torn = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            torn = True  # only the last line can be torn (appends are sequential)
+            continue
+        if obj["id"] in rows:
+            continue
+        trace, reports = None, {}
+        tpath = out_dir / "predictions" / _safe(obj["id"]) / "trace.json"
+        if with_traces and tpath.exists():
+            trace, reports = trace_from_json(json.loads(tpath.read_text(encoding="utf-8")))
+        rows[obj["id"]] = row_from_json(obj, trace, reports)
+        good_lines.append(line)
+    if torn:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(line + "\n" for line in good_lines), encoding="utf-8")
+        tmp.replace(path)
+    return rows
+
+
+@dataclass
+class _Batch:
+    out_dir: Path
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    rows: dict[str, RolloutResult] = field(default_factory=dict)
+    answered: int = 0
+
+
+class RolloutStage:
+    """Runs batches through an executor and records them.
+
+    Args:
+        executor: where rollouts run.
+        spec: what all rollouts of the run share.
+        on_row: called for every new row (progress display, log).
+        systemic_after: abort once this many rows arrived and none got a model reply.
+    """
+
+    def __init__(
+        self,
+        executor: RolloutExecutor,
+        spec: RolloutSpec,
+        *,
+        on_row: Callable[[RolloutResult, str], None] | None = None,
+        systemic_after: int = 8,
+    ) -> None:
+        self.executor = executor
+        self.spec = spec
+        self.on_row = on_row
+        self.systemic_after = systemic_after
+
+    def request(
+        self, item: TaskItem, skill: str, label: str, *, use_eval_feedback: bool, diagnostic: str = ""
+    ) -> RolloutRequest:
+        # Deterministic ids: a resumed run asks for the same rollout again, and a host that
+        # still holds its result replays it instead of running it twice.
+        return RolloutRequest(
+            rollout_id=f"{self.spec.run_id}/{label}/{item.id}"[:200],
+            env=self.spec.env,
+            agent=self.spec.agent,
+            task=item.task,
+            grading=item.grading,
+            skill=SkillSpec(name=self.spec.skill_name, content=skill),
+            model=self.spec.model,
+            limits=self.spec.limits,
+            use_eval_feedback=use_eval_feedback,
+            diagnostic_instruction=diagnostic,
+        )
+
+    def run(
+        self,
+        items: Sequence[TaskItem],
+        skill: str,
+        out_dir: Path,
+        *,
+        label: str,
+        use_eval_feedback: bool = False,
+        diagnostic: str = "",
+    ) -> list[RolloutResult]:
+        """Roll ``skill`` out on ``items`` into ``out_dir``; returns rows in item order.
+
+        Raises:
+            SystemicFailure: every row so far failed before any model reply (bad credentials,
+                model server down): the most common reason is in the message.
+        """
+        out_dir.mkdir(parents=True, exist_ok=True)
+        batch = _Batch(out_dir=out_dir, rows=load_rows(out_dir))
+        todo = [it for it in items if it.id not in batch.rows]
+        if batch.rows:
+            log.info("rollouts.resumed", dir=str(out_dir), done=len(batch.rows), todo=len(todo))
+        types = {it.id: it.task_type for it in items}
+        stop = threading.Event()
+        failure: list[str] = []
+
+        def on_result(row: RolloutResult) -> None:
+            with batch.lock:
+                if row.id in batch.rows:
+                    return  # never a duplicate row
+                self._write(out_dir, row, types.get(row.id, ""))
+                batch.rows[row.id] = row
+                batch.answered += 1 if row.agent_ok else 0
+                new = [r for r in batch.rows.values()]
+            if self.on_row is not None:
+                self.on_row(row, label)
+            if not any(r.agent_ok for r in new) and len(new) >= min(self.systemic_after, len(items)):
+                failure.append(_common_reason(new))
+                stop.set()
+
+        if todo and not self._systemic(batch.rows.values(), len(items)):
+            requests = [
+                self.request(it, skill, label, use_eval_feedback=use_eval_feedback, diagnostic=diagnostic)
+                for it in todo
+            ]
+            self.executor.run(requests, on_result=on_result, stop=stop)
+        rows = list(batch.rows.values())
+        if failure or self._systemic(rows, len(items)):
+            raise SystemicFailure(
+                f"every rollout in {out_dir.name} failed before any model reply; most common reason: "
+                f"{failure[0] if failure else _common_reason(rows)}"
+            )
+        missing = [it.id for it in items if it.id not in batch.rows]
+        if missing:
+            raise SystemicFailure(f"{len(missing)} rollouts of {out_dir} produced no row (stopped?)")
+        return [batch.rows[it.id] for it in items]
+
+    def _systemic(self, rows, n_items: int) -> bool:
+        rows = list(rows)
+        return (
+            bool(rows)
+            and len(rows) >= min(self.systemic_after, n_items)
+            and not any(r.agent_ok for r in rows)
+        )
+
+    @staticmethod
+    def _write(out_dir: Path, row: RolloutResult, task_type: str) -> None:
+        pdir = out_dir / "predictions" / _safe(row.id)
+        pdir.mkdir(parents=True, exist_ok=True)
+        t = row.trace
+        (pdir / "trace.json").write_text(
+            json.dumps(trace_to_json(t, row.cases), ensure_ascii=False), encoding="utf-8"
+        )
+        (pdir / "conversation.json").write_text(
+            json.dumps(
+                [{"role": m.role, "content": m.content} for m in t.messages], ensure_ascii=False, indent=1
+            ),
+            encoding="utf-8",
+        )
+        if t.system_prompt:
+            (pdir / "target_system_prompt.txt").write_text(t.system_prompt, encoding="utf-8")
+        if t.user_prompt:
+            (pdir / "target_user_prompt.txt").write_text(t.user_prompt, encoding="utf-8")
+        if t.code:
+            (pdir / "code.py").write_text(t.code, encoding="utf-8")
+        for key, text in t.notes.items():
+            (pdir / f"{_safe(key)}.txt").write_text(text, encoding="utf-8")
+        for art in row.artifacts:
+            target = pdir / "artifacts" / art.name
+            if target.resolve().is_relative_to(pdir.resolve()):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(art.content)
+        line = json.dumps(row_to_json(row, task_type=task_type), ensure_ascii=False) + "\n"
+        with open(out_dir / "results.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def _common_reason(rows) -> str:
+    reasons = collections.Counter((r.fail_reason or "unknown").split("\n")[0][:300] for r in rows)
+    return reasons.most_common(1)[0][0] if reasons else "unknown"

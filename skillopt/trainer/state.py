@@ -1,0 +1,69 @@
+"""Run state persisted after every step and epoch stage (``runtime_state.json``).
+
+Everything a resumed run needs to continue exactly where it stopped: the current and best
+skills with their scores and origins, the edit-budget schedule, the in-epoch step buffer (the
+reference lost it on resume, §14.9), the selection cache, the meta skill, which epoch-end
+stages are done, and the optimizer's usage so far.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TrainerState", "atomic_write_json", "atomic_write_text"]
+
+STATE_VERSION = 1
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temp file and rename, so a crash never leaves a torn file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+@dataclass
+class TrainerState:
+    """Mutable state of one run; the trainer owns it and persists it."""
+
+    last_completed_step: int = 0
+    current_skill: str = ""
+    current_score: float | None = None  # None: the baseline has not been measured
+    current_origin: str = "initial"
+    best_skill: str = ""
+    best_score: float | None = None
+    best_step: int = 0
+    best_origin: str = "initial"
+    scheduler: dict[str, Any] = field(default_factory=dict)
+    step_buffer: dict[str, Any] = field(default_factory=dict)
+    gate_cache: dict[str, Any] = field(default_factory=dict)
+    meta_skill: str = ""
+    epochs_done: list[int] = field(default_factory=list)
+    epoch_stages: dict[str, str] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
+    target_usage: dict[str, Any] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    version: int = STATE_VERSION
+
+    def save(self, path: Path) -> None:
+        atomic_write_json(path, asdict(self))
+
+    @classmethod
+    def load(cls, path: Path) -> TrainerState | None:
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})

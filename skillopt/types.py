@@ -1,0 +1,277 @@
+"""Frozen domain data shared by the trainer, the envs, the sandbox service and the controller.
+
+Everything here is plain, immutable data with no third-party imports. The sandbox's gRPC layer
+converts these to and from protobuf messages at its edge (``sandbox/api/convert.py``); nothing
+else in the project sees protobuf.
+
+Units are in the field names (``_s`` seconds, ``_bytes`` bytes). Empty collections and ``None``
+mean "not given" unless a field says otherwise.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "CaseResult",
+    "ExecRecord",
+    "File",
+    "Grading",
+    "InfraError",
+    "InfraErrorKind",
+    "Limits",
+    "Message",
+    "ModelSpec",
+    "RolloutRequest",
+    "RolloutResult",
+    "SkillSpec",
+    "Task",
+    "TestCase",
+    "Trace",
+    "Usage",
+    "skill_hash",
+]
+
+
+def skill_hash(content: str) -> str:
+    """Short content hash of a skill (first 16 hex chars of SHA-256), used as cache key."""
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class File:
+    """A named file travelling with a request or result. ``name`` is a relative POSIX path."""
+
+    name: str
+    content: bytes
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TestCase:
+    """One test case of a task: its files (inputs on the task side, gold on the grading side)."""
+
+    __test__ = False  # not a pytest class
+
+    name: str
+    files: tuple[File, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Task:
+    """What the agent may see: instruction, env-specific attributes and input files per case."""
+
+    id: str
+    instruction: str
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    cases: tuple[TestCase, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Grading:
+    """What only the trusted grader sees: gold files per case and gold answers.
+
+    Never written into a rollout container.
+    """
+
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    cases: tuple[TestCase, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SkillSpec:
+    """The skill document under training, as the agent receives it (mounted as SKILL.md)."""
+
+    name: str = "skillopt-target"
+    content: str = ""
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.content.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelSpec:
+    """Which model an agent calls. Holds no secrets: ``provider`` names a profile configured on
+    the side that makes the call (the sandbox service for targets), which owns URL and key."""
+
+    provider: str
+    model: str
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    reasoning_effort: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Limits:
+    """Resource limits of one rollout. ``None`` means the host's default."""
+
+    wall_time_s: float | None = None
+    max_turns: int | None = None
+    exec_timeout_s: float | None = None
+    memory_bytes: int | None = None
+    cpus: float | None = None
+    output_bytes: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RolloutRequest:
+    """One rollout: run ``agent`` of ``env`` on ``task`` with ``skill``, grade with ``grading``.
+
+    ``rollout_id`` is the idempotency key: a host that already has this id never runs it twice.
+    """
+
+    rollout_id: str
+    env: str
+    agent: str
+    task: Task
+    grading: Grading
+    skill: SkillSpec
+    model: ModelSpec
+    limits: Limits = field(default_factory=Limits)
+    use_eval_feedback: bool = False
+    diagnostic_instruction: str = ""
+
+
+class InfraErrorKind(enum.StrEnum):
+    """Infrastructure failures: the environment, not the skill, failed. Never scored."""
+
+    OOM_KILLED = "oom_killed"
+    TIMEOUT = "timeout"
+    CONTAINER_START_FAILED = "container_start_failed"
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+    IMAGE_MISSING = "image_missing"
+    GATEWAY_ERROR = "gateway_error"
+    MODEL_UNAVAILABLE = "model_unavailable"
+    CANCELLED = "cancelled"
+    INTERNAL = "internal"
+
+
+# Kinds a controller may retry elsewhere with the same rollout id.
+_RETRYABLE = frozenset(
+    {
+        InfraErrorKind.CONTAINER_START_FAILED,
+        InfraErrorKind.SANDBOX_UNAVAILABLE,
+        InfraErrorKind.GATEWAY_ERROR,
+        InfraErrorKind.MODEL_UNAVAILABLE,
+        InfraErrorKind.INTERNAL,
+    }
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InfraError:
+    """A typed infrastructure failure attached to a result instead of a score."""
+
+    kind: InfraErrorKind
+    message: str
+    retryable: bool | None = None
+
+    @property
+    def is_retryable(self) -> bool:
+        return self.kind in _RETRYABLE if self.retryable is None else self.retryable
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Message:
+    """One conversation element. ``role`` is system/user/assistant/tool; ``tool_calls`` holds
+    provider-neutral dicts ``{id, name, arguments}``."""
+
+    role: str
+    content: str
+    name: str = ""
+    tool_call_id: str = ""
+    tool_calls: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecRecord:
+    """One execution inside the rollout container, as the trace keeps it."""
+
+    turn: int
+    case: str
+    code: str
+    exit_code: int | None
+    stdout_tail: str
+    stderr_tail: str
+    duration_s: float
+    timed_out: bool = False
+    oom_killed: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Trace:
+    """What happened during a rollout: the conversation, executions and prompts."""
+
+    messages: tuple[Message, ...] = ()
+    executions: tuple[ExecRecord, ...] = ()
+    system_prompt: str = ""
+    user_prompt: str = ""
+    code: str = ""
+    notes: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Usage:
+    """Token usage of model calls, per stage (e.g. ``rollout``) and in total."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            calls=self.calls + other.calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CaseResult:
+    """Grading outcome of one test case. ``stage`` is where it ended: exec, output, eval."""
+
+    name: str
+    ok: bool
+    stage: str
+    reason: str = ""
+    report: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RolloutResult:
+    """The row the trainer needs, plus trace, artifacts and provenance.
+
+    ``hard`` and ``soft`` are in [0, 1]. When ``infra_error`` is set the scores mean nothing and
+    the row must be masked out of every metric.
+    """
+
+    id: str
+    rollout_id: str
+    hard: float = 0.0
+    soft: float = 0.0
+    fail_reason: str = ""
+    phase: str = ""
+    agent_ok: bool = False
+    n_turns: int = 0
+    cases: tuple[CaseResult, ...] = ()
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    trace: Trace = field(default_factory=Trace)
+    artifacts: tuple[File, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    timings_s: Mapping[str, float] = field(default_factory=dict)
+    host: str = ""
+    image_digest: str = ""
+    infra_error: InfraError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.infra_error is None and self.hard >= 1.0 - 1e-9

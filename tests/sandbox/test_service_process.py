@@ -1,0 +1,219 @@
+"""The service as a separate process: kill -9 leaves nothing behind after a restart; SIGTERM
+drains; the CLI's contracts (``serve``, ``sandbox exec``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from controller.client.sandbox_client import ChannelConfig, SandboxClient
+from sandbox.runtime.docker_runtime import LABEL_HOST
+from skillopt.errors import SkillOptError
+from skillopt.types import Limits
+from tests.sandbox.conftest import fenced, request_for
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class ServiceProcess:
+    """``skillopt serve`` in a subprocess; readiness is its "listening on port N" line."""
+
+    def __init__(self, state: Path, host_id: str, token_file: Path, model_url: str) -> None:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "controller.cli",
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--token-file",
+                str(token_file),
+                "--host-id",
+                host_id,
+                "--state-dir",
+                str(state),
+                "--capacity",
+                "2",
+                "--pool-size",
+                "1",
+                "--provider",
+                f"scripted=openai_compatible,base_url={model_url}",
+                "--drain-grace",
+                "3",
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        line = self.proc.stdout.readline()
+        if "listening on port" not in line:
+            err = self.proc.stderr.read() if self.proc.poll() is not None else ""
+            raise AssertionError(f"service did not start: {line!r} {err[-2000:]}")
+        self.port = int(line.rsplit(" ", 1)[1])
+        threading.Thread(target=self.proc.stderr.read, daemon=True).start()  # keep the pipe drained
+
+    def client(self, token: str) -> SandboxClient:
+        return SandboxClient(ChannelConfig(address=f"127.0.0.1:{self.port}", token=token))
+
+
+def _containers(docker_client, host_id: str) -> list:
+    return docker_client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={host_id}"})
+
+
+def test_kill_9_then_restart_leaves_no_container_behind(docker_client, scripted, scripts, sample, short_tmp):
+    host_id = f"test-kill-{uuid.uuid4().hex[:6]}"
+    token = uuid.uuid4().hex
+    token_file = short_tmp / "token"
+    token_file.write_text(token)
+    state = short_tmp / "state"
+    svc = ServiceProcess(state, host_id, token_file, scripted.base_url)
+    client = svc.client(token)
+    scripts.scripts[sample.task("66-24").instruction[:120]] = [fenced("while True:\n    pass\n")]
+    executing = threading.Event()
+    done = threading.Event()
+
+    def run():
+        try:
+            client.run(
+                request_for(sample, "66-24", limits=Limits(wall_time_s=600, exec_timeout_s=600)),
+                timeout_s=600,
+                on_event=lambda e: e.phase == "exec" and executing.set(),
+            )
+        except SkillOptError:
+            pass
+        finally:
+            executing.set()
+            done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert executing.wait(120)
+    before = {c.id for c in _containers(docker_client, host_id)}
+    assert before  # the busy container (plus the warm pool)
+    os.kill(svc.proc.pid, signal.SIGKILL)
+    svc.proc.wait(30)
+    assert done.wait(60)  # the client saw the stream break
+    client.close()
+
+    again = ServiceProcess(state, host_id, token_file, scripted.base_url)
+    try:
+        left = {c.id for c in _containers(docker_client, host_id)}
+        # None of the killed instance's containers survived the restart (only the new pool).
+        assert not before & left
+        with again.client(token) as c2:
+            assert c2.describe().running == 0
+    finally:
+        again.proc.send_signal(signal.SIGTERM)
+        assert again.proc.wait(60) == 0
+    assert _containers(docker_client, host_id) == []  # a clean stop removes even the pool
+    assert not list((state / "c").iterdir())
+
+
+def test_serve_refuses_a_public_address_without_a_token():
+    out = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "serve", "--listen", "0.0.0.0:0"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert "without a token" in out.stderr or "every interface" in out.stderr
+
+
+def test_sandbox_exec_cli_contract(docker_client, sample, short_tmp):
+    script = short_tmp / "prog.py"
+    script.write_text(
+        "import openpyxl, os\n"
+        "wb = openpyxl.load_workbook('input.xlsx')\n"
+        "wb.active['A1'] = 'edited'\n"
+        "os.makedirs('out', exist_ok=True)\n"
+        "wb.save('out/result.xlsx')\n"
+        "os.symlink('/etc/passwd', 'leak')\n"
+        "print('ok')\n"
+    )
+    task = sample.task("32255")
+    input_xlsx = sample.root / "spreadsheet" / "32255" / "1_32255_input.xlsx"
+    assert input_xlsx.exists(), task
+    out_dir = short_tmp / "out"
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "sandbox",
+            "exec",
+            str(script),
+            "--input",
+            str(input_xlsx),
+            "--timeout",
+            "60",
+            "--out-dir",
+            str(out_dir),
+            "--json",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert set(data) >= {"exit_code", "stdout_tail", "stderr_tail", "infra_error", "duration_s", "outputs"}
+    assert data["exit_code"] == 0 and data["stdout_tail"] == "ok\n" and data["infra_error"] is None
+    assert [o["path"] for o in data["outputs"]] == ["out/result.xlsx"]
+    import openpyxl
+
+    assert openpyxl.load_workbook(out_dir / "out" / "result.xlsx").active["A1"].value == "edited"
+    assert not (out_dir / "leak").exists()
+
+    bomb = short_tmp / "bomb.py"
+    bomb.write_text("x = []\nwhile True:\n    x.append(bytearray(16 * 2**20))\n")
+    res = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "sandbox", "exec", str(bomb), "--memory", "128", "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert json.loads(res.stdout)["infra_error"]["kind"] == "oom_killed"
+
+    loop = short_tmp / "loop.py"
+    loop.write_text("while True:\n    pass\n")
+    res = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "sandbox", "exec", str(loop), "--timeout", "2", "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert json.loads(res.stdout)["infra_error"]["kind"] == "timeout"
+
+    res = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "sandbox", "exec", str(short_tmp / "missing.py"), "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2 and "cannot read" in res.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM])
+def test_sigterm_drains_and_exits_cleanly(docker_client, scripted, short_tmp, sig):
+    host_id = f"test-drain-{uuid.uuid4().hex[:6]}"
+    token_file = short_tmp / "token"
+    token_file.write_text("t0ken")
+    svc = ServiceProcess(short_tmp / "state", host_id, token_file, scripted.base_url)
+    svc.proc.send_signal(sig)
+    assert svc.proc.wait(60) == 0
+    assert _containers(docker_client, host_id) == []

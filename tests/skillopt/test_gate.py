@@ -1,0 +1,198 @@
+"""Gate: metric projection, semantic density, decisions, no-regression option, cache."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from skillopt.errors import ConfigError, SkillOptError
+from skillopt.gate import (
+    DEFAULT_LEADING_WORDS,
+    GateCache,
+    GateCacheEntry,
+    GateDecision,
+    decide,
+    gate_score,
+    regressions,
+    semantic_density,
+)
+from skillopt.skill import SLOW_UPDATE_END, SLOW_UPDATE_START, SkillDocument
+
+# ── gate_score ────────────────────────────────────────────────────────────────────────────
+
+
+def test_metric_projection() -> None:
+    assert gate_score(0.5, 0.9) == 0.5
+    assert gate_score(0.5, 0.9, metric="soft") == 0.9
+    assert gate_score(0.5, 0.9, metric="mixed") == pytest.approx(0.7)
+    assert gate_score(0.5, 0.9, metric="mixed", mixed_weight=0.25) == pytest.approx(0.6)
+    assert gate_score(0.5, 0.9, metric=" Mixed ", mixed_weight=0.0) == 0.5
+
+
+@pytest.mark.parametrize(("weight", "expected"), [(-3.0, 0.5), (7.0, 0.9), (1.0, 0.9)])
+def test_mixed_weight_is_clamped(weight: float, expected: float) -> None:
+    assert gate_score(0.5, 0.9, metric="mixed", mixed_weight=weight) == pytest.approx(expected)
+
+
+def test_unknown_metric_raises_naming_allowed() -> None:
+    with pytest.raises(ConfigError, match="hard, soft, mixed"):
+        gate_score(0.5, 0.5, metric="f1")
+
+
+# ── semantic density ──────────────────────────────────────────────────────────────────────
+
+
+def test_density_is_leading_word_fraction() -> None:
+    # tokens: always verify the header never guess -> 3 of 6 are leading words
+    assert semantic_density("Always VERIFY the header; never guess!") == pytest.approx(0.5)
+    assert semantic_density("") == 0.0
+    assert semantic_density("x y", leading_words={"X"}) == pytest.approx(0.5)
+
+
+def test_density_excludes_protected_regions() -> None:
+    body = "alpha beta"
+    skill = f"{body}\n\n{SLOW_UPDATE_START}\nalways always always\n{SLOW_UPDATE_END}\n"
+    assert semantic_density(skill) == 0.0
+    assert "always" in DEFAULT_LEADING_WORDS
+
+
+def test_density_bonus_added_only_when_weighted_and_skill_given() -> None:
+    skill = "always verify"
+    assert gate_score(0.5, 0.0, skill_content=skill) == 0.5
+    assert gate_score(0.5, 0.0, semantic_density_weight=0.1) == 0.5
+    assert gate_score(0.5, 0.0, skill_content=skill, semantic_density_weight=0.1) == pytest.approx(0.6)
+
+
+def test_density_bonus_can_flip_a_tie_to_accept() -> None:
+    plain, directive = "the header row", "always check the header row"
+    current = gate_score(0.6, 0.0, skill_content=plain, semantic_density_weight=0.05)
+    tie = gate_score(0.6, 0.0)
+    assert decide(tie, current, current, global_step=2, best_step=1).action == "reject"
+    cand = gate_score(0.6, 0.0, skill_content=directive, semantic_density_weight=0.05)
+    assert decide(cand, current, current, global_step=2, best_step=1).action == "accept_new_best"
+
+
+# ── decide ────────────────────────────────────────────────────────────────────────────────
+
+
+def test_strictly_greater_accepts_new_best() -> None:
+    d = decide(0.7, 0.6, 0.6, global_step=5, best_step=2)
+    assert d == GateDecision("accept_new_best", 0.7, 0.7, 5, "new_best")
+    assert d.accepted
+
+
+def test_tie_with_current_rejects_and_keeps_state() -> None:
+    d = decide(0.6, 0.6, 0.8, global_step=5, best_step=2)
+    assert (d.action, d.current_score, d.best_score, d.best_step, d.reason) == (
+        "reject",
+        0.6,
+        0.8,
+        2,
+        "not_above_current",
+    )
+    assert not d.accepted
+    assert decide(0.5, 0.6, 0.6, global_step=5, best_step=2).action == "reject"
+
+
+def test_equal_to_best_but_above_current_accepts_without_new_best() -> None:
+    d = decide(0.8, 0.6, 0.8, global_step=5, best_step=2)
+    assert (d.action, d.current_score, d.best_score, d.best_step, d.reason) == (
+        "accept",
+        0.8,
+        0.8,
+        2,
+        "above_current",
+    )
+
+
+def test_above_current_below_best_accepts() -> None:
+    assert decide(0.7, 0.6, 0.9, global_step=5, best_step=2).action == "accept"
+
+
+def test_nan_never_accepts() -> None:
+    assert decide(float("nan"), 0.1, 0.1, global_step=1, best_step=0).action == "reject"
+
+
+def test_decision_is_frozen() -> None:
+    d = decide(0.7, 0.6, 0.6, global_step=5, best_step=2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        d.action = "reject"  # type: ignore[misc]
+
+
+# ── no-regression option ──────────────────────────────────────────────────────────────────
+
+
+def test_regressions_counts_only_pass_to_fail() -> None:
+    prev = {"a": 1.0, "b": 1.0, "c": 0.0, "d": 1.0, "e": 1.0, "f": 0.5, "g": 1.0}
+    cand = {"a": 0.0, "b": 1.0, "c": 1.0, "d": 0.5, "f": 0.0, "e": None}
+    assert regressions(prev, cand) == ["a", "d"]  # e masked, f never passed, g unknown
+    assert regressions({}, cand) == []
+
+
+def test_max_regressions_turns_accept_into_reject() -> None:
+    regressed = regressions({"a": 1, "b": 1}, {"a": 0, "b": 0})
+    d = decide(0.9, 0.6, 0.6, global_step=3, best_step=1, regressed=regressed, max_regressions=1)
+    assert (d.action, d.reason, d.regressed, d.current_score, d.best_step) == (
+        "reject",
+        "regressed_items",
+        ("a", "b"),
+        0.6,
+        1,
+    )
+    ok = decide(0.9, 0.6, 0.6, global_step=3, best_step=1, regressed=regressed, max_regressions=2)
+    assert ok.action == "accept_new_best" and ok.regressed == ("a", "b")
+
+
+def test_no_regression_check_is_off_by_default() -> None:
+    d = decide(0.9, 0.6, 0.6, global_step=3, best_step=1, regressed=["a", "b", "c"])
+    assert d.action == "accept_new_best" and d.regressed == ()
+
+
+def test_no_regression_check_never_rescues_a_reject() -> None:
+    d = decide(0.5, 0.6, 0.6, global_step=3, best_step=1, regressed=["a"], max_regressions=0)
+    assert (d.action, d.reason) == ("reject", "not_above_current")
+
+
+def test_negative_max_regressions_raises() -> None:
+    with pytest.raises(ConfigError):
+        decide(0.9, 0.6, 0.6, global_step=3, best_step=1, max_regressions=-1)
+
+
+# ── cache ─────────────────────────────────────────────────────────────────────────────────
+
+
+def test_cache_put_get_and_json_round_trip() -> None:
+    doc = SkillDocument("# Skill\n")
+    cache = GateCache()
+    assert cache.get(doc.hash) is None and doc.hash not in cache
+    cache.put(doc.hash, 0.6, 0.7)
+    cache.put("other", 1, 0, items={"t1": 1.0, "t2": 0.0})
+    assert cache.get(doc.hash) == GateCacheEntry(0.6, 0.7)
+    assert len(cache) == 2 and set(cache) == {doc.hash, "other"}
+    text = cache.to_json()
+    assert json.loads(text)["version"] == 1
+    restored = GateCache.from_json(text)
+    assert restored == cache
+    assert restored.get("other") == GateCacheEntry(1.0, 0.0, {"t1": 1.0, "t2": 0.0})
+
+
+def test_cache_reads_flat_pairs() -> None:
+    cache = GateCache.from_json('{"abc": [0.5, 0.25]}')
+    assert cache.get("abc") == GateCacheEntry(0.5, 0.25)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json",
+        "[1, 2]",
+        '{"abc": [0.5]}',
+        '{"abc": {"hard": "x", "soft": 0}}',
+        '{"version": 1, "entries": []}',
+    ],
+)
+def test_cache_rejects_malformed(text: str) -> None:
+    with pytest.raises(SkillOptError):
+        GateCache.from_json(text)
