@@ -35,9 +35,10 @@ from sandbox.runtime.docker_runtime import DockerRuntime  # noqa: E402
 from sandbox.runtime.lease import LeasedSandbox  # noqa: E402
 from sandbox.runtime.spec import DEFAULT_IMAGE, ContainerSpec, RuntimeConfig  # noqa: E402
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData, build_task  # noqa: E402
+from skillopt.testing.shared_data import shared_datasets  # noqa: E402
 from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillSpec  # noqa: E402
 
-SHARED = ROOT.parent / "shared" / "datasets" / "spreadsheetbench"
+SHARED = (shared_datasets() or ROOT / "missing") / "spreadsheetbench"
 
 
 def pct(values: list[float], q: float) -> float:

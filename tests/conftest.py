@@ -16,7 +16,6 @@ import pytest
 from sandbox.runtime.spec import DEFAULT_IMAGE
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATASETS = REPO.parent / "shared" / "datasets"
 
 
 @pytest.fixture(scope="session")

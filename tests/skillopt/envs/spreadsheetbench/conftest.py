@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from sb_xlsx import Sheets, build_xlsx
 
+from skillopt.testing.shared_data import shared_datasets
+
 SHARED_ENV_VAR = "SKILLOPT_SPREADSHEETBENCH_SHARED_ROOT"
-# tests/skillopt/envs/spreadsheetbench/conftest.py -> parents[4] is the repository root.
-DEFAULT_SHARED_ROOT = Path(__file__).resolve().parents[4] / ".." / "shared" / "datasets" / "spreadsheetbench"
 
 
 @pytest.fixture
@@ -32,10 +32,12 @@ def make_xlsx(tmp_path: Path) -> Callable[..., Path]:
 @pytest.fixture(scope="session")
 def shared_root() -> Path:
     """The full shared SpreadsheetBench folder; missing is an error, not a skip, because CI has it."""
-    root = Path(os.environ.get(SHARED_ENV_VAR) or DEFAULT_SHARED_ROOT).resolve()
+    shared = shared_datasets()
+    default = shared / "spreadsheetbench" if shared else Path("../shared/datasets/spreadsheetbench")
+    root = Path(os.environ.get(SHARED_ENV_VAR) or default).resolve()
     if not (root / "dataset.json").is_file():
         pytest.fail(
-            f"shared SpreadsheetBench data not found at {root}; set {SHARED_ENV_VAR} to the folder "
-            "holding dataset.json (it lives at ../shared/datasets/spreadsheetbench beside the repo)"
+            f"shared SpreadsheetBench data not found at {root}; set {SHARED_ENV_VAR} (or "
+            "SKILLOPT_SHARED_DATASETS) to the folder holding it (../shared/datasets beside the repo)"
         )
     return root
