@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from skillopt.config import (
 )
 from skillopt.config._yaml import parse_yaml
 from skillopt.errors import ConfigError
+from skillopt.testing.shared_data import shared_datasets
 
 SECRET = "sk-" + "Zq9" * 12  # shaped like a provider key
 
@@ -85,10 +87,14 @@ def test_spreadsheetbench_demo_config() -> None:
 
 def test_full_dataset_note_works(monkeypatch: pytest.MonkeyPatch) -> None:
     # The spreadsheetbench.yaml comment says: from the project root, --set env.data_root=../shared/...
+    # (relative to wherever the shared data sits from this checkout).
     project_root = Path(__file__).resolve().parents[3]
     monkeypatch.chdir(project_root)
-    cfg = load_config("spreadsheetbench", ["env.data_root=../shared/datasets/spreadsheetbench"])
-    assert cfg.env.data_root == str((project_root.parent / "shared/datasets/spreadsheetbench").absolute())
+    shared = shared_datasets()
+    assert shared is not None, "shared datasets missing"
+    rel = os.path.relpath(shared / "spreadsheetbench", project_root)
+    cfg = load_config("spreadsheetbench", [f"env.data_root={rel}"])
+    assert cfg.env.data_root == str((project_root / rel).absolute())
 
 
 # ── _base_ inheritance and merge ──────────────────────────────────────────────────────────

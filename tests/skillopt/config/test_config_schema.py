@@ -27,6 +27,7 @@ from skillopt.config import (
 from skillopt.config.schema import GateMetric
 from skillopt.envs.registry import available_envs, get_env
 from skillopt.errors import ConfigError
+from skillopt.testing.shared_data import shared_datasets
 
 
 def sb(**kw: object) -> Config:
@@ -267,7 +268,8 @@ def test_paths_must_exist_and_are_stored_absolute(tmp_path: Path, monkeypatch: p
 
 
 def test_shared_dataset_root_is_accepted() -> None:
-    root = Path(__file__).resolve().parents[4] / "shared" / "datasets" / "spreadsheetbench"
+    shared = shared_datasets()
+    root = shared / "spreadsheetbench" if shared else Path("missing")
     if not root.is_dir():
         pytest.fail(f"shared dataset missing at {root}")
     assert EnvConfig(name="spreadsheetbench", data_root=str(root)).data_root == str(root)
