@@ -94,7 +94,7 @@ def test_full_dataset_note_works(monkeypatch: pytest.MonkeyPatch) -> None:
     assert shared is not None, "shared datasets missing"
     rel = os.path.relpath(shared / "spreadsheetbench", project_root)
     cfg = load_config("spreadsheetbench", [f"env.data_root={rel}"])
-    assert cfg.env.data_root == str((project_root / rel).absolute())
+    assert Path(cfg.env.data_root) == (project_root / rel).resolve()
 
 
 # ── _base_ inheritance and merge ──────────────────────────────────────────────────────────
