@@ -95,6 +95,7 @@ def embedded_sandbox(
         str(cpus),
         "--drain-grace",
         "10",
+        "--exit-with-parent",
     ]
     if runtime:
         cmd += ["--runtime", runtime]
@@ -107,7 +108,7 @@ def embedded_sandbox(
         cmd,
         stdout=subprocess.PIPE,
         stderr=log_fh,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,  # never written: its EOF tells the service we are gone
         cwd=Path(__file__).resolve().parents[1],
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         start_new_session=True,  # a Ctrl-C in the terminal reaches us, not the service directly
@@ -120,6 +121,8 @@ def embedded_sandbox(
         )
     finally:
         if proc.poll() is None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(60)

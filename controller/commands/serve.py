@@ -75,6 +75,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--drain-grace", type=float, default=30.0, help="seconds to let rollouts finish on SIGTERM"
     )
+    p.add_argument(
+        "--exit-with-parent",
+        action="store_true",
+        help="drain and exit when stdin reaches EOF (the embedded sandbox: its controller holds the pipe)",
+    )
     p.add_argument("--log-format", choices=("json", "console"), default="json")
     p.add_argument("--log-level", default="info")
     p.set_defaults(func=run)
@@ -126,6 +131,9 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    if args.exit_with_parent:
+        # The parent never writes; EOF means it is gone (even after kill -9): clean up.
+        threading.Thread(target=lambda: (sys.stdin.buffer.read(), stop.set()), daemon=True).start()
     try:
         with serve(config) as running:
             if args.port_file:

@@ -42,7 +42,7 @@ def _tokens(n: int) -> str:
 
 class ProgressDisplay(Callback):
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True)
+        self.console = console or Console(stderr=True, soft_wrap=True)
         self.live: Live | None = None
         self._lock = threading.Lock()
         self.epoch = self.num_epochs = self.step = self.total = 0

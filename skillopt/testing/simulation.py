@@ -108,9 +108,6 @@ def _section(text: str, title: str) -> str:
 class SimulatedOptimizer:
     """Responder playing the optimizer model (see the module docstring)."""
 
-    def __init__(self) -> None:
-        self._generic = 0
-
     def __call__(self, req: ScriptedRequest):
         if req.model != SIM_OPTIMIZER:
             return None
@@ -146,8 +143,8 @@ class SimulatedOptimizer:
                 ],
                 "patch": {"reasoning": f"{len(ids)} failures; {len(counts)} missing rules", "edits": edits},
             }
-        advice = _GENERIC_ADVICE[self._generic % len(_GENERIC_ADVICE)]
-        self._generic += 1
+        # Deterministic (a resumed run must get the same answer): chosen by the ids shown.
+        advice = _GENERIC_ADVICE[sum(map(ord, "".join(ids))) % len(_GENERIC_ADVICE)]
         return {
             "batch_size": len(ids),
             "success_patterns": ["the agent followed the stated rules"],

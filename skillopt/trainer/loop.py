@@ -551,6 +551,9 @@ class Trainer:
                 meta_skill_text=self._meta_text(),
                 cache_path=self._path(sdir, "ranked_edits.json"),
             )
+        ranked = self._path(sdir, "ranked_edits.json")
+        if not ranked.exists():  # the pool fit the budget: no ranking call, still on record
+            atomic_write_json(ranked, selection.to_dict())
         rec["timing"]["select_s"] = t.seconds
         rec.update(
             edit_budget=budget,

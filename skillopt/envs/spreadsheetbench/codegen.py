@@ -29,9 +29,11 @@ from skillopt.envs.spreadsheetbench.evaluator import (
     verification_report,
 )
 from skillopt.envs.spreadsheetbench.preview import preview_workbook
+from skillopt.errors import InfraError, ModelError
 from skillopt.executor import ExecOutcome
 from skillopt.models.base import ChatRequest
-from skillopt.types import ExecRecord, File, InfraError, InfraErrorKind, Message, RolloutResult, Trace, Usage
+from skillopt.types import ExecRecord, File, InfraErrorKind, Message, RolloutResult, Trace, Usage
+from skillopt.types import InfraError as InfraError_
 
 __all__ = ["extract_code", "prepare_script", "run_codegen"]
 
@@ -124,10 +126,44 @@ def _last_line(text: str) -> str:
 def run_codegen(ctx: AgentContext, *, multi_turn: bool) -> RolloutResult:
     """Run the codegen agent on every test case of ``ctx.request.task`` and grade it.
 
-    Raises:
-        InfraError: the sandbox failed (the service turns it into an infra row).
-        ModelError: the model endpoint failed after its retries.
+    An infrastructure or model-endpoint failure part-way through yields a row with
+    ``infra_error`` set that keeps what happened so far (trace, ``agent_ok``, usage).
     """
+    st = _State()
+    try:
+        return _run_codegen(ctx, st, multi_turn=multi_turn)
+    except InfraError as exc:
+        return _interrupted(ctx, st, exc.info())
+    except ModelError as exc:
+        # The SDK already retried: the model side is unavailable, not the skill's fault.
+        info = InfraError_(kind=InfraErrorKind.MODEL_UNAVAILABLE, message=exc.message, retryable=True)
+        return _interrupted(ctx, st, info)
+
+
+def _interrupted(ctx: AgentContext, st: _State, info: InfraError_) -> RolloutResult:
+    req = ctx.request
+    return RolloutResult(
+        id=req.task.id,
+        rollout_id=req.rollout_id,
+        phase=st.phase,
+        fail_reason=f"infra-{info.kind.value}: {info.message}",
+        agent_ok=st.agent_ok,
+        n_turns=st.turns,
+        trace=Trace(
+            messages=tuple(st.messages),
+            executions=tuple(st.executions),
+            system_prompt=st.messages[0].content if st.messages else "",
+            user_prompt=st.messages[1].content if len(st.messages) > 1 else "",
+            code=st.code,
+            notes={"spreadsheet_preview": st.preview} if st.preview else {},
+        ),
+        usage=st.usage,
+        timings_s=dict(st.timings),
+        infra_error=info,
+    )
+
+
+def _run_codegen(ctx: AgentContext, st: _State, *, multi_turn: bool) -> RolloutResult:
     req = ctx.request
     task = req.task
     attrs = dict(task.attributes)
@@ -137,7 +173,6 @@ def run_codegen(ctx: AgentContext, *, multi_turn: bool) -> RolloutResult:
     sandbox = ctx.sandbox
     exec_timeout = float(ctx.limits.exec_timeout_s or 120.0)
     max_turns = int(ctx.limits.max_turns or 30) if multi_turn else 1
-    st = _State()
 
     cases = list(task.cases)
     inputs = {c.name: next(f.content for f in c.files if f.name == "input.xlsx") for c in cases}
@@ -177,12 +212,10 @@ def run_codegen(ctx: AgentContext, *, multi_turn: bool) -> RolloutResult:
         return outcome, output
 
     def grade(name: str, output: bytes | None) -> CaseVerdict:
-        t0 = time.monotonic()
-        verdict = grade_case(
-            output if output is not None else b"", gold[name].files[0].content, answer_position, answer_sheet
-        )
         if output is None:
-            verdict = CaseVerdict(ok=False, reason="output-not-found", stage="output")
+            return CaseVerdict(ok=False, reason="output-not-found", stage="output")
+        t0 = time.monotonic()
+        verdict = grade_case(output, gold[name].files[0].content, answer_position, answer_sheet)
         st.add_time("grade", t0)
         return verdict
 
@@ -345,7 +378,7 @@ def _finish(ctx: AgentContext, st: _State, *, cases: list[str], run_case, grade)
         mib = (ctx.limits.memory_bytes or 0) // 2**20
         row = replace(
             row,
-            infra_error=InfraError(
+            infra_error=InfraError_(
                 kind=InfraErrorKind.OOM_KILLED,
                 message=f"generated code exceeded the {mib} MiB memory limit ({fail_reason})",
                 retryable=False,

@@ -1,0 +1,137 @@
+"""End to end: ``skillopt train`` through the embedded sandbox service (a real subprocess, real
+containers, real grading) with the scripted model server playing target and optimizer.
+
+Also: ``kill -9`` of the controller mid-step, then ``--resume``: the same step records, no
+duplicate result row, and nothing left running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+VOLATILE = {"timing", "tokens", "wall_time_s"}
+
+
+def train(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "train", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OPENAI_API_KEY": "", "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def stable(history: list[dict]) -> list[dict]:
+    return [{k: v for k, v in rec.items() if k not in VOLATILE} for rec in history]
+
+
+def result_files(run: Path) -> list[Path]:
+    return sorted(run.rglob("results.jsonl"))
+
+
+def assert_no_duplicate_rows(run: Path) -> None:
+    for path in result_files(run):
+        ids = [json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()]
+        assert len(ids) == len(set(ids)), f"duplicate rows in {path}"
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory, docker_client) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "full"
+    proc = train("--config", "spreadsheetbench_demo", "--out", str(out))
+    stdout, stderr = proc.communicate(timeout=900)
+    assert proc.returncode == 0, stderr[-4000:]
+    assert "OFFLINE SIMULATION" in stderr
+    return out
+
+
+def test_training_accepts_and_rejects_and_improves(full_run):
+    history = json.loads((full_run / "history.json").read_text())
+    actions = [r["action"] for r in history]
+    assert len(history) == 4  # 2 epochs x 2 steps over 10 train tasks with batch 5
+    assert any("accept" in a for a in actions) and "reject" in actions, actions
+    summary = json.loads((full_run / "summary.json").read_text())
+    assert summary["simulated"] is True
+    assert summary["best_selection_hard"] >= summary["baseline_selection_hard"]
+    assert summary["best_selection_hard"] > summary["baseline_selection_hard"]  # the skill learned
+    assert summary["test_hard"] >= summary["baseline_test_hard"]
+    assert summary["total_accepts"] >= 1 and summary["total_rejects"] >= 1
+    assert summary["token_summary"]["_total"]["total_tokens"] > 0
+    assert summary["sandbox_hosts"] and summary["image_digests"][0].startswith("sha256:")
+    # The skill that scored best is the one written out, and it states what it learned.
+    best = (full_run / "best_skill.md").read_text()
+    assert "never Excel formulas" in best
+
+
+def test_run_directory_is_readable(full_run):
+    for rel in [
+        "config.json",
+        "history.json",
+        "runtime_state.json",
+        "best_skill.md",
+        "summary.json",
+        "training_curve.png",
+        "train.log",
+        "skills/skill_v0000.md",
+        "skills/skill_v0004.md",
+        "selection_eval_baseline/results.jsonl",
+        "steps/step_0001/rollout/results.jsonl",
+        "steps/step_0001/patches/minibatch_fail_000.json",
+        "steps/step_0001/merged_patch.json",
+        "steps/step_0001/ranked_edits.json",
+        "steps/step_0001/candidate_skill.md",
+        "steps/step_0001/edit_apply_report.json",
+        "steps/step_0001/step_record.json",
+        "steps/step_0001/trajectory_digest.json",
+        "slow_update/epoch_01/slow_result.json",
+        "slow_update/epoch_02/slow_result.json",
+        "meta_skill/epoch_02/meta_skill_result.json",
+        "test_eval_baseline/summary.json",
+        "test_eval/summary.json",
+    ]:
+        assert (full_run / rel).exists(), rel
+    one = next((full_run / "steps/step_0001/rollout/predictions").iterdir())
+    assert {"conversation.json", "trace.json", "target_system_prompt.txt", "code.py"} <= {p.name for p in one.iterdir()}
+    assert (full_run / "training_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The log is JSON lines with context.
+    first = json.loads((full_run / "train.log").read_text().splitlines()[0])
+    assert "event" in first and "level" in first
+    assert_no_duplicate_rows(full_run)
+
+
+def test_kill_9_mid_step_then_resume_gives_the_same_records(full_run, tmp_path, docker_client):
+    out = tmp_path / "killed"
+    proc = train("--config", "spreadsheetbench_demo", "--out", str(out))
+    # The progress stream is the synchronisation: once step 1 is reported, step 2 is running.
+    for line in proc.stderr:
+        if line.startswith("step 1/"):
+            break
+    else:
+        pytest.fail(f"training ended before step 1 was reported: {proc.wait()}")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    state = json.loads((out / "runtime_state.json").read_text())
+    assert state["last_completed_step"] == 1
+
+    resumed = train("--resume", str(out))
+    _, stderr = resumed.communicate(timeout=900)
+    assert resumed.returncode == 0, stderr[-4000:]
+    assert "resuming after step 1" in stderr
+    assert stable(json.loads((out / "history.json").read_text())) == stable(
+        json.loads((full_run / "history.json").read_text())
+    )
+    assert (out / "best_skill.md").read_text() == (full_run / "best_skill.md").read_text()
+    assert_no_duplicate_rows(out)
+    # The killed controller's embedded sandbox went away with it, and so did its containers.
+    left = docker_client.containers.list(all=True, filters={"label": "skillopt.managed=1"})
+    assert [c.name for c in left if c.labels.get("skillopt.host", "").startswith("embedded-")] == []
