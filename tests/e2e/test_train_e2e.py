@@ -49,7 +49,7 @@ def assert_no_duplicate_rows(run: Path) -> None:
 def full_run(tmp_path_factory, docker_client) -> Path:
     out = tmp_path_factory.mktemp("runs") / "full"
     proc = train("--config", "spreadsheetbench_demo", "--out", str(out))
-    stdout, stderr = proc.communicate(timeout=900)
+    _, stderr = proc.communicate(timeout=900)
     assert proc.returncode == 0, stderr[-4000:]
     assert "OFFLINE SIMULATION" in stderr
     return out
@@ -101,7 +101,9 @@ def test_run_directory_is_readable(full_run):
     ]:
         assert (full_run / rel).exists(), rel
     one = next((full_run / "steps/step_0001/rollout/predictions").iterdir())
-    assert {"conversation.json", "trace.json", "target_system_prompt.txt", "code.py"} <= {p.name for p in one.iterdir()}
+    assert {"conversation.json", "trace.json", "target_system_prompt.txt", "code.py"} <= {
+        p.name for p in one.iterdir()
+    }
     assert (full_run / "training_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # The log is JSON lines with context.
     first = json.loads((full_run / "train.log").read_text().splitlines()[0])
