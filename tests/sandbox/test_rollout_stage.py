@@ -105,7 +105,9 @@ def test_stop_cancels_what_is_in_flight(service, scripts, sample):
     stop = threading.Event()
     req = stage.request(items(sample, ["263-1"])[0], "", "t", use_eval_feedback=False)
     got = []
-    t = threading.Thread(target=stage.executor.run, args=([req],), kwargs={"on_result": got.append, "stop": stop})
+    t = threading.Thread(
+        target=stage.executor.run, args=([req],), kwargs={"on_result": got.append, "stop": stop}
+    )
     t.start()
     handle = None
     for _ in range(200):
