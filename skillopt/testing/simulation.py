@@ -84,6 +84,12 @@ class _Catalogue:
 _CATALOGUE = _Catalogue()
 
 
+def simulated_pass(task_id: str, skill: str) -> bool:
+    """Whether the simulated target solves ``task_id`` under ``skill``."""
+    rule = _CATALOGUE.rule_of(task_id)
+    return rule is None or _CATALOGUE.stated(rule, skill)
+
+
 class SimulatedTarget:
     """Responder playing the target model (see the module docstring)."""
 
@@ -95,8 +101,7 @@ class SimulatedTarget:
         task_id = _CATALOGUE.by_instruction.get(_norm(instruction)[:160])
         if task_id is None:
             return {"text": "I cannot help with this task."}
-        rule = _CATALOGUE.rule_of(task_id)
-        kind = "solution" if rule is None or _CATALOGUE.stated(rule, req.system) else "wrong"
+        kind = "solution" if simulated_pass(task_id, req.system) else "wrong"
         return {"text": f"```python\n{solution_code(task_id, kind)}\n```"}
 
 

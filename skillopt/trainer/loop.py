@@ -225,9 +225,10 @@ class Trainer:
         self.state.gate_cache = {"json": self.cache.to_json()}
         self.state.usage = self.usage.to_json()
         self.state.target_usage = self.target_usage.to_json()
-        self.state.save(self._path("runtime_state.json"))
-        atomic_write_text(self._path("best_skill.md"), self.state.best_skill)
+        # History first: a crash between the two leaves an extra record, which load() drops.
         atomic_write_json(self._path("history.json"), self.state.history)
+        atomic_write_text(self._path("best_skill.md"), self.state.best_skill)
+        self.state.save(self._path("runtime_state.json"))
 
     def _restore(self) -> int:
         st = TrainerState.load(self._path("runtime_state.json"))

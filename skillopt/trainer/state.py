@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +54,15 @@ class TrainerState:
     epoch_stages: dict[str, str] = field(default_factory=dict)
     usage: dict[str, Any] = field(default_factory=dict)
     target_usage: dict[str, Any] = field(default_factory=dict)
+    #: Step records; persisted in ``history.json`` next to the state (not inside it).
     history: list[dict[str, Any]] = field(default_factory=list)
     version: int = STATE_VERSION
 
     def save(self, path: Path) -> None:
-        atomic_write_json(path, asdict(self))
+        # Fields hold plain JSON values already: no dataclasses.asdict deep copy (it dominated
+        # the controller's per-step overhead).
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "history"}
+        atomic_write_json(path, data)
 
     @classmethod
     def load(cls, path: Path) -> TrainerState | None:
@@ -66,4 +70,12 @@ class TrainerState:
             return None
         data = json.loads(path.read_text(encoding="utf-8"))
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        state = cls(**{k: v for k, v in data.items() if k in known and k != "history"})
+        hist = path.with_name("history.json")
+        if hist.exists():
+            state.history = [
+                r
+                for r in json.loads(hist.read_text(encoding="utf-8"))
+                if r["step"] <= state.last_completed_step
+            ]
+        return state
