@@ -9,7 +9,8 @@
 #
 # Each image carries the label org.skillopt.build-hash, a sha256 of its build inputs:
 #   base     this machine's docker/base/bootstrap.sh (the package list lives there)
-#   runtime  docker/runtime/{Dockerfile,requirements.txt} + the base image ID
+#   runtime  docker/runtime/{Dockerfile,requirements.txt} + the agent CLIs' pinned versions
+#            (docker/agents/versions.env) and staged layout + the base image ID
 #   service  docker/service/Dockerfile + the project's packaged source (pyproject.toml,
 #            skillopt/, sandbox/, controller/) + the base image ID
 # An image whose tag exists with the expected hash is "up to date" and is not rebuilt; a run with
@@ -17,6 +18,10 @@
 # --force rebuilds the named image(s) (all three without --only) even when up to date.
 # Dependency versions of the service are not pinned: they are resolved when the service is
 # (re)built, so use --force --only service to pick up new releases.
+# The runtime carries the agent CLIs (Codex, Claude Code) at the versions pinned in
+# docker/agents/versions.env: host npm installs them into .build/agents/<name>/ (skipped while a
+# stamp says that version is installed; --force --only runtime reinstalls), and only their native
+# binaries are hard-linked into the build context. x86_64 only for now.
 #
 # Environment:
 #   SKILLOPT_BASE           auto (default) | slim | debootstrap. auto uses the slim image when it
@@ -27,6 +32,9 @@
 #   SKILLOPT_BUILD_DIR      scratch dir (default docker/.build, gitignored): build contexts, logs,
 #                           debootstrap .deb cache, images.json (the IDs of the last build)
 #   SKILLOPT_PYTHON         host python whose pip builds/downloads wheels (default: .venv's, else python3)
+# npm takes its registry and CA settings from the environment/npmrc as usual (npm_config_registry,
+# npm_config_cafile, NODE_EXTRA_CA_CERTS); when none of the CA settings is given, the CA bundle pip
+# uses (PIP_CERT, else SSL_CERT_FILE, else REQUESTS_CA_BUNDLE) is passed on as NODE_EXTRA_CA_CERTS.
 set -euo pipefail
 
 # The classic builder resolves FROM against local images without asking a registry.
@@ -112,12 +120,13 @@ fi
 t0="$(now_ms)"
 replaced=()  # image IDs superseded by this run, removed at the end when nothing uses them
 
-docker_build() {  # name context tag build-hash base-ref
+docker_build() {  # name context tag build-hash base-ref [extra docker build args...]
   local name="$1" ctx="$2" tag="$3" hash="$4" base="$5" logf="$build_dir/logs/$1.log" t old
+  shift 5
   t="$(now_ms)"
   old="$(image_id "$tag")"
   log "$name: building $tag (FROM $base; log $logf)"
-  local cmd=(docker build --force-rm -t "$tag" --build-arg "BASE=$base" --build-arg "BUILD_HASH=$hash" "$ctx")
+  local cmd=(docker build --force-rm -t "$tag" --build-arg "BASE=$base" --build-arg "BUILD_HASH=$hash" "$@" "$ctx")
   if [[ $verbose -eq 1 ]]; then
     "${cmd[@]}" 2>&1 | tee "$logf" || die "$name: docker build failed (log $logf)"
   elif ! "${cmd[@]}" >"$logf" 2>&1; then
@@ -197,17 +206,147 @@ base_id="$(image_id "$base_ref")"
 [[ -n "$base_id" ]] || die "base image $base_ref missing after resolving it"
 if [[ "$base_ref" == "$slim_ref" ]] && want base; then log "base: using $slim_ref"; fi
 
+# --- agent CLIs for the runtime (npm) -------------------------------------------------------------
+# Pinned in docker/agents/versions.env. Host npm installs each package into .build/agents/<name>/
+# (with --ignore-scripts: nothing from the packages runs on the host; the native binaries come as
+# npm optional dependencies, not from install scripts). Only the files below are staged into the
+# build context, as hard links; see docker/README.md for what is left out and why.
+agents_file="$here/agents/versions.env"
+agents_dir="$build_dir/agents"
+read_agent_versions() {
+  local line key val n=0
+  codex_version=""
+  claude_version=""
+  [[ -f "$agents_file" ]] || die "agents: $agents_file not found"
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    n=$((n + 1))
+    line="${line#"${line%%[![:space:]]*}"}"
+    line="${line%"${line##*[![:space:]]}"}"
+    [[ -z "$line" || "$line" == \#* ]] && continue
+    [[ "$line" =~ ^([A-Z_]+)=([0-9A-Za-z.+-]+)$ ]] \
+      || die "agents: $agents_file:$n: expected KEY=version, got '$line'"
+    key="${BASH_REMATCH[1]}"
+    val="${BASH_REMATCH[2]}"
+    case "$key" in
+      CODEX_VERSION) codex_version="$val" ;;
+      CLAUDE_VERSION) claude_version="$val" ;;
+      *) die "agents: $agents_file:$n: unknown key $key (CODEX_VERSION, CLAUDE_VERSION)" ;;
+    esac
+  done <"$agents_file"
+  [[ -n "$codex_version" ]] || die "agents: CODEX_VERSION missing in $agents_file"
+  [[ -n "$claude_version" ]] || die "agents: CLAUDE_VERSION missing in $agents_file"
+}
+agent_pkg() {  # name -> npm package
+  case "$1" in
+    codex) echo "@openai/codex" ;;
+    claude) echo "@anthropic-ai/claude-code" ;;
+  esac
+}
+agent_version() {  # name -> pinned version
+  case "$1" in
+    codex) echo "$codex_version" ;;
+    claude) echo "$claude_version" ;;
+  esac
+}
+# The files to stage, "<path under node_modules> <path in the context's agents/<name>/>":
+#   codex   the static musl binary, the bundled ripgrep, and the package manifest (without it the
+#           binary does not find codex-path/rg: `codex doctor` then reports "search provider
+#           system ... cannot find binary path"). Left out: codex-resources/bwrap (Codex's own
+#           sandbox is bypassed, Docker is the sandbox), codex-resources/voice/ and
+#           bin/codex-code-mode-host (not used by `codex exec`).
+#   claude  the native glibc binary.
+agent_files() {  # name
+  case "$1" in
+    codex)
+      local v=@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl
+      printf '%s\n' "$v/bin/codex bin/codex" "$v/codex-path/rg codex-path/rg" \
+        "$v/codex-package.json codex-package.json" ;;
+    claude)
+      printf '%s\n' "@anthropic-ai/claude-code-linux-x64/claude claude" ;;
+  esac
+}
+agent_platform_pkg() {  # name -> the npm package (optional dependency) holding the native files
+  case "$1" in
+    codex) echo "@openai/codex-linux-x64 (npm:@openai/codex@$codex_version-linux-x64)" ;;
+    claude) echo "@anthropic-ai/claude-code-linux-x64@$claude_version" ;;
+  esac
+}
+agent_installed() {  # name: the stamp names the pinned version and every staged file is there
+  local name="$1" dir="$agents_dir/$1" src _
+  [[ "$(cat "$dir/.skillopt-installed" 2>/dev/null)" == "$(agent_pkg "$name")@$(agent_version "$name") x86_64" ]] || return 1
+  while read -r src _; do [[ -f "$dir/node_modules/$src" ]] || return 1; done < <(agent_files "$name")
+}
+npm_env=(env)
+if [[ -z "${NODE_EXTRA_CA_CERTS:-}${npm_config_cafile:-}${NPM_CONFIG_CAFILE:-}" ]]; then
+  for f in "${PIP_CERT:-}" "${SSL_CERT_FILE:-}" "${REQUESTS_CA_BUNDLE:-}"; do
+    if [[ -n "$f" && -f "$f" ]]; then npm_env+=("NODE_EXTRA_CA_CERTS=$f"); break; fi
+  done
+fi
+agent_install() {  # name
+  local name="$1" spec dir="$agents_dir/$1" logf="$build_dir/logs/npm-$1.log" t src _ missing=()
+  spec="$(agent_pkg "$name")@$(agent_version "$name")"
+  command -v npm >/dev/null \
+    || die "agents: npm not found (needed to install $spec): run scripts/setup.sh (it installs Debian's nodejs npm)"
+  t="$(now_ms)"
+  log "agents: npm install $spec (log $logf)"
+  rm -rf "$dir.tmp"
+  mkdir -p "$dir.tmp"
+  if ! "${npm_env[@]}" npm install --prefix "$dir.tmp" --no-audit --no-fund --no-update-notifier \
+      --ignore-scripts --loglevel=warn "$spec" >"$logf" 2>&1; then
+    tail -n 20 "$logf" >&2
+    die "agents: npm install $spec failed (log $logf)"
+  fi
+  while read -r src _; do
+    if [[ ! -f "$dir.tmp/node_modules/$src" ]]; then missing+=("$src"); fi
+  done < <(agent_files "$name")
+  if [[ ${#missing[@]} -gt 0 ]]; then
+    die "agents: $spec installed without ${missing[*]}: npm did not install $(agent_platform_pkg "$name") on this $(uname -m) host (only x86_64 is supported for now; log $logf)"
+  fi
+  echo "$spec x86_64" >"$dir.tmp/.skillopt-installed"
+  rm -rf "$dir"
+  mv "$dir.tmp" "$dir"
+  log "agents: $spec installed in $(( ($(now_ms) - t) / 1000 )) s"
+}
+agent_stage() {  # name ctx-agents-dir: hard links (a copy when that fails) of only the needed files
+  local name="$1" dst="$2/$1" src rel
+  while read -r src rel; do
+    mkdir -p "$(dirname "$dst/$rel")"
+    cp -l "$agents_dir/$name/node_modules/$src" "$dst/$rel" 2>/dev/null \
+      || cp "$agents_dir/$name/node_modules/$src" "$dst/$rel"
+    # Modes are set here, not in the Dockerfile: a chmod in a later layer would copy the file.
+    if [[ "$rel" == *.json ]]; then chmod 0644 "$dst/$rel"; else chmod 0755 "$dst/$rel"; fi
+  done < <(agent_files "$name")
+}
+agents_layout() {  # the pinned packages and the staged layout: part of the runtime build hash
+  local name
+  for name in codex claude; do
+    echo "agent $name $(agent_pkg "$name")@$(agent_version "$name")"
+    agent_files "$name"
+  done
+}
+
 # --- runtime -------------------------------------------------------------------------------------
 if want runtime; then
-  runtime_hash="$( { (cd "$here/runtime" && sha256sum Dockerfile requirements.txt); echo "base $base_id"; } | sha)"
+  read_agent_versions
+  runtime_hash="$( { (cd "$here/runtime" && sha256sum Dockerfile requirements.txt); agents_layout; echo "base $base_id"; } | sha)"
   if ! forced runtime && [[ "$(image_hash "$runtime_tag")" == "$runtime_hash" ]]; then
     log "runtime: $runtime_tag up to date"
   else
+    arch="$(docker info -f '{{.Architecture}}')"
+    case "$arch" in
+      x86_64|amd64) ;;
+      *) die "runtime: the engine is $arch, but the agent CLIs are staged for x86_64 only: missing @openai/codex-linux-x64 -> an $arch build needs @openai/codex-linux-arm64 and @anthropic-ai/claude-code-linux-arm64 wired into docker/build.sh (agent_files)" ;;
+    esac
+    for name in codex claude; do
+      if forced runtime || ! agent_installed "$name"; then agent_install "$name"
+      else log "agents: $(agent_pkg "$name")@$(agent_version "$name") already installed ($agents_dir/$name)"; fi
+    done
     ctx="$build_dir/ctx/runtime"
     rm -rf "$ctx"
-    mkdir -p "$ctx/pydeps"
+    mkdir -p "$ctx/pydeps" "$ctx/agents"
     cp "$here/runtime/Dockerfile" "$here/runtime/requirements.txt" "$ctx/"
     : >"$ctx/pydeps/.keep"
+    for name in codex claude; do agent_stage "$name" "$ctx/agents"; done
     if ! docker run --rm --network none "$base_ref" python3 -c 'import openpyxl, pandas' >/dev/null 2>&1; then
       py="$(host_python)"
       pargs_s="$(target_pip_args "$base_ref")"
@@ -217,7 +356,27 @@ if want runtime; then
         >"$build_dir/logs/runtime-pip.log" 2>&1 \
         || { tail -n 20 "$build_dir/logs/runtime-pip.log" >&2; die "runtime: pip download failed"; }
     fi
-    docker_build runtime "$ctx" "$runtime_tag" "$runtime_hash" "$base_ref"
+    old_runtime="$(image_id "$runtime_tag")"
+    docker_build runtime "$ctx" "$runtime_tag" "$runtime_hash" "$base_ref" \
+      --build-arg "CODEX_VERSION=$codex_version" --build-arg "CLAUDE_VERSION=$claude_version"
+    rm -rf "$ctx"  # hard links: it would keep a replaced CLI version's 700 MB alive
+    # The CLIs must start as a rollout would run them. A failure puts the previous image back
+    # under the tag (and drops the new one), so the next run does not take it as up to date.
+    got="$(docker run --rm --network none --read-only --cap-drop ALL --security-opt no-new-privileges:true \
+      --user 1000:1000 --tmpfs /workspace:rw,uid=1000,gid=1000 --tmpfs /tmp:rw "$runtime_tag" \
+      sh -c 'codex --version; claude --version' 2>&1)" || true
+    want_v="$(printf 'codex-cli %s\n%s (Claude Code)' "$codex_version" "$claude_version")"
+    if [[ "$got" != "$want_v" ]]; then
+      new_runtime="$(image_id "$runtime_tag")"
+      if [[ -n "$old_runtime" && "$old_runtime" != "$new_runtime" ]]; then
+        docker tag "$old_runtime" "$runtime_tag"
+        docker image rm "$new_runtime" >/dev/null 2>&1 || true
+      else
+        docker image rm "$runtime_tag" >/dev/null 2>&1 || true
+      fi
+      die "runtime: agent CLI check failed: expected '${want_v//$'\n'/; }', got '${got//$'\n'/; }'"
+    fi
+    log "runtime: ${got//$'\n'/, }"
   fi
 fi
 

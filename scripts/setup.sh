@@ -6,11 +6,14 @@
 #   3. debootstrap: install it if missing and the base image will have to be bootstrapped
 #   4. .venv with python >= 3.11 and `pip install -e '.[dev]'` (skipped while pyproject.toml is
 #      unchanged: a stamp with its hash is kept in .venv)
-#   5. docker/build.sh: base, runtime and service images (offline; no-op when up to date)
+#   5. node/npm: install Debian's nodejs npm if npm is missing (build.sh installs the agent CLIs
+#      with it from the npm registry)
+#   6. docker/build.sh: base, runtime (with the agent CLIs Codex and Claude Code at the versions in
+#      docker/agents/versions.env) and service images (no-op when up to date)
 #
 # usage: scripts/setup.sh [--agents]
-#   --agents   reserved: will install the agent CLIs (Codex, Claude Code) from npm; accepted and
-#              ignored for now.
+#   --agents   accepted for compatibility and otherwise ignored: the agent CLIs are now always
+#              part of the runtime image (the tests need them).
 # Environment: SKILLOPT_PYTHON (interpreter for .venv), plus docker/build.sh's SKILLOPT_* variables.
 # Runs from any directory; uses sudo for apt-get/dockerd when not root.
 set -euo pipefail
@@ -19,7 +22,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 for arg in "$@"; do
   case "$arg" in
-    --agents) ;;  # reserved for installing the agent CLIs (npm); nothing to do yet
+    --agents) ;;  # compatibility: the agent CLIs are always installed now
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "setup: unknown argument: $arg (see --help)" >&2; exit 2 ;;
   esac
@@ -126,7 +129,17 @@ else
   done_ "installed -e '.[dev]' ($(.venv/bin/python -V))"
 fi
 
-# 5. Images -------------------------------------------------------------------------------------------
+# 5. node/npm for the agent CLIs ------------------------------------------------------------------------
+step "node/npm"
+if command -v npm >/dev/null && command -v node >/dev/null; then
+  done_ "present (node $(node --version), npm $(npm --version 2>/dev/null))"
+else
+  apt_install nodejs npm
+  command -v npm >/dev/null || die "npm still missing after apt-get install nodejs npm"
+  done_ "installed Debian nodejs npm (node $(node --version))"
+fi
+
+# 6. Images -------------------------------------------------------------------------------------------
 step "images"
 mkdir -p docker/.build/logs
 logf=docker/.build/logs/setup-build.log

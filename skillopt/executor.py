@@ -103,6 +103,8 @@ class Sandbox(Protocol):
         timeout_s: float,
         env: Mapping[str, str] | None = None,
         stdin: bytes | None = None,
+        output_limit_bytes: int | None = None,
     ) -> ExecOutcome:
-        """Run a program (argv[0] looked up on the sandbox's PATH), cwd = workspace."""
+        """Run a program (argv[0] looked up on the sandbox's PATH), cwd = workspace.
+        ``output_limit_bytes`` overrides the sandbox's stdout/stderr tail cap for this run."""
         ...

@@ -116,6 +116,7 @@ class Limits:
     memory_bytes: int | None = None
     cpus: float | None = None
     output_bytes: int | None = None
+    max_model_tokens: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -135,6 +136,8 @@ class RolloutRequest:
     limits: Limits = field(default_factory=Limits)
     use_eval_feedback: bool = False
     diagnostic_instruction: str = ""
+    #: Model exchange cache mode: ``off``, ``record``, ``replay``; "" = the host's default.
+    model_cache: str = ""
 
 
 class InfraErrorKind(enum.StrEnum):
@@ -149,6 +152,7 @@ class InfraErrorKind(enum.StrEnum):
     MODEL_UNAVAILABLE = "model_unavailable"
     CANCELLED = "cancelled"
     INTERNAL = "internal"
+    REPLAY_MISS = "replay_miss"
 
 
 # Kinds a controller may retry elsewhere with the same rollout id.

@@ -71,6 +71,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="NAME=KIND,base_url=URL[,api_key_env=VAR]",
         help="add a model provider profile (repeatable)",
     )
+    p.add_argument("--gateway-cache-dir", default="", help="record/replay store of model exchanges")
+    p.add_argument(
+        "--gateway-cache-mode",
+        choices=("off", "record", "replay"),
+        default="off",
+        help="default model cache mode for rollouts that do not choose one (replay: a miss is an error)",
+    )
+    p.add_argument(
+        "--exec-agents",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="agent CLIs in containers on the firewalled gateway network (needs root for iptables)",
+    )
     p.add_argument("--port-file", help="write the bound port here once listening")
     p.add_argument(
         "--drain-grace", type=float, default=30.0, help="seconds to let rollouts finish on SIGTERM"
@@ -123,6 +136,9 @@ def run(args: argparse.Namespace) -> int:
                 host_id=args.host_id, capacity=args.capacity, base_spec=spec, default_limits=limits
             ),
             providers=load_profiles(file=args.providers, specs=args.provider),
+            gateway_cache_dir=args.gateway_cache_dir,
+            gateway_cache_mode=args.gateway_cache_mode,
+            exec_agents=args.exec_agents,
         )
     except (ConfigError, OSError) as exc:
         print(f"skillopt serve: {getattr(exc, 'message', exc)}", file=sys.stderr)

@@ -48,6 +48,7 @@ _KIND_TO_PROTO = {
     InfraErrorKind.MODEL_UNAVAILABLE: pb.InfraError.MODEL_UNAVAILABLE,
     InfraErrorKind.CANCELLED: pb.InfraError.CANCELLED,
     InfraErrorKind.INTERNAL: pb.InfraError.INTERNAL,
+    InfraErrorKind.REPLAY_MISS: pb.InfraError.REPLAY_MISS,
 }
 _KIND_FROM_PROTO = {v: k for k, v in _KIND_TO_PROTO.items()}
 
@@ -123,9 +124,11 @@ def request_from_proto(msg: pb.RunRequest) -> RolloutRequest:
             memory_bytes=msg.limits.memory_bytes or None,
             cpus=msg.limits.cpus or None,
             output_bytes=msg.limits.output_bytes or None,
+            max_model_tokens=msg.limits.max_model_tokens or None,
         ),
         use_eval_feedback=msg.use_eval_feedback,
         diagnostic_instruction=msg.diagnostic_instruction,
+        model_cache=msg.model_cache,
     )
 
 
@@ -162,9 +165,11 @@ def request_to_proto(req: RolloutRequest) -> pb.RunRequest:
             memory_bytes=lim.memory_bytes or 0,
             cpus=lim.cpus or 0.0,
             output_bytes=lim.output_bytes or 0,
+            max_model_tokens=lim.max_model_tokens or 0,
         ),
         use_eval_feedback=req.use_eval_feedback,
         diagnostic_instruction=req.diagnostic_instruction,
+        model_cache=req.model_cache,
     )
 
 

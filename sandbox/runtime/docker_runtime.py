@@ -373,7 +373,10 @@ class DockerRuntime:
             "mounts": [
                 Mount("/opt/skillopt", str(self._runner_dir), type="bind", read_only=True),
                 Mount("/control", str(cdir / "control"), type="bind", read_only=True),
-                Mount("/skill", str(cdir / "skill"), type="bind", read_only=True),
+                *(
+                    Mount(path, str(cdir / "skill"), type="bind", read_only=True)
+                    for path in spec.skill_mounts
+                ),
             ],
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges:true"],

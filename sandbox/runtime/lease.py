@@ -108,12 +108,15 @@ class LeasedSandbox:
         timeout_s: float,
         env: Mapping[str, str] | None = None,
         stdin: bytes | None = None,
+        output_limit_bytes: int | None = None,
     ) -> ExecOutcome:
         if not argv:
             raise InvalidRequest("run_command needs a program")
         header: dict[str, Any] = {"op": "exec", "argv": list(argv)}
         if stdin:
             header["stdin_size"] = len(stdin)
+        if output_limit_bytes:
+            header["output_limit_bytes"] = int(output_limit_bytes)
         return self._exec(header, stdin or b"", timeout_s, env)
 
     # -- extras for the service --------------------------------------------------------------
@@ -162,11 +165,11 @@ class LeasedSandbox:
                 raise RolloutTimeout("rollout wall time used up before execution")
             timeout_s, clipped = remaining, True
         header = {
+            "output_limit_bytes": self.output_limit_bytes,
             **header,
             "timeout_s": timeout_s,
             "env": self._env(env),
             "cwd": "/workspace",
-            "output_limit_bytes": self.output_limit_bytes,
         }
         oom_before = self._oom_count()
         t0 = time.monotonic()

@@ -9,10 +9,17 @@ from dataclasses import asdict, dataclass, field, replace
 
 from skillopt.errors import ConfigError
 
-__all__ = ["DEFAULT_IMAGE", "ContainerSpec", "RuntimeConfig"]
+__all__ = ["DEFAULT_IMAGE", "EXEC_SKILL_MOUNTS", "ContainerSpec", "RuntimeConfig"]
 
 DEFAULT_IMAGE = "skillopt-runtime:latest"
 MiB = 1024 * 1024
+#: Where agent CLIs discover a skill (agent-clis.md §4-5): the same read-only skill directory
+#: is mounted at each, besides /skill.
+EXEC_SKILL_MOUNTS = (
+    "/skill",
+    "/workspace/.agents/skills/skillopt-target",
+    "/workspace/.claude/skills/skillopt-target",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +56,8 @@ class ContainerSpec:
     preimport: tuple[str, ...] = ("openpyxl", "pandas")
     #: Extra environment for the runner and every process it starts. Never secrets.
     env: Mapping[str, str] = field(default_factory=dict)
+    #: Container paths where the rollout's skill directory (SKILL.md) is mounted read-only.
+    skill_mounts: tuple[str, ...] = ("/skill",)
 
     def __post_init__(self) -> None:
         uid = self.user.split(":", 1)[0]

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import docker.errors
 import grpc
 import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -24,6 +25,10 @@ from grpc_reflection.v1alpha import reflection
 
 from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
+from sandbox.gateway.cache import ExchangeCache
+from sandbox.gateway.core import Gateway
+from sandbox.gateway.http import GatewayServer
+from sandbox.gateway.network import GatewayNetwork
 from sandbox.runtime.docker_runtime import DockerRuntime
 from sandbox.runtime.pool import PoolManager
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
@@ -60,6 +65,13 @@ class ServerConfig:
     service: ServiceConfig
     providers: dict[str, ProviderProfile] = field(default_factory=dict)
     reflection: bool = True
+    #: Record/replay store of model exchanges ("" = none: only mode "off" is available).
+    gateway_cache_dir: str = ""
+    #: Default cache mode for rollouts that do not choose one: off, record, replay.
+    gateway_cache_mode: str = "off"
+    #: Exec agents (agent CLIs in containers on the gateway network): auto (when this host can
+    #: firewall the network, i.e. runs as root), on (fail if it cannot), off.
+    exec_agents: str = "auto"
 
 
 def check_listen_address(listen: str, *, token: str | None, insecure: bool) -> None:
@@ -122,7 +134,40 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
         log.info("reaper.startup", removed=len(report.containers))
     spec: ContainerSpec = config.service.base_spec
     pools = PoolManager(runtime, default_spec=spec)
-    service = RolloutService(config.service, runtime, pools, config.providers)
+    gateway = Gateway(
+        config.providers,
+        cache=ExchangeCache(config.gateway_cache_dir) if config.gateway_cache_dir else None,
+        default_mode=config.gateway_cache_mode,
+    )
+    network = front = None
+    unavailable = ""
+    if config.exec_agents != "off":
+        try:
+            network = GatewayNetwork(runtime.client, config.runtime.host_id)
+            front = GatewayServer(gateway, network.gateway_ip)
+            network.firewall(front.port)
+        except (ConfigError, OSError, docker.errors.DockerException) as exc:
+            unavailable = getattr(exc, "message", str(exc))
+            if front is not None:
+                front.close()
+            if network is not None:
+                network.close()
+            network = front = None
+            if config.exec_agents == "on":
+                pools.close()
+                runtime.close()
+                raise ConfigError(f"exec agents requested but unavailable: {unavailable}") from exc
+            log.warning("gateway.exec_agents_unavailable", reason=unavailable)
+    service = RolloutService(
+        config.service,
+        runtime,
+        pools,
+        config.providers,
+        gateway=gateway,
+        gateway_url=front.url if front else None,
+        exec_network=network.name if network else "none",
+        exec_unavailable=unavailable,
+    )
     registry = RolloutRegistry(capacity=config.service.capacity)
     servicer = SandboxServicer(service, registry)
     capacity = config.service.capacity
@@ -182,6 +227,11 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
         running.stopped.set()
         pools.close()
         runtime.close()
+        if front is not None:
+            front.close()
+        if network is not None:
+            network.close()
+        gateway.close()
         log.info("server.stopped", host=config.runtime.host_id)
 
 

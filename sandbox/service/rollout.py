@@ -8,6 +8,7 @@ turns them into a score.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -15,11 +16,12 @@ from dataclasses import dataclass, field, replace
 
 import structlog
 
+from sandbox.gateway.core import Gateway, GatewayChatModel
 from sandbox.runtime.docker_runtime import DockerRuntime
 from sandbox.runtime.lease import LeasedSandbox
 from sandbox.runtime.pool import PoolManager
-from sandbox.runtime.spec import ContainerSpec
-from skillopt.envs.base import AgentContext, ProgressEvent
+from sandbox.runtime.spec import EXEC_SKILL_MOUNTS, ContainerSpec
+from skillopt.envs.base import AgentContext, GatewayAccess, ProgressEvent, interrupted_info
 from skillopt.envs.registry import get_env
 from skillopt.errors import InfraError, InvalidRequest, ModelError
 from skillopt.files import check_relative_name
@@ -88,6 +90,11 @@ class RolloutService:
         runtime: DockerRuntime,
         pools: PoolManager,
         providers: dict[str, ProviderProfile],
+        *,
+        gateway: Gateway | None = None,
+        gateway_url: str | None = None,
+        exec_network: str = "none",
+        exec_unavailable: str = "",
     ) -> None:
         self.config = config
         self.runtime = runtime
@@ -95,6 +102,17 @@ class RolloutService:
         self.providers = providers
         self._models: dict[str, ChatModel] = {}
         self._models_lock = threading.Lock()
+        self.gateway = gateway or Gateway(providers)
+        #: The gateway's URL as exec-agent containers see it; None: exec agents unavailable.
+        self.gateway_url = gateway_url
+        self.exec_unavailable = exec_unavailable
+        self.exec_spec = replace(
+            config.base_spec,
+            network_mode=exec_network,
+            skill_mounts=EXEC_SKILL_MOUNTS,
+            memory_bytes=max(config.base_spec.memory_bytes, 2048 * MiB),
+            pids_limit=max(config.base_spec.pids_limit, 512),
+        )
 
     # -- validation --------------------------------------------------------------------------
 
@@ -109,6 +127,24 @@ class RolloutService:
                 f"rollout_id must be 1-200 characters of [A-Za-z0-9._:/@+-], got {request.rollout_id[:60]!r}"
             )
         env = get_env(request.env)
+        if request.model_cache not in ("", "off", "record", "replay"):
+            raise InvalidRequest(f"model_cache must be off, record or replay, got {request.model_cache!r}")
+        if request.agent in env.agents and env.container(request.agent) == "gateway":
+            if self.gateway_url is None:
+                raise InvalidRequest(
+                    f"agent {request.agent!r} needs the model gateway network, unavailable on host "
+                    f"{self.config.host_id}: {self.exec_unavailable or 'not enabled'}"
+                )
+            wanted = getattr(env, "agent_apis", {}).get(request.agent)
+            profile = self.providers.get(request.model.provider)
+            if (
+                wanted
+                and profile is not None
+                and ("anthropic" if profile.kind == "anthropic" else "openai") != wanted
+            ):
+                raise InvalidRequest(
+                    f"agent {request.agent!r} speaks the {wanted} API but provider {profile.name!r} is {profile.kind!r}"
+                )
         if request.agent not in env.agents:
             raise InvalidRequest(
                 f"env {request.env!r} has no agent {request.agent!r}; available: {', '.join(env.agents)}"
@@ -203,9 +239,12 @@ class RolloutService:
         deadline = t_start + wall
         timings: dict[str, float] = {}
         env = get_env(request.env)
-        spec = self.config.base_spec.with_limits(memory_bytes=limits.memory_bytes, cpus=limits.cpus)
+        exec_agent = env.container(request.agent) == "gateway"
+        base = self.exec_spec if exec_agent else self.config.base_spec
+        spec = base.with_limits(memory_bytes=limits.memory_bytes, cpus=limits.cpus)
         sandbox: LeasedSandbox | None = None
         handle = None
+        session = None
         try:
             emit(ProgressEvent(phase="accepted", detail=f"host {self.config.host_id}"))
             t0 = time.monotonic()
@@ -225,22 +264,46 @@ class RolloutService:
                 set_killer(sandbox.kill)
             if cancel.is_set():
                 sandbox.kill()
-            sandbox.write_skill(request.skill.content)
+            render = getattr(env, "skill_file", None)
+            sandbox.write_skill(
+                render(request.agent, request.skill.content) if render else request.skill.content
+            )
             emit(
                 ProgressEvent(
                     phase="sandbox_ready",
                     detail=f"container {handle.name} in {timings['acquire'] * 1000:.1f} ms",
                 )
             )
+            model = access = None
+            if env.needs_model:
+                session = self.gateway.open_session(
+                    request.rollout_id,
+                    provider=request.model.provider,
+                    model=request.model.model,
+                    budget_tokens=limits.max_model_tokens,
+                    cache_mode=request.model_cache,
+                )
+                model = GatewayChatModel(self.gateway, session, self.model_for(request.model.provider))
+                if exec_agent:
+                    assert self.gateway_url is not None
+                    access = GatewayAccess(
+                        base_url=self.gateway_url,
+                        token=session.token,
+                        model=request.model.model,
+                        api="anthropic" if session.profile.kind == "anthropic" else "openai",
+                    )
             ctx = AgentContext(
                 request=request,
                 sandbox=sandbox,
-                model=self.model_for(request.model.provider) if env.needs_model else None,
+                model=model,
                 limits=limits,
                 emit=emit,
                 deadline=deadline,
+                gateway=access,
             )
             result = env.run(request.agent, ctx)
+            if session is not None:
+                result = self._with_exchanges(result, session, full=exec_agent)
         except InfraError as exc:
             log.warning("rollout.infra_error", kind=exc.kind.value, error=exc.message)
             result = self._infra_row(request, exc.info())
@@ -269,6 +332,8 @@ class RolloutService:
                 ),
             )
         finally:
+            if session is not None:
+                self.gateway.close_session(session)
             if handle is not None:
                 self.pools.release(handle)
         if cancel.is_set() and (
@@ -293,6 +358,23 @@ class RolloutService:
             host=self.config.host_id,
             image_digest=handle.image_digest if handle is not None else self._digest_or_empty(spec.image),
         )
+
+    @staticmethod
+    def _with_exchanges(result: RolloutResult, session, *, full: bool) -> RolloutResult:
+        """Attach the gateway's record of the rollout's model exchanges to its trace, and the
+        gateway's own failure (replay miss, upstream down) as the typed infra error."""
+        exchanges = (
+            session.exchanges
+            if full
+            else [{k: v for k, v in e.items() if k not in ("request", "response")} for e in session.exchanges]
+        )
+        notes = {**dict(result.trace.notes), "model_exchanges": json.dumps(exchanges, ensure_ascii=False)}
+        result = replace(result, trace=replace(result.trace, notes=notes))
+        if result.infra_error is None and session.error is not None:
+            info, reason = interrupted_info(session.error)
+            if info is not None:
+                result = replace(result, infra_error=info, fail_reason=result.fail_reason or reason)
+        return result
 
     def _digest_or_empty(self, image: str) -> str:
         try:

@@ -93,7 +93,8 @@ class EnvAgents:
 ENV_AGENTS: Mapping[str, EnvAgents] = MappingProxyType(
     {
         "spreadsheetbench": EnvAgents(
-            agents=("codegen_single", "codegen_multi"), default_agent="codegen_multi"
+            agents=("codegen_single", "codegen_multi", "react", "codex_exec", "claude_code_exec"),
+            default_agent="codegen_multi",
         ),
     }
 )

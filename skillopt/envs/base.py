@@ -25,7 +25,15 @@ from skillopt.executor import Sandbox
 from skillopt.models.base import ChatModel
 from skillopt.types import Grading, Limits, RolloutRequest, RolloutResult, Task
 
-__all__ = ["AgentContext", "EnvData", "Environment", "ProgressEvent", "TaskItem"]
+__all__ = [
+    "AgentContext",
+    "EnvData",
+    "Environment",
+    "GatewayAccess",
+    "ProgressEvent",
+    "TaskItem",
+    "interrupted_info",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -35,6 +43,19 @@ class ProgressEvent:
     phase: str
     turn: int = 0
     detail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatewayAccess:
+    """How an exec agent inside its container reaches models: the gateway's URL on the
+    sandbox network and this rollout's token (not a provider key: it only works at the
+    gateway, only for this rollout, only while it runs)."""
+
+    base_url: str
+    token: str
+    model: str
+    #: Wire protocol of the provider behind the gateway: ``openai`` or ``anthropic``.
+    api: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +69,7 @@ class AgentContext:
         limits: the effective limits (request values clamped to the host's, defaults filled).
         emit: progress callback (cheap; never raises).
         deadline: ``time.monotonic()`` after which the rollout is out of time.
+        gateway: for exec agents (their container reaches models only through it).
     """
 
     request: RolloutRequest
@@ -56,6 +78,7 @@ class AgentContext:
     limits: Limits
     emit: Callable[[ProgressEvent], None]
     deadline: float
+    gateway: GatewayAccess | None = None
 
     def remaining_s(self) -> float:
         return self.deadline - time.monotonic()
@@ -69,6 +92,12 @@ class Environment(Protocol):
     agents: tuple[str, ...]
     #: Agents that need no model (e.g. a fixed-script agent for tests); empty for most envs.
     needs_model: bool
+
+    def container(self, agent: str) -> str:
+        """Which container an agent runs in: ``isolated`` (no network at all; the model is
+        called from the service) or ``gateway`` (an agent CLI in the container calls models
+        through the gateway network)."""
+        ...
 
     def validate(self, request: RolloutRequest) -> None:
         """Refuse malformed or unsafe requests.
@@ -116,3 +145,28 @@ class EnvData(Protocol):
     def describe(self) -> dict:
         """Where the data came from and the split sizes (for config.json and summaries)."""
         ...
+
+
+def interrupted_info(exc: BaseException):
+    """The typed infrastructure error for a failure that interrupted an agent, or ``None``
+    when it is the agent's own failure (a used-up token budget is: it scores as a failure).
+
+    Returns:
+        ``(InfraError | None, fail_reason)``.
+    """
+    from skillopt.errors import BudgetExceeded, InfraError, ModelError, ReplayMiss
+    from skillopt.types import InfraError as Info
+    from skillopt.types import InfraErrorKind
+
+    if isinstance(exc, InfraError):
+        info = exc.info()
+    elif isinstance(exc, BudgetExceeded):
+        return None, f"budget-exceeded: {exc.message}"
+    elif isinstance(exc, ReplayMiss):
+        info = Info(kind=InfraErrorKind.REPLAY_MISS, message=exc.message, retryable=False)
+    elif isinstance(exc, ModelError):
+        # The SDK already retried: the model side is unavailable, not the skill's fault.
+        info = Info(kind=InfraErrorKind.MODEL_UNAVAILABLE, message=exc.message, retryable=True)
+    else:
+        raise TypeError(f"not an interruption: {exc!r}") from exc
+    return info, f"infra-{info.kind.value}: {info.message}"

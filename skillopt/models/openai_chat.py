@@ -1,8 +1,14 @@
-"""OpenAI Chat Completions through the official ``openai`` SDK.
+"""OpenAI Chat Completions (and, per profile or model, the Responses API) via the ``openai`` SDK.
 
 Covers OpenAI itself and every OpenAI-compatible server (vLLM, llama.cpp, Ollama, our scripted
-model server). Retries on 429/5xx/timeouts are the SDK's own (``max_retries``, exponential
-backoff with jitter); this module maps what is left to :mod:`skillopt.errors`.
+model server); :class:`skillopt.models.azure_openai.AzureOpenAIModel` and
+:class:`skillopt.models.openai_responses.OpenAIResponsesModel` build on it. Retries on
+429/5xx/timeouts/connection errors are the SDK's own (``max_retries``, exponential backoff with
+jitter, ``Retry-After`` honoured); :mod:`skillopt.models._errors` maps what is left.
+
+Qwen on vLLM: ``thinking`` ``enabled``/``disabled`` sends
+``chat_template_kwargs.enable_thinking`` true/false in the body; ``server_default`` sends
+nothing, so the server's chat template decides (Qwen3 thinks by default).
 """
 
 from __future__ import annotations
@@ -11,11 +17,16 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from skillopt.errors import ModelError, ModelTimeout, RateLimited
+from skillopt.errors import ConfigError, ModelError
+from skillopt.models._errors import ErrorContext, map_sdk_error
 from skillopt.models.base import ChatRequest, ChatResponse
 from skillopt.types import Message, Usage
 
-__all__ = ["OpenAIChatModel", "to_openai_messages"]
+__all__ = ["OPENAI_BASE_URL", "OpenAIChatModel", "chat_extra", "to_openai_messages"]
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+STAGE_HEADER = "X-Skillopt-Stage"
+_MIN_TIMEOUT_S = 1.0  # a nearly spent deadline still gets one short attempt, not a 0 s timeout
 
 
 def to_openai_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
@@ -45,18 +56,51 @@ def to_openai_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
     return out
 
 
+def chat_extra(
+    profile_extra: Mapping[str, Any], request_extra: Mapping[str, Any], *, thinking: str, name: str
+) -> dict[str, Any]:
+    """The ``extra_body`` of a Chat Completions call: profile fields, then the request's, with
+    ``chat_template_kwargs`` merged key by key and the thinking switch applied.
+
+    Raises:
+        ConfigError: the request asks for ``enable_thinking`` against the profile's ``thinking``.
+    """
+    extra = {**profile_extra, **request_extra}
+    template = {
+        **dict(profile_extra.get("chat_template_kwargs") or {}),
+        **dict(request_extra.get("chat_template_kwargs") or {}),
+    }
+    if thinking != "server_default":
+        want = thinking == "enabled"
+        if "enable_thinking" in template and bool(template["enable_thinking"]) != want:
+            raise ConfigError(
+                f"provider {name!r}: the model's extra.chat_template_kwargs.enable_thinking="
+                f"{template['enable_thinking']!r} conflicts with the profile's thinking: {thinking}; keep one"
+            )
+        template["enable_thinking"] = want
+    if template:
+        extra["chat_template_kwargs"] = template
+    return extra
+
+
 class OpenAIChatModel:
-    """A configured Chat Completions endpoint.
+    """A configured OpenAI-family endpoint.
 
     Args:
         name: profile name (for logs and errors).
         base_url: endpoint root ending in ``/v1``; ``None`` = api.openai.com.
         api_key: the key; never logged.
         max_retries: SDK retries on 429/5xx/connection errors/timeouts.
-        timeout_s: default per-call timeout.
+        timeout_s: default per-attempt timeout of a call (``ChatRequest.timeout_s`` overrides).
         token_param: ``max_completion_tokens`` (OpenAI) or ``max_tokens`` (most compatible servers).
-        default_extra: extra body fields sent on every call (e.g. vLLM ``chat_template_kwargs``).
+        default_extra: extra body fields sent on every call (e.g. vLLM ``top_k``).
+        client: a ready SDK client (tests, Azure).
+        api: ``chat``, ``responses``, or ``auto`` (Responses for the models that need it).
+        thinking: Qwen's switch: ``server_default``, ``enabled`` or ``disabled`` (Chat only).
+        key_hint: where the key comes from, for error messages.
     """
+
+    kind = "openai"
 
     def __init__(
         self,
@@ -69,20 +113,87 @@ class OpenAIChatModel:
         token_param: str = "max_completion_tokens",
         default_extra: Mapping[str, Any] | None = None,
         client: Any = None,
+        api: str = "chat",
+        thinking: str = "server_default",
+        key_hint: str = "",
     ) -> None:
         import openai  # lazily: the package loads without provider SDKs
 
+        if api not in ("chat", "responses", "auto"):
+            raise ConfigError(f"provider {name!r}: api must be chat, responses or auto, got {api!r}")
+        if thinking not in ("server_default", "enabled", "disabled"):
+            raise ConfigError(
+                f"provider {name!r}: thinking must be server_default, enabled or disabled, got {thinking!r}"
+            )
         self.name = name
+        self.api = api
+        self.thinking = thinking
         self.token_param = token_param
         self.default_extra = dict(default_extra or {})
-        self._client = client or openai.OpenAI(
-            base_url=base_url, api_key=api_key or "unused", max_retries=max_retries, timeout=timeout_s
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self._secrets: tuple[str, ...] = (api_key,) if api_key else ()
+        endpoint = base_url or OPENAI_BASE_URL
+        self._ctx = ErrorContext(
+            name=name,
+            endpoint=endpoint,
+            key_hint=key_hint or f"the key configured for provider {name!r}",
+            retries=max_retries,
+            secrets=self._secrets,
         )
+        # base_url is always explicit, so an ambient OPENAI_BASE_URL never redirects our key.
+        self._client = client or openai.OpenAI(
+            base_url=endpoint, api_key=api_key or "unused", max_retries=max_retries, timeout=timeout_s
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, endpoint={self._ctx.endpoint!r}, api={self.api!r})"
+
+    # -- hooks for subclasses ----------------------------------------------------------------
+
+    def wire_model(self, model: str) -> str:
+        """The model name sent on the wire (Azure: the deployment)."""
+        return model
+
+    def uses_responses(self, model: str) -> bool:
+        """Whether a call for ``model`` goes to the Responses API."""
+        if self.api == "auto":
+            from skillopt.models.openai_responses import needs_responses_api
+
+            return needs_responses_api(model)
+        return self.api == "responses"
+
+    def _responses_query(self) -> Mapping[str, str] | None:
+        return None
+
+    # -- the call ----------------------------------------------------------------------------
 
     def complete(self, request: ChatRequest) -> ChatResponse:
         import openai
 
-        kwargs: dict[str, Any] = {"model": request.model, "messages": to_openai_messages(request.messages)}
+        timeout = max(_MIN_TIMEOUT_S, request.timeout_s if request.timeout_s is not None else self.timeout_s)
+        # Which stage asked (rollout, analyst, merge...): for gateways, recordings and scripted
+        # servers; providers ignore unknown headers.
+        common: dict[str, Any] = {"timeout": timeout, "extra_headers": {STAGE_HEADER: request.stage}}
+        model = self.wire_model(request.model)
+        try:
+            if self.uses_responses(request.model):
+                from skillopt.models.openai_responses import parse_response, responses_kwargs
+
+                kwargs = responses_kwargs(
+                    request, model=model, extra={**self.default_extra, **dict(request.extra)}
+                )
+                query = self._responses_query()
+                if query:
+                    kwargs["extra_query"] = dict(query)
+                return parse_response(self._client.responses.create(**kwargs, **common), name=self.name)
+            resp = self._client.chat.completions.create(**self._chat_kwargs(request, model), **common)
+        except openai.OpenAIError as exc:
+            raise map_sdk_error(openai, exc, self._ctx, timeout_s=timeout) from exc
+        return self._parse_chat(resp)
+
+    def _chat_kwargs(self, request: ChatRequest, model: str) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"model": model, "messages": to_openai_messages(request.messages)}
         if request.tools:
             kwargs["tools"] = [
                 {
@@ -100,30 +211,16 @@ class OpenAIChatModel:
         if request.max_output_tokens:
             kwargs[self.token_param] = request.max_output_tokens
         if request.reasoning_effort and not request.tools:
+            # Chat Completions refuses reasoning_effort together with function tools on several
+            # reasoning models, so it is only sent without tools.
             kwargs["reasoning_effort"] = request.reasoning_effort
-        extra = {**self.default_extra, **dict(request.extra)}
+        extra = chat_extra(self.default_extra, request.extra, thinking=self.thinking, name=self.name)
         if extra:
             kwargs["extra_body"] = extra
-        if request.timeout_s is not None:
-            kwargs["timeout"] = max(1.0, request.timeout_s)
-        # Which stage asked (rollout, analyst, merge...): for gateways, recordings and scripted
-        # servers; providers ignore unknown headers.
-        kwargs["extra_headers"] = {"X-Skillopt-Stage": request.stage}
-        try:
-            resp = self._client.chat.completions.create(**kwargs)
-        except openai.RateLimitError as exc:
-            raise RateLimited(f"{self.name}: rate limited after retries: {exc.message}") from exc
-        except openai.APITimeoutError as exc:
-            raise ModelTimeout(f"{self.name}: no answer within the timeout") from exc
-        except openai.AuthenticationError as exc:
-            raise ModelError(
-                f"{self.name}: the provider rejected the key ({exc.status_code}); check the key configured for this provider"
-            ) from exc
-        except openai.APIStatusError as exc:
-            raise ModelError(f"{self.name}: HTTP {exc.status_code}: {exc.message}") from exc
-        except openai.APIConnectionError as exc:
-            raise ModelError(f"{self.name}: cannot connect to the model endpoint: {exc}") from exc
-        if not resp.choices:
+        return kwargs
+
+    def _parse_chat(self, resp: Any) -> ChatResponse:
+        if not getattr(resp, "choices", None):
             raise ModelError(f"{self.name}: the response had no choices")
         choice = resp.choices[0]
         msg = choice.message

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from skillopt.errors import ModelError
+from skillopt.models._errors import is_retryable
 from skillopt.models.base import ChatModel, ChatRequest
 from skillopt.types import Message, ModelSpec, Usage
 
@@ -101,7 +102,9 @@ class RoleModel:
         model: the provider endpoint.
         spec: model name and sampling parameters of this role.
         tracker: where usage is recorded.
-        retries: extra attempts on top of the SDK's own retries, for answers that are empty.
+        retries: extra attempts on top of the SDK's own retries, for answers that are empty and
+            for failures that may pass later (:func:`skillopt.models._errors.is_retryable`: rate
+            limits, timeouts, 5xx); a rejected key or request is raised at once.
     """
 
     def __init__(self, model: ChatModel, spec: ModelSpec, tracker: UsageTracker, *, retries: int = 2) -> None:
@@ -144,6 +147,8 @@ class RoleModel:
                 self.tracker.add(stage, Usage(calls=1))
                 last = exc
                 log.warning("model.call_failed", stage=stage, attempt=attempt + 1, error=exc.message)
+                if not is_retryable(exc):
+                    raise
                 continue
             self.tracker.add(
                 stage,

@@ -70,23 +70,25 @@ class ModelSpec(_message.Message):
     def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., temperature: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., reasoning_effort: _Optional[str] = ..., extra_json: _Optional[str] = ...) -> None: ...
 
 class Limits(_message.Message):
-    __slots__ = ("wall_time_s", "max_turns", "exec_timeout_s", "memory_bytes", "cpus", "output_bytes")
+    __slots__ = ("wall_time_s", "max_turns", "exec_timeout_s", "memory_bytes", "cpus", "output_bytes", "max_model_tokens")
     WALL_TIME_S_FIELD_NUMBER: _ClassVar[int]
     MAX_TURNS_FIELD_NUMBER: _ClassVar[int]
     EXEC_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     CPUS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_MODEL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     wall_time_s: float
     max_turns: int
     exec_timeout_s: float
     memory_bytes: int
     cpus: float
     output_bytes: int
-    def __init__(self, wall_time_s: _Optional[float] = ..., max_turns: _Optional[int] = ..., exec_timeout_s: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., output_bytes: _Optional[int] = ...) -> None: ...
+    max_model_tokens: int
+    def __init__(self, wall_time_s: _Optional[float] = ..., max_turns: _Optional[int] = ..., exec_timeout_s: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., output_bytes: _Optional[int] = ..., max_model_tokens: _Optional[int] = ...) -> None: ...
 
 class RunRequest(_message.Message):
-    __slots__ = ("rollout_id", "env", "agent", "task", "grading", "skill", "model", "limits", "use_eval_feedback", "diagnostic_instruction")
+    __slots__ = ("rollout_id", "env", "agent", "task", "grading", "skill", "model", "limits", "use_eval_feedback", "diagnostic_instruction", "model_cache")
     ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
@@ -97,6 +99,7 @@ class RunRequest(_message.Message):
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     USE_EVAL_FEEDBACK_FIELD_NUMBER: _ClassVar[int]
     DIAGNOSTIC_INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
+    MODEL_CACHE_FIELD_NUMBER: _ClassVar[int]
     rollout_id: str
     env: str
     agent: str
@@ -107,7 +110,8 @@ class RunRequest(_message.Message):
     limits: Limits
     use_eval_feedback: bool
     diagnostic_instruction: str
-    def __init__(self, rollout_id: _Optional[str] = ..., env: _Optional[str] = ..., agent: _Optional[str] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., grading: _Optional[_Union[Grading, _Mapping]] = ..., skill: _Optional[_Union[Skill, _Mapping]] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., use_eval_feedback: _Optional[bool] = ..., diagnostic_instruction: _Optional[str] = ...) -> None: ...
+    model_cache: str
+    def __init__(self, rollout_id: _Optional[str] = ..., env: _Optional[str] = ..., agent: _Optional[str] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., grading: _Optional[_Union[Grading, _Mapping]] = ..., skill: _Optional[_Union[Skill, _Mapping]] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., use_eval_feedback: _Optional[bool] = ..., diagnostic_instruction: _Optional[str] = ..., model_cache: _Optional[str] = ...) -> None: ...
 
 class RunEvent(_message.Message):
     __slots__ = ("time_ns", "progress", "result")
@@ -143,6 +147,7 @@ class InfraError(_message.Message):
         MODEL_UNAVAILABLE: _ClassVar[InfraError.Kind]
         CANCELLED: _ClassVar[InfraError.Kind]
         INTERNAL: _ClassVar[InfraError.Kind]
+        REPLAY_MISS: _ClassVar[InfraError.Kind]
     KIND_UNSPECIFIED: InfraError.Kind
     OOM_KILLED: InfraError.Kind
     TIMEOUT: InfraError.Kind
@@ -153,6 +158,7 @@ class InfraError(_message.Message):
     MODEL_UNAVAILABLE: InfraError.Kind
     CANCELLED: InfraError.Kind
     INTERNAL: InfraError.Kind
+    REPLAY_MISS: InfraError.Kind
     KIND_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     RETRYABLE_FIELD_NUMBER: _ClassVar[int]

@@ -230,7 +230,7 @@ def test_gate_mixed_weight_out_of_range(weight: float) -> None:
         (lambda: EnvConfig(name="spreadsheetbench", split_ratio="2:1"), "env.split_ratio: expected"),
         (lambda: EnvConfig(name="spreadsheetbench", exec_timeout=700), "exceeds env.task_timeout"),
         (lambda: EnvConfig(name="spreadsheetbench", cpus=0), "env.cpus: must be > 0"),
-        (lambda: EnvConfig(name="spreadsheetbench", agent="react"), "allowed: codegen_single, codegen_multi"),
+        (lambda: EnvConfig(name="spreadsheetbench", agent="nope"), "allowed: codegen_single, codegen_multi"),
         (lambda: EnvConfig(name="nosuchbench"), "unknown env 'nosuchbench'; known: spreadsheetbench"),
         (lambda: EnvConfig(name=""), "env.name: is required"),
         (lambda: SandboxConfig(endpoints=["localhost"]), 'sandbox.endpoints[0]: expected "host:port"'),  # type: ignore[arg-type]

@@ -1,0 +1,131 @@
+"""Record/replay store of model exchanges, keyed by the canonical request.
+
+``record`` forwards and stores every exchange; ``replay`` answers only from the store (a miss
+is a typed error), so a recorded run re-executes offline, byte for byte; ``off`` does neither.
+
+The canonical request drops what changes between otherwise identical calls: client bookkeeping
+fields (``prompt_cache_key``, ``metadata``, ``client_metadata``, ``user``, ``store``,
+``stream_options``, ``service_tier``), and in system/developer text the date lines agent CLIs
+inject (Codex's ``<current_date>``, "Today's date is …").
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CACHE_MODES", "ExchangeCache", "StoredResponse", "canonical_key"]
+
+CACHE_MODES = ("off", "record", "replay")
+_VOLATILE_KEYS = frozenset(
+    {
+        "prompt_cache_key",
+        "metadata",
+        "client_metadata",
+        "user",
+        "store",
+        "stream_options",
+        "service_tier",
+        "safety_identifier",
+    }
+)
+_DATES = (
+    re.compile(r"<current_date>.*?</current_date>", re.S),
+    re.compile(r"<timezone>.*?</timezone>", re.S),
+    re.compile(r"(Today's date is )[^\n.]*"),
+    re.compile(r"(Current date: )[^\n]*"),
+)
+
+
+def _scrub_text(text: str) -> str:
+    for pattern in _DATES:
+        text = pattern.sub(lambda m: m.group(1) if m.groups() else "", text)
+    return text
+
+
+def _canonical(value: Any, *, system: bool = False) -> Any:
+    if isinstance(value, dict):
+        role = value.get("role")
+        is_system = system or role in ("system", "developer")
+        return {
+            k: _canonical(v, system=is_system or k in ("system", "instructions"))
+            for k, v in sorted(value.items())
+            if k not in _VOLATILE_KEYS
+        }
+    if isinstance(value, list):
+        return [_canonical(v, system=system) for v in value]
+    if isinstance(value, str) and system:
+        return _scrub_text(value)
+    return value
+
+
+def canonical_key(api: str, body: Any) -> str:
+    """SHA-256 of the canonical form of a request (``api`` names the endpoint kind)."""
+    raw = json.dumps(
+        {"api": api, "body": _canonical(body)}, sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    status: int
+    content_type: str
+    body: bytes
+    usage: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "content_type": self.content_type,
+            "body_b64": base64.b64encode(self.body).decode("ascii"),
+            "usage": self.usage,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StoredResponse:
+        return cls(
+            status=int(data["status"]),
+            content_type=str(data.get("content_type", "application/json")),
+            body=base64.b64decode(data["body_b64"]),
+            usage=dict(data.get("usage") or {}),
+        )
+
+
+class ExchangeCache:
+    """Exchanges stored as files ``<dir>/<key[:2]>/<key>.json``; safe across threads and
+    processes (atomic renames)."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+
+    def _path(self, key: str) -> Path:
+        return self.dir / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> StoredResponse | None:
+        path = self._path(key)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        return StoredResponse.from_json(data["response"])
+
+    def put(self, key: str, request: Any, response: StoredResponse) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(
+            json.dumps({"request": request, "response": response.to_json()}, ensure_ascii=False),
+            encoding="utf-8",
+        )
+        with self._lock:
+            tmp.replace(path)

@@ -1,0 +1,119 @@
+"""The internal Docker network of exec-agent containers, and the host firewall around it.
+
+Exec agents (Codex CLI, Claude Code) need a model, so their containers cannot use
+``network_mode=none``. They join one internal bridge network per sandbox host: no route out
+(Docker's ``internal``), no traffic between containers (``enable_icc=false``), and host INPUT
+rules that drop everything arriving from the bridge except TCP to the gateway's port. So the
+only thing such a container can reach is the gateway.
+
+Needs root (iptables); without it exec agents are disabled with that reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import shutil
+import subprocess
+
+import docker
+import docker.errors
+import structlog
+
+from sandbox.runtime.docker_runtime import LABEL_HOST, LABEL_MANAGED
+from skillopt.errors import ConfigError
+
+__all__ = ["GatewayNetwork"]
+
+log = structlog.get_logger("skillopt.sandbox.gateway")
+
+
+class GatewayNetwork:
+    """Create (or adopt) the host's exec-agent network and firewall it to one port."""
+
+    def __init__(self, client: docker.DockerClient, host_id: str) -> None:
+        self.client = client
+        self.name = f"skillopt-gw-{host_id}"
+        # Linux interface names are at most 15 characters.
+        self.bridge = "sogw" + hashlib.sha256(host_id.encode()).hexdigest()[:10]
+        self.port: int | None = None
+        self._iptables = shutil.which("iptables")
+        if self._iptables is None:
+            raise ConfigError("exec agents need iptables on the sandbox host (apt-get install iptables)")
+        try:
+            net = self.client.networks.get(self.name)
+        except docker.errors.NotFound:
+            net = self.client.networks.create(
+                self.name,
+                driver="bridge",
+                internal=True,
+                options={
+                    "com.docker.network.bridge.enable_icc": "false",
+                    "com.docker.network.bridge.name": self.bridge,
+                },
+                labels={LABEL_MANAGED: "1", LABEL_HOST: host_id},
+            )
+        net.reload()
+        config = (net.attrs.get("IPAM") or {}).get("Config") or [{}]
+        self.gateway_ip = config[0].get("Gateway", "")
+        if not self.gateway_ip:
+            raise ConfigError(f"docker network {self.name} has no gateway address")
+        self.bridge = (net.attrs.get("Options") or {}).get("com.docker.network.bridge.name", self.bridge)
+
+    def _rules(self, port: int) -> list[list[str]]:
+        return [
+            ["INPUT", "-i", self.bridge, "-j", "DROP", "-m", "comment", "--comment", f"skillopt {self.name}"],
+            [
+                "INPUT",
+                "-i",
+                self.bridge,
+                "-p",
+                "tcp",
+                "--dport",
+                str(port),
+                "-j",
+                "ACCEPT",
+                "-m",
+                "comment",
+                "--comment",
+                f"skillopt {self.name}",
+            ],
+        ]
+
+    def _run(self, *args: str) -> bool:
+        assert self._iptables is not None
+        out = subprocess.run([self._iptables, "-w", *args], capture_output=True, text=True)
+        return out.returncode == 0
+
+    def firewall(self, port: int) -> None:
+        """Allow only ``port`` on the bridge (inserted in order: ACCEPT ends up above DROP).
+
+        Raises:
+            ConfigError: iptables refused (not root?).
+        """
+        self.port = port
+        self._flush_stale()
+        for rule in self._rules(port):
+            if not self._run("-C", *rule) and not self._run("-I", *rule):
+                raise ConfigError(
+                    f"cannot install the firewall rule for {self.name} (iptables -I {' '.join(rule)} failed; run the service as root)"
+                )
+        log.info("gateway.network", network=self.name, bridge=self.bridge, ip=self.gateway_ip, port=port)
+
+    def _flush_stale(self) -> None:
+        """Remove rules a previous instance of this host left (another gateway port)."""
+        assert self._iptables is not None
+        listing = subprocess.run([self._iptables, "-w", "-S", "INPUT"], capture_output=True, text=True).stdout
+        for line in listing.splitlines():
+            if f"skillopt {self.name}" in line and line.startswith("-A "):
+                self._run("-D", *shlex.split(line[3:]))
+
+    def close(self) -> None:
+        if self.port is not None:
+            for rule in self._rules(self.port):
+                while self._run("-C", *rule):
+                    self._run("-D", *rule)
+        try:
+            self.client.networks.get(self.name).remove()
+        except docker.errors.APIError as exc:  # containers still attached: the reaper retries
+            log.warning("gateway.network_remove_failed", network=self.name, error=str(exc))
