@@ -21,7 +21,7 @@ from controller.fleet.executor import FleetExecutor
 from skillopt.config import Config
 from skillopt.errors import ConfigError
 from skillopt.models.openai_chat import OpenAIChatModel
-from skillopt.models.profiles import build_model, load_profiles
+from skillopt.models.profiles import load_profiles, validate_profiles
 from skillopt.models.roles import RoleModel, UsageTracker
 from skillopt.trainer.rollouts import RolloutSpec, RolloutStage
 from skillopt.types import Limits, ModelSpec
@@ -107,14 +107,10 @@ def open_session(cfg: Config, *, out_dir: Path, simulate: bool | None = None) ->
             target = ModelSpec(provider="sim", model=SIM_TARGET)
         else:
             profiles = load_profiles(file=m.providers_file or None)
-            for role, name in (("optimizer", m.optimizer_provider), ("target", m.target_provider)):
-                if name not in profiles:
-                    raise ConfigError(
-                        f"model.{role}_provider is {name!r} but no such provider profile is configured; "
-                        "set OPENAI_API_KEY for 'openai' or define it in model.providers_file"
-                    )
+            # Fail now, with what to set, rather than at the first call of a long run.
+            models = validate_profiles(profiles, [m.optimizer_provider, m.target_provider])
             optimizer = RoleModel(
-                build_model(profiles[m.optimizer_provider]),
+                models[m.optimizer_provider],
                 ModelSpec(
                     provider=m.optimizer_provider,
                     model=m.optimizer,

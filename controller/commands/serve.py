@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     from sandbox.server.serve import ServerConfig, serve
     from sandbox.service.rollout import DEFAULT_LIMITS, ServiceConfig
     from skillopt.logs import configure_logging
-    from skillopt.models.profiles import load_profiles
+    from skillopt.models.profiles import load_profiles, validate_profiles
 
     configure_logging(json=args.log_format == "json", level=args.log_level)
     try:
@@ -114,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
                 raise ConfigError(f"token file {args.token_file} is empty")
         elif os.environ.get("SKILLOPT_SANDBOX_TOKEN"):
             token = os.environ["SKILLOPT_SANDBOX_TOKEN"]
+        providers = load_profiles(file=args.providers, specs=args.provider)
+        validate_profiles(providers)  # every configured provider builds, or the host does not start
         spec = ContainerSpec(
             image=args.image, runtime=args.runtime, memory_bytes=args.memory_mb * MiB, cpus=args.cpus
         )
@@ -135,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
             service=ServiceConfig(
                 host_id=args.host_id, capacity=args.capacity, base_spec=spec, default_limits=limits
             ),
-            providers=load_profiles(file=args.providers, specs=args.provider),
+            providers=providers,
             gateway_cache_dir=args.gateway_cache_dir,
             gateway_cache_mode=args.gateway_cache_mode,
             exec_agents=args.exec_agents,

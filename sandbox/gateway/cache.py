@@ -5,8 +5,10 @@ is a typed error), so a recorded run re-executes offline, byte for byte; ``off``
 
 The canonical request drops what changes between otherwise identical calls: client bookkeeping
 fields (``prompt_cache_key``, ``metadata``, ``client_metadata``, ``user``, ``store``,
-``stream_options``, ``service_tier``), and in system/developer text the date lines agent CLIs
-inject (Codex's ``<current_date>``, "Today's date is …").
+``stream_options``, ``service_tier``), item and call ids, the environment notes agent CLIs add
+(Codex's ``<current_date>``/``<timezone>`` tags, its tool-output chunk ids and wall times), and
+in system/developer text the "Today's date is …" lines. These rules were derived from the real
+Codex CLI 0.171 and Claude Code 2.1.332; a newer CLI may need more.
 """
 
 from __future__ import annotations
@@ -34,19 +36,37 @@ _VOLATILE_KEYS = frozenset(
         "stream_options",
         "service_tier",
         "safety_identifier",
+        # Item and call ids: client-generated (Codex names its input items msg_<uuid>) or copied
+        # from an earlier response; the content around them identifies the request.
+        "id",
+        "call_id",
+        "tool_use_id",
+        "tool_call_id",
     }
 )
-_DATES = (
+# What agent CLIs add about the environment they run in; never task data.
+_ENV_TAGS = (
     re.compile(r"<current_date>.*?</current_date>", re.S),
     re.compile(r"<timezone>.*?</timezone>", re.S),
+    # Claude Code's context-budget reminder inside tool results.
+    re.compile(r"<total_tokens>\d+ tokens left</total_tokens>"),
+    # Codex's tool-output header: a random chunk id and the measured wall time.
+    re.compile(r"(?m)^Chunk ID: [0-9a-f]+$"),
+    re.compile(r"(?m)^Wall time: [0-9.]+ seconds$"),
+)
+# Plain-prose date lines: only scrubbed in system/developer text.
+_SYSTEM_DATES = (
     re.compile(r"(Today's date is )[^\n.]*"),
     re.compile(r"(Current date: )[^\n]*"),
 )
 
 
-def _scrub_text(text: str) -> str:
-    for pattern in _DATES:
-        text = pattern.sub(lambda m: m.group(1) if m.groups() else "", text)
+def _scrub_text(text: str, *, system: bool) -> str:
+    for pattern in _ENV_TAGS:
+        text = pattern.sub("", text)
+    if system:
+        for pattern in _SYSTEM_DATES:
+            text = pattern.sub(lambda m: m.group(1), text)
     return text
 
 
@@ -61,8 +81,8 @@ def _canonical(value: Any, *, system: bool = False) -> Any:
         }
     if isinstance(value, list):
         return [_canonical(v, system=system) for v in value]
-    if isinstance(value, str) and system:
-        return _scrub_text(value)
+    if isinstance(value, str):
+        return _scrub_text(value, system=system)
     return value
 
 

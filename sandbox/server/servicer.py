@@ -104,7 +104,12 @@ class SandboxServicer(pb_grpc.SandboxServicer):
             digests[spec.image] = self.service.runtime.image_digest(spec.image)
         except ImageMissing:
             digests[spec.image] = ""
-        agents = [f"{name}/{agent}" for name in available_envs() for agent in get_env(name).agents]
+        agents = [
+            f"{name}/{agent}"
+            for name in available_envs()
+            for agent in get_env(name).agents
+            if get_env(name).container(agent) != "gateway" or self.service.gateway_url is not None
+        ]
         return pb.DescribeResponse(
             host=self.service.config.host_id,
             version=__version__,

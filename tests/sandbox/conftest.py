@@ -39,7 +39,13 @@ def scripted() -> Iterator[ScriptedModelServer]:
 
 
 def start_service(
-    scripted: ScriptedModelServer, *, capacity: int = 4, pool_size: int = 2, **service_kw
+    scripted: ScriptedModelServer,
+    *,
+    capacity: int = 4,
+    pool_size: int = 2,
+    server_kw: dict | None = None,
+    provider_key: str = "",
+    **service_kw,
 ) -> Iterator[Service]:
     state = tempfile.mkdtemp(prefix="so-svc-", dir="/tmp")
     host_id = f"test-{uuid.uuid4().hex[:8]}"
@@ -51,10 +57,22 @@ def start_service(
         service=ServiceConfig(host_id=host_id, capacity=capacity, base_spec=ContainerSpec(), **service_kw),
         providers={
             "scripted": ProviderProfile(
-                name="scripted", kind="openai_compatible", base_url=scripted.base_url, max_retries=0
-            )
+                name="scripted",
+                kind="openai_compatible",
+                base_url=scripted.base_url,
+                max_retries=0,
+                api_key=provider_key,
+            ),
+            "scripted-anthropic": ProviderProfile(
+                name="scripted-anthropic",
+                kind="anthropic",
+                base_url=scripted.anthropic_base_url,
+                max_retries=0,
+                api_key=provider_key,
+            ),
         },
         drain_grace_s=5.0,
+        **(server_kw or {}),
     )
     with serve(config) as running:
         client = SandboxClient(ChannelConfig(address=running.address, token=token))

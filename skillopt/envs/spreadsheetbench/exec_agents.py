@@ -33,6 +33,8 @@ __all__ = ["CLIS", "render_skill_md", "run_exec_agent"]
 
 CLIS = {"codex_exec": "codex", "claude_code_exec": "claude"}
 _LAST_MESSAGE = ".skillopt/last_message.txt"
+# The CLIs' own state (config, sessions) lives in the workspace tmpfs, created up front.
+_HOMES = ".skillopt/home"
 _OUTPUT_CAP = 4 * 1024 * 1024
 # Time kept back from the CLI for grading every case afterwards.
 _GRADING_RESERVE_S = 30.0
@@ -77,7 +79,11 @@ def _codex_argv(ctx: AgentContext, prompt: str) -> tuple[list[str], dict[str, st
         "--disable", "apps",
         prompt,
     ]  # fmt: skip
-    env = {"CODEX_HOME": "/tmp/codex-home", "SKILLOPT_GATEWAY_TOKEN": gw.token, "HOME": "/workspace"}
+    env = {
+        "CODEX_HOME": f"/workspace/{_HOMES}/codex",
+        "SKILLOPT_GATEWAY_TOKEN": gw.token,
+        "HOME": "/workspace",
+    }
     return argv, env
 
 
@@ -93,7 +99,7 @@ def _claude_argv(ctx: AgentContext, prompt: str) -> tuple[list[str], dict[str, s
         "--allowedTools", "Bash Read Write Edit Skill",
     ]  # fmt: skip
     env = {
-        "HOME": "/tmp/claude-home",
+        "HOME": f"/workspace/{_HOMES}/claude",
         "ANTHROPIC_BASE_URL": gw.base_url,
         "ANTHROPIC_API_KEY": gw.token,
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -230,8 +236,9 @@ def _run(ctx: AgentContext, st: RolloutState, agent: str) -> RolloutResult:
     sandbox.write_file("task.md", task_md.encode())
     sandbox.write_file("input.xlsx", first_input)
     sandbox.write_file("run_solution.py", _RUN_SOLUTION.encode())
-    sandbox.write_file(".skillopt/.keep", b"")
-    prompt = load_prompt(f"exec_prompt_{cli}").strip()
+    for name in ("codex", "claude"):
+        sandbox.write_file(f"{_HOMES}/{name}/.keep", b"")
+    prompt = load_prompt(f"exec_prompt_{cli}").format(instruction=req.task.instruction.strip()).strip()
     argv, env = (_codex_argv if cli == "codex" else _claude_argv)(ctx, prompt)
     st.messages = [
         Message(role="system", content=f"[{cli} harness] {' '.join(argv[:2])}"),
