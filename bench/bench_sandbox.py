@@ -250,9 +250,10 @@ def main() -> int:
     print("== cold container (docker SDK) ==")
     for k, v in cold_docker(10).items():
         print(f"  {k:32s} {v:9.2f}")
-    print("== rollout start -> first instruction, concurrency 8 ==")
-    for k, v in first_instruction(args.waves, 8).items():
-        print(f"  {k:32s} {v:9.2f}")
+    for concurrency in (1, 8):
+        print(f"== rollout start -> first instruction, concurrency {concurrency} ==")
+        for k, v in first_instruction(args.waves, concurrency).items():
+            print(f"  {k:32s} {v:9.2f}")
     print(f"== same script on {args.tasks} real tasks: sandbox vs bare host subprocess ==")
     for k, v in same_script(args.tasks).items():
         print(f"  {k:32s} {v:9.3f}")

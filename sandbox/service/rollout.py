@@ -241,7 +241,10 @@ class RolloutService:
         env = get_env(request.env)
         exec_agent = env.container(request.agent) == "gateway"
         base = self.exec_spec if exec_agent else self.config.base_spec
-        spec = base.with_limits(memory_bytes=limits.memory_bytes, cpus=limits.cpus)
+        memory = limits.memory_bytes
+        if exec_agent and memory is not None:
+            memory = max(memory, base.memory_bytes)  # an agent CLI needs its room (~200 MB each)
+        spec = base.with_limits(memory_bytes=memory, cpus=limits.cpus)
         sandbox: LeasedSandbox | None = None
         handle = None
         session = None
