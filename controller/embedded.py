@@ -51,6 +51,7 @@ def embedded_sandbox(
     cpus: float = 1.0,
     log_dir: Path | None = None,
     start_timeout_s: float = 120.0,
+    cache_dir: str = "",
 ) -> Iterator[EmbeddedSandbox]:
     """Start a local sandbox service; stop it (draining) when the block ends.
 
@@ -99,6 +100,9 @@ def embedded_sandbox(
     ]
     if runtime:
         cmd += ["--runtime", runtime]
+    if cache_dir:
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
+        cmd += ["--gateway-cache-dir", str(Path(cache_dir).resolve())]
     if providers_file:
         cmd += ["--providers", providers_file]
     for spec in providers:

@@ -160,6 +160,7 @@ def open_session(cfg: Config, *, out_dir: Path, simulate: bool | None = None) ->
                     memory_mb=cfg.env.memory_mb,
                     cpus=cfg.env.cpus,
                     log_dir=out_dir,
+                    cache_dir=cfg.sandbox.model_cache_dir,
                 )
             )
             channels = [ChannelConfig(address=emb.address, token=emb.token)]
@@ -173,6 +174,7 @@ def open_session(cfg: Config, *, out_dir: Path, simulate: bool | None = None) ->
             agent=cfg.env.agent,
             model=target,
             limits=_limits(cfg),
+            model_cache=cfg.sandbox.model_cache,
         )
         yield Session(
             rollouts=RolloutStage(executor, spec),

@@ -614,8 +614,22 @@ class SandboxConfig(_Section):
     """Docker runtime of rollout containers; ``""`` = the engine's default, ``runsc`` = gVisor."""
     rpc_timeout_slack_s: float = 60
     """Seconds added to a rollout's wall time for the RPC deadline (queueing, container start)."""
+    model_cache: str = ""
+    """Model exchange cache of the rollouts: ``off``, ``record``, ``replay`` (a miss is an error);
+    ``""`` = the sandbox host's default."""
+    model_cache_dir: str = ""
+    """The embedded sandbox's record/replay store (created if missing); ``""`` = none."""
 
     def _validate(self) -> None:
+        if self.model_cache not in ("", "off", "record", "replay"):
+            raise FieldError(
+                self._key("model_cache"), f"must be off, record or replay, got {self.model_cache!r}"
+            )
+        if self.model_cache in ("record", "replay") and not self.endpoints and not self.model_cache_dir:
+            raise FieldError(
+                self._key("model_cache"),
+                "record/replay on the embedded sandbox needs sandbox.model_cache_dir",
+            )
         seen: set[str] = set()
         for i, endpoint in enumerate(self.endpoints):
             key = f"{self._key('endpoints')}[{i}]"

@@ -45,6 +45,8 @@ class RolloutSpec:
     model: ModelSpec
     limits: Limits
     skill_name: str = "skillopt-target"
+    #: Model exchange cache mode for every rollout ("" = the host's default).
+    model_cache: str = ""
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,7 @@ class RolloutStage:
             limits=self.spec.limits,
             use_eval_feedback=use_eval_feedback,
             diagnostic_instruction=diagnostic,
+            model_cache=self.spec.model_cache,
         )
 
     def run(
