@@ -208,12 +208,51 @@ def test_sandbox_exec_cli_contract(docker_client, sample, short_tmp):
     assert res.returncode == 2 and "cannot read" in res.stderr
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM])
-def test_sigterm_drains_and_exits_cleanly(docker_client, scripted, short_tmp, sig):
+def test_sigterm_drains_in_flight_rollouts_and_refuses_new_ones(
+    docker_client, scripted, scripts, sample, short_tmp
+):
+    from skillopt.errors import Draining
+    from skillopt.testing.fixtures.spreadsheetbench import solution_code
+
     host_id = f"test-drain-{uuid.uuid4().hex[:6]}"
     token_file = short_tmp / "token"
     token_file.write_text("t0ken")
     svc = ServiceProcess(short_tmp / "state", host_id, token_file, scripted.base_url)
-    svc.proc.send_signal(sig)
+    client = svc.client("t0ken")
+    # A rollout whose program takes a moment (its workload, not a synchronisation).
+    slow = "import time\ntime.sleep(1.5)\n" + solution_code("416-15")
+    scripts.scripts[sample.task("416-15").instruction[:120]] = [fenced(slow)]
+    executing = threading.Event()
+    box: dict = {}
+
+    def run():
+        try:
+            box["row"] = client.run(
+                request_for(sample, "416-15"),
+                timeout_s=120,
+                on_event=lambda e: e.phase == "exec" and executing.set(),
+            )
+        except SkillOptError as exc:
+            box["error"] = exc
+        finally:
+            executing.set()
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert executing.wait(120)
+    svc.proc.send_signal(signal.SIGTERM)
+    # Draining: a new rollout is refused with UNAVAILABLE (the client's Draining) ...
+    with pytest.raises((Draining, SkillOptError)) as info:
+        client.run(request_for(sample, "32255"), timeout_s=30)
+    assert (
+        "drain" in info.value.message
+        or "shutting down" in info.value.message
+        or "UNAVAILABLE" in info.value.message
+    )
+    # ... while the one in flight completes with its real result.
+    t.join(120)
+    assert "row" in box, box
+    assert box["row"].hard == 1.0 and box["row"].infra_error is None
+    client.close()
     assert svc.proc.wait(60) == 0
     assert _containers(docker_client, host_id) == []
