@@ -11,18 +11,23 @@
 #   6. docker/build.sh: base, runtime (with the agent CLIs Codex and Claude Code at the versions in
 #      docker/agents/versions.env) and service images (no-op when up to date)
 #
-# usage: scripts/setup.sh [--agents]
+# usage: scripts/setup.sh [--agents] [--gvisor]
 #   --agents   accepted for compatibility and otherwise ignored: the agent CLIs are now always
 #              part of the runtime image (the tests need them).
+#   --gvisor   also install gVisor (Debian's runsc) and register it with Docker as runtime
+#              "runsc" (--network=none --platform=ptrace --host-uds=all), for
+#              `skillopt serve --runtime runsc`. Not part of the default setup.
 # Environment: SKILLOPT_PYTHON (interpreter for .venv), plus docker/build.sh's SKILLOPT_* variables.
 # Runs from any directory; uses sudo for apt-get/dockerd when not root.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+gvisor=0
 for arg in "$@"; do
   case "$arg" in
     --agents) ;;  # compatibility: the agent CLIs are always installed now
+    --gvisor) gvisor=1 ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "setup: unknown argument: $arg (see --help)" >&2; exit 2 ;;
   esac
@@ -153,6 +158,27 @@ if [[ -z "$built" ]]; then
   done_ "up to date"
 else
   done_ "built ${built% } (IDs in docker/.build/images.json, log $logf)"
+fi
+
+# 7. gVisor (optional) ------------------------------------------------------------------------------------
+if [[ $gvisor -eq 1 ]]; then
+  step "gvisor"
+  command -v runsc >/dev/null || apt_install runsc
+  if docker info 2>/dev/null | grep -q 'Runtimes:.*runsc'; then
+    done_ "registered"
+  else
+    cfg=/etc/docker/daemon.json
+    [[ -e $cfg ]] && die "$cfg exists without a runsc runtime: add it by hand (see docker/README.md)"
+    # host-uds: the runner connects to the service's socket on a bind mount; network=none:
+    # gVisor is used for the network-less containers only (exec agents stay on runc).
+    "${sudo[@]}" mkdir -p /etc/docker
+    printf '%s\n' '{"runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--platform=ptrace", "--host-uds=all"]}}}' \
+      | "${sudo[@]}" tee "$cfg" >/dev/null
+    "${sudo[@]}" pkill -HUP -x dockerd || die "could not signal dockerd to reload $cfg"
+    for _ in $(seq 20); do docker info 2>/dev/null | grep -q 'Runtimes:.*runsc' && break; sleep 0.5; done
+    docker info 2>/dev/null | grep -q 'Runtimes:.*runsc' || die "dockerd did not pick up runsc from $cfg"
+    done_ "installed and registered runsc"
+  fi
 fi
 
 echo "setup: done in $(secs "$t_all")"

@@ -112,6 +112,9 @@ class RolloutService:
             skill_mounts=EXEC_SKILL_MOUNTS,
             memory_bytes=max(config.base_spec.memory_bytes, 2048 * MiB),
             pids_limit=max(config.base_spec.pids_limit, 512),
+            # gVisor as registered here runs with --network=none; exec agents need the gateway
+            # network, so they use the engine's default runtime behind the firewalled bridge.
+            runtime="",
         )
 
     # -- validation --------------------------------------------------------------------------

@@ -307,9 +307,39 @@ class _Warm:
                 os.close(fd)
             _child(job_r, in_r, out_w, err_w, ctl_fd)
         self.pid = pid
-        self.pidfd = os.pidfd_open(pid)
+        # pidfd: readable when the child exits. Kernels or sandboxes without pidfd_open (gVisor)
+        # use the SIGCHLD wake-up pipe instead, and the exit is confirmed with waitpid.
+        try:
+            self.pidfd = os.pidfd_open(pid)
+            self.owns_fd = True
+        except OSError:
+            self.pidfd = _child_wakeup_fd()
+            self.owns_fd = False
         for fd in (job_r, in_r, out_w, err_w):
             os.close(fd)
+
+
+_WAKEUP: list[int] = []
+
+
+def _child_wakeup_fd() -> int:
+    """Read end of a pipe that receives a byte on every SIGCHLD (set up once)."""
+    if not _WAKEUP:
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(w)
+        _WAKEUP.extend((r, w))
+    return _WAKEUP[0]
+
+
+def _drain_wakeups(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
 
 
 def _read_all(fd: int) -> bytes:
@@ -327,6 +357,8 @@ def _child(job_r: int, in_r: int, out_w: int, err_w: int, ctl_fd: int) -> None:
     try:
         os.setsid()
         os.close(ctl_fd)
+        if _WAKEUP:
+            signal.set_wakeup_fd(-1)
         for sig in (signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         raw = _read_all(job_r)
@@ -394,8 +426,10 @@ class Executor:
         if self.warm is not None:
             os.close(self.warm.job_w)  # EOF: the child exits
             os.waitpid(self.warm.pid, 0)
-            for fd in (self.warm.in_w, self.warm.out_r, self.warm.err_r, self.warm.pidfd):
+            for fd in (self.warm.in_w, self.warm.out_r, self.warm.err_r):
                 os.close(fd)
+            if self.warm.owns_fd:
+                os.close(self.warm.pidfd)
             self.warm = None
 
     def run(self, header: dict, payload: bytes) -> tuple[dict, bytes]:
@@ -410,7 +444,7 @@ class Executor:
         job = json.dumps(header).encode("utf-8")
         _write_all(warm.job_w, job)
         os.close(warm.job_w)
-        pid, pidfd = warm.pid, warm.pidfd
+        pid, pidfd, owns_pidfd = warm.pid, warm.pidfd, warm.owns_fd
         out_r, err_r = warm.out_r, warm.err_r
         stdin_data = payload if header.get("stdin_size") else b""
         writers = [warm.in_w]
@@ -440,7 +474,14 @@ class Executor:
                     writers = []
             for fd in ready_r:
                 if fd == pidfd:
-                    _, status = os.waitpid(pid, 0)
+                    if owns_pidfd:
+                        _, status = os.waitpid(pid, 0)
+                    else:
+                        _drain_wakeups(fd)
+                        done, st = os.waitpid(pid, os.WNOHANG)
+                        if done == 0:
+                            continue  # another child (an orphan) exited
+                        status = st
                     # The direct child is gone; whatever it left behind must not keep our pipes
                     # open (daemonized grandchildren): read what is buffered, then sweep.
                     for ofd in list(open_fds):
@@ -470,7 +511,8 @@ class Executor:
                 pass
             _, status = os.waitpid(pid, 0)
         leftovers = kill_everything_else()
-        os.close(pidfd)
+        if owns_pidfd:
+            os.close(pidfd)
         for fd in open_fds:
             _drain_nonblocking(fd, tails[fd])
             os.close(fd)
