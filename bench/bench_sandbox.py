@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 import docker  # noqa: E402
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient  # noqa: E402
+from controller.embedded import spawn_service, wait_listening  # noqa: E402
 from sandbox.runtime.docker_runtime import DockerRuntime  # noqa: E402
 from sandbox.runtime.lease import LeasedSandbox  # noqa: E402
 from sandbox.runtime.spec import DEFAULT_IMAGE, ContainerSpec, RuntimeConfig  # noqa: E402
@@ -70,16 +71,6 @@ def cold_docker(n: int) -> dict[str, float]:
 FIRST = "import time as _t\nprint(_t.time_ns(), flush=True)\n"
 
 
-def _spawn(cmd: list[str], marker: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = proc.stdout.readline()
-    if marker not in line:
-        proc.kill()
-        raise SystemExit(f"{cmd[2:4]} did not start: {line!r}")
-    threading.Thread(target=proc.stdout.read, daemon=True).start()
-    return proc, line.strip()
-
-
 def _wait_idle(client: SandboxClient, n: int) -> None:
     # A benchmark may poll: wait until the host reports n warm containers.
     for _ in range(600):
@@ -95,7 +86,7 @@ def first_instruction(waves: int, concurrency: int) -> dict[str, float]:
     tmp = Path(tempfile.mkdtemp(prefix="so-bench-", dir="/tmp"))
     scenario = tmp / "scenario.json"
     scenario.write_text(json.dumps({"rules": [], "default": {"reply": {"text": f"```python\n{FIRST}```"}}}))
-    model, line = _spawn(
+    model = subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -105,16 +96,16 @@ def first_instruction(waves: int, concurrency: int) -> dict[str, float]:
             "--port",
             "0",
         ],
-        "http",
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
-    base_url = line.split()[-1]
+    base_url = model.stdout.readline().split()[-1]  # its first line is the base URL
+    threading.Thread(target=model.stdout.read, daemon=True).start()
     (tmp / "token").write_text("bench")
-    service, line = _spawn(
+    service = spawn_service(
         [
-            sys.executable,
-            "-m",
-            "controller.cli",
-            "serve",
             "--listen",
             "127.0.0.1:0",
             "--token-file",
@@ -132,9 +123,9 @@ def first_instruction(waves: int, concurrency: int) -> dict[str, float]:
             "--log-level",
             "warning",
         ],
-        "listening on port",
     )
-    client = SandboxClient(ChannelConfig(address=f"127.0.0.1:{line.rsplit(' ', 1)[1]}", token="bench"))
+    port = wait_listening(service, 120)
+    client = SandboxClient(ChannelConfig(address=f"127.0.0.1:{port}", token="bench"))
 
     def one(i: int) -> tuple[float, float, float]:
         events: dict[str, int] = {}

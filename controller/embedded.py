@@ -19,12 +19,13 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from skillopt.errors import SandboxUnavailable
 
-__all__ = ["EmbeddedSandbox", "embedded_sandbox"]
+__all__ = ["EmbeddedSandbox", "embedded_sandbox", "spawn_service", "wait_listening"]
 
 log = structlog.get_logger("skillopt.controller.embedded")
 
@@ -72,10 +73,6 @@ def embedded_sandbox(
     log_path = (log_dir or state) / "sandbox.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     cmd = [
-        sys.executable,
-        "-m",
-        "controller.cli",
-        "serve",
         "--listen",
         "127.0.0.1:0",
         "--token-file",
@@ -108,17 +105,11 @@ def embedded_sandbox(
     for spec in providers:
         cmd += ["--provider", spec]
     log_fh = open(log_path, "ab")  # noqa: SIM115 - lives as long as the process
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=log_fh,
-        stdin=subprocess.PIPE,  # never written: its EOF tells the service we are gone
-        cwd=Path(__file__).resolve().parents[1],
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        start_new_session=True,  # a Ctrl-C in the terminal reaches us, not the service directly
-    )
+    # stdin is never written: its EOF tells the service we are gone (--exit-with-parent); its
+    # own session: a Ctrl-C in the terminal reaches us, and we stop it in order.
+    proc = spawn_service(cmd, stderr=log_fh, stdin=subprocess.PIPE, new_session=True)
     try:
-        port = _wait_listening(proc, start_timeout_s, log_path)
+        port = wait_listening(proc, start_timeout_s, log_path)
         log.info("embedded.started", address=f"127.0.0.1:{port}", host=host_id, pid=proc.pid)
         yield EmbeddedSandbox(
             address=f"127.0.0.1:{port}", token=token, host_id=host_id, pid=proc.pid, log_path=log_path
@@ -138,12 +129,37 @@ def embedded_sandbox(
         log.info("embedded.stopped", host=host_id, exit_code=proc.returncode)
 
 
-def _wait_listening(proc: subprocess.Popen, timeout_s: float, log_path: Path) -> int:
+def spawn_service(
+    serve_args: Sequence[str],
+    *,
+    stderr: Any = subprocess.DEVNULL,
+    stdin: Any = subprocess.DEVNULL,
+    new_session: bool = False,
+) -> subprocess.Popen:
+    """Start ``skillopt serve <serve_args>`` (this interpreter, the project root as cwd)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "serve", *serve_args],
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        stdin=stdin,
+        cwd=Path(__file__).resolve().parents[1],
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=new_session,
+    )
+
+
+def wait_listening(proc: subprocess.Popen, timeout_s: float, log_path: Path | None = None) -> int:
+    """The port a spawned service listens on, from its "listening on port N" line (no polling).
+
+    Raises:
+        SandboxUnavailable: the service exited or said nothing in time (with its log tail).
+    """
     assert proc.stdout is not None
     box: dict[str, str] = {}
 
     def read() -> None:
-        box["line"] = proc.stdout.readline().decode("utf-8", "replace")
+        raw = proc.stdout.readline()
+        box["line"] = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
@@ -153,9 +169,9 @@ def _wait_listening(proc: subprocess.Popen, timeout_s: float, log_path: Path) ->
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
-        tail = log_path.read_text(errors="replace")[-3000:] if log_path.exists() else ""
+        tail = log_path.read_text(errors="replace")[-3000:] if log_path and log_path.exists() else ""
         raise SandboxUnavailable(
-            f"the embedded sandbox service did not start (exit {proc.returncode}). Log tail:\n{tail}\n"
+            f"the sandbox service did not start (exit {proc.returncode}). Log tail:\n{tail}\n"
             "Is the Docker engine running and the runtime image built? Run: bash scripts/setup.sh"
         )
     # Keep draining stdout so the service never blocks on a full pipe.

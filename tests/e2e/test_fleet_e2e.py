@@ -8,48 +8,30 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import uuid
 from pathlib import Path
 
 import yaml
 
+from controller.embedded import spawn_service, wait_listening
 from skillopt.testing.simulation import SIM_OPTIMIZER, SIM_TARGET, simulation_server
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _serve(tmp: Path, host_id: str, base_url: str) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen(
+    proc = spawn_service(
         [
-            sys.executable,
-            "-m",
-            "controller.cli",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--token-file",
-            str(tmp / "token"),
-            "--host-id",
-            host_id,
-            "--state-dir",
-            str(tmp / host_id),
-            "--capacity",
-            "2",
-            "--pool-size",
-            "2",
-            "--provider",
-            f"sim=openai_compatible,base_url={base_url},max_retries=0",
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    line = proc.stdout.readline()
-    assert "listening on port" in line, line
-    threading.Thread(target=proc.stdout.read, daemon=True).start()
-    return proc, int(line.rsplit(" ", 1)[1])
+            "--listen", "127.0.0.1:0",
+            "--token-file", str(tmp / "token"),
+            "--host-id", host_id,
+            "--state-dir", str(tmp / host_id),
+            "--capacity", "2",
+            "--pool-size", "2",
+            "--provider", f"sim=openai_compatible,base_url={base_url},max_retries=0",
+        ]
+    )  # fmt: skip
+    return proc, wait_listening(proc, 120)
 
 
 def test_training_over_two_remote_hosts(docker_client, short_tmp):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
+from controller.embedded import spawn_service, wait_listening
 from sandbox.runtime.docker_runtime import LABEL_HOST
 from skillopt.errors import SkillOptError
 from skillopt.types import Limits
@@ -27,40 +28,19 @@ class ServiceProcess:
     """``skillopt serve`` in a subprocess; readiness is its "listening on port N" line."""
 
     def __init__(self, state: Path, host_id: str, token_file: Path, model_url: str) -> None:
-        self.proc = subprocess.Popen(
+        self.proc = spawn_service(
             [
-                sys.executable,
-                "-m",
-                "controller.cli",
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--token-file",
-                str(token_file),
-                "--host-id",
-                host_id,
-                "--state-dir",
-                str(state),
-                "--capacity",
-                "2",
-                "--pool-size",
-                "1",
-                "--provider",
-                f"scripted=openai_compatible,base_url={model_url}",
-                "--drain-grace",
-                "3",
-            ],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        line = self.proc.stdout.readline()
-        if "listening on port" not in line:
-            err = self.proc.stderr.read() if self.proc.poll() is not None else ""
-            raise AssertionError(f"service did not start: {line!r} {err[-2000:]}")
-        self.port = int(line.rsplit(" ", 1)[1])
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()  # keep the pipe drained
+                "--listen", "127.0.0.1:0",
+                "--token-file", str(token_file),
+                "--host-id", host_id,
+                "--state-dir", str(state),
+                "--capacity", "2",
+                "--pool-size", "1",
+                "--provider", f"scripted=openai_compatible,base_url={model_url}",
+                "--drain-grace", "3",
+            ]
+        )  # fmt: skip
+        self.port = wait_listening(self.proc, 120)
 
     def client(self, token: str) -> SandboxClient:
         return SandboxClient(ChannelConfig(address=f"127.0.0.1:{self.port}", token=token))

@@ -32,6 +32,7 @@ from skillopt.envs.spreadsheetbench.evaluator import (
 )
 from skillopt.errors import InfraError, ModelError
 from skillopt.executor import ExecOutcome
+from skillopt.models.base import ChatRequest
 from skillopt.types import (
     CaseResult,
     ExecRecord,
@@ -50,10 +51,12 @@ __all__ = [
     "RolloutState",
     "build_row",
     "error_text",
+    "exec_record",
     "guarded",
     "interrupted_row",
     "last_line",
     "load_prompt",
+    "model_request",
     "prepare_script",
     "skill_section",
     "task_prompt",
@@ -118,6 +121,37 @@ def error_text(outcome: ExecOutcome, timeout_s: float) -> str:
 def last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1].strip()[:200] if lines else ""
+
+
+def model_request(ctx: AgentContext, messages: list[Message], *, tools: tuple = ()) -> ChatRequest:
+    """The target call of a turn: the request's model spec, the wall time left as timeout."""
+    m = ctx.request.model
+    return ChatRequest(
+        model=m.model,
+        messages=tuple(messages),
+        tools=tools,
+        temperature=m.temperature,
+        max_output_tokens=m.max_output_tokens,
+        reasoning_effort=m.reasoning_effort,
+        timeout_s=min(120.0, max(1.0, ctx.remaining_s())),
+        stage="rollout",
+        extra=m.extra,
+    )
+
+
+def exec_record(outcome: ExecOutcome, *, turn: int, case: str, code: str) -> ExecRecord:
+    """The trace's record of one execution."""
+    return ExecRecord(
+        turn=turn,
+        case=case,
+        code=code,
+        exit_code=outcome.exit_code,
+        stdout_tail=outcome.stdout_tail,
+        stderr_tail=outcome.stderr_tail,
+        duration_s=outcome.duration_s,
+        timed_out=outcome.timed_out,
+        oom_killed=outcome.oom_killed,
+    )
 
 
 @dataclass
@@ -210,17 +244,7 @@ class CaseRunner:
         outcome = sandbox.run_python(f"{folder}/solution.py", timeout_s=self.exec_timeout, env=self.env)
         self.st.add_time("exec", t0)
         self.st.executions.append(
-            ExecRecord(
-                turn=turn,
-                case=name,
-                code=code if name == self.first else "",
-                exit_code=outcome.exit_code,
-                stdout_tail=outcome.stdout_tail,
-                stderr_tail=outcome.stderr_tail,
-                duration_s=outcome.duration_s,
-                timed_out=outcome.timed_out,
-                oom_killed=outcome.oom_killed,
-            )
+            exec_record(outcome, turn=turn, case=name, code=code if name == self.first else "")
         )
         output = sandbox.read_file(f"{folder}/output.xlsx", max_bytes=MAX_OUTPUT_XLSX) if outcome.ok else None
         return outcome, output

@@ -25,13 +25,13 @@ from skillopt.envs.spreadsheetbench.cases import (
     error_text,
     guarded,
     load_prompt,
+    model_request,
     prepare_script,
     skill_section,
     task_prompt,
 )
 from skillopt.envs.spreadsheetbench.evaluator import feedback_report
 from skillopt.envs.spreadsheetbench.preview import preview_workbook
-from skillopt.models.base import ChatRequest
 from skillopt.types import Message, RolloutResult
 
 __all__ = ["extract_code", "prepare_script", "run_codegen"]
@@ -91,18 +91,7 @@ def _run_codegen(ctx: AgentContext, st: RolloutState, *, multi_turn: bool) -> Ro
         st.phase = "llm"
         ctx.emit(ProgressEvent(phase="model_call", turn=turn))
         t0 = time.monotonic()
-        reply = ctx.model.complete(
-            ChatRequest(
-                model=req.model.model,
-                messages=tuple(st.messages),
-                temperature=req.model.temperature,
-                max_output_tokens=req.model.max_output_tokens,
-                reasoning_effort=req.model.reasoning_effort,
-                timeout_s=min(120.0, max(1.0, ctx.remaining_s())),
-                stage="rollout",
-                extra=req.model.extra,
-            )
-        )
+        reply = ctx.model.complete(model_request(ctx, st.messages))
         st.add_time("model", t0)
         st.turns = turn
         st.usage = st.usage + reply.usage

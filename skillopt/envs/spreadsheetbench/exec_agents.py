@@ -22,12 +22,20 @@ import json
 import time
 from typing import Any
 
-from skillopt.envs.base import AgentContext, ProgressEvent, interrupted_info
-from skillopt.envs.spreadsheetbench.cases import CaseRunner, RolloutState, build_row, load_prompt, task_prompt
+from skillopt.envs.base import AgentContext, ProgressEvent
+from skillopt.envs.spreadsheetbench.cases import (
+    CaseRunner,
+    Grades,
+    RolloutState,
+    build_row,
+    guarded,
+    load_prompt,
+    task_prompt,
+)
 from skillopt.envs.spreadsheetbench.codegen import extract_code
 from skillopt.envs.spreadsheetbench.preview import preview_workbook
-from skillopt.errors import InvalidRequest, ModelError, SkillOptError
-from skillopt.types import Message, RolloutResult, Trace
+from skillopt.errors import InvalidRequest
+from skillopt.types import Message, RolloutResult
 
 __all__ = ["CLIS", "render_skill_md", "run_exec_agent"]
 
@@ -197,25 +205,7 @@ def run_exec_agent(ctx: AgentContext, agent: str) -> RolloutResult:
     if ctx.gateway is None:
         raise InvalidRequest(f"{agent} needs the model gateway (the host did not provide it)")
     st = RolloutState()
-    try:
-        return _run(ctx, st, agent)
-    except (SkillOptError, ModelError) as exc:
-        try:
-            info, reason = interrupted_info(exc)
-        except TypeError:
-            raise exc from None
-        return RolloutResult(
-            id=ctx.request.task.id,
-            rollout_id=ctx.request.rollout_id,
-            phase=st.phase,
-            fail_reason=reason,
-            agent_ok=st.agent_ok,
-            n_turns=st.turns,
-            trace=Trace(messages=tuple(st.messages), executions=tuple(st.executions), code=st.code),
-            usage=st.usage,
-            timings_s=dict(st.timings),
-            infra_error=info,
-        )
+    return guarded(ctx, st, lambda: _run(ctx, st, agent))
 
 
 def _run(ctx: AgentContext, st: RolloutState, agent: str) -> RolloutResult:
@@ -284,8 +274,6 @@ def _run(ctx: AgentContext, st: RolloutState, agent: str) -> RolloutResult:
             "agent-timeout" if outcome.timed_out else ("no-model-reply" if not st.agent_ok else "no-solution")
         )
         st.phase = "extract"
-        from skillopt.envs.spreadsheetbench.cases import Grades
-
         return build_row(ctx, st, Grades(), fail_reason=reason, phase="extract", metrics=metrics, notes=notes)
     st.phase = "eval"
     runner.write_inputs()

@@ -39,8 +39,10 @@ from skillopt.envs.spreadsheetbench.cases import (
     Grades,
     RolloutState,
     build_row,
+    exec_record,
     guarded,
     load_prompt,
+    model_request,
     skill_section,
     task_prompt,
 )
@@ -48,8 +50,8 @@ from skillopt.envs.spreadsheetbench.preview import preview_workbook
 from skillopt.errors import InvalidRequest, OutputLimitExceeded
 from skillopt.executor import ExecOutcome
 from skillopt.files import check_relative_name
-from skillopt.models.base import ChatRequest, ToolSpec
-from skillopt.types import ExecRecord, Message, RolloutResult
+from skillopt.models.base import ToolSpec
+from skillopt.types import Message, RolloutResult
 
 __all__ = ["TOOLS", "format_command_output", "run_react", "system_prompt"]
 
@@ -191,19 +193,7 @@ class _Tools:
         t0 = time.monotonic()
         outcome = self.ctx.sandbox.run_command([*SHELL, cmd], timeout_s=timeout)
         self.st.add_time("exec", t0)
-        self.st.executions.append(
-            ExecRecord(
-                turn=turn,
-                case="bash",
-                code=cmd,
-                exit_code=outcome.exit_code,
-                stdout_tail=outcome.stdout_tail,
-                stderr_tail=outcome.stderr_tail,
-                duration_s=outcome.duration_s,
-                timed_out=outcome.timed_out,
-                oom_killed=outcome.oom_killed,
-            )
-        )
+        self.st.executions.append(exec_record(outcome, turn=turn, case="bash", code=cmd))
         text = format_command_output(outcome, timeout)
         if "solution.py" in cmd:
             text += "\n\n" + self.verify()
@@ -329,19 +319,7 @@ def _run_react(
         st.phase = "llm"
         ctx.emit(ProgressEvent(phase="model_call", turn=turn))
         t0 = time.monotonic()
-        reply = ctx.model.complete(
-            ChatRequest(
-                model=req.model.model,
-                messages=tuple(st.messages),
-                tools=TOOLS,
-                temperature=req.model.temperature,
-                max_output_tokens=req.model.max_output_tokens,
-                reasoning_effort=req.model.reasoning_effort,
-                timeout_s=min(120.0, max(1.0, ctx.remaining_s())),
-                stage="rollout",
-                extra=req.model.extra,
-            )
-        )
+        reply = ctx.model.complete(model_request(ctx, st.messages, tools=TOOLS))
         st.add_time("model", t0)
         model_calls = turn
         st.usage = st.usage + reply.usage
