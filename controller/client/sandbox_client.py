@@ -161,6 +161,22 @@ class SandboxClient:
             return False
         return reply.status == health_pb2.HealthCheckResponse.SERVING
 
+    def wait_until_not_serving(self, *, timeout_s: float = 30.0) -> bool:
+        """Block until the host reports it stopped serving (draining or gone).
+
+        Uses the health ``Watch`` stream, so it wakes on the status change itself rather
+        than polling. Returns False if the host still serves after ``timeout_s``.
+        """
+        stream = self._health.Watch(health_pb2.HealthCheckRequest(service=""), timeout=timeout_s)
+        try:
+            for reply in stream:
+                if reply.status != health_pb2.HealthCheckResponse.SERVING:
+                    return True
+        except grpc.RpcError as exc:
+            # The server going away mid-watch also means it no longer serves.
+            return exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED
+        return True
+
     def close(self) -> None:
         self._channel.close()
 

@@ -221,6 +221,8 @@ def test_sigterm_drains_in_flight_rollouts_and_refuses_new_ones(
     t.start()
     assert executing.wait(120)
     svc.proc.send_signal(signal.SIGTERM)
+    # The signal is handled asynchronously: wait for the health status to flip (an event).
+    assert client.wait_until_not_serving(timeout_s=60)
     # Draining: a new rollout is refused with UNAVAILABLE (the client's Draining) ...
     with pytest.raises((Draining, SkillOptError)) as info:
         client.run(request_for(sample, "32255"), timeout_s=30)
