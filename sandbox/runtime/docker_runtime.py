@@ -457,8 +457,9 @@ class DockerRuntime:
     def reap(self, *, startup: bool = False) -> ReapReport:
         """Remove containers and directories this host no longer owns.
 
-        On startup every container labelled with this host id belongs to a previous instance
-        (crash, ``kill -9``) and is removed. Periodically: containers of other instances of this
+        On startup (and again at close, once our own containers are gone) every container
+        labelled with this host id belongs to a previous instance (crash, ``kill -9``) and is
+        removed. Periodically: containers of other instances of this
         host, containers of ours the runtime does not know, and expired containers of any
         skillopt host. Directories without a live container go too.
         """
@@ -508,11 +509,16 @@ class DockerRuntime:
         return time.time() - ts > seconds
 
     def close(self) -> None:
-        """Remove every container this runtime still knows and release the state dir."""
+        """Remove every container this runtime still knows, then sweep by label (a create that
+        a killed predecessor left in flight can land after our startup reap), and release the
+        state dir."""
         with self._live_lock:
             handles = list(self._live.values())
         for h in handles:
             self.destroy(h)
+        report = self.reap(startup=True)
+        if report.containers:
+            log.info("reaper.swept_at_close", containers=len(report.containers))
         with contextlib.suppress(OSError):
             os.close(self._lock_fd)
         self.client.close()
