@@ -71,6 +71,16 @@ def cold_docker(n: int) -> dict[str, float]:
 FIRST = "import time as _t\nprint(_t.time_ns(), flush=True)\n"
 
 
+def _busy_jiffies() -> tuple[int, int]:
+    """(busy, total) CPU jiffies of the whole machine, from /proc/stat (0, 0 elsewhere)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
 def _wait_idle(client: SandboxClient, n: int) -> None:
     # A benchmark may poll: wait until the host reports n warm containers.
     for _ in range(600):
@@ -127,6 +137,8 @@ def first_instruction(waves: int, concurrency: int) -> dict[str, float]:
     port = wait_listening(service, 120)
     client = SandboxClient(ChannelConfig(address=f"127.0.0.1:{port}", token="bench"))
 
+    phases: list[dict[str, float]] = []  # client-side arrival of each progress phase, ms after t0
+
     def one(i: int) -> tuple[float, float, float]:
         events: dict[str, int] = {}
         req = RolloutRequest(
@@ -142,6 +154,9 @@ def first_instruction(waves: int, concurrency: int) -> dict[str, float]:
         t0 = time.time_ns()
         row = client.run(req, timeout_s=120, on_event=lambda e: events.setdefault(e.phase, time.time_ns()))
         first = int(row.trace.executions[0].stdout_tail.split()[0])
+        phases.append(
+            {k: (v - t0) / 1e6 for k, v in events.items()} | {"first_instruction": (first - t0) / 1e6}
+        )
         return (
             (first - t0) / 1e6,
             row.timings_s.get("model", 0.0) * 1000,
@@ -150,14 +165,20 @@ def first_instruction(waves: int, concurrency: int) -> dict[str, float]:
 
     try:
         one(0)  # connection set-up and first-use imports are not what we measure
+        phases.clear()
         warm, model_ms, acquire_ms = [], [], []
+        busy = total = 0
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             for _ in range(waves):
                 _wait_idle(client, concurrency)
-                for total, m, a in pool.map(one, range(concurrency)):
-                    warm.append(total)
+                busy0, total0 = _busy_jiffies()
+                for total_ms, m, a in pool.map(one, range(concurrency)):
+                    warm.append(total_ms)
                     model_ms.append(m)
                     acquire_ms.append(a)
+                busy1, total1 = _busy_jiffies()
+                busy, total = busy + busy1 - busy0, total + total1 - total0
+            warm_phases = list(phases)
             _wait_idle(client, concurrency)
             t0 = time.monotonic()
             sustained = list(pool.map(one, range(waves * concurrency)))
@@ -169,6 +190,13 @@ def first_instruction(waves: int, concurrency: int) -> dict[str, float]:
             proc.wait(60)
         shutil.rmtree(tmp, ignore_errors=True)
     excl = [t - m for t, m in zip(warm, model_ms, strict=True)]
+    # Where the time goes: when each phase's event reached the client (median over warm rollouts).
+    order = ["accepted", "sandbox_ready", "model_call", "model_reply", "exec", "first_instruction"]
+    breakdown = {
+        f"at_{k}_p50_ms": pct([p[k] for p in warm_phases if k in p], 50)
+        for k in order
+        if any(k in p for p in warm_phases)
+    }
     return {
         "warm_p50_ms": pct(warm, 50),
         "warm_p99_ms": pct(warm, 99),
@@ -180,6 +208,10 @@ def first_instruction(waves: int, concurrency: int) -> dict[str, float]:
         "sustained_p99_ms": pct([s[0] for s in sustained], 99),
         "sustained_rollouts_per_min": len(sustained) / wall * 60,
         "n_warm": len(warm),
+        **breakdown,
+        # Share of the machine's CPUs busy while the warm waves ran: near 1.0 means the start
+        # latency at this concurrency is CPU-bound (every process on the host counts).
+        "machine_cpu_busy_during_waves": busy / total if total else float("nan"),
     }
 
 
