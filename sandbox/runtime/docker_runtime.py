@@ -459,9 +459,9 @@ class DockerRuntime:
 
         On startup (and again at close, once our own containers are gone) every container
         labelled with this host id belongs to a previous instance (crash, ``kill -9``) and is
-        removed. Periodically: containers of other instances of this
-        host, containers of ours the runtime does not know, and expired containers of any
-        skillopt host. Directories without a live container go too.
+        removed. Periodically: containers of other instances of this host, containers of ours
+        the runtime does not know, and expired containers of any skillopt host. Directories
+        without a live container go too.
         """
         removed: list[str] = []
         now = time.time()
