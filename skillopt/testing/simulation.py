@@ -31,16 +31,24 @@ from skillopt.testing.fixtures.spreadsheetbench import load_catalogue, solution_
 from skillopt.testing.scripted import ScriptedModelServer, ScriptedRequest
 
 __all__ = [
+    "SIM_ANTHROPIC_PROVIDER",
     "SIM_OPTIMIZER",
+    "SIM_PROVIDER",
     "SIM_TARGET",
     "SimulatedOptimizer",
     "SimulatedTarget",
     "rule_signature",
+    "simulation_profiles",
     "simulation_server",
+    "simulation_target_provider",
 ]
 
 SIM_TARGET = "sim-target"
 SIM_OPTIMIZER = "sim-optimizer"
+#: Provider profiles of the simulation, one per wire protocol: in-service agents and Codex
+#: speak OpenAI's APIs, Claude Code speaks Anthropic Messages.
+SIM_PROVIDER = "sim"
+SIM_ANTHROPIC_PROVIDER = "sim-anthropic"
 _SIG_WORDS = 7
 _TRAJECTORY = re.compile(r"^#+ Trajectory \d+ \(id=([^)\s]+)\)", re.M)
 _POOL_LINE = re.compile(r"^\[(\d+)\] .*support=(\d+)", re.M)
@@ -217,6 +225,20 @@ class SimulatedOptimizer:
     def _appendix_consolidate(self, user: str, req: ScriptedRequest) -> dict:
         obj = extract_json_object(user) or {}
         return {"reasoning": "unchanged", "notes": obj.get("notes", [])}
+
+
+def simulation_profiles(server: ScriptedModelServer) -> list[str]:
+    """``--provider`` specs that point a sandbox host at ``server`` (both wire protocols)."""
+    return [
+        f"{SIM_PROVIDER}=openai_compatible,base_url={server.base_url},max_retries=0",
+        f"{SIM_ANTHROPIC_PROVIDER}=anthropic,base_url={server.anthropic_base_url},max_retries=0",
+    ]
+
+
+def simulation_target_provider(api: str) -> str:
+    """The simulation's provider profile for an agent speaking ``api`` (``openai`` or
+    ``anthropic``; see the env's ``agent_apis``)."""
+    return SIM_ANTHROPIC_PROVIDER if api == "anthropic" else SIM_PROVIDER
 
 
 @contextlib.contextmanager
