@@ -162,8 +162,11 @@ class ProgressDisplay(Callback):
     def on_fit_end(self, trainer: Any, event: FitEndEvent) -> None:
         self._stop()
         s = event.summary
+        what = "done" if s.get("status", "complete") == "complete" else "stopped early"
+        best = s.get("best_selection_score")
         lines = [
-            f"done in {s.get('total_wall_time_s', 0):.0f}s: best selection {s.get('best_selection_hard')} at step {s.get('best_step')}"
+            f"{what} in {s.get('total_wall_time_s', 0):.0f}s: best selection score "
+            f"{best if best is None else f'{best:.3f}'} at step {s.get('best_step')}"
         ]
         if "test_hard" in s:
             lines.append(

@@ -467,7 +467,8 @@ class EvaluationConfig(_Section):
     gate_metric: GateMetric = "hard"
     """Score the gate compares: hard accuracy, soft score, or a weighted mix."""
     gate_mixed_weight: float = 0.5
-    """Weight of the hard score when ``gate_metric`` is ``mixed`` (in [0, 1])."""
+    """``w`` of the ``mixed`` gate metric, ``(1 - w) * hard + w * soft`` (in [0, 1]): the weight of
+    the soft score."""
     use_semantic_density: bool = False
     """Add a bonus for leading directive words to the gate score."""
     semantic_density_weight: float = 0.05

@@ -215,7 +215,9 @@ class SimulatedOptimizer:
         }
 
     def _probe(self, user: str, req: ScriptedRequest) -> dict:
-        if "diagnostic_instruction" in req.system or "diagnostic instruction" in req.system.lower():
+        # The diagnostic-design prompt asks for a "diagnostic_instruction" field; the probe
+        # analyst's prompt only talks about the instruction (and wants a patch).
+        if '"diagnostic_instruction"' in req.system:
             return {
                 "reasoning": "ask the target to state its assumptions",
                 "diagnostic_instruction": "Before the code, add a comment that lists the sheets and header cells you rely on.",
