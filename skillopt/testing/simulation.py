@@ -78,6 +78,11 @@ class _Catalogue:
         sample = SpreadsheetBenchData(SAMPLE_ROOT)
         return {_norm(sample.task(tid).instruction)[:160]: tid for tid in self.data["tasks"]}
 
+    def task_in(self, text: str) -> str | None:
+        """The task whose instruction ``text`` starts with (whitespace and case aside)."""
+        norm = _norm(text)
+        return next((tid for key, tid in self.by_instruction.items() if norm.startswith(key)), None)
+
     def rule_of(self, task_id: str) -> str | None:
         entry = self.data["tasks"].get(task_id)
         return entry["rule"] if entry else None
@@ -98,19 +103,69 @@ def simulated_pass(task_id: str, skill: str) -> bool:
     return rule is None or _CATALOGUE.stated(rule, skill)
 
 
+_MISS = (
+    "offline simulation: the simulated target only knows the {n} vendored SpreadsheetBench sample "
+    "tasks, and this request is not one of them; use real models (a provider key) for other data"
+)
+_EXEC_TASK = "Spreadsheet task:"
+_SKILL_PATH = re.compile(r"`([^`\s]*SKILL\.md)`")
+_DONE = "Done: solution.py written and checked with run_solution.py."
+
+
+def _miss() -> dict:
+    return {
+        "error": {
+            "status": 400,
+            "message": _MISS.format(n=len(_CATALOGUE.data["tasks"])),
+            "type": "invalid_request_error",
+        }
+    }
+
+
 class SimulatedTarget:
-    """Responder playing the target model (see the module docstring)."""
+    """Responder playing the target model (see the module docstring).
+
+    In-service agents (Chat Completions) get the script in one answer. The agent CLIs (Codex
+    over Responses, Claude Code over Messages) are driven through their shell tool like a real
+    agent: read the skill and the task, write ``solution.py``, run the harness's check, answer.
+    What the script is depends on the skill the CLI read (the first tool output). A request the
+    simulation cannot place is a clear model error (HTTP 400), never a silent wrong answer.
+    """
 
     def __call__(self, req: ScriptedRequest):
-        if req.model != SIM_TARGET or req.api != "chat":
+        if req.model != SIM_TARGET:
             return None
+        if req.api == "chat":
+            return self._chat(req)
+        if req.api in ("responses", "messages"):
+            return self._cli(req)
+        return None
+
+    def _chat(self, req: ScriptedRequest):
         user = next((m.text for m in req.messages if m.role == "user"), "")
         instruction = user.split("# Instruction", 1)[-1].split("Instruction type:", 1)[0]
         task_id = _CATALOGUE.by_instruction.get(_norm(instruction)[:160])
         if task_id is None:
-            return {"text": "I cannot help with this task."}
+            return _miss()
         kind = "solution" if simulated_pass(task_id, req.system) else "wrong"
         return {"text": f"```python\n{solution_code(task_id, kind)}\n```"}
+
+    def _cli(self, req: ScriptedRequest):
+        prompt = next((m.text for m in req.messages if m.role == "user" and _EXEC_TASK in m.text), "")
+        task_id = _CATALOGUE.task_in(prompt.split(_EXEC_TASK, 1)[-1]) if prompt else None
+        if task_id is None:
+            return _miss()
+        step = len(req.tool_results)
+        if step == 0:
+            skill = _SKILL_PATH.search(prompt)
+            return {"shell": f"cat {skill.group(1) if skill else 'SKILL.md'} task.md"}
+        if step == 1:
+            kind = "solution" if simulated_pass(task_id, req.tool_results[0]) else "wrong"
+            code = solution_code(task_id, kind)
+            return {"shell": f"cat > solution.py <<'SKILLOPT_EOF'\n{code}\nSKILLOPT_EOF"}
+        if step == 2:
+            return {"shell": "python3 run_solution.py"}
+        return {"text": _DONE}
 
 
 def _section(text: str, title: str) -> str:
@@ -246,5 +301,21 @@ def simulation_target_provider(api: str) -> str:
 @contextlib.contextmanager
 def simulation_server(**kwargs) -> Iterator[ScriptedModelServer]:
     """A scripted model server answering as the simulated target and optimizer."""
-    with ScriptedModelServer(responders=[SimulatedTarget(), SimulatedOptimizer()], **kwargs) as server:
+    with ScriptedModelServer(
+        responders=[SimulatedTarget(), SimulatedOptimizer(), _unknown_model], **kwargs
+    ) as server:
         yield server
+
+
+def _unknown_model(req: ScriptedRequest) -> dict:
+    """Anything the simulation does not play gets a clear model error (not test-harness words)."""
+    return {
+        "error": {
+            "status": 400,
+            "type": "invalid_request_error",
+            "message": (
+                f"offline simulation: no simulated model {req.model!r} ({req.api} API); the simulation plays "
+                f"{SIM_TARGET!r} (the target) and {SIM_OPTIMIZER!r} (the optimizer)"
+            ),
+        }
+    }

@@ -19,8 +19,24 @@ __all__ = ["RunMode", "TrainerState", "atomic_write_json", "atomic_write_text", 
 STATE_VERSION = 1
 
 
+# Crash injection for the resume tests: SKILLOPT_FAILPOINT="<file name>:<n>" makes the process
+# exit (as if killed) just before it writes a file of that name for the n-th time. Unset in
+# normal use; read once.
+_FAILPOINT_NAME, _, _FAILPOINT_N = os.environ.get("SKILLOPT_FAILPOINT", "").partition(":")
+_failpoint_hits = 0
+
+
+def _failpoint(path: Path) -> None:
+    global _failpoint_hits
+    if _FAILPOINT_NAME and path.name == _FAILPOINT_NAME:
+        _failpoint_hits += 1
+        if str(_failpoint_hits) == _FAILPOINT_N:
+            os._exit(137)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temp file and rename, so a crash never leaves a torn file."""
+    _failpoint(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
