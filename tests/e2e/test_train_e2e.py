@@ -148,6 +148,15 @@ def test_kill_9_mid_step_then_resume_gives_the_same_records(full_run, tmp_path, 
     )
     assert (out / "best_skill.md").read_text() == (full_run / "best_skill.md").read_text()
     assert_no_duplicate_rows(out)
+    summary = json.loads((out / "summary.json").read_text())
+    # Both sessions' embedded sandboxes are listed, and every optimizer call of both sessions
+    # (the killed step's too) is counted.
+    assert len(summary["sandbox_hosts"]) == 2, summary["sandbox_hosts"]
+    ledger = [json.loads(x) for x in (out / "optimizer_calls.jsonl").read_text().splitlines() if x.strip()]
+    counted = sum(v["calls"] for v in summary["token_summary"]["optimizer"].values())
+    assert sum(d["calls"] for d in ledger) == counted
+    full = json.loads((full_run / "summary.json").read_text())
+    assert counted >= sum(v["calls"] for v in full["token_summary"]["optimizer"].values())
     # The killed controller's embedded sandbox went away with it, and so did its containers.
     left = docker_client.containers.list(all=True, filters={"label": "skillopt.managed=1"})
     assert [c.name for c in left if c.labels.get("skillopt.host", "").startswith("embedded-")] == []
