@@ -100,7 +100,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
-    from sandbox.server.serve import ServerConfig, serve
+    from sandbox.server.serve import ServerConfig, serve, server_credentials
     from sandbox.service.rollout import DEFAULT_LIMITS, ServiceConfig
     from skillopt.logs import configure_logging
     from skillopt.models.profiles import load_profiles, validate_profiles
@@ -142,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
             gateway_cache_mode=args.gateway_cache_mode,
             exec_agents=args.exec_agents,
         )
+        server_credentials(config)  # half a TLS setup or a missing file: refuse before anything starts
     except (ConfigError, OSError) as exc:
         print(f"skillopt serve: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return 2

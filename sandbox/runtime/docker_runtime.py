@@ -20,6 +20,7 @@ import contextlib
 import enum
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -194,6 +195,38 @@ class DockerRuntime:
         self._live: dict[str, ContainerHandle] = {}
         self._live_lock = threading.Lock()
         self.engine_version = self.client.version().get("Version", "")
+        info = self.client.info()
+        #: The engine's default OCI runtime (what a spec with ``runtime=""`` runs under).
+        self.default_runtime: str = info.get("DefaultRuntime") or "runc"
+        self._runtimes: dict[str, Any] = info.get("Runtimes") or {}
+
+    # -- OCI runtimes ------------------------------------------------------------------------
+
+    def runtime_name(self, spec: ContainerSpec) -> str:
+        """The OCI runtime a container of ``spec`` runs under (``runc``, ``runsc`` ...)."""
+        return spec.runtime or self.default_runtime
+
+    def check_runtime(self, name: str) -> None:
+        """Refuse an OCI runtime the engine does not have.
+
+        Raises:
+            ConfigError: naming the runtimes the engine has.
+        """
+        if name and name not in self._runtimes:
+            known = ", ".join(sorted(self._runtimes)) or "none"
+            raise ConfigError(
+                f"container runtime {name!r} is not registered with the Docker engine (it has: {known}); "
+                "for gVisor run: bash scripts/setup.sh --gvisor"
+            )
+
+    def runtime_has_network(self, name: str) -> bool:
+        """Whether containers of runtime ``name`` can use a Docker network (exec agents need
+        the gateway network). gVisor registered with ``--network=none`` cannot."""
+        entry = self._runtimes.get(name or self.default_runtime) or {}
+        args = entry.get("runtimeArgs") or entry.get("RuntimeArgs") or []
+        return "--network=none" not in args and not any(
+            a == "--network" and b == "none" for a, b in itertools.pairwise(args)
+        )
 
     # -- setup -------------------------------------------------------------------------------
 

@@ -39,7 +39,7 @@ from sandbox.service.rollout import RolloutService, ServiceConfig
 from skillopt.errors import ConfigError
 from skillopt.models.profiles import ProviderProfile
 
-__all__ = ["RunningServer", "ServerConfig", "check_listen_address", "serve"]
+__all__ = ["RunningServer", "ServerConfig", "check_listen_address", "serve", "server_credentials"]
 
 log = structlog.get_logger("skillopt.sandbox.server")
 
@@ -113,12 +113,40 @@ class RunningServer:
         return f"127.0.0.1:{self.port}"
 
 
-def _credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
+def server_credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
+    """The TLS credentials ``config`` asks for (``None``: plaintext), with every file read now.
+
+    Refuses half a TLS configuration instead of silently serving plaintext: a key or client CA
+    without a certificate, a certificate without a key, and unreadable or empty files.
+
+    Raises:
+        ConfigError: one line naming the flag and the file.
+    """
     if not config.tls_cert_file:
+        for value, flag in (
+            (config.tls_key_file, "--tls-key"),
+            (config.tls_client_ca_file, "--tls-client-ca"),
+        ):
+            if value:
+                raise ConfigError(
+                    f"{flag} needs --tls-cert (refusing to serve plaintext with a TLS option set)"
+                )
         return None
-    key = Path(config.tls_key_file).read_bytes()
-    cert = Path(config.tls_cert_file).read_bytes()
-    ca = Path(config.tls_client_ca_file).read_bytes() if config.tls_client_ca_file else None
+    if not config.tls_key_file:
+        raise ConfigError("--tls-cert needs --tls-key (the certificate's private key)")
+
+    def read(path: str, flag: str) -> bytes:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from exc
+        if b"-----BEGIN" not in data:
+            raise ConfigError(f"{flag} {path}: not a PEM file")
+        return data
+
+    cert = read(config.tls_cert_file, "--tls-cert")
+    key = read(config.tls_key_file, "--tls-key")
+    ca = read(config.tls_client_ca_file, "--tls-client-ca") if config.tls_client_ca_file else None
     return grpc.ssl_server_credentials(
         [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
     )
@@ -128,6 +156,7 @@ def _credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
 def serve(config: ServerConfig) -> Iterator[RunningServer]:
     """Start the service; drain and clean up on exit."""
     check_listen_address(config.listen, token=config.token, insecure=config.insecure)
+    creds = server_credentials(config)  # before any container exists: a bad file leaves nothing
     runtime = DockerRuntime(config.runtime)
     report = runtime.reap(startup=True)
     if report.containers:
@@ -173,7 +202,7 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
     capacity = config.service.capacity
     server = grpc.server(
         ThreadPoolExecutor(max_workers=4 * capacity + 16, thread_name_prefix="grpc"),
-        interceptors=[TokenAuthInterceptor(config.token)],
+        interceptors=[TokenAuthInterceptor(config.token, host=config.runtime.host_id)],
         options=[
             ("grpc.max_receive_message_length", config.max_message_bytes),
             ("grpc.max_send_message_length", config.max_message_bytes),
@@ -193,7 +222,6 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
         reflection.enable_server_reflection(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
-    creds = _credentials(config)
     try:
         port = (
             server.add_secure_port(config.listen, creds) if creds else server.add_insecure_port(config.listen)
