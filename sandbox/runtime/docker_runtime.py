@@ -28,6 +28,7 @@ import socket
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,6 +195,7 @@ class DockerRuntime:
         self._digests: dict[str, str] = {}
         self._live: dict[str, ContainerHandle] = {}
         self._live_lock = threading.Lock()
+        self._aborting = threading.Event()
         self.engine_version = self.client.version().get("Version", "")
         info = self.client.info()
         #: The engine's default OCI runtime (what a spec with ``runtime=""`` runs under).
@@ -284,6 +286,8 @@ class DockerRuntime:
             ImageMissing: the spec's image is not built.
             ContainerStartFailed: Docker refused, or the runner did not come up in time.
         """
+        if self._aborting.is_set():
+            raise ContainerStartFailed("runtime closing: no new containers")
         digest = self.image_digest(spec.image)
         short = uuid.uuid4().hex[:12]
         name = f"skillopt-{self.config.host_id}-{short}"
@@ -354,6 +358,8 @@ class DockerRuntime:
                 return conn
             except TimeoutError:
                 pass
+            if self._aborting.is_set():
+                raise ContainerStartFailed(f"runtime closing: creation of {name} aborted")
             container.reload()
             if container.status in ("exited", "dead"):
                 logs = container.logs(tail=20).decode("utf-8", "replace").strip()
@@ -443,6 +449,12 @@ class DockerRuntime:
             kwargs["command"].remove("-I")
         return kwargs
 
+    def abort_creations(self) -> None:
+        """Make creations in flight give up (within half a second) and refuse new ones: the
+        service is closing, and a creation slowed down by a loaded machine must not hold the
+        shutdown for the runner's whole start timeout."""
+        self._aborting.set()
+
     def kill(self, handle: ContainerHandle) -> None:
         """Kill a container now (cancellation, backstop timeout); removal happens in destroy."""
         handle.conn.abort()
@@ -458,6 +470,15 @@ class DockerRuntime:
         handle.state = SlotState.DEAD
         with self._live_lock:
             self._live.pop(handle.name, None)
+
+    def _remove_all(self, refs: list[str]) -> None:
+        """Remove containers in parallel (a loaded engine takes seconds per removal)."""
+        if len(refs) <= 1:
+            for ref in refs:
+                self._force_remove(ref)
+            return
+        with ThreadPoolExecutor(max_workers=min(8, len(refs)), thread_name_prefix="remove") as ex:
+            list(ex.map(self._force_remove, refs))
 
     def _force_remove(self, ref: str) -> None:
         try:
@@ -505,6 +526,7 @@ class DockerRuntime:
             return ReapReport((), ())
         with self._live_lock:
             live = set(self._live)
+        doomed: list[Any] = []
         for c in containers:
             labels = c.labels or {}
             ours = labels.get(LABEL_HOST) == self.config.host_id
@@ -517,9 +539,10 @@ class DockerRuntime:
                 reason = "expired"
             else:
                 continue
-            self._force_remove(c.id)
+            doomed.append(c)
             removed.append(c.name)
             log.info("reaper.removed", container=c.name, reason=reason)
+        self._remove_all([c.id for c in doomed])
         dirs: list[str] = []
         with self._live_lock:
             live_dirs = {h.dir.name for h in self._live.values()}
@@ -545,10 +568,12 @@ class DockerRuntime:
         """Remove every container this runtime still knows, then sweep by label (a create that
         a killed predecessor left in flight can land after our startup reap), and release the
         state dir."""
+        self._aborting.set()
         with self._live_lock:
             handles = list(self._live.values())
-        for h in handles:
-            self.destroy(h)
+        if handles:
+            with ThreadPoolExecutor(max_workers=min(8, len(handles)), thread_name_prefix="close") as ex:
+                list(ex.map(self.destroy, handles))
         report = self.reap(startup=True)
         if report.containers:
             log.info("reaper.swept_at_close", containers=len(report.containers))
