@@ -10,6 +10,9 @@
     │   └── EditError
     ├── Unauthenticated             the sandbox host refused the token (UNAUTHENTICATED)
     ├── UnknownRollout              no such rollout on the host (NOT_FOUND)
+    ├── SandboxFileError            a sandbox file the trusted side asked for cannot be read
+    │   ├── SandboxFileMissing      nothing there
+    │   └── SandboxFileRefused      a link, directory or special file (never followed)
     ├── ModelError                  a model call failed (after the SDK's own retries); ``kind``
     │   │                           is the typed row kind, ``retryable`` if a later try may work
     │   ├── ModelAuthError          the provider rejected the credential (401/403)
@@ -66,6 +69,9 @@ __all__ = [
     "RateLimited",
     "ReplayMiss",
     "RolloutTimeout",
+    "SandboxFileError",
+    "SandboxFileMissing",
+    "SandboxFileRefused",
     "SandboxUnavailable",
     "SkillError",
     "SkillOptError",
@@ -113,6 +119,18 @@ class Unauthenticated(SkillOptError):
 
 class UnknownRollout(SkillOptError):
     """No rollout with this id on the host (Cancel of an unknown id)."""
+
+
+class SandboxFileError(SkillOptError):
+    """A file in a sandbox's workspace cannot be read as asked."""
+
+
+class SandboxFileMissing(SandboxFileError):
+    """No file exists at the path."""
+
+
+class SandboxFileRefused(SandboxFileError):
+    """The path is a link, a directory or a special file (or runs through a link)."""
 
 
 class ModelError(SkillOptError):

@@ -38,6 +38,7 @@ import docker.errors
 import structlog
 from docker.types import LogConfig, Mount, Ulimit
 
+from sandbox.runtime.base import RolloutSandbox, SandboxRuntime
 from sandbox.runtime.runner import runner as wire
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from skillopt.errors import (
@@ -167,8 +168,12 @@ class ReapReport:
     directories: tuple[str, ...]
 
 
-class DockerRuntime:
-    """Creates, watches and removes hardened rollout containers on one Docker engine."""
+class DockerRuntime(SandboxRuntime):
+    """Creates, watches and removes hardened rollout containers on one Docker engine: the
+    Docker implementation of :class:`sandbox.runtime.base.SandboxRuntime` (OCI runtime runc by
+    default, or e.g. gVisor's runsc per :attr:`ContainerSpec.runtime`)."""
+
+    name = "docker"
 
     def __init__(self, config: RuntimeConfig, client: docker.DockerClient | None = None) -> None:
         self.config = config
@@ -448,6 +453,29 @@ class DockerRuntime:
             # The runner is then not PID 1 and the program could signal it; see ContainerSpec.
             kwargs["command"].remove("-I")
         return kwargs
+
+    def lease(
+        self,
+        handle: ContainerHandle,
+        rollout_id: str,
+        *,
+        output_limit_bytes: int = 64 * 1024,
+        deadline: float | None = None,
+        cancel: threading.Event | None = None,
+    ) -> RolloutSandbox:
+        """Hand a created container to one rollout (recorded in its lease file)."""
+        from sandbox.runtime.lease import DockerSandbox
+
+        handle.state = SlotState.LEASED
+        if rollout_id:
+            self.write_lease(handle, rollout_id)
+        return DockerSandbox(
+            self, handle, output_limit_bytes=output_limit_bytes, deadline=deadline, cancel=cancel
+        )
+
+    def alive(self, handle: ContainerHandle) -> bool:
+        """Whether an idle container's runner is still connected."""
+        return handle.conn.is_alive()
 
     def abort_creations(self) -> None:
         """Make creations in flight give up (within half a second) and refuse new ones: the

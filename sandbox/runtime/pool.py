@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from sandbox.runtime.docker_runtime import ContainerHandle, DockerRuntime, SlotState
+from sandbox.runtime.base import SandboxRuntime
+from sandbox.runtime.docker_runtime import ContainerHandle, SlotState
 from sandbox.runtime.spec import ContainerSpec
 from skillopt.errors import ContainerStartFailed, Draining, ImageMissing, InfraError, RolloutTimeout
 
@@ -70,7 +71,7 @@ class PoolStats:
 class PoolManager:
     """Owns every pool of one runtime. Thread-safe."""
 
-    def __init__(self, runtime: DockerRuntime, *, default_spec: ContainerSpec | None = None) -> None:
+    def __init__(self, runtime: SandboxRuntime, *, default_spec: ContainerSpec | None = None) -> None:
         self.runtime = runtime
         self.config = runtime.config
         self._pools: dict[str, _Pool] = {}
@@ -113,7 +114,7 @@ class PoolManager:
                         raise Draining("sandbox host is shutting down")
                     while pool.idle:
                         handle = pool.idle.popleft()
-                        if handle.conn.is_alive():
+                        if self.runtime.alive(handle):
                             handle.state = SlotState.LEASED
                             if warm:
                                 pool.acquired_warm += 1
@@ -258,7 +259,7 @@ class PoolManager:
                     keep = collections.deque()
                     for h in pool.idle:
                         age = time.time() - h.created_at
-                        if age > self.config.max_idle_s or not h.conn.is_alive():
+                        if age > self.config.max_idle_s or not self.runtime.alive(h):
                             stale.append(h)
                         elif key not in warm and pool.waiters == 0:
                             stale.append(h)  # not a warm pool (any more): give memory back

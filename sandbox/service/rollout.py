@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 import structlog
 
 from sandbox.gateway.core import Gateway, GatewayChatModel
-from sandbox.runtime.docker_runtime import DockerRuntime
+from sandbox.runtime.base import SandboxRuntime
 from sandbox.runtime.lease import LeasedSandbox
 from sandbox.runtime.pool import PoolManager
 from sandbox.runtime.spec import EXEC_SKILL_MOUNTS, ContainerSpec
@@ -89,7 +89,7 @@ class RolloutService:
     def __init__(
         self,
         config: ServiceConfig,
-        runtime: DockerRuntime,
+        runtime: SandboxRuntime,
         pools: PoolManager,
         providers: dict[str, ProviderProfile],
         *,
@@ -300,10 +300,10 @@ class RolloutService:
                     ) from exc
                 raise
             timings["acquire"] = time.monotonic() - t0
-            self.runtime.write_lease(handle, request.rollout_id)
             sandbox = LeasedSandbox(
                 self.runtime,
                 handle,
+                rollout_id=request.rollout_id,
                 output_limit_bytes=int(limits.output_bytes or DEFAULT_LIMITS.output_bytes),
                 deadline=deadline,
                 cancel=cancel,
