@@ -14,6 +14,7 @@ agents go through :class:`GatewayChatModel`. Both paths share this module's logi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import secrets
@@ -90,6 +91,11 @@ class GatewaySession:
             if self.error is None:
                 self.error = error
 
+    def provider_error(self) -> ModelError | None:
+        """The provider's failure recorded for this session (not a used-up budget), if any."""
+        error = self.error
+        return error if isinstance(error, ModelError) and not isinstance(error, BudgetExceeded) else None
+
     def check_failed(self) -> None:
         """Answer later calls of a session whose provider already failed with that failure, at
         once: retrying a refused credential or request only burns time (and the provider's
@@ -98,8 +104,8 @@ class GatewaySession:
         Raises:
             ModelError: the recorded failure.
         """
-        error = self.error
-        if isinstance(error, ModelError) and not isinstance(error, BudgetExceeded):
+        error = self.provider_error()
+        if error is not None:
             raise error
 
     def check_budget(self) -> None:
@@ -464,8 +470,10 @@ class Gateway:
             self._log(session, "chat", canonical, hit, t0, replayed=True)
             return reply
         session.check_failed()
+        # One upstream timeout policy for both paths (HTTP front end and in-service agents).
+        limit = min(request.timeout_s or self.upstream_timeout_s, self.upstream_timeout_s)
         try:
-            reply = model.complete(request)
+            reply = model.complete(dataclasses.replace(request, timeout_s=limit))
         except ModelError as exc:
             session.fail(exc)
             raise

@@ -339,6 +339,7 @@ class RolloutService:
                         token=session.token,
                         model=request.model.model,
                         api="anthropic" if session.profile.kind == "anthropic" else "openai",
+                        provider_error=session.provider_error,
                     )
             ctx = AgentContext(
                 request=request,

@@ -56,6 +56,10 @@ class GatewayAccess:
     model: str
     #: Wire protocol of the provider behind the gateway: ``openai`` or ``anthropic``.
     api: str
+    #: The provider's failure seen by the gateway for this rollout (auth, rate limit, bad
+    #: request, unavailable: a :class:`skillopt.errors.ModelError`), or ``None``. An exec agent
+    #: raises it instead of grading whatever the CLI made of the error.
+    provider_error: Callable[[], Exception | None] = lambda: None
 
 
 @dataclass(frozen=True, kw_only=True)

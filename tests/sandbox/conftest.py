@@ -45,6 +45,8 @@ def start_service(
     pool_size: int = 2,
     server_kw: dict | None = None,
     provider_key: str = "",
+    provider_timeout_s: float = 120.0,
+    runtime_kw: dict | None = None,
     **service_kw,
 ) -> Iterator[Service]:
     state = tempfile.mkdtemp(prefix="so-svc-", dir="/tmp")
@@ -53,7 +55,7 @@ def start_service(
     config = ServerConfig(
         listen="127.0.0.1:0",
         token=token,
-        runtime=RuntimeConfig(host_id=host_id, state_dir=state, pool_size=pool_size),
+        runtime=RuntimeConfig(host_id=host_id, state_dir=state, pool_size=pool_size, **(runtime_kw or {})),
         service=ServiceConfig(host_id=host_id, capacity=capacity, base_spec=ContainerSpec(), **service_kw),
         providers={
             "scripted": ProviderProfile(
@@ -62,6 +64,7 @@ def start_service(
                 base_url=scripted.base_url,
                 max_retries=0,
                 api_key=provider_key,
+                timeout_s=provider_timeout_s,
             ),
             "scripted-anthropic": ProviderProfile(
                 name="scripted-anthropic",
@@ -69,6 +72,7 @@ def start_service(
                 base_url=scripted.anthropic_base_url,
                 max_retries=0,
                 api_key=provider_key,
+                timeout_s=provider_timeout_s,
             ),
         },
         drain_grace_s=5.0,
