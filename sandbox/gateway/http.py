@@ -322,6 +322,25 @@ class _Connection:
         if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
             with contextlib.suppress(OSError, h11.LocalProtocolError):
                 self.send_json(exc.status, _error_body("chat", exc.kind, exc.message), close=True)
+        self._linger()
+
+    def _linger(self) -> None:
+        """Half-close and read a little of what the client still sends before closing: closing
+        with unread input makes the kernel send a reset, which can destroy the error answer
+        before the client reads it. Bounded: at most 1 MiB or 1 s."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + 1.0
+            drained = 0
+            while drained < MiB:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self.sock.settimeout(remaining)
+                data = self.sock.recv(_RECV)
+                if not data:
+                    break
+                drained += len(data)
 
 
 class GatewayServer:

@@ -109,6 +109,8 @@ class RunningServer:
     registry: RolloutRegistry
     health: health.HealthServicer
     servicer: SandboxServicer
+    #: The gateway's HTTP front end (None: exec agents unavailable on this host).
+    front: GatewayServer | None = None
     stopped: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -210,7 +212,7 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
         server.start()
         for name in ("", SERVICE_NAME):
             health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-        running = RunningServer(server, port, service, registry, health_servicer, servicer)
+        running = RunningServer(server, port, service, registry, health_servicer, servicer, front)
         cleanup.callback(running.stopped.set)
         cleanup.callback(_drain, running, config.drain_grace_s)
         reaper = threading.Thread(

@@ -149,4 +149,14 @@ def request_for(
     )
 
 
-__all__ = ["Service", "TaskScripts", "fenced", "request_for", "solution_code", "start_service"]
+def rss_bytes(pid: int | str = "self") -> int:
+    """Resident memory of a process (this one by default), from /proc."""
+    from pathlib import Path
+
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+__all__ = ["Service", "TaskScripts", "fenced", "request_for", "rss_bytes", "solution_code", "start_service"]
