@@ -61,6 +61,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-creations", type=int, default=2, help="containers created at once")
     p.add_argument("--image", default="skillopt-runtime:latest", help="rollout runtime image")
     p.add_argument("--runtime", default="", help="OCI runtime, e.g. runsc (gVisor); default: engine default")
+    p.add_argument(
+        "--require-runtime",
+        action="store_true",
+        help="refuse agents that cannot run under --runtime (exec agents cannot use a runsc without "
+        "networking) instead of running them under the engine default; Describe and every result "
+        "say which runtime was used either way",
+    )
     p.add_argument("--memory-mb", type=int, default=1024, help="default memory limit per rollout container")
     p.add_argument("--cpus", type=float, default=1.0, help="default CPU limit per rollout container")
     p.add_argument("--providers", help="YAML file of model provider profiles (see skillopt.models.profiles)")
@@ -135,7 +142,11 @@ def run(args: argparse.Namespace) -> int:
                 max_concurrent_creations=args.max_creations,
             ),
             service=ServiceConfig(
-                host_id=args.host_id, capacity=args.capacity, base_spec=spec, default_limits=limits
+                host_id=args.host_id,
+                capacity=args.capacity,
+                base_spec=spec,
+                default_limits=limits,
+                require_runtime=args.require_runtime,
             ),
             providers=providers,
             gateway_cache_dir=args.gateway_cache_dir,

@@ -164,6 +164,23 @@ class PoolManager:
                 self._cond.wait(remaining)
             return True
 
+    def wait_settled(self, *, timeout_s: float) -> bool:
+        """Block until no creation is in flight, nobody waits, and the bounds hold (at most
+        ``max_warm_pools`` pools, at most ``idle_cap`` idle containers); for tests and
+        benchmarks. Returns False if that did not happen within ``timeout_s``."""
+
+        def settled() -> bool:
+            pools = list(self._pools.values())
+            return (
+                self._in_flight == 0
+                and not any(p.waiters for p in pools)
+                and len(pools) <= self.config.max_warm_pools
+                and sum(len(p.idle) for p in pools) <= self.config.idle_cap
+            )
+
+        with self._cond:
+            return self._cond.wait_for(settled, timeout=timeout_s)
+
     def stats(self) -> list[PoolStats]:
         with self._cond:
             return [
@@ -290,6 +307,7 @@ class PoolManager:
                             self._in_flight += 1
                             self._creators.submit(self._create_one, pool)
                             started = True
+                self._cond.notify_all()  # pools trimmed or forgotten: tell wait_settled
                 self._cond.wait(timeout=5.0)
             for h in stale:
                 self._destroy_async(h)

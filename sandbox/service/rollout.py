@@ -32,7 +32,7 @@ from skillopt.models.profiles import ProviderProfile, build_model
 from skillopt.types import HostDescription, InfraErrorKind, Limits, RolloutRequest, RolloutResult
 from skillopt.types import InfraError as InfraErrorInfo
 
-__all__ = ["DEFAULT_LIMITS", "MAX_LIMITS", "RolloutService", "ServiceConfig"]
+__all__ = ["DEFAULT_LIMITS", "MAX_LIMITS", "RolloutService", "ServiceConfig", "exec_runtime_choice"]
 
 log = structlog.get_logger("skillopt.sandbox.service")
 
@@ -83,6 +83,24 @@ class ServiceConfig:
     base_spec: ContainerSpec = field(default_factory=ContainerSpec)
 
 
+def exec_runtime_choice(base_runtime: str, *, has_network: bool, required: bool) -> tuple[str, str]:
+    """The OCI runtime exec agents run under, and why they cannot run at all ("" if they can).
+
+    Exec agents need the gateway network. A runtime registered without networking (gVisor with
+    ``--network=none``) cannot give them one: they fall back to the engine default ("") — which
+    results and Describe then report — unless the host requires its runtime, in which case they
+    are refused.
+    """
+    if has_network or not base_runtime:
+        return base_runtime, ""
+    if required:
+        return base_runtime, (
+            f"cannot run under the required container runtime {base_runtime!r}: it needs the gateway "
+            f"network and {base_runtime!r} is registered without networking"
+        )
+    return "", ""
+
+
 class RolloutService:
     """Runs rollouts on this host. Thread-safe; one instance per service process."""
 
@@ -113,7 +131,11 @@ class RolloutService:
         #: Exec agents need the gateway network: a runtime registered without networking (gVisor
         #: with --network=none) cannot give them that, so they use the engine default instead,
         #: and every result and Describe say so. A host that requires its runtime refuses them.
-        self.exec_runtime = base_runtime if runtime.runtime_has_network(base_runtime) else ""
+        self.exec_runtime, self.exec_runtime_refusal = exec_runtime_choice(
+            base_runtime,
+            has_network=runtime.runtime_has_network(base_runtime),
+            required=config.require_runtime,
+        )
         self.exec_spec = replace(
             config.base_spec,
             network_mode=exec_network,
@@ -169,12 +191,8 @@ class RolloutService:
                 f"agent {agent!r} needs the model gateway network, unavailable on host "
                 f"{self.config.host_id}: {self.exec_unavailable or 'not enabled'}"
             )
-        wanted = self.config.base_spec.runtime
-        if self.config.require_runtime and wanted and self.exec_runtime != wanted:
-            return (
-                f"host {self.config.host_id} requires container runtime {wanted!r}, which agent {agent!r} "
-                f"cannot use (it needs the gateway network and {wanted!r} is registered without networking)"
-            )
+        if self.exec_runtime_refusal:
+            return f"host {self.config.host_id}: agent {agent!r} {self.exec_runtime_refusal}"
         return ""
 
     def agent_runtime(self, env_name: str, agent: str) -> str:
