@@ -201,6 +201,7 @@ class DockerRuntime(SandboxRuntime):
         self._live: dict[str, ContainerHandle] = {}
         self._live_lock = threading.Lock()
         self._aborting = threading.Event()
+        self._starting: set[socket.socket] = set()  # runner sockets waiting for their hello
         self.engine_version = self.client.version().get("Version", "")
         info = self.client.info()
         #: The engine's default OCI runtime (what a spec with ``runtime=""`` runs under).
@@ -306,6 +307,7 @@ class DockerRuntime(SandboxRuntime):
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         t0 = time.monotonic()
         container = None
+        conn: RunnerConnection | None = None
         try:
             listener.bind(str(sock_path))
             # The runner runs as an unprivileged uid: it needs write permission to connect.
@@ -314,7 +316,7 @@ class DockerRuntime(SandboxRuntime):
             container = self.client.containers.run(detach=True, **self._run_kwargs(spec, name, cdir))
             conn_sock = self._accept(listener, container, name, spec)
             conn = RunnerConnection(conn_sock)
-            hello, _ = wire.recv_message(conn_sock)
+            hello = self._hello(conn_sock, name)
             if hello.get("type") != "hello" or hello.get("protocol") != wire.PROTOCOL_VERSION:
                 raise ContainerStartFailed(f"runner of {name} spoke an unexpected protocol: {hello}")
             container.reload()
@@ -331,6 +333,8 @@ class DockerRuntime(SandboxRuntime):
                 start_s=time.monotonic() - t0,
             )
         except BaseException as exc:
+            if conn is not None:
+                conn.close()
             self._force_remove(name)
             shutil.rmtree(cdir, ignore_errors=True)
             if isinstance(exc, ContainerStartFailed | ImageMissing):
@@ -350,6 +354,31 @@ class DockerRuntime(SandboxRuntime):
             self._live[name] = handle
         log.debug("container.created", container=name, start_s=round(handle.start_s, 3))
         return handle
+
+    def _hello(self, sock: socket.socket, name: str) -> dict[str, Any]:
+        """The runner's first message, within the start timeout; :meth:`abort_creations` cuts
+        the wait short (it shuts the socket down)."""
+        with self._live_lock:
+            self._starting.add(sock)
+        try:
+            if self._aborting.is_set():
+                raise ContainerStartFailed(f"runtime closing: creation of {name} aborted")
+            sock.settimeout(self.config.start_timeout_s)
+            try:
+                hello, _ = wire.recv_message(sock)
+            except TimeoutError:
+                raise ContainerStartFailed(
+                    f"runner of {name} connected but sent nothing within {self.config.start_timeout_s:.0f}s"
+                ) from None
+            except (EOFError, OSError) as exc:
+                if self._aborting.is_set():
+                    raise ContainerStartFailed(f"runtime closing: creation of {name} aborted") from exc
+                raise
+            sock.settimeout(None)
+            return hello
+        finally:
+            with self._live_lock:
+                self._starting.discard(sock)
 
     def _accept(
         self, listener: socket.socket, container: Any, name: str, spec: ContainerSpec
@@ -482,6 +511,11 @@ class DockerRuntime(SandboxRuntime):
         service is closing, and a creation slowed down by a loaded machine must not hold the
         shutdown for the runner's whole start timeout."""
         self._aborting.set()
+        with self._live_lock:
+            starting = list(self._starting)
+        for sock in starting:  # a creation waiting for its runner's hello sees EOF now
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def kill(self, handle: ContainerHandle) -> None:
         """Kill a container now (cancellation, backstop timeout); removal happens in destroy."""

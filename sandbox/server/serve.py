@@ -35,6 +35,7 @@ from sandbox.server.interceptors import TokenAuthInterceptor
 from sandbox.server.servicer import SandboxServicer
 from sandbox.service.registry import RolloutRegistry
 from sandbox.service.rollout import RolloutService, ServiceConfig
+from sandbox.service.validation import host_cpus
 from skillopt.errors import ConfigError
 from skillopt.models.profiles import ProviderProfile
 
@@ -182,6 +183,10 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
         cleanup.callback(runtime.close)
         spec: ContainerSpec = config.service.base_spec
         runtime.check_runtime(spec.runtime)
+        if spec.cpus > host_cpus():
+            raise ConfigError(
+                f"default CPU limit {spec.cpus:g} exceeds this host's {host_cpus():g} cores (--cpus)"
+            )
         report = runtime.reap(startup=True)
         if report.containers:
             log.info("reaper.startup", removed=len(report.containers))
