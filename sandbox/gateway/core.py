@@ -338,6 +338,14 @@ class Gateway:
                 for chunk in response.iter_raw():
                     parts.append(chunk)
                     yield chunk
+            except httpx.HTTPError as exc:  # the provider broke off mid-answer
+                kind = ModelTimeout if isinstance(exc, httpx.TimeoutException) else ModelUnavailable
+                session.fail(
+                    kind(
+                        f"provider {session.profile.name!r} broke off its answer: {type(exc).__name__}",
+                        rollout_id=session.rollout_id,
+                    )
+                )
             finally:
                 response.close()
                 raw = b"".join(parts)
