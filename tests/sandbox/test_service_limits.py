@@ -175,6 +175,20 @@ def test_statuses_carry_typed_details(service, sample):
         channel.close()
 
 
+def test_draining_is_told_apart_by_its_typed_detail(service, sample):
+    from skillopt.errors import Draining, HostFull
+
+    registry = service.running.registry
+    registry.draining = True
+    try:
+        with pytest.raises(Draining) as info:
+            service.client.run(request_for(sample, "32255"), timeout_s=30)
+        assert info.value.retryable
+    finally:
+        registry.draining = False
+    assert not issubclass(Draining, HostFull)
+
+
 @pytest.mark.parametrize(
     ("flags", "expected"),
     [
