@@ -462,13 +462,14 @@ class FleetExecutor:
 def _infra_row(
     req: RolloutRequest, kind: InfraErrorKind, message: str, host: str, *, retryable: bool | None = None
 ) -> RolloutResult:
+    info = InfraErrorInfo(kind=kind, message=message, retryable=retryable)
     return RolloutResult(
         id=req.task.id,
         rollout_id=req.rollout_id,
         phase="infra",
-        fail_reason=f"infra-{kind.value}: {message}",
+        fail_reason=info.fail_reason,
         host=host,
-        infra_error=InfraErrorInfo(kind=kind, message=message, retryable=retryable),
+        infra_error=info,
     )
 
 
