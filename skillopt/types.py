@@ -333,3 +333,7 @@ class HostDescription:
     container_runtime: str = ""
     providers: tuple[str, ...] = ()
     runner_sha256: str = ""
+    available_runtimes: tuple[str, ...] = ()
+    engine_version: str = ""
+    service_build: str = ""
+    image_labels: Mapping[str, str] = field(default_factory=dict)

@@ -34,6 +34,9 @@ class ChannelConfig:
     #: Client certificate and key for mTLS.
     tls_cert_file: str = ""
     tls_key_file: str = ""
+    #: Name the server's certificate must carry when ``address`` is an IP (an address found by
+    #: resolving a ``dns:///`` endpoint); "" = the host part of ``address``.
+    tls_server_name: str = ""
     max_message_bytes: int = 80 * MiB
     #: Longest wait for a TCP/TLS connection to the host (an unreachable host fails this fast,
     #: not after the rollout's whole deadline).
@@ -82,6 +85,8 @@ class SandboxClient:
                 private_key=Path(config.tls_key_file).read_bytes() if config.tls_key_file else None,
                 certificate_chain=Path(config.tls_cert_file).read_bytes() if config.tls_cert_file else None,
             )
+            if config.tls_server_name:
+                options.append(("grpc.ssl_target_name_override", config.tls_server_name))
             self._channel = grpc.secure_channel(config.address, creds, options=options)
         else:
             self._channel = grpc.insecure_channel(config.address, options=options)

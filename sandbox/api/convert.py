@@ -343,4 +343,8 @@ def description_to_proto(d: HostDescription) -> pb.DescribeResponse:
         runner_sha256=d.runner_sha256,
         agent_runtimes=dict(d.agent_runtimes),
         unavailable_agents=dict(d.unavailable_agents),
+        available_runtimes=list(d.available_runtimes),
+        engine_version=d.engine_version,
+        service_build=d.service_build,
+        image_labels=dict(d.image_labels),
     )

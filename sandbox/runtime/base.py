@@ -182,6 +182,20 @@ class SandboxRuntime(abc.ABC):
         """Whether sandboxes of runtime ``name`` can join a network (exec agents need one)."""
         return True
 
+    def image_labels(self, image: str) -> dict[str, str]:
+        """The ``org.skillopt.*`` labels of an image (build hash, agent CLI versions); {} when
+        unknown."""
+        return {}
+
+    def available_runtimes(self) -> tuple[str, ...]:
+        """The isolation runtimes this host offers (for ``Describe``)."""
+        return ()
+
+    @property
+    def engine_version(self) -> str:
+        """Version of the engine behind this runtime ("" when not known)."""
+        return ""
+
     @abc.abstractmethod
     def reap(self, *, startup: bool = False) -> Any:
         """Remove sandboxes this host no longer owns (a crashed predecessor's, expired ones)."""

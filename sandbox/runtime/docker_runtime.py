@@ -202,13 +202,20 @@ class DockerRuntime(SandboxRuntime):
         self._live_lock = threading.Lock()
         self._aborting = threading.Event()
         self._starting: set[socket.socket] = set()  # runner sockets waiting for their hello
-        self.engine_version = self.client.version().get("Version", "")
+        self._engine_version = self.client.version().get("Version", "")
         info = self.client.info()
         #: The engine's default OCI runtime (what a spec with ``runtime=""`` runs under).
         self.default_runtime: str = info.get("DefaultRuntime") or "runc"
         self._runtimes: dict[str, Any] = info.get("Runtimes") or {}
 
     # -- OCI runtimes ------------------------------------------------------------------------
+
+    def available_runtimes(self) -> tuple[str, ...]:
+        return tuple(sorted(self._runtimes))
+
+    @property
+    def engine_version(self) -> str:
+        return f"Docker {self._engine_version}" if self._engine_version else ""
 
     def runtime_name(self, spec: ContainerSpec) -> str:
         """The OCI runtime a container of ``spec`` runs under (``runc``, ``runsc`` ...)."""
@@ -282,6 +289,13 @@ class DockerRuntime(SandboxRuntime):
                 raise SandboxUnavailable(f"Docker engine error looking up {image!r}: {exc}") from exc
             self._digests[image] = digest
         return digest
+
+    def image_labels(self, image: str) -> dict[str, str]:
+        try:
+            labels = self.client.images.get(image).labels or {}
+        except docker.errors.DockerException:
+            return {}
+        return {k: v for k, v in labels.items() if k.startswith("org.skillopt.")}
 
     # -- containers --------------------------------------------------------------------------
 

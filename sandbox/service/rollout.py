@@ -9,6 +9,7 @@ turns them into a score.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -236,6 +237,10 @@ class RolloutService:
             container_runtime=self.runtime.runtime_name(self.config.base_spec),
             providers=tuple(sorted(self.providers)),
             runner_sha256=self.runtime.runner_sha256,
+            available_runtimes=self.runtime.available_runtimes(),
+            engine_version=self.runtime.engine_version,
+            service_build=os.environ.get("SKILLOPT_SERVICE_BUILD", "") or "source",
+            image_labels=self.runtime.image_labels(image),
         )
 
     def effective_limits(self, limits: Limits) -> Limits:

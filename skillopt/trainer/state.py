@@ -116,6 +116,9 @@ class TrainerState:
     hosts: list[str] = field(default_factory=list)
     #: Why the last session stopped before the end ("" = it did not, or it crashed).
     stop_reason: str = ""
+    #: The environment the run is pinned to (first session): runtime image digest and more;
+    #: ``--resume`` keeps using that digest.
+    environment: dict[str, Any] = field(default_factory=dict)
     #: Step records; persisted in ``history.json`` next to the state (not inside it).
     history: list[dict[str, Any]] = field(default_factory=list)
     version: int = STATE_VERSION

@@ -308,7 +308,7 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("host", "version", "capacity", "free_slots", "running", "draining", "agents", "image_digests", "pool_idle", "container_runtime", "providers", "runner_sha256", "agent_runtimes", "unavailable_agents")
+    __slots__ = ("host", "version", "capacity", "free_slots", "running", "draining", "agents", "image_digests", "pool_idle", "container_runtime", "providers", "runner_sha256", "agent_runtimes", "unavailable_agents", "available_runtimes", "engine_version", "service_build", "image_labels")
     class ImageDigestsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -337,6 +337,13 @@ class DescribeResponse(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class ImageLabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     HOST_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
@@ -351,6 +358,10 @@ class DescribeResponse(_message.Message):
     RUNNER_SHA256_FIELD_NUMBER: _ClassVar[int]
     AGENT_RUNTIMES_FIELD_NUMBER: _ClassVar[int]
     UNAVAILABLE_AGENTS_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_RUNTIMES_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_BUILD_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_LABELS_FIELD_NUMBER: _ClassVar[int]
     host: str
     version: str
     capacity: int
@@ -365,7 +376,11 @@ class DescribeResponse(_message.Message):
     runner_sha256: str
     agent_runtimes: _containers.ScalarMap[str, str]
     unavailable_agents: _containers.ScalarMap[str, str]
-    def __init__(self, host: _Optional[str] = ..., version: _Optional[str] = ..., capacity: _Optional[int] = ..., free_slots: _Optional[int] = ..., running: _Optional[int] = ..., draining: _Optional[bool] = ..., agents: _Optional[_Iterable[str]] = ..., image_digests: _Optional[_Mapping[str, str]] = ..., pool_idle: _Optional[_Mapping[str, int]] = ..., container_runtime: _Optional[str] = ..., providers: _Optional[_Iterable[str]] = ..., runner_sha256: _Optional[str] = ..., agent_runtimes: _Optional[_Mapping[str, str]] = ..., unavailable_agents: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    available_runtimes: _containers.RepeatedScalarFieldContainer[str]
+    engine_version: str
+    service_build: str
+    image_labels: _containers.ScalarMap[str, str]
+    def __init__(self, host: _Optional[str] = ..., version: _Optional[str] = ..., capacity: _Optional[int] = ..., free_slots: _Optional[int] = ..., running: _Optional[int] = ..., draining: _Optional[bool] = ..., agents: _Optional[_Iterable[str]] = ..., image_digests: _Optional[_Mapping[str, str]] = ..., pool_idle: _Optional[_Mapping[str, int]] = ..., container_runtime: _Optional[str] = ..., providers: _Optional[_Iterable[str]] = ..., runner_sha256: _Optional[str] = ..., agent_runtimes: _Optional[_Mapping[str, str]] = ..., unavailable_agents: _Optional[_Mapping[str, str]] = ..., available_runtimes: _Optional[_Iterable[str]] = ..., engine_version: _Optional[str] = ..., service_build: _Optional[str] = ..., image_labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ErrorDetail(_message.Message):
     __slots__ = ("reason", "retryable", "host")
