@@ -204,6 +204,32 @@ def test_a_crash_before_a_commit_resumes_to_the_same_decisions(
     assert_no_duplicate_rows(out)
 
 
+def test_kills_inside_a_step_at_reflect_select_update_and_gate_resume_to_the_same_decisions(
+    full_run, tmp_path
+):
+    """One run killed four times inside step 2 (each resume dies at the next stage), then
+    resumed to the end: the cached stage outputs make every rerun of step 2 reach the same
+    decisions as the uninterrupted run."""
+    out = tmp_path / "chain"
+    chain = [
+        ("minibatch_fail_000.json:2", "reflect"),  # the first write is step 1's
+        ("ranked_edits.json:1", "select"),
+        ("candidate_skill.md:1", "update"),
+        ("step_record.json:1", "gate"),
+    ]
+    for i, (failpoint, stage) in enumerate(chain):
+        args = ("--resume", str(out)) if i else ("--config", "spreadsheetbench_demo", "--out", str(out))
+        proc = train(*args, env={"SKILLOPT_FAILPOINT": failpoint})
+        _, stderr = proc.communicate(timeout=900)
+        assert proc.returncode == 137, (stage, stderr[-3000:])
+        assert json.loads((out / "runtime_state.json").read_text())["last_completed_step"] == 1, stage
+    resumed = train("--resume", str(out))
+    _, stderr = resumed.communicate(timeout=900)
+    assert resumed.returncode == 0, stderr[-4000:]
+    assert decisions(out) == decisions(full_run)
+    assert_no_duplicate_rows(out)
+
+
 def test_budget_stop_then_resume_with_a_larger_budget(tmp_path, docker_client):
     out = tmp_path / "budget"
     common = [
