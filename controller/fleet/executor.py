@@ -28,6 +28,7 @@ container.
 
 from __future__ import annotations
 
+import collections
 import enum
 import threading
 import time
@@ -92,10 +93,13 @@ class HostState:
     #: Not chosen before this ``time.monotonic()`` (backing off a full host).
     full_until: float = 0.0
     full_backoff_s: float = 0.0
-    #: (monotonic time, health) transitions, for the run log and tests.
-    history: list[tuple[float, HostHealth]] = field(default_factory=list)
-    #: monotonic times at which a rollout was placed here.
-    placements: list[float] = field(default_factory=list)
+    #: The last (monotonic time, health) transitions, for the run log and tests.
+    history: collections.deque[tuple[float, HostHealth]] = field(
+        default_factory=lambda: collections.deque(maxlen=64)
+    )
+    #: Rollouts placed here, and when the last one was (``time.monotonic()``).
+    placements: int = 0
+    last_placement: float = 0.0
     #: Its address no longer resolves from its ``dns:///`` endpoint: out of the fleet for good.
     gone: bool = False
     #: What ``Describe`` said (image tag → digest; version and build; agent CLI labels).
@@ -200,16 +204,10 @@ class FleetExecutor:
         host = HostState(
             client=client,
             address=ch.address,
-            capacity=max(1, info.capacity),
+            capacity=1,
             health=HostHealth.DRAINING if info.draining else HostHealth.UP,
-            host_id=info.host,
-            providers=tuple(info.providers),
-            image_digests=dict(info.image_digests),
-            version=info.version,
-            service_build=info.service_build,
-            image_labels=dict(info.image_labels),
         )
-        self._apply_pin(host)
+        self._apply_info(host, info)
         log.info(
             "fleet.host",
             address=ch.address,
@@ -384,6 +382,11 @@ class FleetExecutor:
         except SkillOptError as exc:
             log.warning("fleet.describe_failed", address=host.address, error=exc.message)
             return
+        self._apply_info(host, info)
+        self._set_health(host, HostHealth.DRAINING if info.draining else HostHealth.UP, "health: serving")
+
+    def _apply_info(self, host: HostState, info) -> None:
+        """Take what a ``Describe`` said into the host's state (then check the image pin)."""
         with self._cond:
             host.capacity = max(1, info.capacity)
             host.host_id = info.host
@@ -392,7 +395,6 @@ class FleetExecutor:
             host.version, host.service_build = info.version, info.service_build
             host.image_labels = dict(info.image_labels)
         self._apply_pin(host)
-        self._set_health(host, HostHealth.DRAINING if info.draining else HostHealth.UP, "health: serving")
 
     def _pick(self, avoid: set[str], stop: threading.Event) -> HostState | None:
         """Take a slot on the best usable host, waiting for one; None when ``stop`` is set.
@@ -412,7 +414,8 @@ class FleetExecutor:
                     self._all_down_since = None
                     host = max(preferred, key=lambda h: (h.capacity - h.in_flight, -h.failures))
                     host.in_flight += 1
-                    host.placements.append(now)
+                    host.placements += 1
+                    host.last_placement = now
                     return host
                 if up:
                     self._all_down_since = None

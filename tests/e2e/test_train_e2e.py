@@ -185,6 +185,7 @@ def test_fresh_run_prints_its_mode_and_baseline_and_no_callback_fails(full_run):
         (10, 4, ("slow_update_2",), ("meta_skill_2",)),
     ],
 )
+@pytest.mark.timeout(1200)
 def test_a_crash_before_a_commit_resumes_to_the_same_decisions(
     full_run, tmp_path, commit, last_step, done, not_done
 ):
@@ -204,6 +205,7 @@ def test_a_crash_before_a_commit_resumes_to_the_same_decisions(
     assert_no_duplicate_rows(out)
 
 
+@pytest.mark.timeout(1800)  # five processes in a row: a whole run plus four restarts
 def test_kills_inside_a_step_at_reflect_select_update_and_gate_resume_to_the_same_decisions(
     full_run, tmp_path
 ):
