@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
                 split_mode=cfg.env.split_mode,
                 split_ratio=cfg.env.split_ratio,
                 split_seed=cfg.env.split_seed,
+                options=cfg.env.options,
             )
             names = ("train", "val", "test") if args.split == "all" else (args.split,)
             items = [it for name in names for it in data.split(name)]
@@ -88,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         "soft": s.soft,
         "n_infra": s.n_infra,
         "by_task_type": by_type,
+        "env": {"name": cfg.env.name, "agent": cfg.env.agent, "options": dict(cfg.env.options)},
         "simulated": session.simulated,
     }
     (out / "eval_summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from skillopt.envs.base import TaskItem
 from skillopt.envs.spreadsheetbench.loader import SpreadsheetBenchData, TaskRecord, default_data_root
+from skillopt.envs.spreadsheetbench.spec import SpreadsheetBenchOptions
 from skillopt.errors import ConfigError
 
 __all__ = ["INITIAL_SKILL", "SpreadsheetBenchEnvData"]
@@ -19,6 +20,7 @@ class SpreadsheetBenchEnvData:
     Args:
         data_root: folder with dataset.json/splits.json/spreadsheet ("" = vendored sample).
         split_mode: ``split_file`` or ``ratio``.
+        options: ``env.options`` (validated).
     """
 
     def __init__(
@@ -28,7 +30,9 @@ class SpreadsheetBenchEnvData:
         split_mode: str = "split_file",
         split_ratio: str = "2:1:7",
         split_seed: int = 42,
+        options: SpreadsheetBenchOptions | None = None,
     ) -> None:
+        self.options = options or SpreadsheetBenchOptions()
         self.data = SpreadsheetBenchData(Path(data_root) if data_root else default_data_root())
         self.split_mode = split_mode
         self._ratio = self.data.ratio_split(split_ratio, split_seed) if split_mode == "ratio" else None
