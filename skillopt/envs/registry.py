@@ -19,6 +19,11 @@ __all__ = ["available_envs", "env_spec", "find_spec", "get_env", "load_env_data"
 
 # name -> "module:attribute" of the env's EnvSpec. Adding a benchmark = its folder + one line here.
 _SPECS: dict[str, str] = {
+    "gsm8k": "skillopt.envs.gsm8k.spec:SPEC",
+    "hotpotqa": "skillopt.envs.hotpotqa.spec:SPEC",
+    "livemathematicianbench": "skillopt.envs.livemathematicianbench.spec:SPEC",
+    "math500": "skillopt.envs.math500.spec:SPEC",
+    "searchqa": "skillopt.envs.searchqa.spec:SPEC",
     "spreadsheetbench": "skillopt.envs.spreadsheetbench.spec:SPEC",
 }
 
