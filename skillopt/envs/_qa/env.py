@@ -107,6 +107,10 @@ class QAEnv(ComposedEnv):
         """Files an agent CLI gets: ``task.md`` (the user prompt) unless the env says more."""
         return {}
 
+    def user_prompt(self, task: Any) -> str:
+        """``rollout_user.md`` filled in for one task payload (without the deep-reflect parts)."""
+        return fill(self.prompt("rollout_user"), **self.prompt_fields(task)).strip()
+
     def prompt(self, name: str) -> str:
         """Prompt ``name`` from the env's folder, else the shared QA one."""
         try:
@@ -149,7 +153,7 @@ class PromptedQATask(QATask):
         self.earlier = str(req.task.attributes.get(EARLIER_ATTEMPT, "") or "")
 
     def _user(self) -> str:
-        text = fill(self.env.prompt("rollout_user"), **self.env.prompt_fields(self.payload)).strip()
+        text = self.env.user_prompt(self.payload)
         return with_diagnostic(text, self.ctx.request.diagnostic_instruction, earlier=self.earlier)
 
     def prompts(self) -> tuple[str, str]:
