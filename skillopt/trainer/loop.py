@@ -19,7 +19,7 @@ import structlog
 
 from skillopt import __version__
 from skillopt.config import Config
-from skillopt.envs.base import EnvData, TaskItem
+from skillopt.envs.base import EnvData, TaskItem, earlier_attempt
 from skillopt.errors import ConfigError
 from skillopt.gate import GateCache, decide, gate_score, regressions
 from skillopt.models.roles import PriceTable, RoleModel, UsageTracker
@@ -482,7 +482,8 @@ class Trainer:
             return None
         atomic_write_text(self._path(rel, "diagnostic_instruction.txt"), instruction)
         by_id = {it.id: it for it in self.train_items}
-        items = [by_id[r.id] for r in picked if r.id in by_id]
+        # The re-run sees its own earlier attempt as context (never the grader's messages).
+        items = [by_id[r.id].with_earlier_attempt(earlier_attempt(r)) for r in picked if r.id in by_id]
         diag_rows = self._rollout(items, skill, f"{rel}/rollout", train=True, diagnostic=instruction)
         return reflect_on_probe(
             picked,

@@ -124,3 +124,19 @@ def test_demo_trains_offline_on_the_embedded_sandbox(tmp_path, docker_client):
     )  # fmt: skip
     assert evaluated.returncode == 0, evaluated.stderr[-4000:]
     assert json.loads((tmp_path / "eval" / "eval_summary.json").read_text())["simulated"] is True
+
+
+def test_deep_reflect_reruns_see_their_earlier_attempt_but_no_gold(remote, tmp_path):
+    out = tmp_path / "deep"
+    res = cli(
+        "train", "--config", "searchqa_demo", "--out", str(out), *remote,
+        "--set", "train.num_epochs=1", "--set", "gradient.deep_reflect=true",
+        "--set", "optimizer.use_slow_update=false", "--set", "evaluation.eval_test=false",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-4000:]
+    prompts = sorted(out.glob("steps/*/**/probe/rollout/predictions/*/target_user_prompt.txt"))
+    assert prompts, sorted(str(p.relative_to(out)) for p in out.rglob("probe*"))
+    for path in prompts:
+        text = path.read_text()
+        assert "# Your earlier attempt at this task" in text and "# Diagnostic instruction" in text
+        assert "[EVALUATION RESULT]" not in text and "Gold answers" not in text
