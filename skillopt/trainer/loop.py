@@ -839,7 +839,14 @@ class Trainer:
             sel = [r for r in rows if r.infra_error is None and (t == "overall" or types.get(r.id) == t)]
             by_type[t] = {"total": len(sel), "hard_acc": sum(r.hard for r in sel) / len(sel) if sel else 0.0}
         s = score_rows(rows)
-        summary = {**by_type, "hard": s.hard, "soft": s.soft, "n": s.n, "n_infra": s.n_infra}
+        summary = {
+            **by_type,
+            "hard": s.hard,
+            "soft": s.soft,
+            "n": s.n,
+            "n_infra": s.n_infra,
+            "env_options": dict(self.cfg.env.options),  # e.g. SpreadsheetBench's grading mode
+        }
         atomic_write_json(self._path(rel, "summary.json"), summary)
         return summary
 

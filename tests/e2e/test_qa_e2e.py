@@ -75,6 +75,10 @@ def remote(tmp_path_factory, docker_client) -> Iterator[list[str]]:
             proc.wait(60)
 
 
+def _test_eval_options(out: Path) -> dict:
+    return json.loads((out / "test_eval" / "summary.json").read_text())["env_options"]
+
+
 @pytest.mark.parametrize("env", QA_ENVS)
 def test_train_over_endpoints_gates_and_reports_categories(remote, tmp_path, env):
     out = tmp_path / "run"
@@ -85,6 +89,7 @@ def test_train_over_endpoints_gates_and_reports_categories(remote, tmp_path, env
     assert summary["best_selection_hard"] > summary["baseline_selection_hard"]
     assert summary["test_hard"] > summary["baseline_test_hard"]
     assert summary["config"]["env"]["name"] == env and summary["config"]["env"]["agent"] == "qa"
+    assert _test_eval_options(out) == summary["config"]["env"]["options"]
     test = json.loads((out / "test_eval" / "summary.json").read_text())
     assert (
         test["overall"]["total"] == test["n"]

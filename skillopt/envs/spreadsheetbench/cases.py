@@ -142,6 +142,8 @@ class CaseRunner:
             str(req.grading.attributes.get("answer_sheet") or attrs.get("answer_sheet") or "") or None
         )
         self.exec_timeout = float(ctx.limits.exec_timeout_s or 120.0)
+        #: ``corrected`` or ``official`` (env.options.grading.mode, checked by the env).
+        self.grading_mode = str(req.grading.attributes.get("grading_mode") or "corrected")
 
     def write_inputs(self) -> None:
         """Place every case's input at ``<root>/<name>/input.xlsx``."""
@@ -174,7 +176,11 @@ class CaseRunner:
             return CaseVerdict(ok=False, reason="output-not-found", stage="output")
         t0 = time.monotonic()
         verdict = grade_case(
-            output, self.gold[name].files[0].content, self.answer_position, self.answer_sheet
+            output,
+            self.gold[name].files[0].content,
+            self.answer_position,
+            self.answer_sheet,
+            mode=self.grading_mode,
         )
         self.st.add_time("grade", t0)
         return verdict
@@ -260,6 +266,7 @@ def build_row(
             "n_cases": n_cases,
             "n_pass": sum(1 for v in grades.verdicts if v.ok),
             "n_exec_pass": grades.exec_pass,
+            "grading_mode": str(req.grading.attributes.get("grading_mode") or "corrected"),
             **metrics,
         },
         trace=st.trace(messages=messages, notes={**st.notes, **notes}),

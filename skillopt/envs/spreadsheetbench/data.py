@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from skillopt.envs.base import TaskItem
@@ -55,9 +56,11 @@ class SpreadsheetBenchEnvData:
         return self._ratio[canonical[name]]
 
     def split(self, name: str) -> list[TaskItem]:
+        mode = self.options.grading.mode
         items = []
         for record in self._records(name):
             task, grading = self.data.build_task(record)
+            grading = replace(grading, attributes={**dict(grading.attributes), "grading_mode": mode})
             items.append(TaskItem(task=task, grading=grading, task_type=record.task_type))
         return items
 
@@ -65,7 +68,12 @@ class SpreadsheetBenchEnvData:
         return ["cell_level", "sheet_level"]
 
     def describe(self) -> dict:
-        info = {"root": str(self.data.root), "split_mode": self.split_mode, "summary": self.data.describe()}
+        info = {
+            "root": str(self.data.root),
+            "split_mode": self.split_mode,
+            "summary": self.data.describe(),
+            "grading_mode": self.options.grading.mode,
+        }
         if self._ratio is not None:
             info["ratio_counts"] = {k: len(v) for k, v in self._ratio.items()}
         return info

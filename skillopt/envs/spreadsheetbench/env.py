@@ -7,6 +7,7 @@ import zipfile
 
 from skillopt.envs.base import ComposedEnv
 from skillopt.envs.spreadsheetbench.agents import build_agents
+from skillopt.envs.spreadsheetbench.official import GRADING_MODES
 from skillopt.envs.spreadsheetbench.positions import parse_answer_position
 from skillopt.envs.spreadsheetbench.spec import SPEC
 from skillopt.errors import InvalidRequest
@@ -60,6 +61,11 @@ class SpreadsheetBenchEnv(ComposedEnv):
             _check_xlsx(g.files[0].content, f"grading case {case.name!r} answer.xlsx")
         if set(gold) != {c.name for c in task.cases}:
             raise InvalidRequest("spreadsheetbench: grading cases do not match the task's cases")
+        mode = grading.attributes.get("grading_mode", "corrected")
+        if mode not in GRADING_MODES:
+            raise InvalidRequest(
+                f"spreadsheetbench: grading.attributes.grading_mode must be one of {', '.join(GRADING_MODES)}, got {mode!r}"
+            )
         position = grading.attributes.get("answer_position") or task.attributes.get("answer_position")
         if not position:
             raise InvalidRequest("spreadsheetbench: answer_position is missing from the grading attributes")

@@ -3,14 +3,33 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from skillopt.envs.base import AgentSpec, EnvOptions, EnvSpec
 
-__all__ = ["SPEC", "SpreadsheetBenchOptions"]
+__all__ = ["SPEC", "GradingMode", "GradingOptions", "SpreadsheetBenchOptions"]
+
+#: How answer cells are graded (see :mod:`.official` and the env's README).
+GradingMode = Literal["official", "corrected"]
+
+
+class GradingOptions(BaseModel):
+    """``env.options.grading``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: GradingMode = "corrected"
+    """``corrected``: our grader, with the official grader's errors fixed (the env's README lists
+    each fix with its task ids); ``official``: the official grader's verdicts exactly, for
+    numbers comparable to published results."""
 
 
 class SpreadsheetBenchOptions(EnvOptions):
-    """``env.options`` of SpreadsheetBench (none yet)."""
+    """``env.options`` of SpreadsheetBench."""
+
+    grading: GradingOptions = GradingOptions()
 
 
 def _data_root_problem(root: Path, split_mode: str) -> str:
