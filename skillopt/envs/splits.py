@@ -13,24 +13,33 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-__all__ = ["RATIO_NAMES", "SPLIT_ALIASES", "carve", "largest_remainder", "parse_ratio", "ratio_split"]
+__all__ = [
+    "FILE_ALIASES",
+    "RATIO_NAMES",
+    "SPLIT_ALIASES",
+    "carve",
+    "largest_remainder",
+    "parse_ratio",
+    "ratio_split",
+]
 
 #: The three splits of a ratio split, in ``train:val:test`` order.
 RATIO_NAMES = ("train", "val", "test")
 
 #: Canonical split names and the names other code uses for them (SkillOpt: valid_seen is the
-#: selection split, valid_unseen the test split; HotpotQA calls its validation file ``dev``).
+#: selection split, valid_unseen the test split).
 SPLIT_ALIASES: Mapping[str, str] = {
     "train": "train",
     "val": "val",
-    "valid": "val",
-    "validation": "val",
-    "dev": "val",
     "valid_seen": "val",
     "selection": "val",
     "test": "test",
     "valid_unseen": "test",
 }
+
+#: :data:`SPLIT_ALIASES` plus the names benchmark releases give their split files (HotpotQA's
+#: validation file is ``dev``).
+FILE_ALIASES: Mapping[str, str] = {**SPLIT_ALIASES, "dev": "val", "valid": "val", "validation": "val"}
 
 
 def largest_remainder(n: int, weights: Sequence[float | int | Fraction]) -> list[int]:

@@ -2,7 +2,7 @@
 
 A data root is a folder of JSON/JSONL files, one per split, named after it (``train.json``,
 ``val.jsonl``, ``dev.jsonl``...; names are matched through
-:data:`skillopt.envs.splits.SPLIT_ALIASES`). Each file holds the items exactly as the benchmark
+:data:`skillopt.envs.splits.FILE_ALIASES`). Each file holds the items exactly as the benchmark
 releases them: a JSON array, an object with a ``data`` list, or JSON lines. The vendored sample
 (``<env>/data/sample/``) has the same layout with all three splits.
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from skillopt.envs.base import EnvOptions, TaskItem
-from skillopt.envs.splits import RATIO_NAMES, SPLIT_ALIASES, carve, ratio_split
+from skillopt.envs.splits import FILE_ALIASES, RATIO_NAMES, carve, ratio_split
 from skillopt.errors import ConfigError
 
 __all__ = ["Carve", "Layout", "QAData", "QADataError", "read_items", "split_files"]
@@ -105,7 +105,7 @@ def _source_stem(files: Mapping[str, Path], name: str) -> str | None:
     if name in files:
         return name
     for stem in files:
-        if SPLIT_ALIASES.get(stem) == name:
+        if FILE_ALIASES.get(stem) == name:
             return stem
     return None
 
@@ -243,7 +243,7 @@ class QAData:
         Raises:
             ConfigError: unknown split (the message lists the available ones).
         """
-        canonical = SPLIT_ALIASES.get(name, name)
+        canonical = FILE_ALIASES.get(name, name)
         if canonical not in self._splits:
             raise ConfigError(
                 f"unknown split {name!r} for {self.env} under {self.root}; available: {', '.join(self._splits)}"

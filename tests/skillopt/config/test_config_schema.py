@@ -233,7 +233,10 @@ def test_gate_mixed_weight_out_of_range(weight: float) -> None:
         (lambda: EnvConfig(name="spreadsheetbench", exec_timeout=700), "exceeds env.task_timeout"),
         (lambda: EnvConfig(name="spreadsheetbench", cpus=0), "env.cpus: must be > 0"),
         (lambda: EnvConfig(name="spreadsheetbench", agent="nope"), "allowed: codegen_single, codegen_multi"),
-        (lambda: EnvConfig(name="nosuchbench"), "unknown env 'nosuchbench'; known: spreadsheetbench"),
+        (
+            lambda: EnvConfig(name="nosuchbench"),
+            "unknown env 'nosuchbench'; known: gsm8k, hotpotqa, livemathematicianbench, math500, searchqa, spreadsheetbench",
+        ),
         (lambda: EnvConfig(name=""), "env.name: is required"),
         (lambda: SandboxConfig(endpoints=["localhost"]), 'sandbox.endpoints[0]: expected "host:port"'),  # type: ignore[arg-type]
         (lambda: SandboxConfig(endpoints=["h:70000"]), "port 1-65535"),  # type: ignore[arg-type]
