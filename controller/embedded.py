@@ -8,6 +8,7 @@ port with a fresh token, and the controller talks gRPC to it. Readiness is the s
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
 import shutil
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +27,12 @@ import structlog
 
 from skillopt.errors import SandboxUnavailable
 
-__all__ = ["EmbeddedSandbox", "embedded_sandbox", "spawn_service", "wait_listening"]
+__all__ = ["EmbeddedSandbox", "embedded_sandbox", "reap_dead_embedded", "spawn_service", "wait_listening"]
+
+_STATE_PREFIX = "so-emb-"
+# A state dir whose service never took its lock (it did not start) is left alone this long:
+# its controller may still be starting it.
+_UNSTARTED_GRACE_S = 600.0
 
 log = structlog.get_logger("skillopt.controller.embedded")
 
@@ -64,12 +71,14 @@ def embedded_sandbox(
     Raises:
         SandboxUnavailable: the service did not come up (its log tail is in the message).
     """
-    state = Path(tempfile.mkdtemp(prefix="so-emb-", dir="/tmp"))
+    reap_dead_embedded()
+    state = Path(tempfile.mkdtemp(prefix=_STATE_PREFIX, dir=_TMP))
     token = secrets.token_urlsafe(32)
     token_file = state / "token"
     token_file.write_text(token)
     token_file.chmod(0o600)
     host_id = f"embedded-{secrets.token_hex(4)}"
+    (state / "host_id").write_text(host_id + "\n")
     log_path = (log_dir or state) / "sandbox.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     cmd = [
@@ -127,6 +136,77 @@ def embedded_sandbox(
         log_fh.close()
         shutil.rmtree(state, ignore_errors=True)
         log.info("embedded.stopped", host=host_id, exit_code=proc.returncode)
+
+
+_TMP = "/tmp"
+
+
+def reap_dead_embedded(tmp_dir: str = _TMP) -> list[str]:
+    """Remove what dead embedded sandboxes left behind: their containers, exec-agent network and
+    firewall rules, and their state dir with its token.
+
+    Every embedded run has a fresh host id, so a service's own start-up reaper never sees what
+    an earlier instance left when it was killed together with its controller (``kill -9`` of
+    both: nobody drained). An instance is dead when nobody holds the flock on its state dir's
+    ``lock`` (the service holds it while it lives). Returns the host ids reaped.
+    """
+    reaped: list[str] = []
+    for d in sorted(Path(tmp_dir).glob(f"{_STATE_PREFIX}*")):
+        host_file, lock = d / "host_id", d / "state" / "lock"
+        try:
+            host_id = host_file.read_text().strip()
+        except OSError:
+            continue  # not ours (or still being created)
+        if not lock.exists():
+            if _age_s(d) < _UNSTARTED_GRACE_S:
+                continue
+            fd = None
+        else:
+            try:
+                fd = os.open(lock, os.O_RDWR)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue  # alive
+        try:
+            _reap_host(host_id)
+            shutil.rmtree(d, ignore_errors=True)
+            reaped.append(host_id)
+            log.info("embedded.reaped_dead_instance", host=host_id, dir=str(d))
+        finally:
+            if fd is not None:
+                os.close(fd)
+    return reaped
+
+
+def _age_s(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _reap_host(host_id: str) -> None:
+    import docker
+
+    from sandbox.gateway.network import remove_host_network
+    from sandbox.runtime.docker_runtime import LABEL_HOST
+
+    try:
+        client = docker.from_env()
+    except docker.errors.DockerException as exc:
+        log.warning("embedded.reap_skipped", host=host_id, error=str(exc))
+        return
+    try:
+        for c in client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={host_id}"}):
+            with contextlib.suppress(docker.errors.NotFound):
+                c.remove(force=True)
+        remove_host_network(client, host_id)
+    finally:
+        client.close()
 
 
 def spawn_service(

@@ -24,6 +24,7 @@ from skillopt.models.openai_chat import OpenAIChatModel
 from skillopt.models.profiles import load_profiles, validate_profiles
 from skillopt.models.roles import RoleModel, UsageTracker
 from skillopt.trainer.rollouts import RolloutSpec, RolloutStage
+from skillopt.trainer.state import RunMode
 from skillopt.types import Limits, ModelSpec
 
 __all__ = ["Session", "decide_simulation", "open_session", "run_id_for"]
@@ -36,28 +37,54 @@ MiB = 1024 * 1024
 class Session:
     rollouts: RolloutStage
     optimizer: RoleModel
-    simulated: bool
+    mode: RunMode
     sandbox_address: str
 
+    @property
+    def simulated(self) -> bool:
+        return self.mode.simulated
 
-def decide_simulation(cfg: Config) -> tuple[bool, str]:
-    """Whether to run the offline simulation, and why."""
-    mode = cfg.run.simulate
+
+_SIM_HINT = (
+    "To try skillopt without a key, run the offline simulation on purpose: --simulate on "
+    "(or --config spreadsheetbench_demo, which chooses it by itself when no key is set)"
+)
+
+
+def decide_simulation(cfg: Config) -> RunMode:
+    """Real models or the offline simulation, and why.
+
+    ``run.simulate`` is ``off`` everywhere but the demo configs: a run that cannot reach its
+    providers then stops here with what is missing, rather than quietly producing scripted
+    numbers.
+
+    Raises:
+        ConfigError: ``off`` and a provider profile is missing or its file does not load.
+    """
+    mode, m = cfg.run.simulate, cfg.model
     if mode == "on":
-        return True, "run.simulate=on"
-    if mode == "off":
-        return False, ""
+        return RunMode(simulated=True, reason="chosen (run.simulate=on)")
     try:
-        profiles = load_profiles(file=cfg.model.providers_file or None)
+        profiles = load_profiles(file=m.providers_file or None)
+        missing = sorted({p for p in (m.optimizer_provider, m.target_provider) if p not in profiles})
+        if missing and mode == "off":
+            validate_profiles(profiles, missing)  # raises with exactly what to set
     except ConfigError as exc:
-        return True, f"the provider configuration is not usable ({exc.message})"
-    missing = [p for p in (cfg.model.optimizer_provider, cfg.model.target_provider) if p not in profiles]
+        if mode == "off":
+            raise ConfigError(f"{exc.message}. {_SIM_HINT}") from exc
+        return RunMode(simulated=True, reason=f"the provider configuration is not usable ({exc.message})")
     if missing:
-        return True, (
-            f"no provider key for {', '.join(sorted(set(missing)))} (set OPENAI_API_KEY, or define the profiles in "
-            "model.providers_file)"
+        return RunMode(
+            simulated=True,
+            reason=(
+                f"no provider key for {', '.join(missing)} (run.simulate=auto; set OPENAI_API_KEY, or define "
+                "the profiles in model.providers_file, for real models)"
+            ),
         )
-    return False, ""
+    return RunMode(
+        simulated=False,
+        reason=f"optimizer {m.optimizer} via {m.optimizer_provider}, target {m.target} via {m.target_provider}",
+    )
 
 
 def run_id_for(out_dir: Path) -> str:
@@ -79,32 +106,47 @@ def _limits(cfg: Config) -> Limits:
         exec_timeout_s=e.exec_timeout,
         memory_bytes=e.memory_mb * MiB,
         cpus=e.cpus,
+        max_model_tokens=e.max_model_tokens or None,
     )
 
 
 @contextlib.contextmanager
-def open_session(cfg: Config, *, out_dir: Path, simulate: bool | None = None) -> Iterator[Session]:
+def open_session(cfg: Config, *, out_dir: Path, mode: RunMode | None = None) -> Iterator[Session]:
     """Start what the run needs (simulation server, embedded sandbox) and stop it afterwards.
+
+    Args:
+        mode: decided by the caller (:func:`decide_simulation`), which prints it; decided here
+            when not given.
 
     Raises:
         ConfigError: a provider or endpoint setting is missing or wrong (says what to set).
     """
-    simulated, _why = decide_simulation(cfg) if simulate is None else (simulate, "")
+    mode = mode or decide_simulation(cfg)
+    simulated = mode.simulated
     with contextlib.ExitStack() as stack:
         tracker = UsageTracker()
         m = cfg.model
         if simulated:
-            from skillopt.testing.simulation import SIM_OPTIMIZER, SIM_TARGET, simulation_server
+            from skillopt.envs.registry import get_env
+            from skillopt.testing.simulation import (
+                SIM_OPTIMIZER,
+                SIM_PROVIDER,
+                SIM_TARGET,
+                simulation_profiles,
+                simulation_server,
+                simulation_target_provider,
+            )
 
-            if cfg.sandbox.endpoints:
-                raise ConfigError(
-                    "the offline simulation runs on the embedded sandbox; clear sandbox.endpoints"
-                )
+            # The optimizer is simulated here; the target by the sandbox hosts (the embedded one
+            # gets this server as its providers; remote hosts run `skillopt serve --simulate`).
             sim = stack.enter_context(simulation_server())
-            provider_specs = [f"sim=openai_compatible,base_url={sim.base_url},max_retries=0"]
-            optimizer_model = OpenAIChatModel("sim", base_url=sim.base_url, api_key="", max_retries=0)
-            optimizer = RoleModel(optimizer_model, ModelSpec(provider="sim", model=SIM_OPTIMIZER), tracker)
-            target = ModelSpec(provider="sim", model=SIM_TARGET)
+            provider_specs = simulation_profiles(sim)
+            optimizer_model = OpenAIChatModel(SIM_PROVIDER, base_url=sim.base_url, api_key="", max_retries=0)
+            optimizer = RoleModel(
+                optimizer_model, ModelSpec(provider=SIM_PROVIDER, model=SIM_OPTIMIZER), tracker
+            )
+            api = getattr(get_env(cfg.env.name), "agent_apis", {}).get(cfg.env.agent, "openai")
+            target = ModelSpec(provider=simulation_target_provider(api), model=SIM_TARGET)
         else:
             profiles = load_profiles(file=m.providers_file or None)
             # Fail now, with what to set, rather than at the first call of a long run.
@@ -165,9 +207,15 @@ def open_session(cfg: Config, *, out_dir: Path, simulate: bool | None = None) ->
             )
             channels = [ChannelConfig(address=emb.address, token=emb.token)]
             address = emb.address
-        executor = FleetExecutor(
-            channels, workers=cfg.env.workers, rpc_slack_s=cfg.sandbox.rpc_timeout_slack_s
+        executor = stack.enter_context(
+            FleetExecutor(
+                channels,
+                workers=cfg.env.workers,
+                rpc_slack_s=cfg.sandbox.rpc_timeout_slack_s,
+                down_timeout_s=cfg.sandbox.host_down_timeout_s,
+            )
         )
+        _check_hosts_serve(executor, target.provider, simulated)
         spec = RolloutSpec(
             run_id=run_id_for(out_dir),
             env=cfg.env.name,
@@ -179,6 +227,26 @@ def open_session(cfg: Config, *, out_dir: Path, simulate: bool | None = None) ->
         yield Session(
             rollouts=RolloutStage(executor, spec),
             optimizer=optimizer,
-            simulated=simulated,
+            mode=mode,
             sandbox_address=address,
         )
+
+
+def _check_hosts_serve(executor: FleetExecutor, provider: str, simulated: bool) -> None:
+    """Every reachable host must know the target's provider profile (it calls the target).
+
+    Raises:
+        ConfigError: naming the hosts and what to start them with.
+    """
+    lacking = [a for a, names in executor.providers().items() if provider not in names]
+    if not lacking:
+        return
+    if simulated:
+        raise ConfigError(
+            f"sandbox hosts {', '.join(lacking)} do not serve the simulated target (no provider {provider!r}); "
+            "start them with: skillopt serve --simulate"
+        )
+    raise ConfigError(
+        f"sandbox hosts {', '.join(lacking)} have no provider profile {provider!r} for the target model; "
+        "give them one (skillopt serve --providers FILE or --provider NAME=KIND,...)"
+    )

@@ -239,11 +239,14 @@ def decide(
 
 @dataclass(frozen=True, slots=True)
 class GateCacheEntry:
-    """Selection scores of one skill; ``items`` maps item id → hard when recorded."""
+    """Selection scores of one skill; ``items`` maps item id → hard when recorded, and
+    ``n_infra`` counts the rows lost to infrastructure (left out of the means; a cache hit must
+    carry it, or it would bypass the gate's infrastructure guard)."""
 
     hard: float
     soft: float
     items: Mapping[str, float] = field(default_factory=dict)
+    n_infra: int = 0
 
 
 def _number(value: Any, what: str) -> float:
@@ -286,17 +289,27 @@ class GateCache:
         """The entry for a skill hash, or ``None``."""
         return self._entries.get(key)
 
-    def put(self, key: str, hard: float, soft: float, items: Mapping[str, float] | None = None) -> None:
+    def put(
+        self,
+        key: str,
+        hard: float,
+        soft: float,
+        items: Mapping[str, float] | None = None,
+        *,
+        n_infra: int = 0,
+    ) -> None:
         """Record (or overwrite) the scores of a skill hash."""
-        self._entries[key] = GateCacheEntry(float(hard), float(soft), dict(items or {}))
+        self._entries[key] = GateCacheEntry(float(hard), float(soft), dict(items or {}), int(n_infra))
 
     def to_json(self) -> str:
-        """Serialise as ``{"version": 1, "entries": {hash: {"hard", "soft", "items"?}}}``."""
+        """Serialise as ``{"version": 1, "entries": {hash: {"hard", "soft", "items"?, "n_infra"?}}}``."""
         entries: dict[str, Any] = {}
         for key, e in sorted(self._entries.items()):
             row: dict[str, Any] = {"hard": e.hard, "soft": e.soft}
             if e.items:
                 row["items"] = dict(e.items)
+            if e.n_infra:
+                row["n_infra"] = e.n_infra
             entries[key] = row
         return json.dumps({"version": 1, "entries": entries}, sort_keys=True)
 
@@ -329,6 +342,7 @@ class GateCache:
                     _number(row.get("hard"), "hard"),
                     _number(row.get("soft"), "soft"),
                     {str(k): _number(v, f"item {k}") for k, v in items.items()},
+                    n_infra=int(_number(row.get("n_infra", 0), "n_infra")),
                 )
             else:
                 raise SkillOptError(f"gate cache: entry {key} must be [hard, soft] or an object")

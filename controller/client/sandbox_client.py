@@ -43,6 +43,12 @@ class ChannelConfig:
     tls_cert_file: str = ""
     tls_key_file: str = ""
     max_message_bytes: int = 80 * MiB
+    #: Longest wait for a TCP/TLS connection to the host (an unreachable host fails this fast,
+    #: not after the rollout's whole deadline).
+    connect_timeout_s: float = 5.0
+    #: Keepalive ping interval on an idle stream; the service accepts one per 10 s at most
+    #: (``grpc.http2.min_ping_interval_without_data_ms``), so keep this above that.
+    keepalive_s: float = 30.0
 
 
 def map_rpc_error(exc: grpc.RpcError, *, address: str, rollout_id: str = "") -> SkillOptError:
@@ -73,13 +79,19 @@ class SandboxClient:
 
     def __init__(self, config: ChannelConfig) -> None:
         self.config = config
+        connect_ms = max(100, int(config.connect_timeout_s * 1000))
         options = [
             ("grpc.max_receive_message_length", config.max_message_bytes),
             ("grpc.max_send_message_length", config.max_message_bytes),
-            ("grpc.keepalive_time_ms", 30_000),
+            ("grpc.keepalive_time_ms", int(config.keepalive_s * 1000)),
             ("grpc.keepalive_timeout_ms", 10_000),
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.max_pings_without_data", 0),
+            # gRPC's connect deadline is max(min_reconnect_backoff, current backoff): this makes
+            # an unreachable host fail in seconds, and a restarted one be found again quickly.
+            ("grpc.min_reconnect_backoff_ms", connect_ms),
+            ("grpc.initial_reconnect_backoff_ms", min(connect_ms, 1000)),
+            ("grpc.max_reconnect_backoff_ms", max(connect_ms, 10_000)),
         ]
         if config.tls_ca_file:
             creds = grpc.ssl_channel_credentials(
@@ -104,13 +116,22 @@ class SandboxClient:
     ) -> RolloutResult:
         """Run one rollout and return its result.
 
+        The call does not wait for an unreachable host (``wait_for_ready`` off): it fails within
+        the connect timeout, so the caller can go elsewhere instead of hanging until the deadline.
+
         Raises:
             InvalidRequest, HostFull, Draining, SandboxUnavailable, RolloutTimeout, Cancelled,
-            ImageMissing: mapped from the gRPC status.
+            ImageMissing: mapped from the gRPC status. A ``SandboxUnavailable`` has ``phase``
+            ``"connect"`` when the host never answered (the rollout did not start there) and
+            ``"stream"`` when the stream broke after the host had accepted it.
         """
         call = self._stub.Run(
-            convert.request_to_proto(request), timeout=timeout_s, metadata=self._metadata, wait_for_ready=True
+            convert.request_to_proto(request),
+            timeout=timeout_s,
+            metadata=self._metadata,
+            wait_for_ready=False,
         )
+        received = False
         done = threading.Event()
         if cancel is not None:
 
@@ -125,6 +146,7 @@ class SandboxClient:
             threading.Thread(target=watch, daemon=True, name="run-cancel-watch").start()
         try:
             for event in call:
+                received = True
                 kind = event.WhichOneof("kind")
                 if kind == "result":
                     return convert.result_from_proto(event.result)
@@ -132,11 +154,16 @@ class SandboxClient:
                     p = event.progress
                     on_event(ProgressEvent(phase=p.phase, turn=p.turn, detail=p.detail))
         except grpc.RpcError as exc:
-            raise map_rpc_error(exc, address=self.config.address, rollout_id=request.rollout_id) from exc
+            err = map_rpc_error(exc, address=self.config.address, rollout_id=request.rollout_id)
+            err.phase = "stream" if received else "connect"
+            raise err from exc
         finally:
             done.set()
         raise SandboxUnavailable(
-            f"{self.config.address}: the stream ended without a result", rollout_id=request.rollout_id
+            f"{self.config.address}: the stream ended without a result",
+            rollout_id=request.rollout_id,
+            host=self.config.address,
+            phase="stream",
         )
 
     def describe(self, *, timeout_s: float = 10.0) -> pb.DescribeResponse:
@@ -160,6 +187,11 @@ class SandboxClient:
         except grpc.RpcError:
             return False
         return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+    def watch_health(self) -> grpc.Call:
+        """The health ``Watch`` stream (no deadline): iterate it for status changes, ``cancel()``
+        it to stop. It ends with an ``RpcError`` when the host goes away."""
+        return self._health.Watch(health_pb2.HealthCheckRequest(service=""))
 
     def wait_until_not_serving(self, *, timeout_s: float = 30.0) -> bool:
         """Block until the host reports it stopped serving (draining or gone).

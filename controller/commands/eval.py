@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.session import open_session
+    from controller.session import decide_simulation, open_session
+    from controller.ui.progress import RowProgress
     from skillopt.config import load_config
     from skillopt.envs.registry import load_env_data
     from skillopt.logs import configure_logging
@@ -46,11 +47,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = load_config(args.config, overrides)
         skill = Path(args.skill).read_text(encoding="utf-8")
+        mode = decide_simulation(cfg)
     except (SkillOptError, OSError) as exc:
         print(f"skillopt eval: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return 2
+    print(f"skillopt eval: {mode.describe()}", file=sys.stderr, flush=True)
     out = Path(args.out or f"runs/eval_{cfg.env.name}_{time.strftime('%Y%m%d_%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
+    progress = None
     with open(out / "eval.log", "a", encoding="utf-8") as log_file:
         configure_logging(json=True, level=cfg.run.log_level, stream=log_file)
         try:
@@ -66,32 +70,58 @@ def run(args: argparse.Namespace) -> int:
             items = [it for name in names for it in data.split(name)]
             if cfg.evaluation.test_env_num:
                 items = items[: cfg.evaluation.test_env_num]
-            with open_session(cfg, out_dir=out) as session:
-                if session.simulated:
-                    print("OFFLINE SIMULATION: scripted models (no provider key configured)", file=sys.stderr)
+            with open_session(cfg, out_dir=out, mode=mode) as session:
+                progress = RowProgress(len(items), f"eval {args.split}")
+                session.rollouts.on_row = progress
                 rows = session.rollouts.run(
                     items, skill, out / f"eval_{args.split}", label=f"eval_{args.split}"
                 )
+                hosts = session.rollouts.executor.hosts()
         except SkillOptError as exc:
             print(f"skillopt eval: {exc.message}", file=sys.stderr)
             return 1
+        finally:
+            if progress is not None:
+                progress.close()
     s = score_rows(rows)
     types = {it.id: it.task_type for it in items}
     by_type = {}
     for t in sorted(set(types.values())):
         sel = [r for r in rows if r.infra_error is None and types[r.id] == t]
         by_type[t] = {"total": len(sel), "hard_acc": sum(r.hard for r in sel) / len(sel) if sel else 0.0}
+    limit = cfg.evaluation.max_infra_fraction
+    too_many = s.n_infra > limit * max(1, len(rows))
     summary = {
         "skill": str(Path(args.skill).resolve()),
         "split": args.split,
         "n_items": len(rows),
+        "n_scored": s.n,
+        # Over the scored rows only: rows lost to infrastructure are never scored.
         "hard": s.hard,
         "soft": s.soft,
         "n_infra": s.n_infra,
+        "max_infra_fraction": limit,
+        "ok": not too_many,
         "by_task_type": by_type,
         "env": {"name": cfg.env.name, "agent": cfg.env.agent, "options": dict(cfg.env.options)},
-        "simulated": session.simulated,
+        "simulated": mode.simulated,
+        "mode": mode.to_dict(),
+        "sandbox_hosts": hosts,
     }
     (out / "eval_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(
+        f"skillopt eval: {args.split}: hard {s.hard:.3f}, soft {s.soft:.3f} over {s.n} scored rollouts; "
+        f"{s.n_infra} of {len(rows)} failed on infrastructure (not scored)",
+        file=sys.stderr,
+    )
     print(json.dumps(summary))
+    if too_many:
+        print(
+            f"skillopt eval: more than {limit:.0%} of the rollouts failed on infrastructure "
+            f"(evaluation.max_infra_fraction): these numbers are not a measurement. See "
+            f"{out / f'eval_{args.split}' / 'results.jsonl'}; fix the sandbox and rerun with --out {out}: "
+            "finished rollouts are kept, failed ones run again",
+            file=sys.stderr,
+        )
+        return 1
     return 0

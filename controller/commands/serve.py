@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import signal
@@ -84,6 +85,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="auto",
         help="agent CLIs in containers on the firewalled gateway network (needs root for iptables)",
     )
+    p.add_argument(
+        "--simulate",
+        action="store_true",
+        help="also serve the offline simulation's target (scripted models, no key): provider profiles "
+        "'sim' (OpenAI APIs) and 'sim-anthropic' (Messages), for `skillopt train --simulate on --endpoints ...`",
+    )
     p.add_argument("--port-file", help="write the bound port here once listening")
     p.add_argument(
         "--drain-grace", type=float, default=30.0, help="seconds to let rollouts finish on SIGTERM"
@@ -99,13 +106,24 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from skillopt.logs import configure_logging
+
+    configure_logging(json=args.log_format == "json", level=args.log_level)
+    with contextlib.ExitStack() as stack:
+        specs = list(args.provider)
+        if args.simulate:
+            from skillopt.testing.simulation import simulation_profiles, simulation_server
+
+            specs += simulation_profiles(stack.enter_context(simulation_server()))
+        return _serve(args, specs)
+
+
+def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
     from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
     from sandbox.server.serve import ServerConfig, serve
     from sandbox.service.rollout import DEFAULT_LIMITS, ServiceConfig
-    from skillopt.logs import configure_logging
     from skillopt.models.profiles import load_profiles, validate_profiles
 
-    configure_logging(json=args.log_format == "json", level=args.log_level)
     try:
         token = None
         if args.token_file:
@@ -114,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
                 raise ConfigError(f"token file {args.token_file} is empty")
         elif os.environ.get("SKILLOPT_SANDBOX_TOKEN"):
             token = os.environ["SKILLOPT_SANDBOX_TOKEN"]
-        providers = load_profiles(file=args.providers, specs=args.provider)
+        providers = load_profiles(file=args.providers, specs=provider_specs)
         validate_profiles(providers)  # every configured provider builds, or the host does not start
         spec = ContainerSpec(
             image=args.image, runtime=args.runtime, memory_bytes=args.memory_mb * MiB, cpus=args.cpus

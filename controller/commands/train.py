@@ -38,7 +38,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--endpoints", help="comma-separated sandbox hosts host:port (default: embedded local sandbox)"
     )
-    p.add_argument("--simulate", choices=("auto", "on", "off"), help="offline simulation (default: auto)")
+    p.add_argument(
+        "--simulate",
+        choices=("auto", "on", "off"),
+        help="offline simulation with scripted models: on, off, or auto = when no provider key is set "
+        "(default: the config's run.simulate: off, auto in the *_demo configs)",
+    )
     p.set_defaults(func=run)
 
 
@@ -73,18 +78,25 @@ def _load(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.session import open_session
+    from controller.session import decide_simulation, open_session
     from controller.ui.curve import CurvePlotter
     from controller.ui.progress import ProgressDisplay
     from skillopt.envs.registry import load_env_data
     from skillopt.logs import configure_logging
     from skillopt.trainer.loop import Trainer
+    from skillopt.trainer.state import refuse_mode_change
 
     try:
         cfg, out = _load(args)
+        mode = decide_simulation(cfg)
+        state = out / "runtime_state.json"
+        if args.resume and state.exists():
+            refuse_mode_change(out, json.loads(state.read_text(encoding="utf-8")).get("mode"), mode)
     except SkillOptError as exc:
         print(f"skillopt train: {exc.message}", file=sys.stderr)
         return 2
+    # Always said, whatever the display: which numbers this run produces.
+    print(f"skillopt train: {mode.describe()}", file=sys.stderr, flush=True)
     out.mkdir(parents=True, exist_ok=True)
     log_file = open(out / "train.log", "a", encoding="utf-8")  # noqa: SIM115 - for the whole run
     configure_logging(json=True, level=cfg.run.log_level, stream=log_file)
@@ -106,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             if cfg.env.skill_init
             else data.initial_skill()
         )
-        with open_session(cfg, out_dir=out) as session:
+        with open_session(cfg, out_dir=out, mode=mode) as session:
             trainer = Trainer(
                 cfg,
                 data=data,
@@ -115,9 +127,9 @@ def run(args: argparse.Namespace) -> int:
                 out_dir=out,
                 initial_skill=initial,
                 callbacks=callbacks,
-                simulated=session.simulated,
+                mode=session.mode,
             )
-            trainer.fit()
+            summary = trainer.fit()
     except SkillOptError as exc:
         progress._stop()
         print(f"skillopt train: {exc.message}", file=sys.stderr)
@@ -125,4 +137,11 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         log_file.close()
+    if summary.get("status") == "stopped":
+        print(
+            f"skillopt train: stopped after step {summary['total_steps']}: {summary['stop_reason']}\n"
+            f"(continue with a larger budget: skillopt train --resume {out} --set train.max_tokens=N "
+            "or --set train.max_cost_usd=X)",
+            file=sys.stderr,
+        )
     return 0

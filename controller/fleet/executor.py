@@ -1,39 +1,103 @@
 """A fleet of sandbox hosts as one :class:`RolloutExecutor`.
 
 Placement is on reported capacity (``Describe`` at start, then our own in-flight count): each
-rollout goes to the host with the most free slots. A retryable infrastructure failure is tried
-again, with the same ``rollout_id``, on another host when there is one (the id makes a retry
-on a host that already ran it a replay, never a second run). The client deadline is the task
-timeout plus slack; the host itself bounds the rollout's wall time and kills its container.
+rollout goes to the live host with the most free slots. What happens when something fails
+depends on whether the rollout had started:
+
+* **The host was not usable** (connection refused or timed out, draining, full because another
+  client filled it): the rollout did not run there. It costs no attempt; it waits for a usable
+  host. A host that failed a connect or a stream is marked *down* (a circuit breaker): it is
+  never chosen again until its health ``Watch`` stream, re-opened with backoff, reports it
+  serving. A full host is backed off (exponentially, per host) and retried: waiting for
+  capacity, never dropping the rollout.
+* **The rollout started and was lost** (the stream broke after the host accepted it, e.g. the
+  host was killed) or came back with a retryable infrastructure row: it is tried again, with the
+  same ``rollout_id``, preferably on another host, up to ``max_attempts`` (the id makes a retry
+  on a host that already ran it a replay, never a second run).
+
+Every request ends as exactly one row. When no host has been usable for ``down_timeout_s``
+the batch stops with :class:`SandboxUnavailable` (the run can be resumed once a host is back)
+rather than turning every remaining rollout into an infrastructure row. The client deadline is
+the task timeout plus slack; the host itself bounds the rollout's wall time and kills its
+container.
 """
 
 from __future__ import annotations
 
+import enum
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import grpc
 import structlog
+from grpc_health.v1 import health_pb2
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
-from skillopt.errors import Cancelled, HostFull, InfraError, InvalidRequest, SkillOptError
+from skillopt.errors import (
+    Cancelled,
+    Draining,
+    HostFull,
+    InfraError,
+    InvalidRequest,
+    RolloutTimeout,
+    SandboxUnavailable,
+    SkillOptError,
+)
 from skillopt.types import InfraError as InfraErrorInfo
 from skillopt.types import InfraErrorKind, RolloutRequest, RolloutResult
 
-__all__ = ["FleetExecutor", "HostState"]
+__all__ = ["FleetEvent", "FleetExecutor", "HostHealth", "HostState"]
 
 log = structlog.get_logger("skillopt.controller.fleet")
 
 
+class HostHealth(enum.StrEnum):
+    UP = "up"  # serving: rollouts may be placed here
+    DOWN = "down"  # failed a connect or a stream, or its health watch broke: never chosen
+    DRAINING = "draining"  # said it is shutting down: never chosen until it serves again
+
+
+@dataclass(frozen=True)
+class FleetEvent:
+    """What the fleet reports to ``on_event`` (progress display, tests): ``kind`` is one of
+    ``host_down``, ``host_up``, ``host_full``, ``retry``."""
+
+    kind: str
+    address: str
+    detail: str = ""
+    rollout_id: str = ""
+
+
 @dataclass
 class HostState:
+    """The controller's view of one host."""
+
     client: SandboxClient
     address: str
     capacity: int
+    health: HostHealth = HostHealth.UP
     in_flight: int = 0
+    #: Consecutive rollout-level failures (a tie-breaker in placement).
     failures: int = 0
+    host_id: str = ""
+    providers: tuple[str, ...] = ()
+    #: Not chosen before this ``time.monotonic()`` (backing off a full host).
+    full_until: float = 0.0
+    full_backoff_s: float = 0.0
+    #: (monotonic time, health) transitions, for the run log and tests.
+    history: list[tuple[float, HostHealth]] = field(default_factory=list)
+    #: monotonic times at which a rollout was placed here.
+    placements: list[float] = field(default_factory=list)
+
+
+_FULL_BACKOFF_MIN_S = 0.25
+_FULL_BACKOFF_MAX_S = 5.0
+_WATCH_BACKOFF_MAX_S = 15.0
+# A rollout bounced this many times by unusable hosts ends as an infrastructure row.
+_MAX_BOUNCES = 50
 
 
 class FleetExecutor:
@@ -43,7 +107,14 @@ class FleetExecutor:
         channels: one per host.
         workers: rollouts in flight at once (bounded further by the hosts' capacity).
         rpc_slack_s: client deadline = the request's wall time + this slack.
-        max_attempts: attempts per rollout for retryable infrastructure failures.
+        max_attempts: attempts per rollout that started and failed for infrastructure reasons.
+        down_timeout_s: stop the batch when no host has been usable this long.
+        describe_timeout_s: deadline of the start-up ``Describe`` per host.
+        on_event: called with a :class:`FleetEvent` on host state changes and retries.
+
+    Raises:
+        InvalidRequest: no endpoints.
+        SkillOptError: a host refused us (bad token, TLS), or no host is reachable.
     """
 
     def __init__(
@@ -53,54 +124,204 @@ class FleetExecutor:
         workers: int,
         rpc_slack_s: float = 60.0,
         max_attempts: int = 3,
-        on_event: Callable[[str, object], None] | None = None,
+        down_timeout_s: float = 300.0,
+        describe_timeout_s: float = 10.0,
+        on_event: Callable[[FleetEvent], None] | None = None,
     ) -> None:
         if not channels:
             raise InvalidRequest("no sandbox endpoints given")
-        self.hosts_state: list[HostState] = []
-        for ch in channels:
-            client = SandboxClient(ch)
-            try:
-                info = client.describe(timeout_s=30)
-            except SkillOptError as exc:
-                client.close()
-                raise type(exc)(f"sandbox host {ch.address} is not usable: {exc.message}") from exc
-            self.hosts_state.append(
-                HostState(client=client, address=ch.address, capacity=max(1, info.capacity))
-            )
-            log.info(
-                "fleet.host",
-                address=ch.address,
-                host=info.host,
-                capacity=info.capacity,
-                digests=dict(info.image_digests),
-            )
-        self.workers = max(1, min(workers, sum(h.capacity for h in self.hosts_state)))
+        self.max_workers = max(1, workers)
         self.rpc_slack_s = rpc_slack_s
         self.max_attempts = max_attempts
+        self.down_timeout_s = down_timeout_s
         self.on_event = on_event
-        self._lock = threading.Condition()
+        self._cond = threading.Condition()
+        self._closed = threading.Event()
         self._host_ids: set[str] = set()
+        self._watches: dict[str, grpc.Call] = {}
+        self._all_down_since: float | None = None
+        self.hosts_state: list[HostState] = []
+        unreachable: list[str] = []
+        try:
+            for ch in channels:
+                host = self._connect(ch, describe_timeout_s)
+                self.hosts_state.append(host)
+                if host.health is HostHealth.DOWN:
+                    unreachable.append(host.address)
+        except BaseException:
+            self.close()
+            raise
+        if len(unreachable) == len(self.hosts_state):
+            self.close()
+            raise SandboxUnavailable(
+                f"no sandbox host is reachable ({', '.join(unreachable)}); start them (skillopt serve) "
+                "or check --endpoints"
+            )
+        for host in self.hosts_state:
+            threading.Thread(
+                target=self._watch, args=(host,), daemon=True, name=f"fleet-watch-{host.address}"
+            ).start()
+
+    # -- hosts -------------------------------------------------------------------------------
+
+    def _connect(self, ch: ChannelConfig, timeout_s: float) -> HostState:
+        client = SandboxClient(ch)
+        try:
+            info = client.describe(timeout_s=timeout_s)
+        except (SandboxUnavailable, RolloutTimeout) as exc:
+            # Reachable later, perhaps: start it down and let its health watch bring it up.
+            log.warning("fleet.host_unreachable", address=ch.address, error=exc.message)
+            return HostState(client=client, address=ch.address, capacity=1, health=HostHealth.DOWN)
+        except SkillOptError as exc:
+            client.close()
+            raise type(exc)(f"sandbox host {ch.address} is not usable: {exc.message}") from exc
+        host = HostState(
+            client=client,
+            address=ch.address,
+            capacity=max(1, info.capacity),
+            health=HostHealth.DRAINING if info.draining else HostHealth.UP,
+            host_id=info.host,
+            providers=tuple(info.providers),
+        )
+        log.info(
+            "fleet.host",
+            address=ch.address,
+            host=info.host,
+            capacity=info.capacity,
+            digests=dict(info.image_digests),
+        )
+        return host
+
+    @property
+    def workers(self) -> int:
+        """Rollouts in flight at once: the requested workers, bounded by the hosts' capacity."""
+        with self._cond:
+            return max(1, min(self.max_workers, sum(h.capacity for h in self.hosts_state)))
 
     def hosts(self) -> list[str]:
         return sorted(self._host_ids) or [h.address for h in self.hosts_state]
 
+    def providers(self) -> dict[str, tuple[str, ...]]:
+        """Provider profiles each reachable host reported (address → names)."""
+        return {h.address: h.providers for h in self.hosts_state if h.host_id}
+
+    def _emit(self, kind: str, host: HostState, detail: str = "", rollout_id: str = "") -> None:
+        if self.on_event is not None:
+            try:
+                self.on_event(
+                    FleetEvent(kind=kind, address=host.address, detail=detail, rollout_id=rollout_id)
+                )
+            except Exception:  # an observer must never break placement
+                log.exception("fleet.on_event_failed")
+
+    def _set_health(self, host: HostState, health: HostHealth, reason: str = "") -> None:
+        with self._cond:
+            if host.health is health:
+                return
+            host.health = health
+            host.history.append((time.monotonic(), health))
+            self._cond.notify_all()
+        log.warning("fleet.host_" + health.value, address=host.address, reason=reason[:300])
+        self._emit("host_up" if health is HostHealth.UP else "host_down", host, reason[:300])
+
+    def _mark_down(self, host: HostState, health: HostHealth, reason: str) -> None:
+        """The run path saw the host fail: take it out of placement and re-open its health watch
+        (a Watch only reports changes, so a fresh stream is what tells whether it serves)."""
+        self._set_health(host, health, reason)
+        with self._cond:
+            call = self._watches.pop(host.address, None)
+        if call is not None:
+            call.cancel()
+
+    def _watch(self, host: HostState) -> None:
+        """Follow the host's health ``Watch`` stream; re-open it with backoff while it fails."""
+        backoff = 0.5
+        while not self._closed.is_set():
+            try:
+                call = host.client.watch_health()
+                with self._cond:
+                    if self._closed.is_set():
+                        call.cancel()
+                        return
+                    self._watches[host.address] = call
+                for reply in call:
+                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                        if host.health is not HostHealth.UP:
+                            self._refresh(host)
+                        backoff = 0.5
+                    else:
+                        self._set_health(host, HostHealth.DRAINING, "health: not serving")
+            except grpc.RpcError as exc:
+                if self._closed.is_set():
+                    return
+                code = exc.code() if hasattr(exc, "code") else None
+                if host.health is HostHealth.UP:
+                    self._set_health(host, HostHealth.DOWN, f"health watch ended: {code}")
+            if self._closed.wait(backoff):
+                return
+            backoff = min(_WATCH_BACKOFF_MAX_S, backoff * 2)
+
+    def _refresh(self, host: HostState) -> None:
+        """A host serves (again): re-read its capacity, then take it back into placement."""
+        try:
+            info = host.client.describe(timeout_s=10.0)
+        except SkillOptError as exc:
+            log.warning("fleet.describe_failed", address=host.address, error=exc.message)
+            return
+        with self._cond:
+            host.capacity = max(1, info.capacity)
+            host.host_id = info.host
+            host.providers = tuple(info.providers)
+        self._set_health(host, HostHealth.DRAINING if info.draining else HostHealth.UP, "health: serving")
+
     def _pick(self, avoid: set[str], stop: threading.Event) -> HostState | None:
-        with self._lock:
-            while not stop.is_set():
-                free = [h for h in self.hosts_state if h.in_flight < h.capacity]
+        """Take a slot on the best usable host, waiting for one; None when ``stop`` is set.
+
+        Raises:
+            SandboxUnavailable: no host has been usable for ``down_timeout_s``.
+        """
+        with self._cond:
+            while not stop.is_set() and not self._closed.is_set():
+                now = time.monotonic()
+                up = [h for h in self.hosts_state if h.health is HostHealth.UP]
+                free = [h for h in up if h.in_flight < h.capacity and h.full_until <= now]
                 preferred = [h for h in free if h.address not in avoid] or free
                 if preferred:
+                    self._all_down_since = None
                     host = max(preferred, key=lambda h: (h.capacity - h.in_flight, -h.failures))
                     host.in_flight += 1
+                    host.placements.append(now)
                     return host
-                self._lock.wait(1.0)  # woken when a slot frees; bounded to notice `stop`
+                if up:
+                    self._all_down_since = None
+                else:
+                    self._all_down_since = self._all_down_since or now
+                    if now - self._all_down_since > self.down_timeout_s:
+                        raise SandboxUnavailable(
+                            f"no sandbox host has been reachable for {self.down_timeout_s:.0f} s "
+                            f"({', '.join(h.address for h in self.hosts_state)}); continue with --resume "
+                            "once a host is back"
+                        )
+                waits = [h.full_until - now for h in up if h.full_until > now]
+                # Woken when a slot frees or a host comes back; bounded to notice `stop`, a full
+                # host's backoff ending, and the down timeout.
+                self._cond.wait(min([1.0, *waits]))
         return None
 
-    def _release(self, host: HostState) -> None:
-        with self._lock:
+    def _release(self, host: HostState, *, full: bool = False, ok: bool = False) -> None:
+        with self._cond:
             host.in_flight -= 1
-            self._lock.notify_all()
+            if full:
+                host.full_backoff_s = min(
+                    _FULL_BACKOFF_MAX_S, max(_FULL_BACKOFF_MIN_S, host.full_backoff_s * 2)
+                )
+                host.full_until = time.monotonic() + host.full_backoff_s
+            elif ok:
+                host.full_backoff_s = 0.0
+                host.failures = 0
+            self._cond.notify_all()
+
+    # -- running -----------------------------------------------------------------------------
 
     def run(
         self,
@@ -113,38 +334,72 @@ class FleetExecutor:
             return
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="fleet") as pool:
             futures = [pool.submit(self._one, req, on_result, stop) for req in requests]
-            for f in futures:
-                f.result()
+            try:
+                for f in futures:
+                    f.result()
+            except BaseException:
+                stop.set()  # e.g. every host down: let the other rollouts return too
+                raise
 
     def _one(
         self, req: RolloutRequest, on_result: Callable[[RolloutResult], None], stop: threading.Event
     ) -> None:
+        row = self._attempts(req, stop)
+        if row is not None and not stop.is_set():
+            on_result(row)
+
+    def _attempts(self, req: RolloutRequest, stop: threading.Event) -> RolloutResult | None:
         tried: set[str] = set()
-        last: RolloutResult | None = None
         wall = req.limits.wall_time_s or 600.0
-        for attempt in range(1, self.max_attempts + 1):
+        attempts = bounces = 0
+        last: RolloutResult | None = None
+        while attempts < self.max_attempts and bounces < _MAX_BOUNCES:
             if stop.is_set():
-                return
+                return None
             host = self._pick(tried, stop)
             if host is None:
-                return
-            tried.add(host.address)
+                return None
             t0 = time.monotonic()
             try:
                 row = host.client.run(req, timeout_s=wall + self.rpc_slack_s, cancel=stop)
-            except HostFull:
-                # Someone else filled it (another controller): retry after a slot frees.
+            except HostFull as exc:
+                # Someone else filled it (another controller): back off and wait for capacity.
+                self._release(host, full=True)
+                self._emit("host_full", host, exc.message, req.rollout_id)
+                bounces += 1
+                continue
+            except Draining as exc:
                 self._release(host)
-                tried.discard(host.address)
+                self._mark_down(host, HostHealth.DRAINING, exc.message)
+                bounces += 1
+                continue
+            except SandboxUnavailable as exc:
+                self._release(host)
+                self._mark_down(host, HostHealth.DOWN, exc.message)
+                if exc.phase != "stream":
+                    bounces += 1  # never reached the host: the rollout did not start there
+                    continue
+                attempts += 1
+                tried.add(host.address)
+                last = _infra_row(req, InfraErrorKind.SANDBOX_UNAVAILABLE, exc.message, host.address)
+                self._emit("retry", host, exc.message, req.rollout_id)
                 continue
             except Cancelled as exc:
                 self._release(host)
                 if stop.is_set():
-                    return
-                row = _infra_row(req, InfraErrorKind.CANCELLED, exc.message, host.address)
+                    return None
+                # Cancelled by the host (draining past its grace), not by us: go elsewhere.
+                self._mark_down(host, HostHealth.DRAINING, exc.message)
+                attempts += 1
+                tried.add(host.address)
+                last = _infra_row(req, InfraErrorKind.CANCELLED, exc.message, host.address)
+                continue
+            except RolloutTimeout:
+                self._release(host)
+                return _timeout_row(req, wall, host.address)
             except InvalidRequest as exc:
                 self._release(host)
-                row = _infra_row(
+                return _infra_row(
                     req,
                     InfraErrorKind.INTERNAL,
                     f"host refused the request: {exc.message}",
@@ -153,31 +408,55 @@ class FleetExecutor:
                 )
             except InfraError as exc:
                 self._release(host)
-                host.failures += 1
-                row = _infra_row(req, exc.kind, exc.message, host.address, retryable=exc.retryable)
-                if exc.kind == InfraErrorKind.TIMEOUT:
-                    row = _timeout_row(req, wall, host.address)
+                return _infra_row(req, exc.kind, exc.message, host.address, retryable=exc.retryable)
             except SkillOptError as exc:  # e.g. UNAUTHENTICATED: configuration, not transient
                 self._release(host)
-                row = _infra_row(req, InfraErrorKind.INTERNAL, exc.message, host.address, retryable=False)
-            else:
-                self._release(host)
-                if row.host:
-                    with self._lock:
-                        self._host_ids.add(row.host)
+                return _infra_row(req, InfraErrorKind.INTERNAL, exc.message, host.address, retryable=False)
+            self._release(host, ok=True)
+            if row.host:
+                with self._cond:
+                    self._host_ids.add(row.host)
+            if row.infra_error is None or not row.infra_error.is_retryable:
+                return row
+            attempts += 1
+            tried.add(host.address)
+            with self._cond:
+                host.failures += 1
             last = row
-            if row.infra_error is None or not row.infra_error.is_retryable or attempt == self.max_attempts:
-                break
             log.info(
                 "fleet.retry",
                 rollout_id=req.rollout_id,
                 host=host.address,
                 kind=row.infra_error.kind.value,
-                attempt=attempt,
+                attempt=attempts,
                 seconds=round(time.monotonic() - t0, 2),
             )
-        if last is not None and not stop.is_set():
-            on_result(last)
+            self._emit("retry", host, row.infra_error.kind.value, req.rollout_id)
+        if last is None:  # only bounced: every usable host kept refusing it
+            last = _infra_row(
+                req,
+                InfraErrorKind.SANDBOX_UNAVAILABLE,
+                f"no host took the rollout after {bounces} tries",
+                ",".join(h.address for h in self.hosts_state),
+            )
+        return last
+
+    def close(self) -> None:
+        """Stop the health watches and close every channel."""
+        self._closed.set()
+        with self._cond:
+            watches = list(self._watches.values())
+            self._cond.notify_all()
+        for call in watches:
+            call.cancel()
+        for host in self.hosts_state:
+            host.client.close()
+
+    def __enter__(self) -> FleetExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _infra_row(

@@ -26,7 +26,7 @@ from skillopt.trainer.callbacks import (
     StepStartEvent,
 )
 
-__all__ = ["ProgressDisplay"]
+__all__ = ["ProgressDisplay", "RowProgress"]
 
 _ACTION_STYLE = {
     "accept_new_best": "bold green",
@@ -83,9 +83,8 @@ class ProgressDisplay(Callback):
         if event.simulated:
             self._print(
                 Text(
-                    "OFFLINE SIMULATION: no model provider configured, so a scripted model server plays the "
-                    "target and the optimizer (set OPENAI_API_KEY or model.providers_file for real models). "
-                    "Sandbox, containers, grading and the gate are real.",
+                    "OFFLINE SIMULATION: a scripted model server plays the target and the optimizer; "
+                    "the sandbox, containers, grading and the gate are real.",
                     style="bold yellow",
                 )
             )
@@ -115,10 +114,10 @@ class ProgressDisplay(Callback):
             self._refresh()
 
     def on_stage_end(self, trainer: Any, event: StageEvent) -> None:
-        if event.stage == "baseline":
-            st = trainer.state
-            self.sel = self.best = st.current_score
-            self._print(f"baseline selection score {st.current_score:.3f} ({event.seconds:.1f}s)")
+        score = trainer.state.current_score
+        if event.stage == "baseline" and score is not None:  # None: the baseline failed
+            self.sel = self.best = score
+            self._print(f"baseline selection score {score:.3f} ({event.seconds or 0.0:.1f}s)")
 
     def on_rollout_result(self, trainer: Any, event: RowEvent) -> None:
         with self._lock:
@@ -163,8 +162,11 @@ class ProgressDisplay(Callback):
     def on_fit_end(self, trainer: Any, event: FitEndEvent) -> None:
         self._stop()
         s = event.summary
+        what = "done" if s.get("status", "complete") == "complete" else "stopped early"
+        best = s.get("best_selection_score")
         lines = [
-            f"done in {s.get('total_wall_time_s', 0):.0f}s: best selection {s.get('best_selection_hard')} at step {s.get('best_step')}"
+            f"{what} in {s.get('total_wall_time_s', 0):.0f}s: best selection score "
+            f"{best if best is None else f'{best:.3f}'} at step {s.get('best_step')}"
         ]
         if "test_hard" in s:
             lines.append(
@@ -178,6 +180,42 @@ class ProgressDisplay(Callback):
         self._stop()
 
     def _stop(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+class RowProgress:
+    """Rows of one batch as they arrive (``skillopt eval``): a live line on a terminal, a plain
+    line every tenth of the batch otherwise. Use as ``RolloutStage.on_row``."""
+
+    def __init__(self, total: int, label: str, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True, soft_wrap=True)
+        self.total, self.label = total, label
+        self.done = self.ok = self.infra = 0
+        self._lock = threading.Lock()
+        self._every = max(1, total // 10)
+        self.live: Live | None = None
+        if self.console.is_terminal:
+            self.live = Live(self._text(), console=self.console, refresh_per_second=4, transient=True)
+            self.live.start()
+
+    def _text(self) -> Text:
+        return Text(
+            f"{self.label}: {self.done}/{self.total} rollouts ({self.ok} pass, {self.infra} infrastructure)"
+        )
+
+    def __call__(self, row: Any, label: str) -> None:
+        with self._lock:
+            self.done += 1
+            self.ok += 1 if row.ok else 0
+            self.infra += 1 if row.infra_error is not None else 0
+            if self.live is not None:
+                self.live.update(self._text())
+            elif self.done % self._every == 0 or self.done == self.total:
+                self.console.print(self._text())
+
+    def close(self) -> None:
         if self.live is not None:
             self.live.stop()
             self.live = None

@@ -23,9 +23,42 @@ import structlog
 from sandbox.runtime.docker_runtime import LABEL_HOST, LABEL_MANAGED
 from skillopt.errors import ConfigError
 
-__all__ = ["GatewayNetwork"]
+__all__ = ["GatewayNetwork", "network_name", "remove_host_network"]
 
 log = structlog.get_logger("skillopt.sandbox.gateway")
+
+
+def network_name(host_id: str) -> str:
+    """The exec-agent network of sandbox host ``host_id``."""
+    return f"skillopt-gw-{host_id}"
+
+
+def _flush_rules(iptables: str, name: str) -> int:
+    """Delete every INPUT rule tagged for network ``name``; returns how many."""
+    listing = subprocess.run([iptables, "-w", "-S", "INPUT"], capture_output=True, text=True).stdout
+    n = 0
+    for line in listing.splitlines():
+        if f"skillopt {name}" in line and line.startswith("-A "):
+            subprocess.run([iptables, "-w", "-D", *shlex.split(line[3:])], capture_output=True)
+            n += 1
+    return n
+
+
+def remove_host_network(client: docker.DockerClient, host_id: str) -> bool:
+    """Remove what a dead instance of host ``host_id`` left of its exec-agent network: the
+    firewall rules and the network itself (its containers must be gone first). Returns
+    whether anything was there."""
+    name = network_name(host_id)
+    iptables = shutil.which("iptables")
+    found = bool(iptables and _flush_rules(iptables, name))
+    try:
+        client.networks.get(name).remove()
+        found = True
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        log.warning("gateway.network_remove_failed", network=name, error=str(exc))
+    return found
 
 
 class GatewayNetwork:
@@ -33,7 +66,7 @@ class GatewayNetwork:
 
     def __init__(self, client: docker.DockerClient, host_id: str) -> None:
         self.client = client
-        self.name = f"skillopt-gw-{host_id}"
+        self.name = network_name(host_id)
         # Linux interface names are at most 15 characters.
         self.bridge = "sogw" + hashlib.sha256(host_id.encode()).hexdigest()[:10]
         self.port: int | None = None
@@ -103,10 +136,7 @@ class GatewayNetwork:
     def _flush_stale(self) -> None:
         """Remove rules a previous instance of this host left (another gateway port)."""
         assert self._iptables is not None
-        listing = subprocess.run([self._iptables, "-w", "-S", "INPUT"], capture_output=True, text=True).stdout
-        for line in listing.splitlines():
-            if f"skillopt {self.name}" in line and line.startswith("-A "):
-                self._run("-D", *shlex.split(line[3:]))
+        _flush_rules(self._iptables, self.name)
 
     def close(self) -> None:
         if self.port is not None:

@@ -179,7 +179,9 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
             ("grpc.max_send_message_length", config.max_message_bytes),
             ("grpc.keepalive_time_ms", 30_000),
             ("grpc.keepalive_timeout_ms", 10_000),
-            ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+            # The server-side name (a wrong name is silently ignored: the default 5 min then made
+            # clients' 30 s keepalive pings on idle streams "too_many_pings" and cost a GOAWAY).
+            ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.so_reuseport", 0),
         ],

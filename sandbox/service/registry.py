@@ -154,6 +154,9 @@ class RolloutRegistry:
             self._running.pop(handle.rollout_id, None)
             if handle.result is None:
                 return  # failed outside the result path: nothing worth replaying
+            info = handle.result.infra_error
+            if info is not None and info.is_retryable:
+                return  # a retry of this id must run it again, not replay the failure
             self._finished[handle.rollout_id] = handle
             self._finished_bytes += handle.size_bytes
             while self._finished and (

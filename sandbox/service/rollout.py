@@ -199,6 +199,8 @@ class RolloutService:
             memory_bytes=_clamp(limits.memory_bytes, d.memory_bytes, m.memory_bytes),
             cpus=_clamp(limits.cpus, d.cpus, m.cpus),
             output_bytes=_clamp(limits.output_bytes, d.output_bytes, m.output_bytes),
+            # The gateway ends the rollout's model conversation when it is used up.
+            max_model_tokens=_clamp(limits.max_model_tokens, d.max_model_tokens, m.max_model_tokens),
         )
 
     def model_for(self, provider: str) -> ChatModel:

@@ -293,8 +293,15 @@ class TrainConfig(_Section):
     """Batches whose reflections are pooled into one optimizer step."""
     seed: int = 42
     """Seed of batch sampling and minibatch composition."""
+    max_tokens: int = 0
+    """Run budget: total model tokens (optimizer and target) after which the run stops at the
+    next step boundary; 0 = no limit. ``--resume`` with a larger budget continues."""
+    max_cost_usd: float = 0.0
+    """Run budget in USD (from ``model.prices``); 0 = no limit. Stops like ``max_tokens``."""
 
     def _validate(self) -> None:
+        self._at_least("max_tokens", 0, " (0 = no limit)")
+        self._at_least("max_cost_usd", 0.0, " (0 = no limit)")
         self._at_least("num_epochs", 1)
         self._at_least("train_size", 0, " (0 = derive from the data)")
         self._at_least("batch_size", 1)
@@ -438,7 +445,8 @@ class EvaluationConfig(_Section):
     gate_metric: GateMetric = "hard"
     """Score the gate compares: hard accuracy, soft score, or a weighted mix."""
     gate_mixed_weight: float = 0.5
-    """Weight of the hard score when ``gate_metric`` is ``mixed`` (in [0, 1])."""
+    """``w`` of the ``mixed`` gate metric, ``(1 - w) * hard + w * soft`` (in [0, 1]): the weight of
+    the soft score."""
     use_semantic_density: bool = False
     """Add a bonus for leading directive words to the gate score."""
     semantic_density_weight: float = 0.05
@@ -454,6 +462,10 @@ class EvaluationConfig(_Section):
     max_regressions: int | None = None
     """Per-item no-regression gate: reject a candidate that turns more than this many
     selection items from pass to fail; null = off (aggregate gate only)."""
+    max_infra_fraction: float = 0.2
+    """Largest fraction of an evaluation's rows that may fail on infrastructure (never scored):
+    above it the gate rejects the candidate, the baseline stops the run (resume reruns those
+    rows) and ``skillopt eval`` exits 1."""
 
     def _validate(self) -> None:
         if not 0.0 <= self.gate_mixed_weight <= 1.0:
@@ -467,6 +479,10 @@ class EvaluationConfig(_Section):
         self._at_least("sel_env_num", 0, " (0 = whole split)")
         self._at_least("test_env_num", 0, " (0 = whole split)")
         self._at_least("max_regressions", 0, " (null = off)")
+        if not 0.0 <= self.max_infra_fraction <= 1.0:
+            raise FieldError(
+                self._key("max_infra_fraction"), f"must be in [0, 1], got {self.max_infra_fraction}"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -505,10 +521,14 @@ class EnvConfig(_Section):
     """Memory limit of a rollout container (MiB, memory + swap)."""
     cpus: float = 1.0
     """CPU limit of a rollout container (cores)."""
+    max_model_tokens: int = 0
+    """Per-rollout model token budget (prompt + completion, enforced by the sandbox host's
+    gateway; a rollout that uses it up fails as ``budget-exceeded``); 0 = no limit."""
 
     def _validate(self) -> None:
         from skillopt.envs.registry import available_envs, find_spec  # specs are cheap to import
 
+        self._at_least("max_model_tokens", 0, " (0 = no limit)")
         known = ", ".join(available_envs())
         if not self.name.strip():
             raise FieldError(
@@ -596,8 +616,15 @@ class SandboxConfig(_Section):
     ``""`` = the sandbox host's default."""
     model_cache_dir: str = ""
     """The embedded sandbox's record/replay store (created if missing); ``""`` = none."""
+    host_down_timeout_s: float = 300
+    """Stop the run (resumable) when no sandbox host has been reachable this long; a host that
+    is down is left at once and taken back when its health check serves again."""
 
     def _validate(self) -> None:
+        if self.host_down_timeout_s <= 0:
+            raise FieldError(
+                self._key("host_down_timeout_s"), f"must be > 0 seconds, got {self.host_down_timeout_s}"
+            )
         if self.model_cache not in ("", "off", "record", "replay"):
             raise FieldError(
                 self._key("model_cache"), f"must be off, record or replay, got {self.model_cache!r}"
@@ -659,9 +686,10 @@ class RunConfig(_Section):
     """Show live progress on the terminal."""
     plot: bool = True
     """Render training curves to PNG at the end of each epoch."""
-    simulate: Simulate = "auto"
-    """Offline simulation with a scripted model server: ``auto`` = when no provider key is
-    configured (the CLI decides), ``on`` = always, ``off`` = never."""
+    simulate: Simulate = "off"
+    """Offline simulation with a scripted model server: ``off`` = never (a run without a usable
+    provider stops with what to set), ``on`` = always, ``auto`` = when no provider key is
+    configured (only the ``*_demo`` configs use it)."""
 
     def _validate(self) -> None:
         if self.out_root:

@@ -7,10 +7,12 @@ step record can carry the deltas.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import structlog
 
@@ -38,15 +40,68 @@ class PriceTable:
 
 
 class UsageTracker:
-    """Thread-safe usage per stage."""
+    """Thread-safe usage per stage.
+
+    With a ledger (:meth:`attach_ledger`) every addition is also appended to a JSON-lines
+    file as it happens, so usage survives a crash: calls made by a step that was killed before
+    it could persist its state are still counted when the run resumes (:meth:`load_ledger`).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_stage: dict[str, Usage] = {}
+        self._ledger: Path | None = None
 
     def add(self, stage: str, usage: Usage) -> None:
         with self._lock:
             self._by_stage[stage] = self._by_stage.get(stage, Usage()) + usage
+            if self._ledger is not None:
+                line = json.dumps(
+                    {
+                        "stage": stage,
+                        "calls": usage.calls,
+                        "prompt_tokens": usage.prompt_tokens,
+                        "completion_tokens": usage.completion_tokens,
+                        "t": round(time.time(), 3),
+                    }
+                )
+                # One write() per addition; a crash leaves at most a torn last line.
+                with open(self._ledger, "a", encoding="utf-8") as fh:
+                    fh.write(line + "\n")
+
+    def attach_ledger(self, path: Path) -> None:
+        """Append every later addition to ``path``; when it exists already (a resumed run),
+        the totals are rebuilt from it first (it is the complete record)."""
+        with self._lock:
+            self._ledger = None
+        if path.exists():
+            self.load_ledger(path)
+            with self._lock:
+                self._ledger = path
+            return
+        carried = self.snapshot()  # e.g. restored from a run state written without a ledger
+        with self._lock:
+            self._by_stage = {}
+            self._ledger = path
+        for stage, usage in carried.items():
+            self.add(stage, usage)
+
+    def load_ledger(self, path: Path) -> None:
+        """Replace the totals with the sum of a ledger file (a torn last line is skipped)."""
+        totals: dict[str, Usage] = {}
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                d = json.loads(line)
+                u = Usage(
+                    calls=int(d["calls"]),
+                    prompt_tokens=int(d["prompt_tokens"]),
+                    completion_tokens=int(d["completion_tokens"]),
+                )
+            except (ValueError, KeyError, TypeError):
+                continue
+            totals[d["stage"]] = totals.get(d["stage"], Usage()) + u
+        with self._lock:
+            self._by_stage = totals
 
     def snapshot(self) -> dict[str, Usage]:
         with self._lock:

@@ -38,16 +38,24 @@ from skillopt.testing.fixtures.spreadsheetbench import load_catalogue, solution_
 from skillopt.testing.scripted import ScriptedModelServer, ScriptedRequest
 
 __all__ = [
+    "SIM_ANTHROPIC_PROVIDER",
     "SIM_OPTIMIZER",
+    "SIM_PROVIDER",
     "SIM_TARGET",
     "SimulatedOptimizer",
     "SimulatedTarget",
     "rule_signature",
+    "simulation_profiles",
     "simulation_server",
+    "simulation_target_provider",
 ]
 
 SIM_TARGET = "sim-target"
 SIM_OPTIMIZER = "sim-optimizer"
+#: Provider profiles of the simulation, one per wire protocol: in-service agents and Codex
+#: speak OpenAI's APIs, Claude Code speaks Anthropic Messages.
+SIM_PROVIDER = "sim"
+SIM_ANTHROPIC_PROVIDER = "sim-anthropic"
 _SIG_WORDS = 7
 _TRAJECTORY = re.compile(r"^#+ Trajectory \d+ \(id=([^)\s]+)\)", re.M)
 _POOL_LINE = re.compile(r"^\[(\d+)\] .*support=(\d+)", re.M)
@@ -116,6 +124,11 @@ class _Catalogue:
         _, env, item = max(hits, key=lambda h: h[0])
         return env, item
 
+    def task_in(self, text: str) -> str | None:
+        """The task whose instruction ``text`` starts with (whitespace and case aside)."""
+        norm = _norm(text)
+        return next((tid for key, tid in self.by_instruction.items() if norm.startswith(key)), None)
+
     def rule_of(self, task_id: str) -> str | None:
         entry = self.tasks.get(task_id)
         return entry[1] if entry else None
@@ -136,12 +149,45 @@ def simulated_pass(task_id: str, skill: str) -> bool:
     return rule is None or _CATALOGUE.stated(rule, skill)
 
 
+_MISS = (
+    "offline simulation: the simulated target only knows the {n} vendored SpreadsheetBench sample "
+    "tasks, and this request is not one of them; use real models (a provider key) for other data"
+)
+_EXEC_TASK = "Spreadsheet task:"
+_SKILL_PATH = re.compile(r"`([^`\s]*SKILL\.md)`")
+_DONE = "Done: solution.py written and checked with run_solution.py."
+
+
+def _miss() -> dict:
+    return {
+        "error": {
+            "status": 400,
+            "message": _MISS.format(n=len(_CATALOGUE.data["tasks"])),
+            "type": "invalid_request_error",
+        }
+    }
+
+
 class SimulatedTarget:
-    """Responder playing the target model (see the module docstring)."""
+    """Responder playing the target model (see the module docstring).
+
+    In-service agents (Chat Completions) get the script in one answer. The agent CLIs (Codex
+    over Responses, Claude Code over Messages) are driven through their shell tool like a real
+    agent: read the skill and the task, write ``solution.py``, run the harness's check, answer.
+    What the script is depends on the skill the CLI read (the first tool output). A request the
+    simulation cannot place is a clear model error (HTTP 400), never a silent wrong answer.
+    """
 
     def __call__(self, req: ScriptedRequest):
-        if req.model != SIM_TARGET or req.api != "chat":
+        if req.model != SIM_TARGET:
             return None
+        if req.api == "chat":
+            return self._chat(req)
+        if req.api in ("responses", "messages"):
+            return self._cli(req)
+        return None
+
+    def _chat(self, req: ScriptedRequest):
         user = next((m.text for m in req.messages if m.role == "user"), "")
         instruction = user.split("# Instruction", 1)[-1].split("Instruction type:", 1)[0]
         task_id = _CATALOGUE.by_instruction.get(_norm(instruction)[:160])
@@ -150,9 +196,26 @@ class SimulatedTarget:
             return {"text": f"```python\n{solution_code(task_id, kind)}\n```"}
         found = _CATALOGUE.qa_item(user)
         if found is None:
-            return {"text": "I cannot help with this task."}
+            return _miss()
         env, item = found
         return {"text": sim_reply(env, item, user, solved=simulated_pass(item.id, req.system))}
+
+    def _cli(self, req: ScriptedRequest):
+        prompt = next((m.text for m in req.messages if m.role == "user" and _EXEC_TASK in m.text), "")
+        task_id = _CATALOGUE.task_in(prompt.split(_EXEC_TASK, 1)[-1]) if prompt else None
+        if task_id is None:
+            return _miss()
+        step = len(req.tool_results)
+        if step == 0:
+            skill = _SKILL_PATH.search(prompt)
+            return {"shell": f"cat {skill.group(1) if skill else 'SKILL.md'} task.md"}
+        if step == 1:
+            kind = "solution" if simulated_pass(task_id, req.tool_results[0]) else "wrong"
+            code = solution_code(task_id, kind)
+            return {"shell": f"cat > solution.py <<'SKILLOPT_EOF'\n{code}\nSKILLOPT_EOF"}
+        if step == 2:
+            return {"shell": "python3 run_solution.py"}
+        return {"text": _DONE}
 
 
 def _section(text: str, title: str) -> str:
@@ -257,7 +320,9 @@ class SimulatedOptimizer:
         }
 
     def _probe(self, user: str, req: ScriptedRequest) -> dict:
-        if "diagnostic_instruction" in req.system or "diagnostic instruction" in req.system.lower():
+        # The diagnostic-design prompt asks for a "diagnostic_instruction" field; the probe
+        # analyst's prompt only talks about the instruction (and wants a patch).
+        if '"diagnostic_instruction"' in req.system:
             return {
                 "reasoning": "ask the target to state its assumptions",
                 "diagnostic_instruction": "Before the code, add a comment that lists the sheets and header cells you rely on.",
@@ -269,8 +334,38 @@ class SimulatedOptimizer:
         return {"reasoning": "unchanged", "notes": obj.get("notes", [])}
 
 
+def simulation_profiles(server: ScriptedModelServer) -> list[str]:
+    """``--provider`` specs that point a sandbox host at ``server`` (both wire protocols)."""
+    return [
+        f"{SIM_PROVIDER}=openai_compatible,base_url={server.base_url},max_retries=0",
+        f"{SIM_ANTHROPIC_PROVIDER}=anthropic,base_url={server.anthropic_base_url},max_retries=0",
+    ]
+
+
+def simulation_target_provider(api: str) -> str:
+    """The simulation's provider profile for an agent speaking ``api`` (``openai`` or
+    ``anthropic``; see the env's ``agent_apis``)."""
+    return SIM_ANTHROPIC_PROVIDER if api == "anthropic" else SIM_PROVIDER
+
+
 @contextlib.contextmanager
 def simulation_server(**kwargs) -> Iterator[ScriptedModelServer]:
     """A scripted model server answering as the simulated target and optimizer."""
-    with ScriptedModelServer(responders=[SimulatedTarget(), SimulatedOptimizer()], **kwargs) as server:
+    with ScriptedModelServer(
+        responders=[SimulatedTarget(), SimulatedOptimizer(), _unknown_model], **kwargs
+    ) as server:
         yield server
+
+
+def _unknown_model(req: ScriptedRequest) -> dict:
+    """Anything the simulation does not play gets a clear model error (not test-harness words)."""
+    return {
+        "error": {
+            "status": 400,
+            "type": "invalid_request_error",
+            "message": (
+                f"offline simulation: no simulated model {req.model!r} ({req.api} API); the simulation plays "
+                f"{SIM_TARGET!r} (the target) and {SIM_OPTIMIZER!r} (the optimizer)"
+            ),
+        }
+    }

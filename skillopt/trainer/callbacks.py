@@ -41,6 +41,8 @@ class FitStartEvent:
     resume_from: int
     simulated: bool
     config: Mapping[str, Any]
+    #: Human-readable run mode and its reason (``RunMode.describe()``).
+    mode: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

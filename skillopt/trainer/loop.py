@@ -8,9 +8,10 @@ completed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,12 @@ import structlog
 from skillopt import __version__
 from skillopt.config import Config
 from skillopt.envs.base import EnvData, TaskItem, earlier_attempt
-from skillopt.errors import ConfigError
+from skillopt.errors import ConfigError, SystemicFailure
 from skillopt.gate import GateCache, decide, gate_score, regressions
 from skillopt.models.roles import PriceTable, RoleModel, UsageTracker
 from skillopt.reflection import (
+    MetaSkillProposal,
+    SlowUpdateProposal,
     StepBuffer,
     autonomous_budget,
     comparison_pairs,
@@ -58,16 +61,18 @@ from skillopt.trainer.callbacks import (
 )
 from skillopt.trainer.planning import plan_epoch, sample_items, steps_per_epoch
 from skillopt.trainer.rollouts import RolloutStage, score_rows
-from skillopt.trainer.state import TrainerState, atomic_write_json, atomic_write_text
+from skillopt.trainer.state import (
+    RunMode,
+    TrainerState,
+    atomic_write_json,
+    atomic_write_text,
+    refuse_mode_change,
+)
 from skillopt.types import RolloutResult, skill_hash
 
 __all__ = ["Trainer"]
 
 log = structlog.get_logger("skillopt.trainer")
-
-# A selection evaluation with more infrastructure failures than this is not evidence enough to
-# accept a candidate (its mean would be over a different subset than the current skill's).
-_MAX_INFRA_FRACTION = 0.2
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,7 @@ class Trainer:
         out_dir: the run directory (created; reused on resume).
         initial_skill: the skill to start from.
         callbacks: progress display, plotter, ... (order-independent).
+        mode: real models or the offline simulation (recorded in the state and summaries).
     """
 
     def __init__(
@@ -103,7 +109,7 @@ class Trainer:
         out_dir: Path,
         initial_skill: str,
         callbacks: Sequence[Callback] = (),
-        simulated: bool = False,
+        mode: RunMode | None = None,
         target_prices: PriceTable | None = None,
     ) -> None:
         self.cfg = config
@@ -113,8 +119,10 @@ class Trainer:
         self.out = out_dir
         self.initial_skill = initial_skill
         self.hooks = CallbackList(callbacks)
-        self.simulated = simulated
+        self.mode = mode or RunMode(simulated=False)
         self.should_stop = False
+        #: Why the loop stopped early (a budget); "" while it runs to the end.
+        self.stop_reason = ""
         self.prices = PriceTable(prices=config.model.price_pairs())
         self.usage: UsageTracker = optimizer.tracker
         self.target_usage = UsageTracker()
@@ -152,6 +160,15 @@ class Trainer:
         )
 
     # -- helpers -----------------------------------------------------------------------------
+
+    @property
+    def simulated(self) -> bool:
+        return self.mode.simulated
+
+    def _too_many_infra(self, n_infra: int, n_rows: int) -> bool:
+        """More rows lost to infrastructure than ``evaluation.max_infra_fraction`` allows: the
+        mean is then over a different subset than the other skill's, not evidence enough."""
+        return n_infra > self.cfg.evaluation.max_infra_fraction * max(1, n_rows)
 
     def _path(self, *parts: str) -> Path:
         return self.out.joinpath(*parts)
@@ -204,14 +221,22 @@ class Trainer:
         hit = self.cache.get(key)
         if hit is not None:
             return _Eval(
-                hit.hard, hit.soft, self._score(hit.hard, hit.soft, skill), dict(hit.items or {}), 0, True
+                hit.hard,
+                hit.soft,
+                self._score(hit.hard, hit.soft, skill),
+                dict(hit.items or {}),
+                hit.n_infra,
+                True,
             )
         rows = self._rollout(self.val_items, skill, rel, train=False)
         s = score_rows(rows)
         items = {r.id: r.hard for r in rows if r.infra_error is None}
-        self.cache.put(key, s.hard, s.soft, items)
         if s.n_infra:
             log.warning("selection.infra_rows", dir=rel, n_infra=s.n_infra, n=len(rows))
+        # An evaluation that lost too much to infrastructure is not remembered: evaluating the
+        # same skill again (a resume, or the same candidate later) measures it anew.
+        if not self._too_many_infra(s.n_infra, len(rows)):
+            self.cache.put(key, s.hard, s.soft, items, n_infra=s.n_infra)
         return _Eval(s.hard, s.soft, self._score(s.hard, s.soft, skill), items, s.n_infra, False)
 
     def baseline_score(self) -> float | None:
@@ -225,6 +250,8 @@ class Trainer:
         self.state.gate_cache = {"json": self.cache.to_json()}
         self.state.usage = self.usage.to_json()
         self.state.target_usage = self.target_usage.to_json()
+        self.state.mode = self.state.mode or self.mode.to_dict()
+        self.state.hosts = sorted({*self.state.hosts, *self.rollouts.executor.hosts()})
         # History first: a crash between the two leaves an extra record, which load() drops.
         atomic_write_json(self._path("history.json"), self.state.history)
         atomic_write_text(self._path("best_skill.md"), self.state.best_skill)
@@ -234,6 +261,7 @@ class Trainer:
         st = TrainerState.load(self._path("runtime_state.json"))
         if st is None:
             return 0
+        refuse_mode_change(self.out, st.mode, self.mode)
         self.state = st
         if st.scheduler:
             self.schedule.load_state_dict(st.scheduler)
@@ -250,6 +278,17 @@ class Trainer:
         )
         return st.last_completed_step
 
+    @staticmethod
+    def _cached(path: Path, cls: type, compute: Callable[[], Any]) -> Any:
+        """An optimizer proposal kept on disk once it succeeded, so a resumed stage reuses it
+        instead of asking again (a real model would answer differently)."""
+        if path.exists():
+            return cls(**json.loads(path.read_text(encoding="utf-8")))
+        out = compute()
+        if not getattr(out, "error", ""):
+            atomic_write_json(path, dataclasses.asdict(out))
+        return out
+
     def _save_skill(self, step: int, skill: str) -> None:
         atomic_write_text(self._path("skills", f"skill_v{step:04d}.md"), skill)
 
@@ -263,6 +302,10 @@ class Trainer:
         t_fit = time.monotonic()
         self.out.mkdir(parents=True, exist_ok=True)
         resume_from = self._restore()
+        # Every optimizer call is on record as it happens: a step killed before it persisted
+        # its state still has its calls counted (the ledger wins over the state's snapshot).
+        self.usage.attach_ledger(self._path("optimizer_calls.jsonl"))
+        self.state.stop_reason = ""
         cfg_dict = self.cfg.to_dict(redacted=True)
         atomic_write_json(
             self._path("config.json"),
@@ -275,6 +318,7 @@ class Trainer:
                     "total_steps": self.total_steps,
                     "lr_control_mode": self.lr_mode,
                     "simulated": self.simulated,
+                    "mode": self.mode.to_dict(),
                     "data": self.data.describe(),
                 },
             },
@@ -290,6 +334,7 @@ class Trainer:
                 resume_from=resume_from,
                 simulated=self.simulated,
                 config=cfg_dict,
+                mode=self.mode.describe(),
             ),
         )
         try:
@@ -297,24 +342,50 @@ class Trainer:
             if self.state.current_score is None:
                 self._baseline()
             for epoch in range(1, self.cfg.train.num_epochs + 1):
-                if self.should_stop:
+                if self._check_budget():
                     break
                 self._epoch(epoch)
-            summary = self._finish(time.monotonic() - t_fit)
+            summary = self._finish(time.monotonic() - t_fit, complete=not self.should_stop)
         except BaseException as exc:
             self.hooks("on_exception", self, exc)
             raise
         self.hooks("on_fit_end", self, FitEndEvent(summary=summary, out_dir=self.out))
         return summary
 
+    def _check_budget(self) -> bool:
+        """Whether the loop must stop at this boundary: a callback asked, or a run budget
+        (``train.max_tokens``, ``train.max_cost_usd``) is used up (then ``stop_reason`` says so)."""
+        if self.should_stop:
+            return True
+        t = self.cfg.train
+        used = self.usage.total().total_tokens + self.target_usage.total().total_tokens
+        if t.max_tokens and used >= t.max_tokens:
+            reason = f"token budget reached: {used} tokens used of train.max_tokens={t.max_tokens}"
+        elif t.max_cost_usd and (cost := self.cost()) >= t.max_cost_usd:
+            reason = f"cost budget reached: ${cost:.4f} spent of train.max_cost_usd={t.max_cost_usd}"
+        else:
+            return False
+        self.should_stop = True
+        self.stop_reason = reason
+        log.warning("trainer.budget_stop", reason=reason, step=self.state.last_completed_step)
+        return True
+
     def _baseline(self) -> None:
+        st = self.state
         with self._stage(0, "baseline"):
             ev = self.evaluate(self.initial_skill, "selection_eval_baseline")
-        st = self.state
-        st.current_skill = st.best_skill = self.initial_skill
-        st.current_score = st.best_score = ev.score
-        st.current_origin = st.best_origin = "initial"
-        st.best_step = 0
+            if self._too_many_infra(ev.n_infra, len(self.val_items)):
+                # The gate's guard, at the start: every later decision compares against this.
+                raise SystemicFailure(
+                    f"the baseline selection evaluation lost {ev.n_infra} of {len(self.val_items)} rollouts to "
+                    f"infrastructure failures (limit {self.cfg.evaluation.max_infra_fraction:.0%}, "
+                    "evaluation.max_infra_fraction); see selection_eval_baseline/results.jsonl, fix the sandbox "
+                    "and resume: those rollouts are run again"
+                )
+            st.current_skill = st.best_skill = self.initial_skill
+            st.current_score = st.best_score = ev.score
+            st.current_origin = st.best_origin = "initial"
+            st.best_step = 0
         self._persist()
 
     def _epoch(self, epoch: int) -> None:
@@ -335,11 +406,11 @@ class Trainer:
             step = first_step + k
             if step <= self.state.last_completed_step:
                 continue
-            if self.should_stop:
+            if self._check_budget():
                 return
             acc = cfg.train.accumulation
             self._step(step, epoch, k, batches[k * acc : (k + 1) * acc])
-        if epoch in self.state.epochs_done:
+        if epoch in self.state.epochs_done or self._check_budget():
             return
         if cfg.optimizer.use_slow_update:
             self._slow_update(epoch, last_step)
@@ -634,7 +705,7 @@ class Trainer:
             if ev.score > st.best_score:
                 st.best_skill, st.best_score, st.best_step, st.best_origin = candidate, ev.score, step, origin
             action, reason = "force_accept", "gate disabled"
-        elif ev.n_infra > _MAX_INFRA_FRACTION * max(1, len(self.val_items)):
+        elif self._too_many_infra(ev.n_infra, len(self.val_items)):
             action, reason = "reject", f"{ev.n_infra} selection rollouts failed on infrastructure"
         else:
             current_items = self.cache.get(skill_hash(st.current_skill)) or None
@@ -711,8 +782,9 @@ class Trainer:
     def _slow_update(self, epoch: int, last_step: int) -> None:
         cfg, st = self.cfg, self.state
         rel = f"slow_update/epoch_{epoch:02d}"
-        marker = self._path(rel, "slow_result.json")
-        if marker.exists():
+        # Done means committed in the run state (one atomic write with the skill it produced);
+        # slow_result.json is written after that, for people, never read back as the marker.
+        if f"slow_update_{epoch}" in st.epoch_stages:
             return
         t0 = time.monotonic()
         with self._stage(last_step, "slow_update"):
@@ -729,7 +801,11 @@ class Trainer:
             else:
                 pairs, prev_skill, curr_skill = self._longitudinal_rows(epoch, last_step, rel)
                 self._pairs_cache = (epoch, pairs, prev_skill, curr_skill)
-                proposal = propose_slow_update(prev_skill, curr_skill, pairs, model=self.optimizer)
+                proposal = self._cached(
+                    self._path(rel, "proposal.json"),
+                    SlowUpdateProposal,
+                    lambda: propose_slow_update(prev_skill, curr_skill, pairs, model=self.optimizer),
+                )
                 if not proposal.candidate:
                     result = {"action": "no_content", "error": proposal.error}
                 else:
@@ -767,15 +843,14 @@ class Trainer:
                     }
         result["time_s"] = round(time.monotonic() - t0, 3)
         self._save_skill(last_step, st.current_skill)
-        atomic_write_json(marker, result)
         st.epoch_stages[f"slow_update_{epoch}"] = result["action"]
-        self._persist()
+        self._persist()  # the commit: the slow update and its skill, together
+        atomic_write_json(self._path(rel, "slow_result.json"), result)
 
     def _meta_skill(self, epoch: int, last_step: int) -> None:
         st = self.state
         rel = f"meta_skill/epoch_{epoch:02d}"
-        marker = self._path(rel, "meta_skill_result.json")
-        if marker.exists():
+        if f"meta_skill_{epoch}" in st.epoch_stages:  # committed with the meta skill itself
             return
         with self._stage(last_step, "meta_skill"):
             if epoch == 1:
@@ -786,8 +861,12 @@ class Trainer:
                     _, pairs, prev_skill, curr_skill = cached
                 else:
                     pairs, prev_skill, curr_skill = self._longitudinal_rows(epoch, last_step, rel)
-                proposal = propose_meta_skill(
-                    prev_skill, curr_skill, pairs, st.meta_skill, model=self.optimizer
+                proposal = self._cached(
+                    self._path(rel, "proposal.json"),
+                    MetaSkillProposal,
+                    lambda: propose_meta_skill(
+                        prev_skill, curr_skill, pairs, st.meta_skill, model=self.optimizer
+                    ),
                 )
                 if proposal.content:
                     st.meta_skill = proposal.content
@@ -796,9 +875,9 @@ class Trainer:
                     "meta_skill_content": proposal.content,
                     "reasoning": proposal.reasoning,
                 }
-        atomic_write_json(marker, result)
         st.epoch_stages[f"meta_skill_{epoch}"] = result["action"]
-        self._persist()
+        self._persist()  # the commit: the meta skill and the stage's outcome, together
+        atomic_write_json(self._path(rel, "meta_skill_result.json"), result)
 
     def _epoch_stats(self, epoch: int) -> dict[str, Any]:
         recs = [r for r in self.state.history if r["epoch"] == epoch]
@@ -850,13 +929,15 @@ class Trainer:
         atomic_write_json(self._path(rel, "summary.json"), summary)
         return summary
 
-    def _finish(self, wall_s: float) -> dict[str, Any]:
+    def _finish(self, wall_s: float, *, complete: bool = True) -> dict[str, Any]:
+        """Final selection and test evaluations, then ``summary.json``. A run stopped early
+        (``complete=False``: a budget) writes the summary of what it did, without the final
+        evaluations, with ``status: stopped`` and the reason; ``--resume`` continues it."""
         st, cfg = self.state, self.cfg
-        # Final-skill validation and promotion: the final skill becomes best only if it scores
-        # strictly higher (earlier skills win ties).
-        if skill_hash(st.current_skill) == skill_hash(st.best_skill):
-            final_sel = st.best_score
-        else:
+        final_sel: float | None = st.best_score
+        if complete and skill_hash(st.current_skill) != skill_hash(st.best_skill):
+            # Final-skill validation and promotion: the final skill becomes best only if it
+            # scores strictly higher (earlier skills win ties).
             ev = self.evaluate(st.current_skill, "final_selection_eval")
             final_sel = ev.score
             if st.best_score is not None and ev.score > st.best_score:
@@ -867,9 +948,12 @@ class Trainer:
                     step,
                     st.current_origin,
                 )
+        elif not complete:
+            final_sel = st.current_score
+            st.stop_reason = self.stop_reason or "stopped"
         self._persist()
         tests: dict[str, Any] = {}
-        if cfg.evaluation.eval_test:
+        if complete and cfg.evaluation.eval_test:
             with self._stage(st.last_completed_step, "test"):
                 tests["baseline"] = self._test_eval(self.initial_skill, "test_eval_baseline")
                 tests["best"] = self._test_eval(st.best_skill, "test_eval")
@@ -879,14 +963,26 @@ class Trainer:
                     else self._test_eval(st.current_skill, "test_eval_final")
                 )
         actions = [r["action"] for r in st.history]
-        baseline = self.cache.get(skill_hash(self.initial_skill))
+
+        def hard_of(skill: str) -> float | None:
+            entry = self.cache.get(skill_hash(skill))
+            return entry.hard if entry else None
+
         summary: dict[str, Any] = {
             "version": f"skillopt-{__version__}",
+            "status": "complete" if complete else "stopped",
+            "stop_reason": "" if complete else st.stop_reason,
             "simulated": self.simulated,
+            "mode": self.mode.to_dict(),
             "config": cfg.to_dict(redacted=True),
-            "baseline_selection_hard": baseline.hard if baseline else None,
-            "best_selection_hard": st.best_score,
-            "final_selection_hard": final_sel,
+            # *_hard: the hard accuracy on the selection split; *_score: the gate's score
+            # (evaluation.gate_metric, with the semantic-density bonus when enabled).
+            "baseline_selection_hard": hard_of(self.initial_skill),
+            "baseline_selection_score": self.baseline_score(),
+            "best_selection_hard": hard_of(st.best_skill),
+            "best_selection_score": st.best_score,
+            "final_selection_hard": hard_of(st.current_skill),
+            "final_selection_score": final_sel,
             "best_step": st.best_step,
             "current_origin": st.current_origin,
             "best_origin": st.best_origin,
@@ -899,7 +995,7 @@ class Trainer:
             "total_wall_time_s": round(wall_s, 3),
             "token_summary": self.usage_summary(),
             "cost_usd": round(self.cost(), 6),
-            "sandbox_hosts": self.rollouts.executor.hosts(),
+            "sandbox_hosts": list(st.hosts),
             "image_digests": sorted(self._digests()),
         }
         if tests:
@@ -912,6 +1008,7 @@ class Trainer:
                 final_test_soft=tests["final"]["soft"],
                 test_delta_hard=tests["best"]["hard"] - tests["baseline"]["hard"],
                 final_test_delta_hard=tests["final"]["hard"] - tests["baseline"]["hard"],
+                test_n_infra={k: v["n_infra"] for k, v in tests.items()},
             )
         atomic_write_json(self._path("summary.json"), summary)
         return summary

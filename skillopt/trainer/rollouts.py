@@ -3,7 +3,9 @@
 Each rollout directory holds ``results.jsonl`` (one line per finished item, appended as rows
 arrive) and ``predictions/<id>/`` (trace, prompts, code, produced files). A row is appended
 only after its prediction files are written, so on resume every id in ``results.jsonl`` is
-complete and is not sent again; a torn last line from a crash is dropped.
+complete and is not sent again; a torn last line from a crash is dropped. Rows that ended on
+infrastructure are the exception: a resumed batch moves them to ``infra_attempts.jsonl`` and
+runs those items again.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from skillopt.trainer.executor import RolloutExecutor
 from skillopt.trainer.records import row_from_json, row_to_json, trace_from_json, trace_to_json
 from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillSpec
 
-__all__ = ["RolloutSpec", "RolloutStage", "load_rows", "score_rows"]
+__all__ = ["RolloutSpec", "RolloutStage", "load_rows", "score_rows", "set_aside_infra_rows"]
 
 log = structlog.get_logger("skillopt.trainer.rollouts")
 
@@ -97,10 +99,48 @@ def load_rows(out_dir: Path, *, with_traces: bool = True) -> dict[str, RolloutRe
         rows[obj["id"]] = row_from_json(obj, trace, reports)
         good_lines.append(line)
     if torn:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("".join(line + "\n" for line in good_lines), encoding="utf-8")
-        tmp.replace(path)
+        _rewrite(path, good_lines)
     return rows
+
+
+def _rewrite(path: Path, lines: Sequence[str]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    tmp.replace(path)
+
+
+def set_aside_infra_rows(out_dir: Path, rows: dict[str, RolloutResult]) -> dict[str, int]:
+    """Move rows that ended on infrastructure out of ``results.jsonl`` (into
+    ``infra_attempts.jsonl``, kept as a record) so the batch reruns them; ``rows`` loses them too.
+
+    Returns:
+        Per id, how many of its attempts ended on infrastructure so far (reruns get a new
+        rollout id from it).
+    """
+    path = out_dir / "results.jsonl"
+    aside = out_dir / "infra_attempts.jsonl"
+    failed = {k for k, r in rows.items() if r.infra_error is not None}
+    if failed:
+        keep, move = [], []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                (move if json.loads(line)["id"] in failed else keep).append(line)
+        # Record first, then drop: a crash in between leaves the row in both, which only
+        # counts one attempt too many.
+        with open(aside, "a", encoding="utf-8") as fh:
+            fh.write("".join(line + "\n" for line in move))
+        _rewrite(path, keep)
+        for k in failed:
+            del rows[k]
+        log.info("rollouts.rerun_infra", dir=str(out_dir), n=len(failed))
+    counts: dict[str, int] = collections.Counter()
+    if aside.exists():
+        for line in aside.read_text(encoding="utf-8").splitlines():
+            try:
+                counts[json.loads(line)["id"]] += 1
+            except (json.JSONDecodeError, KeyError):
+                continue
+    return counts
 
 
 @dataclass
@@ -135,12 +175,21 @@ class RolloutStage:
         self.systemic_after = systemic_after
 
     def request(
-        self, item: TaskItem, skill: str, label: str, *, use_eval_feedback: bool, diagnostic: str = ""
+        self,
+        item: TaskItem,
+        skill: str,
+        label: str,
+        *,
+        use_eval_feedback: bool,
+        diagnostic: str = "",
+        rerun: int = 0,
     ) -> RolloutRequest:
         # Deterministic ids: a resumed run asks for the same rollout again, and a host that
-        # still holds its result replays it instead of running it twice.
+        # still holds its result replays it instead of running it twice. A rerun of a row that
+        # ended on infrastructure gets a new id, or the host would replay the failure.
+        suffix = f"+r{rerun}" if rerun else ""
         return RolloutRequest(
-            rollout_id=f"{self.spec.run_id}/{label}/{item.id}"[:200],
+            rollout_id=f"{self.spec.run_id}/{label}/{item.id}"[: 200 - len(suffix)] + suffix,
             env=self.spec.env,
             agent=self.spec.agent,
             task=item.task,
@@ -171,6 +220,8 @@ class RolloutStage:
         """
         out_dir.mkdir(parents=True, exist_ok=True)
         batch = _Batch(out_dir=out_dir, rows=load_rows(out_dir))
+        # Rows that ended on infrastructure are not done: a resumed batch runs them again.
+        reruns = set_aside_infra_rows(out_dir, batch.rows)
         todo = [it for it in items if it.id not in batch.rows]
         if batch.rows:
             log.info("rollouts.resumed", dir=str(out_dir), done=len(batch.rows), todo=len(todo))
@@ -194,7 +245,14 @@ class RolloutStage:
 
         if todo and not self._systemic(batch.rows.values(), len(items)):
             requests = [
-                self.request(it, skill, label, use_eval_feedback=use_eval_feedback, diagnostic=diagnostic)
+                self.request(
+                    it,
+                    skill,
+                    label,
+                    use_eval_feedback=use_eval_feedback,
+                    diagnostic=diagnostic,
+                    rerun=reruns.get(it.id, 0),
+                )
                 for it in todo
             ]
             self.executor.run(requests, on_result=on_result, stop=stop)

@@ -14,13 +14,29 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TrainerState", "atomic_write_json", "atomic_write_text"]
+__all__ = ["RunMode", "TrainerState", "atomic_write_json", "atomic_write_text", "refuse_mode_change"]
 
 STATE_VERSION = 1
 
 
+# Crash injection for the resume tests: SKILLOPT_FAILPOINT="<file name>:<n>" makes the process
+# exit (as if killed) just before it writes a file of that name for the n-th time. Unset in
+# normal use; read once.
+_FAILPOINT_NAME, _, _FAILPOINT_N = os.environ.get("SKILLOPT_FAILPOINT", "").partition(":")
+_failpoint_hits = 0
+
+
+def _failpoint(path: Path) -> None:
+    global _failpoint_hits
+    if _FAILPOINT_NAME and path.name == _FAILPOINT_NAME:
+        _failpoint_hits += 1
+        if str(_failpoint_hits) == _FAILPOINT_N:
+            os._exit(137)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temp file and rename, so a crash never leaves a torn file."""
+    _failpoint(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
@@ -32,6 +48,46 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunMode:
+    """Real models or the offline simulation, and why (printed at start, recorded in the run
+    state and every summary; ``--resume`` refuses to change it)."""
+
+    simulated: bool
+    reason: str = ""
+
+    def describe(self) -> str:
+        what = "OFFLINE SIMULATION (scripted models)" if self.simulated else "real models"
+        return f"{what}: {self.reason}" if self.reason else what
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"simulated": self.simulated, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> RunMode | None:
+        if not data:
+            return None
+        return cls(simulated=bool(data.get("simulated")), reason=str(data.get("reason", "")))
+
+
+def refuse_mode_change(out_dir: Path, recorded: dict[str, Any] | None, mode: RunMode) -> None:
+    """Refuse to continue a run in another mode than it started in: scripted and real scores
+    must never mix in one run.
+
+    Raises:
+        ConfigError: naming both modes and the flag that keeps the recorded one.
+    """
+    from skillopt.errors import ConfigError
+
+    before = RunMode.from_dict(recorded)
+    if before is not None and before.simulated != mode.simulated:
+        raise ConfigError(
+            f"{out_dir} was started with {before.describe()}; resuming it now would use {mode.describe()}. "
+            f"Resume with --simulate {'on' if before.simulated else 'off'} (real models need the provider "
+            "keys the run used), or start a new run"
+        )
 
 
 @dataclass
@@ -54,6 +110,12 @@ class TrainerState:
     epoch_stages: dict[str, str] = field(default_factory=dict)
     usage: dict[str, Any] = field(default_factory=dict)
     target_usage: dict[str, Any] = field(default_factory=dict)
+    #: RunMode.to_dict() of the session that started the run.
+    mode: dict[str, Any] = field(default_factory=dict)
+    #: Sandbox hosts that ran rollouts, over every session of the run.
+    hosts: list[str] = field(default_factory=list)
+    #: Why the last session stopped before the end ("" = it did not, or it crashed).
+    stop_reason: str = ""
     #: Step records; persisted in ``history.json`` next to the state (not inside it).
     history: list[dict[str, Any]] = field(default_factory=list)
     version: int = STATE_VERSION

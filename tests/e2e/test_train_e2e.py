@@ -20,15 +20,27 @@ REPO = Path(__file__).resolve().parents[2]
 VOLATILE = {"timing", "tokens", "wall_time_s"}
 
 
-def train(*args: str) -> subprocess.Popen:
+def train(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "controller.cli", "train", *args],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "OPENAI_API_KEY": "", "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "OPENAI_API_KEY": "", "PYTHONUNBUFFERED": "1", **(env or {})},
     )
+
+
+def decisions(run: Path) -> dict:
+    """What a resumed run must reproduce: every step's record, the epoch stages, the skills."""
+    state = json.loads((run / "runtime_state.json").read_text())
+    return {
+        "history": stable(json.loads((run / "history.json").read_text())),
+        "epoch_stages": state["epoch_stages"],
+        "meta_skill": state["meta_skill"],
+        "best_skill": (run / "best_skill.md").read_text(),
+        "skills": {p.name: p.read_text() for p in sorted((run / "skills").iterdir())},
+    }
 
 
 def stable(history: list[dict]) -> list[dict]:
@@ -62,6 +74,8 @@ def test_training_accepts_and_rejects_and_improves(full_run):
     assert any("accept" in a for a in actions) and "reject" in actions, actions
     summary = json.loads((full_run / "summary.json").read_text())
     assert summary["simulated"] is True
+    assert summary["mode"]["simulated"] is True and "no provider key" in summary["mode"]["reason"]
+    assert summary["status"] == "complete"
     assert summary["best_selection_hard"] >= summary["baseline_selection_hard"]
     assert summary["best_selection_hard"] > summary["baseline_selection_hard"]  # the skill learned
     assert summary["test_hard"] >= summary["baseline_test_hard"]
@@ -137,3 +151,106 @@ def test_kill_9_mid_step_then_resume_gives_the_same_records(full_run, tmp_path, 
     # The killed controller's embedded sandbox went away with it, and so did its containers.
     left = docker_client.containers.list(all=True, filters={"label": "skillopt.managed=1"})
     assert [c.name for c in left if c.labels.get("skillopt.host", "").startswith("embedded-")] == []
+
+
+def test_fresh_run_prints_its_mode_and_baseline_and_no_callback_fails(full_run):
+    log = (full_run / "train.log").read_text()
+    assert "callback.failed" not in log
+    assert json.loads((full_run / "runtime_state.json").read_text())["mode"]["simulated"] is True
+    # Every optimizer call is on the ledger, and the summary counts exactly those.
+    ledger = [json.loads(line) for line in (full_run / "optimizer_calls.jsonl").read_text().splitlines()]
+    summary = json.loads((full_run / "summary.json").read_text())
+    assert sum(d["calls"] for d in ledger) == sum(
+        v["calls"] for v in summary["token_summary"]["optimizer"].values()
+    )
+
+
+# Crash injection: exit (as if killed) just before the n-th commit of the run state, then
+# resume. Commits of the demo run: 1 baseline, 2-3 steps 1-2, 4 slow update 1, 5 meta skill 1,
+# 6 epoch 1 done, 7-8 steps 3-4, 9 slow update 2, 10 meta skill 2, 11 epoch 2 done, 12 finish.
+@pytest.mark.parametrize(
+    ("commit", "last_step", "done", "not_done"),
+    [
+        (4, 2, (), ("slow_update_1",)),
+        (7, 2, ("slow_update_1", "meta_skill_1"), ()),
+        (10, 4, ("slow_update_2",), ("meta_skill_2",)),
+    ],
+)
+def test_a_crash_before_a_commit_resumes_to_the_same_decisions(
+    full_run, tmp_path, commit, last_step, done, not_done
+):
+    out = tmp_path / "crashed"
+    proc = train(
+        "--config", "spreadsheetbench_demo", "--out", str(out), env={"SKILLOPT_FAILPOINT": f"runtime_state.json:{commit}"}
+    )  # fmt: skip
+    _, stderr = proc.communicate(timeout=900)
+    assert proc.returncode == 137, stderr[-3000:]
+    state = json.loads((out / "runtime_state.json").read_text())
+    assert state["last_completed_step"] == last_step
+    assert set(done) <= set(state["epoch_stages"]) and not set(not_done) & set(state["epoch_stages"])
+    resumed = train("--resume", str(out))
+    _, stderr = resumed.communicate(timeout=900)
+    assert resumed.returncode == 0, stderr[-4000:]
+    assert decisions(out) == decisions(full_run)
+    assert_no_duplicate_rows(out)
+
+
+def test_budget_stop_then_resume_with_a_larger_budget(tmp_path, docker_client):
+    out = tmp_path / "budget"
+    common = [
+        "--set",
+        "train.num_epochs=1",
+        "--set",
+        "evaluation.eval_test=false",
+        "--set",
+        "gradient.deep_reflect=true",
+    ]
+    proc = train(
+        "--config", "spreadsheetbench_demo", "--out", str(out), "--set", "train.max_tokens=20000", *common
+    )
+    _, stderr = proc.communicate(timeout=900)
+    assert proc.returncode == 0, stderr[-4000:]
+    assert "stopped after step 1: token budget reached" in stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "stopped" and "train.max_tokens=20000" in summary["stop_reason"]
+    assert summary["total_steps"] == 1 and "test_hard" not in summary
+    # Deep reflect: the probe produced edits of its own.
+    probe = json.loads((out / "steps/step_0001/probe/probe_patch.json").read_text())
+    assert probe["patch"]["edits"], probe
+    resumed = train("--resume", str(out), "--set", "train.max_tokens=10000000")
+    _, stderr = resumed.communicate(timeout=900)
+    assert resumed.returncode == 0, stderr[-4000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "complete" and summary["total_steps"] == 2
+
+
+@pytest.mark.parametrize("agent", ["codex_exec", "claude_code_exec"])
+def test_exec_agents_complete_a_demo_run_offline(tmp_path, docker_client, agent):
+    out = tmp_path / agent
+    proc = train(
+        "--config", "spreadsheetbench_demo", "--out", str(out),
+        "--set", f"env.agent={agent}", "--set", "train.num_epochs=1", "--set", "evaluation.eval_test=false",
+    )  # fmt: skip
+    _, stderr = proc.communicate(timeout=900)
+    assert proc.returncode == 0, stderr[-4000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["best_selection_hard"] > summary["baseline_selection_hard"], summary
+    rows = [json.loads(line) for p in out.rglob("results.jsonl") for line in p.read_text().splitlines()]
+    assert rows and not [r["fail_reason"] for r in rows if r.get("infra_error")]
+    cli = "codex" if agent == "codex_exec" else "claude"
+    assert {r["metrics"]["cli"] for r in rows} == {cli}
+    assert "no scenario rule matched" not in (out / "train.log").read_text()
+
+
+def test_a_real_run_without_a_key_stops_and_says_how_to_simulate(tmp_path):
+    proc = train("--config", "spreadsheetbench", "--out", str(tmp_path / "real"))
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 2
+    assert "OPENAI_API_KEY" in stderr and "--simulate on" in stderr
+    assert not (tmp_path / "real").exists()
+
+
+def test_resume_refuses_to_change_the_mode(full_run, tmp_path):
+    proc = train("--resume", str(full_run), env={"OPENAI_API_KEY": "sk-not-used"})
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "--simulate on" in stderr, stderr[-2000:]

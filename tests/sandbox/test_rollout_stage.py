@@ -3,6 +3,7 @@ resume skipping finished ids, timeout rows, the systemic-failure abort."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 
@@ -28,10 +29,21 @@ def items(sample, ids):
     return out
 
 
+_EXECUTORS: list[FleetExecutor] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_executors():
+    yield
+    while _EXECUTORS:
+        _EXECUTORS.pop().close()
+
+
 def stage_for(service, *, provider="scripted", wall=60.0, workers=4) -> RolloutStage:
     executor = FleetExecutor(
         [ChannelConfig(address=service.running.address, token=service.token)], workers=workers, rpc_slack_s=30
     )
+    _EXECUTORS.append(executor)
     spec = RolloutSpec(
         run_id="stage-test",
         env="spreadsheetbench",
@@ -94,9 +106,10 @@ def test_every_row_failing_before_any_model_reply_stops_the_run(docker_client, s
         with pytest.raises(SystemicFailure, match="before any model reply") as info:
             stage.run(items(sample, IDS), "", tmp_path / "r", label="t")
         assert "cannot connect" in str(info.value) or "model" in str(info.value)
-        # Cached all-failed rows abort too, without sending anything again.
+        # The rows ended on infrastructure, so a rerun runs them again (and aborts again).
         with pytest.raises(SystemicFailure):
             stage.run(items(sample, IDS), "", tmp_path / "r", label="t")
+        assert len((tmp_path / "r" / "infra_attempts.jsonl").read_text().splitlines()) == len(IDS)
 
 
 def test_stop_cancels_what_is_in_flight(service, scripts, sample):
@@ -120,3 +133,43 @@ def test_stop_cancels_what_is_in_flight(service, scripts, sample):
     t.join(60)
     assert not t.is_alive() and got == []
     assert handle.wait_done(60) and handle.cancel.is_set()
+
+
+def test_a_resumed_batch_reruns_rows_that_ended_on_infrastructure(service, scripts, sample, tmp_path):
+    ok, broken = "32255", "42354"
+    scripts.scripts[sample.task(ok).instruction[:120]] = [fenced(solution_code(ok))]
+    scripts.scripts[sample.task(broken).instruction[:120]] = [{"error": {"status": 503}}]
+    stage = stage_for(service)
+    rows = {r.id: r for r in stage.run(items(sample, [ok, broken]), "", tmp_path / "r", label="rerun")}
+    assert rows[ok].infra_error is None and rows[broken].infra_error is not None
+    # The provider is back: the resumed batch reruns only the infrastructure row, under a new
+    # rollout id (the host would replay the old one), and keeps each id once in results.jsonl.
+    scripts.scripts[sample.task(broken).instruction[:120]] = [fenced(solution_code(broken))]
+    before = len(service.model.api_requests("chat"))
+    rows = {r.id: r for r in stage.run(items(sample, [ok, broken]), "", tmp_path / "r", label="rerun")}
+    assert rows[broken].infra_error is None and rows[broken].hard == 1.0
+    assert rows[broken].rollout_id.endswith("+r1")
+    assert len(service.model.api_requests("chat")) - before == 1
+    lines = [json.loads(x) for x in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
+    assert sorted(d["id"] for d in lines) == sorted([ok, broken])
+    (aside,) = [json.loads(x) for x in (tmp_path / "r" / "infra_attempts.jsonl").read_text().splitlines()]
+    assert aside["id"] == broken and aside["infra_error"]
+
+
+def test_the_per_rollout_token_budget_ends_the_model_conversation(service, scripts, sample, tmp_path):
+    tid = "66-24"
+    scripts.scripts[sample.task(tid).instruction[:120]] = [fenced("raise SystemExit(3)")]
+    stage = stage_for(service)
+    stage = RolloutStage(
+        stage.executor,
+        dataclasses.replace(
+            stage.spec,
+            agent="codegen_multi",
+            limits=dataclasses.replace(stage.spec.limits, max_model_tokens=1),
+        ),
+    )
+    before = len(service.model.api_requests("chat"))
+    (row,) = stage.run(items(sample, [tid]), "", tmp_path / "r", label="budget")
+    # One model call used the whole budget; the retry turn was refused by the gateway.
+    assert len(service.model.api_requests("chat")) - before == 1
+    assert row.infra_error is None and row.fail_reason.startswith("budget-exceeded"), row.fail_reason

@@ -41,7 +41,7 @@ def test_builtin_configs_are_listed_and_resolved() -> None:
     assert path.is_file() and path.name == "spreadsheetbench_demo.yaml"
     assert builtin_config("spreadsheetbench_demo.yaml") == path
     assert builtin_config("_base_/default").name == "default.yaml"
-    with pytest.raises(ConfigError, match="available: gsm8k, gsm8k_demo, .*spreadsheetbench_demo"):
+    with pytest.raises(ConfigError, match=r"available: gsm8k, gsm8k_demo, .*spreadsheetbench_demo"):
         builtin_config("nope")
     with pytest.raises(ConfigError):
         builtin_config("../config/schema")

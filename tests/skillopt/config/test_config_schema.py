@@ -88,7 +88,7 @@ def test_defaults_match_the_reference() -> None:
         1.0,
     )
     assert cfg.sandbox.endpoints == () and cfg.sandbox.image == "skillopt-runtime:latest"
-    assert (cfg.run.simulate, cfg.run.log_level) == ("auto", "info")
+    assert (cfg.run.simulate, cfg.run.log_level) == ("off", "info")  # opt-in (issue 9)
 
 
 def test_defaults_agree_with_gate_module() -> None:
