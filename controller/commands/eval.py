@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
                 split_mode=cfg.env.split_mode,
                 split_ratio=cfg.env.split_ratio,
                 split_seed=cfg.env.split_seed,
+                options=cfg.env.options,
             )
             names = ("train", "val", "test") if args.split == "all" else (args.split,)
             items = [it for name in names for it in data.split(name)]
@@ -104,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         "max_infra_fraction": limit,
         "ok": not too_many,
         "by_task_type": by_type,
+        "env": {"name": cfg.env.name, "agent": cfg.env.agent, "options": dict(cfg.env.options)},
         "simulated": mode.simulated,
         "mode": mode.to_dict(),
         "sandbox_hosts": hosts,

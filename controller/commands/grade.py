@@ -3,8 +3,9 @@
 A stable contract for callers outside the project::
 
     skillopt grade PRED.xlsx GOLD.xlsx --answer-position "'Sheet1'!A1:C3" [--answer-sheet S] [--report]
+        [--mode corrected|official]
 
-stdout gets exactly one JSON object: ``pass`` (bool), ``reason`` (``""`` on pass), ``n_cells``,
+stdout gets exactly one JSON object: ``pass`` (bool), ``reason`` (``""`` on pass), ``mode``, ``n_cells``,
 ``n_mismatches``, ``mismatches`` (the first few ``{sheet, cell, expected, got}``, transformed
 values) and, with ``--report``, ``report`` (the verification report with expected values).
 Exit status: 0 for pass *and* fail; 2 with a message on stderr (and nothing on stdout) when
@@ -50,6 +51,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="sheet for ranges without one, used only if it names exactly one sheet of GOLD",
     )
     parser.add_argument("--report", action="store_true", help="add the per-cell verification report")
+    parser.add_argument(
+        "--mode",
+        choices=("corrected", "official"),
+        default="corrected",
+        help=(
+            "corrected (default): our grader with the official grader's errors fixed; official: the "
+            "official grader's verdicts exactly, for numbers comparable to published results"
+        ),
+    )
     parser.set_defaults(func=run)
 
 
@@ -75,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"skillopt grade: cannot read gold workbook {gold}: no such file", file=sys.stderr)
         return EXIT_UNREADABLE
     try:
-        verdict = grade_case(Path(args.pred), gold, args.answer_position, args.answer_sheet)
+        verdict = grade_case(Path(args.pred), gold, args.answer_position, args.answer_sheet, mode=args.mode)
     except GradingDataError as exc:
         print(f"skillopt grade: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -85,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {
         "pass": verdict.ok,
         "reason": verdict.reason,
+        "mode": args.mode,
         "n_cells": verdict.n_cells,
         "n_mismatches": verdict.n_mismatches,
         "missing_sheets": list(verdict.missing_sheets),

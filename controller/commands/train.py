@@ -113,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
             split_mode=cfg.env.split_mode,
             split_ratio=cfg.env.split_ratio,
             split_seed=cfg.env.split_seed,
+            options=cfg.env.options,
         )
         initial = (
             Path(cfg.env.skill_init).read_text(encoding="utf-8")

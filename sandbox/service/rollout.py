@@ -312,39 +312,42 @@ class RolloutService:
         session = None
         try:
             emit(ProgressEvent(phase="accepted", detail=f"host {self.config.host_id}"))
-            t0 = time.monotonic()
-            wait = min(self.config.acquire_timeout_s, max(0.1, deadline - t0))
-            try:
-                handle = self.pools.acquire(spec, timeout_s=wait, cancel=cancel)
-            except RolloutTimeout as exc:
-                if deadline_bound and wait < self.config.acquire_timeout_s:
-                    raise DeadlineExceeded(
-                        f"the caller's deadline expired before a container was ready ({exc.message})"
-                    ) from exc
-                raise
-            timings["acquire"] = time.monotonic() - t0
-            sandbox = LeasedSandbox(
-                self.runtime,
-                handle,
-                rollout_id=request.rollout_id,
-                output_limit_bytes=int(limits.output_bytes or DEFAULT_LIMITS.output_bytes),
-                deadline=deadline,
-                cancel=cancel,
-            )
-            if set_killer is not None:
-                set_killer(sandbox.kill)
-            if cancel.is_set():
-                sandbox.kill()
-            render = getattr(env, "skill_file", None)
-            sandbox.write_skill(
-                render(request.agent, request.skill.content) if render else request.skill.content
-            )
-            emit(
-                ProgressEvent(
-                    phase="sandbox_ready",
-                    detail=f"container {handle.name} in {timings['acquire'] * 1000:.1f} ms",
+            # Agents that run no code (env declares sandbox "none", e.g. the QA agents) get no
+            # container: the model is called from here and nothing untrusted executes.
+            if env.container(request.agent) != "none":
+                t0 = time.monotonic()
+                wait = min(self.config.acquire_timeout_s, max(0.1, deadline - t0))
+                try:
+                    handle = self.pools.acquire(spec, timeout_s=wait, cancel=cancel)
+                except RolloutTimeout as exc:
+                    if deadline_bound and wait < self.config.acquire_timeout_s:
+                        raise DeadlineExceeded(
+                            f"the caller's deadline expired before a container was ready ({exc.message})"
+                        ) from exc
+                    raise
+                timings["acquire"] = time.monotonic() - t0
+                sandbox = LeasedSandbox(
+                    self.runtime,
+                    handle,
+                    rollout_id=request.rollout_id,
+                    output_limit_bytes=int(limits.output_bytes or DEFAULT_LIMITS.output_bytes),
+                    deadline=deadline,
+                    cancel=cancel,
                 )
-            )
+                if set_killer is not None:
+                    set_killer(sandbox.kill)
+                if cancel.is_set():
+                    sandbox.kill()
+                render = getattr(env, "skill_file", None)
+                sandbox.write_skill(
+                    render(request.agent, request.skill.content) if render else request.skill.content
+                )
+                emit(
+                    ProgressEvent(
+                        phase="sandbox_ready",
+                        detail=f"container {handle.name} in {timings['acquire'] * 1000:.1f} ms",
+                    )
+                )
             model = access = None
             if env.needs_model:
                 session = self.gateway.open_session(

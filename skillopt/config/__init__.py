@@ -13,10 +13,8 @@ Unknown keys are errors with a suggestion, never dropped; see :func:`load_config
 from skillopt.config.builtin import builtin_config, list_builtin_configs
 from skillopt.config.loader import load_config
 from skillopt.config.schema import (
-    ENV_AGENTS,
     SECTIONS,
     Config,
-    EnvAgents,
     EnvConfig,
     EvaluationConfig,
     GradientConfig,
@@ -29,10 +27,8 @@ from skillopt.config.schema import (
 )
 
 __all__ = [
-    "ENV_AGENTS",
     "SECTIONS",
     "Config",
-    "EnvAgents",
     "EnvConfig",
     "EvaluationConfig",
     "GradientConfig",

@@ -17,7 +17,7 @@ from skillopt.config._coerce import FieldError, describe_type, is_list_type, is_
 from skillopt.config._keys import LEGACY_FLAT, MOVED, RETIRED, unknown_key_message
 from skillopt.config._yaml import YamlSyntaxError, parse_yaml
 from skillopt.config.builtin import list_builtin_configs
-from skillopt.config.schema import ENV_AGENTS, SECTIONS, Config
+from skillopt.config.schema import SECTIONS, Config
 from skillopt.errors import ConfigError
 from skillopt.logs import REDACTED, is_secret_key, redact_text
 
@@ -162,8 +162,10 @@ def build(data: Mapping[str, Any], *, origins: Mapping[str, str]) -> Config:
 
 def _missing_message(key: str) -> str:
     if key == "env.name":
+        from skillopt.envs.registry import available_envs
+
         return (
-            f"env.name is required: the benchmark to train on (known: {', '.join(sorted(ENV_AGENTS))}); "
+            f"env.name is required: the benchmark to train on (known: {', '.join(available_envs())}); "
             "set it in the config, pass --set env.name=spreadsheetbench, or start from a built-in config "
             f"({', '.join(list_builtin_configs())})"
         )
@@ -183,7 +185,8 @@ def parse_override(item: str) -> dict[str, Any]:
 
     The value is read as YAML (``true``, ``3``, ``1.5``, ``null``, ``[a, b]``, ``{k: v}``), except
     that a string field takes the text as written (``--set model.target=4`` is the string "4";
-    no quoting needed on a shell). ``model.prices.<model>.input=1.25`` sets one price entry.
+    no quoting needed on a shell). ``model.prices.<model>.input=1.25`` sets one price entry;
+    ``env.options.<key>[.<sub>]=VALUE`` one env option (checked by the env's options model).
 
     Raises:
         ConfigError: malformed item or unknown key. Messages never echo a value: an item such
@@ -212,6 +215,12 @@ def parse_override(item: str) -> dict[str, Any]:
     hint = SECTIONS[section].field_type(name)
     if not rest:
         return {section: {name: _parse_value(raw, hint, key)}}
+    if (section, name) == ("env", "options"):
+        # env.options.<key>[.<sub>...]=VALUE: the env's options model checks key and value.
+        value: Any = _parse_value(raw, Any, key)
+        for part in reversed(rest):
+            value = {part: value}
+        return {section: {name: value}}
     if (section, name) != ("model", "prices"):
         raise ConfigError(
             f"{SET_ORIGIN} {key}: {section}.{name} is not a mapping; write {section}.{name}=VALUE"

@@ -28,11 +28,9 @@ from skillopt.errors import ConfigError
 from skillopt.logs import redact
 
 __all__ = [
-    "ENV_AGENTS",
     "SECTIONS",
     "AppendixSource",
     "Config",
-    "EnvAgents",
     "EnvConfig",
     "EvaluationConfig",
     "GateMetric",
@@ -78,26 +76,6 @@ DEFAULT_LEADING_WORDS = (
     "VERIFY",
 )
 
-
-@dataclass(frozen=True, kw_only=True)
-class EnvAgents:
-    """Which agents an env runs, and which one a config gets when ``env.agent`` is ``""``."""
-
-    agents: tuple[str, ...]
-    default_agent: str
-
-
-#: Allowed agents per env. Adding an env = one row here and one in
-#: :mod:`skillopt.envs.registry` (a test keeps the two in step). Kept here rather than read
-#: from the env itself so that validating a config never imports an env's dependencies.
-ENV_AGENTS: Mapping[str, EnvAgents] = MappingProxyType(
-    {
-        "spreadsheetbench": EnvAgents(
-            agents=("codegen_single", "codegen_multi", "react", "codex_exec", "claude_code_exec"),
-            default_agent="codegen_multi",
-        ),
-    }
-)
 
 _ENDPOINT = re.compile(r"^(?:dns:///)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]{1,5})$")
 
@@ -514,7 +492,7 @@ class EnvConfig(_Section):
     SECTION: ClassVar[str] = "env"
 
     name: str
-    """Env name (required), e.g. ``spreadsheetbench``; see :data:`ENV_AGENTS`."""
+    """Env name (required), e.g. ``spreadsheetbench``; see :mod:`skillopt.envs.registry`."""
     skill_init: str = ""
     """Initial skill file; ``""`` = the env's shipped initial skill. Must exist if set."""
     split_mode: SplitMode = "split_file"
@@ -527,6 +505,10 @@ class EnvConfig(_Section):
     """Dataset directory; ``""`` = the env's vendored sample."""
     agent: str = ""
     """Agent kind; ``""`` = the env's default (spreadsheetbench: ``codegen_multi``)."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """Env-specific options (e.g. ``searchqa``: ``context_chars``), validated by the env's
+    options model: unknown keys and bad values are errors naming ``env.options.<key>``. Stored
+    with every default filled in, so config.json records them all."""
     max_turns: int = 30
     """Model turns per rollout."""
     exec_timeout: float = 120
@@ -544,37 +526,32 @@ class EnvConfig(_Section):
     gateway; a rollout that uses it up fails as ``budget-exceeded``); 0 = no limit."""
 
     def _validate(self) -> None:
+        from skillopt.envs.registry import available_envs, find_spec  # specs are cheap to import
+
         self._at_least("max_model_tokens", 0, " (0 = no limit)")
+        known = ", ".join(available_envs())
         if not self.name.strip():
             raise FieldError(
                 self._key("name"),
-                f"is required: the benchmark to train on (known: {', '.join(sorted(ENV_AGENTS))}), "
-                "e.g. --set env.name=spreadsheetbench",
+                f"is required: the benchmark to train on (known: {known}), e.g. --set env.name=spreadsheetbench",
             )
-        choices = ENV_AGENTS.get(self.name)
-        if choices is None:
-            raise FieldError(
-                self._key("name"),
-                f"unknown env {show(self.name, 'name')}; known: {', '.join(sorted(ENV_AGENTS))}",
-            )
+        spec = find_spec(self.name)
+        if spec is None:
+            raise FieldError(self._key("name"), f"unknown env {show(self.name, 'name')}; known: {known}")
         if not self.agent:
-            self._set("agent", choices.default_agent)
-        elif self.agent not in choices.agents:
+            self._set("agent", spec.default_agent)
+        elif self.agent not in spec.agent_names:
             raise FieldError(
                 self._key("agent"),
-                f"unknown agent {show(self.agent, 'agent')} for env {self.name}; allowed: {', '.join(choices.agents)}",
+                f"unknown agent {show(self.agent, 'agent')} for env {self.name}; allowed: {', '.join(spec.agent_names)}",
             )
+        self._set("options", spec.parse_options(self.options).model_dump(mode="json"))
         self._existing("skill_init", what='; "" uses the env\'s shipped initial skill')
         self._existing("data_root", directory=True, what='; "" uses the env\'s vendored sample')
-        if (
-            self.data_root
-            and self.split_mode == "split_file"
-            and not (Path(self.data_root) / "splits.json").is_file()
-        ):
-            raise FieldError(
-                self._key("data_root"),
-                f"no splits.json in {self.data_root} (env.split_mode is split_file); add one or set env.split_mode=ratio",
-            )
+        if self.data_root and spec.data_root_problem is not None:
+            problem = spec.data_root_problem(Path(self.data_root), self.split_mode)
+            if problem:
+                raise FieldError(self._key("data_root"), problem)
         self.split_fractions  # noqa: B018 - validates split_ratio
         self._at_least("max_turns", 1)
         for name in ("exec_timeout", "task_timeout"):

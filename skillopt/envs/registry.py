@@ -1,50 +1,93 @@
-"""Envs registered by name, imported lazily so one env's dependencies never burden another."""
+"""Envs registered by name: one line per env, pointing at its :class:`~skillopt.envs.base.EnvSpec`.
+
+Specs are imported lazily and are cheap (no env dependency), so validating a config never
+imports openpyxl or math-verify; :func:`get_env` and :func:`load_env_data` import the heavy side
+only when a rollout or a data split is needed.
+"""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from functools import cache
+from typing import Any
 
-from skillopt.envs.base import Environment
+from skillopt.envs.base import EnvData, Environment, EnvOptions, EnvSpec
 from skillopt.errors import InvalidRequest
 
-__all__ = ["available_envs", "get_env", "load_env_data"]
+__all__ = ["available_envs", "env_spec", "find_spec", "get_env", "load_env_data", "resolve"]
 
-# name -> "module:attribute" of a zero-argument factory or class.
-_ENVS: dict[str, str] = {
-    "spreadsheetbench": "skillopt.envs.spreadsheetbench.env:SpreadsheetBenchEnv",
-}
-
-
-# name -> "module:attribute" of the controller-side data class (splits of task items).
-_DATA: dict[str, str] = {
-    "spreadsheetbench": "skillopt.envs.spreadsheetbench.data:SpreadsheetBenchEnvData",
+# name -> "module:attribute" of the env's EnvSpec. Adding a benchmark = its folder + one line here.
+_SPECS: dict[str, str] = {
+    "gsm8k": "skillopt.envs.gsm8k.spec:SPEC",
+    "hotpotqa": "skillopt.envs.hotpotqa.spec:SPEC",
+    "livemathematicianbench": "skillopt.envs.livemathematicianbench.spec:SPEC",
+    "math500": "skillopt.envs.math500.spec:SPEC",
+    "searchqa": "skillopt.envs.searchqa.spec:SPEC",
+    "spreadsheetbench": "skillopt.envs.spreadsheetbench.spec:SPEC",
 }
 
 
 def available_envs() -> tuple[str, ...]:
-    return tuple(sorted(_ENVS))
+    """The registered env names, sorted."""
+    return tuple(sorted(_SPECS))
+
+
+def resolve(target: str) -> Any:
+    """The object named by ``"module:attribute"``."""
+    module_name, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
 
 
 @cache
-def get_env(name: str) -> Environment:
-    """The env registered under ``name``.
+def find_spec(name: str) -> EnvSpec | None:
+    """The spec of env ``name``, or ``None`` when no such env is registered."""
+    target = _SPECS.get(name)
+    return resolve(target) if target else None
+
+
+def env_spec(name: str) -> EnvSpec:
+    """The spec of env ``name``.
 
     Raises:
         InvalidRequest: unknown name (the message lists the known ones).
     """
-    target = _ENVS.get(name)
-    if target is None:
+    spec = find_spec(name)
+    if spec is None:
         raise InvalidRequest(f"unknown env {name!r}; available: {', '.join(available_envs())}")
-    module_name, _, attr = target.partition(":")
-    factory = getattr(importlib.import_module(module_name), attr)
-    return factory()
+    return spec
 
 
-def load_env_data(name: str, **kwargs):
-    """The controller-side data of env ``name`` (see :class:`skillopt.envs.base.EnvData`)."""
-    target = _DATA.get(name)
-    if target is None:
-        raise InvalidRequest(f"unknown env {name!r}; available: {', '.join(available_envs())}")
-    module_name, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module_name), attr)(**kwargs)
+@cache
+def get_env(name: str) -> Environment:
+    """The service-side env registered under ``name``.
+
+    Raises:
+        InvalidRequest: unknown name (the message lists the known ones).
+    """
+    return resolve(env_spec(name).environment)()
+
+
+def load_env_data(
+    name: str,
+    *,
+    data_root: str = "",
+    split_mode: str = "split_file",
+    split_ratio: str = "2:1:7",
+    split_seed: int = 42,
+    options: Mapping[str, Any] | EnvOptions | None = None,
+) -> EnvData:
+    """The controller-side data of env ``name`` (see :class:`skillopt.envs.base.EnvData`).
+
+    Raises:
+        InvalidRequest: unknown env.
+        ConfigError: a bad data root, split or option (the message names the key).
+    """
+    spec = env_spec(name)
+    return resolve(spec.data)(
+        data_root,
+        split_mode=split_mode,
+        split_ratio=split_ratio,
+        split_seed=split_seed,
+        options=spec.parse_options(options),
+    )

@@ -4,11 +4,14 @@ Used by the README's main job when no provider key is configured (announced as a
 and by the end-to-end training tests. Everything else is real: the sandbox service, Docker
 containers, the trusted grader, the trainer and its gate.
 
-* **Target** (model ``sim-target``): it recognises the vendored SpreadsheetBench task from the
-  instruction and answers with that task's correct reference script when the skill in its
-  system prompt states the rule the task needs (``catalogue.json``), else with the task's
-  plausible wrong script. The rule counts as stated when its *signature* (its first words,
-  case- and whitespace-insensitive) appears anywhere in the system prompt.
+* **Target** (model ``sim-target``): it recognises the vendored sample task (SpreadsheetBench:
+  from the instruction; the question-answering envs: from the question) and answers right when
+  the skill in its system prompt states the rule the task needs, else wrong. SpreadsheetBench
+  answers are the task's reference scripts (``fixtures/spreadsheetbench``: correct, or
+  plausibly wrong in one rule); QA answers are the gold answer or the catalogue's wrong one
+  (``fixtures/qa/<env>.json``), in ``<answer>`` tags. The rule counts as stated when its
+  *signature* (its first words, case- and whitespace-insensitive) appears anywhere in the
+  system prompt. Tasks without a catalogue entry are always solved.
 * **Optimizer** (model ``sim-optimizer``): a failure analyst that proposes the catalogue rule of
   the failed tasks it is shown (the rules not yet in the skill, most frequent first), a success
   analyst that proposes generic advice that changes nothing (so the gate rejects it unless a
@@ -25,8 +28,12 @@ import re
 from collections.abc import Iterator
 from functools import cached_property
 
+from skillopt.envs.base import TaskItem
+from skillopt.envs.registry import load_env_data
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData
 from skillopt.jsonx import extract_json_object
+from skillopt.testing.fixtures.qa import QA_ENVS, sim_reply
+from skillopt.testing.fixtures.qa import load_catalogue as load_qa_catalogue
 from skillopt.testing.fixtures.spreadsheetbench import load_catalogue, solution_code
 from skillopt.testing.scripted import ScriptedModelServer, ScriptedRequest
 
@@ -69,14 +76,53 @@ def rule_signature(rule_text: str) -> str:
 
 
 class _Catalogue:
+    """Every env's rules and the rule each sample task needs: SpreadsheetBench's
+    (``fixtures/spreadsheetbench/catalogue.json``) and the QA envs' (``fixtures/qa/<env>.json``).
+    Task ids are unique across the samples, so a trajectory id alone names its rule."""
+
     @cached_property
-    def data(self) -> dict:
-        return load_catalogue()
+    def rules(self) -> dict[str, str]:
+        """Rule key → text; SpreadsheetBench keys are bare, QA keys ``<env>:<rule>``."""
+        out = dict(load_catalogue()["rules"])
+        for env in QA_ENVS:
+            out.update({f"{env}:{k}": v for k, v in load_qa_catalogue(env)["rules"].items()})
+        return out
+
+    @cached_property
+    def tasks(self) -> dict[str, tuple[str, str]]:
+        """Task id → (env, rule key)."""
+        out = {tid: ("spreadsheetbench", e["rule"]) for tid, e in load_catalogue()["tasks"].items()}
+        for env in QA_ENVS:
+            for tid, e in load_qa_catalogue(env)["tasks"].items():
+                if tid in out:
+                    raise ValueError(f"simulation catalogues: task id {tid!r} appears twice")
+                out[tid] = (env, f"{env}:{e['rule']}")
+        return out
 
     @cached_property
     def by_instruction(self) -> dict[str, str]:
         sample = SpreadsheetBenchData(SAMPLE_ROOT)
-        return {_norm(sample.task(tid).instruction)[:160]: tid for tid in self.data["tasks"]}
+        return {_norm(sample.task(tid).instruction)[:160]: tid for tid in load_catalogue()["tasks"]}
+
+    @cached_property
+    def qa_items(self) -> list[tuple[str, str, TaskItem]]:
+        """``(normalised question prefix, env, item)`` of every QA sample item."""
+        out = []
+        for env in QA_ENVS:
+            data = load_env_data(env)
+            for split in ("train", "val", "test"):
+                for item in data.split(split):
+                    out.append((_norm(item.task.instruction)[:160], env, item))
+        return out
+
+    def qa_item(self, text: str) -> tuple[str, TaskItem] | None:
+        """The QA sample item whose question appears in ``text`` (the longest match wins)."""
+        norm = _norm(text)
+        hits = [(len(key), env, item) for key, env, item in self.qa_items if key and key in norm]
+        if not hits:
+            return None
+        _, env, item = max(hits, key=lambda h: h[0])
+        return env, item
 
     def task_in(self, text: str) -> str | None:
         """The task whose instruction ``text`` starts with (whitespace and case aside)."""
@@ -84,11 +130,11 @@ class _Catalogue:
         return next((tid for key, tid in self.by_instruction.items() if norm.startswith(key)), None)
 
     def rule_of(self, task_id: str) -> str | None:
-        entry = self.data["tasks"].get(task_id)
-        return entry["rule"] if entry else None
+        entry = self.tasks.get(task_id)
+        return entry[1] if entry else None
 
     def text(self, rule: str) -> str:
-        return self.data["rules"][rule]
+        return self.rules[rule]
 
     def stated(self, rule: str, text: str) -> bool:
         return rule_signature(self.text(rule)) in _norm(text)
@@ -145,10 +191,14 @@ class SimulatedTarget:
         user = next((m.text for m in req.messages if m.role == "user"), "")
         instruction = user.split("# Instruction", 1)[-1].split("Instruction type:", 1)[0]
         task_id = _CATALOGUE.by_instruction.get(_norm(instruction)[:160])
-        if task_id is None:
+        if task_id is not None:
+            kind = "solution" if simulated_pass(task_id, req.system) else "wrong"
+            return {"text": f"```python\n{solution_code(task_id, kind)}\n```"}
+        found = _CATALOGUE.qa_item(user)
+        if found is None:
             return _miss()
-        kind = "solution" if simulated_pass(task_id, req.system) else "wrong"
-        return {"text": f"```python\n{solution_code(task_id, kind)}\n```"}
+        env, item = found
+        return {"text": sim_reply(env, item, user, solved=simulated_pass(item.id, req.system))}
 
     def _cli(self, req: ScriptedRequest):
         prompt = next((m.text for m in req.messages if m.role == "user" and _EXEC_TASK in m.text), "")
@@ -205,7 +255,7 @@ class SimulatedOptimizer:
                     {
                         "failure_type": "rule_missing",
                         "count": n,
-                        "description": f"tasks need the rule '{rule}'",
+                        "description": f"tasks need the rule '{rule.rsplit(':', 1)[-1]}'",
                     }
                     for rule, n in counts.most_common()
                 ],

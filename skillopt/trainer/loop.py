@@ -20,7 +20,7 @@ import structlog
 
 from skillopt import __version__
 from skillopt.config import Config
-from skillopt.envs.base import EnvData, TaskItem
+from skillopt.envs.base import EnvData, TaskItem, earlier_attempt
 from skillopt.errors import ConfigError, SystemicFailure
 from skillopt.gate import GateCache, decide, gate_score, regressions
 from skillopt.models.roles import PriceTable, RoleModel, UsageTracker
@@ -559,7 +559,8 @@ class Trainer:
             return None
         atomic_write_text(self._path(rel, "diagnostic_instruction.txt"), instruction)
         by_id = {it.id: it for it in self.train_items}
-        items = [by_id[r.id] for r in picked if r.id in by_id]
+        # The re-run sees its own earlier attempt as context (never the grader's messages).
+        items = [by_id[r.id].with_earlier_attempt(earlier_attempt(r)) for r in picked if r.id in by_id]
         diag_rows = self._rollout(items, skill, f"{rel}/rollout", train=True, diagnostic=instruction)
         return reflect_on_probe(
             picked,
@@ -923,7 +924,14 @@ class Trainer:
             sel = [r for r in rows if r.infra_error is None and (t == "overall" or types.get(r.id) == t)]
             by_type[t] = {"total": len(sel), "hard_acc": sum(r.hard for r in sel) / len(sel) if sel else 0.0}
         s = score_rows(rows)
-        summary = {**by_type, "hard": s.hard, "soft": s.soft, "n": s.n, "n_infra": s.n_infra}
+        summary = {
+            **by_type,
+            "hard": s.hard,
+            "soft": s.soft,
+            "n": s.n,
+            "n_infra": s.n_infra,
+            "env_options": dict(self.cfg.env.options),  # e.g. SpreadsheetBench's grading mode
+        }
         atomic_write_json(self._path(rel, "summary.json"), summary)
         return summary
 

@@ -98,3 +98,18 @@ def test_help_lists_grade() -> None:
         check=False,
     )
     assert proc.returncode == 0 and "grade" in proc.stdout
+
+
+def test_mode_selects_official_or_corrected_verdicts(tmp_path: Path, gold: Path) -> None:
+    pred = _xlsx(tmp_path / "pred.xlsx", {"A1": "total", "B1": 42, "B2": 1.5}, title="sheet1")
+    verdicts = {}
+    for mode in ("corrected", "official"):
+        proc = _grade(str(pred), str(gold), "--answer-position", "'Sheet1'!A1:B2", "--mode", mode)
+        assert proc.returncode == 0, proc.stderr
+        out = json.loads(proc.stdout)
+        assert out["mode"] == mode
+        verdicts[mode] = (out["pass"], out["reason"])
+    # Sheet names match case-insensitively only in the corrected mode (the deliberate difference).
+    assert verdicts == {"corrected": (True, ""), "official": (False, "worksheet not found: Sheet1")}
+    default = json.loads(_grade(str(pred), str(gold), "--answer-position", "'Sheet1'!A1:B2").stdout)
+    assert default["mode"] == "corrected" and default["pass"] is True

@@ -1,8 +1,8 @@
 """What every SpreadsheetBench agent shares: prompts, running a script on the test cases inside
 the sandbox, trusted grading, the verification reports and the result row.
 
-The agents (:mod:`.codegen`, :mod:`.react`) differ only in how they obtain the final script;
-from there on this module runs it on every test case inside the rollout sandbox and grades each
+The agents (:mod:`.agents`, composed from :mod:`skillopt.agents`) differ only in how they
+obtain the final script; from there on this module runs it on every test case inside the rollout sandbox and grades each
 output here, outside the sandbox, against gold files the sandbox never sees.
 
 Case layout inside the sandbox (``root`` is ``cases`` unless an agent picks another)::
@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-from skillopt.envs.base import AgentContext, ProgressEvent, interrupted_info
+from skillopt.agents.common import RolloutState, exec_record, last_line, read_prompt, with_diagnostic
+from skillopt.agents.context import AgentContext, ProgressEvent
+from skillopt.envs.base import EARLIER_ATTEMPT
 from skillopt.envs.spreadsheetbench.evaluator import (
     CaseVerdict,
     case_result,
@@ -30,35 +31,17 @@ from skillopt.envs.spreadsheetbench.evaluator import (
     score_cases,
     verification_report,
 )
-from skillopt.errors import InfraError, ModelError
 from skillopt.executor import ExecOutcome
-from skillopt.models.base import ChatRequest
-from skillopt.types import (
-    CaseResult,
-    ExecRecord,
-    File,
-    InfraErrorKind,
-    Message,
-    RolloutResult,
-    Trace,
-    Usage,
-)
+from skillopt.types import CaseResult, File, InfraErrorKind, Message, RolloutResult
 from skillopt.types import InfraError as InfraError_
 
 __all__ = [
     "CaseRunner",
     "Grades",
-    "RolloutState",
     "build_row",
     "error_text",
-    "exec_record",
-    "guarded",
-    "interrupted_row",
-    "last_line",
     "load_prompt",
-    "model_request",
     "prepare_script",
-    "skill_section",
     "task_prompt",
 ]
 
@@ -69,31 +52,23 @@ MAX_OUTPUT_XLSX = 64 * 1024 * 1024
 _ERROR_FEEDBACK_CHARS = 3000
 
 
-@cache
 def load_prompt(name: str) -> str:
     """The prompt template ``prompts/<name>.md``."""
-    return (PROMPTS / f"{name}.md").read_text(encoding="utf-8")
-
-
-def skill_section(skill: str) -> str:
-    """``## Skill`` and the skill text, or ``""`` for an empty skill."""
-    return f"## Skill\n{skill.strip()}\n" if skill.strip() else ""
+    return read_prompt(PROMPTS, name)
 
 
 def task_prompt(
     template: str, instruction: str, attributes: Mapping[str, Any], preview: str, diagnostic: str = ""
 ) -> str:
     """A user prompt from ``prompts/<template>.md`` (instruction, its attributes, the preview),
-    plus the diagnostic instruction when one is given."""
+    plus the deep-reflect additions (the agent's earlier attempt, the diagnostic instruction)."""
     text = load_prompt(template).format(
         instruction=instruction.strip(),
         instruction_type=attributes.get("instruction_type", "") or "unknown",
         answer_position=attributes.get("answer_position", "") or "unknown",
         preview=preview.strip(),
     )
-    if diagnostic.strip():
-        text += f"\n\n# Diagnostic instruction\n{diagnostic.strip()}\n"
-    return text
+    return with_diagnostic(text, diagnostic, earlier=str(attributes.get(EARLIER_ATTEMPT, "") or ""))
 
 
 def prepare_script(code: str, input_path: str, output_path: str) -> str:
@@ -116,62 +91,6 @@ def error_text(outcome: ExecOutcome, timeout_s: float) -> str:
     if outcome.signal:
         text = f"killed by signal {outcome.signal}\n{text}".strip()
     return text[-_ERROR_FEEDBACK_CHARS:] or f"exit code {outcome.exit_code}"
-
-
-def last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1].strip()[:200] if lines else ""
-
-
-def model_request(ctx: AgentContext, messages: list[Message], *, tools: tuple = ()) -> ChatRequest:
-    """The target call of a turn: the request's model spec, the wall time left as timeout."""
-    m = ctx.request.model
-    return ChatRequest(
-        model=m.model,
-        messages=tuple(messages),
-        tools=tools,
-        temperature=m.temperature,
-        max_output_tokens=m.max_output_tokens,
-        reasoning_effort=m.reasoning_effort,
-        timeout_s=min(120.0, max(1.0, ctx.remaining_s())),
-        stage="rollout",
-        extra=m.extra,
-    )
-
-
-def exec_record(outcome: ExecOutcome, *, turn: int, case: str, code: str) -> ExecRecord:
-    """The trace's record of one execution."""
-    return ExecRecord(
-        turn=turn,
-        case=case,
-        code=code,
-        exit_code=outcome.exit_code,
-        stdout_tail=outcome.stdout_tail,
-        stderr_tail=outcome.stderr_tail,
-        duration_s=outcome.duration_s,
-        timed_out=outcome.timed_out,
-        oom_killed=outcome.oom_killed,
-    )
-
-
-@dataclass
-class RolloutState:
-    """Mutable bookkeeping of one rollout (local to the agent run)."""
-
-    messages: list[Message] = field(default_factory=list)
-    executions: list[ExecRecord] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    timings: dict[str, float] = field(default_factory=lambda: {"model": 0.0, "exec": 0.0, "grade": 0.0})
-    turns: int = 0
-    agent_ok: bool = False
-    code: str = ""
-    phase: str = "setup"
-    preview: str = ""
-    # Output of the final code on a case, when the agent's loop already ran it.
-    outputs: dict[str, tuple[ExecOutcome, bytes | None]] = field(default_factory=dict)
-
-    def add_time(self, key: str, t0: float) -> None:
-        self.timings[key] += time.monotonic() - t0
 
 
 @dataclass
@@ -223,16 +142,18 @@ class CaseRunner:
             str(req.grading.attributes.get("answer_sheet") or attrs.get("answer_sheet") or "") or None
         )
         self.exec_timeout = float(ctx.limits.exec_timeout_s or 120.0)
+        #: ``corrected`` or ``official`` (env.options.grading.mode, checked by the env).
+        self.grading_mode = str(req.grading.attributes.get("grading_mode") or "corrected")
 
     def write_inputs(self) -> None:
         """Place every case's input at ``<root>/<name>/input.xlsx``."""
         for name, data in self.inputs.items():
-            self.ctx.sandbox.write_file(f"{self.root}/{name}/input.xlsx", data)
+            self.ctx.require_sandbox().write_file(f"{self.root}/{name}/input.xlsx", data)
 
     def run(self, name: str, code: str, turn: int) -> tuple[ExecOutcome, bytes | None]:
         """Run ``code`` on case ``name``: the outcome and the saved workbook (``None`` when the
         script failed or saved nothing)."""
-        sandbox = self.ctx.sandbox
+        sandbox = self.ctx.require_sandbox()
         folder = f"{self.root}/{name}"
         base = f"{WORKSPACE}/{folder}"
         sandbox.write_file(
@@ -255,7 +176,11 @@ class CaseRunner:
             return CaseVerdict(ok=False, reason="output-not-found", stage="output")
         t0 = time.monotonic()
         verdict = grade_case(
-            output, self.gold[name].files[0].content, self.answer_position, self.answer_sheet
+            output,
+            self.gold[name].files[0].content,
+            self.answer_position,
+            self.answer_sheet,
+            mode=self.grading_mode,
         )
         self.st.add_time("grade", t0)
         return verdict
@@ -297,44 +222,6 @@ class CaseRunner:
         if code:
             g.artifacts.append(File(name="solution.py", content=code.encode()))
         return g
-
-
-def guarded(ctx: AgentContext, st: RolloutState, body: Callable[[], RolloutResult]) -> RolloutResult:
-    """Run an agent's ``body``; an infrastructure or model-endpoint failure part-way through
-    yields a row that keeps what happened so far (trace, ``agent_ok``, usage), with
-    ``infra_error`` set unless the failure is the agent's own (a used-up token budget); see
-    :func:`skillopt.envs.base.interrupted_info`."""
-    try:
-        return body()
-    except (InfraError, ModelError) as exc:
-        info, reason = interrupted_info(exc)
-        return interrupted_row(ctx, st, info, reason)
-
-
-def interrupted_row(
-    ctx: AgentContext, st: RolloutState, info: InfraError_ | None, fail_reason: str
-) -> RolloutResult:
-    """The row of a rollout cut short: no score, the trace so far."""
-    req = ctx.request
-    return RolloutResult(
-        id=req.task.id,
-        rollout_id=req.rollout_id,
-        phase=st.phase,
-        fail_reason=fail_reason,
-        agent_ok=st.agent_ok,
-        n_turns=st.turns,
-        trace=Trace(
-            messages=tuple(st.messages),
-            executions=tuple(st.executions),
-            system_prompt=st.messages[0].content if st.messages else "",
-            user_prompt=st.messages[1].content if len(st.messages) > 1 else "",
-            code=st.code,
-            notes={"spreadsheet_preview": st.preview} if st.preview else {},
-        ),
-        usage=st.usage,
-        timings_s=dict(st.timings),
-        infra_error=info,
-    )
 
 
 def build_row(
@@ -379,16 +266,10 @@ def build_row(
             "n_cases": n_cases,
             "n_pass": sum(1 for v in grades.verdicts if v.ok),
             "n_exec_pass": grades.exec_pass,
+            "grading_mode": str(req.grading.attributes.get("grading_mode") or "corrected"),
             **metrics,
         },
-        trace=Trace(
-            messages=tuple(messages),
-            executions=tuple(st.executions),
-            system_prompt=st.messages[0].content,
-            user_prompt=st.messages[1].content,
-            code=st.code,
-            notes=dict(notes),
-        ),
+        trace=st.trace(messages=messages, notes={**st.notes, **notes}),
         artifacts=tuple(grades.artifacts),
         usage=st.usage,
         timings_s=dict(st.timings),

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from skillopt.envs.base import TaskItem
 from skillopt.envs.spreadsheetbench.loader import SpreadsheetBenchData, TaskRecord, default_data_root
+from skillopt.envs.spreadsheetbench.spec import SpreadsheetBenchOptions
 from skillopt.errors import ConfigError
 
 __all__ = ["INITIAL_SKILL", "SpreadsheetBenchEnvData"]
@@ -19,6 +21,7 @@ class SpreadsheetBenchEnvData:
     Args:
         data_root: folder with dataset.json/splits.json/spreadsheet ("" = vendored sample).
         split_mode: ``split_file`` or ``ratio``.
+        options: ``env.options`` (validated).
     """
 
     def __init__(
@@ -28,7 +31,9 @@ class SpreadsheetBenchEnvData:
         split_mode: str = "split_file",
         split_ratio: str = "2:1:7",
         split_seed: int = 42,
+        options: SpreadsheetBenchOptions | None = None,
     ) -> None:
+        self.options = options or SpreadsheetBenchOptions()
         self.data = SpreadsheetBenchData(Path(data_root) if data_root else default_data_root())
         self.split_mode = split_mode
         self._ratio = self.data.ratio_split(split_ratio, split_seed) if split_mode == "ratio" else None
@@ -51,9 +56,11 @@ class SpreadsheetBenchEnvData:
         return self._ratio[canonical[name]]
 
     def split(self, name: str) -> list[TaskItem]:
+        mode = self.options.grading.mode
         items = []
         for record in self._records(name):
             task, grading = self.data.build_task(record)
+            grading = replace(grading, attributes={**dict(grading.attributes), "grading_mode": mode})
             items.append(TaskItem(task=task, grading=grading, task_type=record.task_type))
         return items
 
@@ -61,7 +68,12 @@ class SpreadsheetBenchEnvData:
         return ["cell_level", "sheet_level"]
 
     def describe(self) -> dict:
-        info = {"root": str(self.data.root), "split_mode": self.split_mode, "summary": self.data.describe()}
+        info = {
+            "root": str(self.data.root),
+            "split_mode": self.split_mode,
+            "summary": self.data.describe(),
+            "grading_mode": self.options.grading.mode,
+        }
         if self._ratio is not None:
             info["ratio_counts"] = {k: len(v) for k, v in self._ratio.items()}
         return info

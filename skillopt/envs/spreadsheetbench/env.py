@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import io
 import zipfile
-from typing import ClassVar
 
-from skillopt.envs.base import AgentContext
-from skillopt.envs.spreadsheetbench.codegen import run_codegen
-from skillopt.envs.spreadsheetbench.exec_agents import CLIS, render_skill_md, run_exec_agent
+from skillopt.envs.base import ComposedEnv
+from skillopt.envs.spreadsheetbench.agents import build_agents
+from skillopt.envs.spreadsheetbench.official import GRADING_MODES
 from skillopt.envs.spreadsheetbench.positions import parse_answer_position
-from skillopt.envs.spreadsheetbench.react import run_react
+from skillopt.envs.spreadsheetbench.spec import SPEC
 from skillopt.errors import InvalidRequest
-from skillopt.types import RolloutRequest, RolloutResult
+from skillopt.types import RolloutRequest
 
 __all__ = ["SpreadsheetBenchEnv"]
 
@@ -31,26 +30,16 @@ def _check_xlsx(data: bytes, what: str) -> None:
         raise InvalidRequest(f"{what} is a corrupt zip archive: {exc}") from exc
 
 
-class SpreadsheetBenchEnv:
-    """Codegen and ReAct agents over real SpreadsheetBench tasks, graded with the official value
-    rules."""
+class SpreadsheetBenchEnv(ComposedEnv):
+    """Codegen, ReAct and agent-CLI agents over real SpreadsheetBench tasks, graded with the
+    official value rules."""
 
-    name = "spreadsheetbench"
-    agents = ("codegen_single", "codegen_multi", "react", "codex_exec", "claude_code_exec")
-    needs_model = True
-    #: The wire API each exec agent speaks (the gateway checks the provider matches).
-    agent_apis: ClassVar[dict[str, str]] = {"codex_exec": "openai", "claude_code_exec": "anthropic"}
+    spec = SPEC
 
-    def container(self, agent: str) -> str:
-        # In-service agents call the model from the service: their container has no network.
-        # Exec agents' CLIs call it from inside, through the gateway network.
-        return "gateway" if agent in CLIS else "isolated"
+    def build_agents(self):
+        return build_agents()
 
-    def skill_file(self, agent: str, content: str) -> str:
-        """SKILL.md as mounted: CLIs need front matter; in-service agents read the body."""
-        return render_skill_md(content) if agent in CLIS else content
-
-    def validate(self, request: RolloutRequest) -> None:
+    def check_request(self, request: RolloutRequest) -> None:
         task, grading = request.task, request.grading
         if not task.cases:
             raise InvalidRequest("spreadsheetbench: the task has no test cases")
@@ -72,6 +61,11 @@ class SpreadsheetBenchEnv:
             _check_xlsx(g.files[0].content, f"grading case {case.name!r} answer.xlsx")
         if set(gold) != {c.name for c in task.cases}:
             raise InvalidRequest("spreadsheetbench: grading cases do not match the task's cases")
+        mode = grading.attributes.get("grading_mode", "corrected")
+        if mode not in GRADING_MODES:
+            raise InvalidRequest(
+                f"spreadsheetbench: grading.attributes.grading_mode must be one of {', '.join(GRADING_MODES)}, got {mode!r}"
+            )
         position = grading.attributes.get("answer_position") or task.attributes.get("answer_position")
         if not position:
             raise InvalidRequest("spreadsheetbench: answer_position is missing from the grading attributes")
@@ -79,14 +73,3 @@ class SpreadsheetBenchEnv:
             parse_answer_position(str(position))
         except ValueError as exc:
             raise InvalidRequest(f"spreadsheetbench: bad answer_position: {exc}") from exc
-
-    def run(self, agent: str, ctx: AgentContext) -> RolloutResult:
-        if agent == "codegen_single":
-            return run_codegen(ctx, multi_turn=False)
-        if agent == "codegen_multi":
-            return run_codegen(ctx, multi_turn=True)
-        if agent == "react":
-            return run_react(ctx)
-        if agent in CLIS:
-            return run_exec_agent(ctx, agent)
-        raise InvalidRequest(f"spreadsheetbench has no agent {agent!r}")

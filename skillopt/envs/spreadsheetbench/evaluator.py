@@ -660,6 +660,7 @@ def grade_case(
     *,
     limits: GradingLimits = DEFAULT_LIMITS,
     collect_formulas: bool = True,
+    mode: str = "corrected",
 ) -> CaseVerdict:
     """Grade one test case: every answer cell of ``pred`` must match ``gold``.
 
@@ -673,13 +674,25 @@ def grade_case(
         limits: Safety caps for the prediction.
         collect_formulas: Also list formulas of the prediction for the reports (one more
             read-only pass over the first 200 rows of each sheet).
+        mode: ``corrected`` (this module's rules) or ``official`` (the official grader's
+            verdicts, errors included: :mod:`.official`; ``answer_sheet`` is then unused).
 
     Returns:
         The verdict.
 
     Raises:
-        GradingDataError: the gold workbook or the answer position is unusable.
+        GradingDataError: the gold workbook or (corrected mode) the answer position is unusable.
+        ValueError: an unknown ``mode``.
     """
+    if mode == "official":
+        from skillopt.envs.spreadsheetbench.official import grade_official
+
+        verdict = grade_official(pred, gold, answer_position, limits=limits)
+        if collect_formulas and verdict.stage == "eval":
+            verdict = _with_formulas(verdict, _read_prediction_bytes(pred, limits))
+        return verdict
+    if mode != "corrected":
+        raise ValueError(f"grading mode must be official or corrected, got {mode!r}")
     try:
         refs = parse_answer_position(answer_position)
     except ValueError as exc:

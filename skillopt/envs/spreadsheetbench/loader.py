@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from skillopt.envs.splits import SPLIT_ALIASES, largest_remainder, ratio_split
 from skillopt.errors import ConfigError
 from skillopt.types import File, Grading, Task, TestCase
 
@@ -46,18 +45,6 @@ __all__ = [
 SAMPLE_ROOT = Path(__file__).parent / "data" / "sample"
 ROOT_ENV_VAR = "SKILLOPT_SPREADSHEETBENCH_ROOT"
 
-# Canonical split names and the names other code uses for them (SkillOpt: valid_seen is the
-# selection split, valid_unseen the test split).
-SPLIT_ALIASES: Mapping[str, str] = {
-    "train": "train",
-    "val": "val",
-    "valid_seen": "val",
-    "selection": "val",
-    "test": "test",
-    "valid_unseen": "test",
-}
-
-_RATIO_NAMES = ("train", "val", "test")
 _TASK_CACHE_SIZE = 64
 
 
@@ -219,38 +206,6 @@ def _read(path: Path) -> bytes:
         raise SpreadsheetBenchDataError(f"cannot read {path}: {exc}") from exc
 
 
-def largest_remainder(n: int, weights: Sequence[float | int | Fraction]) -> list[int]:
-    """Split ``n`` items by ``weights`` into integer counts that sum to ``n``.
-
-    Each part gets the floor of its exact quota; the leftover items go to the largest
-    fractional remainders, ties broken by the larger weight, then by position.
-
-    Raises:
-        ValueError: a weight is negative or all are zero.
-    """
-    exact = [Fraction(w) for w in weights]
-    if any(w < 0 for w in exact) or sum(exact) == 0:
-        raise ValueError(f"weights must be >= 0 and not all zero, got {list(weights)}")
-    total = sum(exact)
-    quotas = [n * w / total for w in exact]
-    counts = [int(q) for q in quotas]  # floor: quotas are >= 0
-    order = sorted(range(len(exact)), key=lambda i: (-(quotas[i] - counts[i]), -exact[i], i))
-    for i in order[: n - sum(counts)]:
-        counts[i] += 1
-    return counts
-
-
-def _parse_ratio(ratio: str | Sequence[float | int]) -> list[Fraction]:
-    parts: Sequence[Any] = ratio.split(":") if isinstance(ratio, str) else ratio
-    try:
-        weights = [Fraction(str(p).strip()) for p in parts]
-    except (ValueError, ZeroDivisionError) as exc:
-        raise ValueError(f"ratio must look like '2:1:7', got {ratio!r}") from exc
-    if len(weights) != len(_RATIO_NAMES):
-        raise ValueError(f"ratio needs {len(_RATIO_NAMES)} parts (train:val:test), got {ratio!r}")
-    return weights
-
-
 class SpreadsheetBenchData:
     """The tasks and splits of one data root.
 
@@ -400,15 +355,8 @@ class SpreadsheetBenchData:
         Raises:
             ValueError: ``ratio`` is not three non-negative numbers, not all zero.
         """
-        counts = largest_remainder(len(self._records), _parse_ratio(ratio))
-        ids = sorted(self._records)
-        random.Random(seed).shuffle(ids)
-        out: dict[str, list[TaskRecord]] = {}
-        start = 0
-        for name, count in zip(_RATIO_NAMES, counts, strict=True):
-            out[name] = [self._records[tid] for tid in ids[start : start + count]]
-            start += count
-        return out
+        parts = ratio_split(list(self._records), ratio, seed)
+        return {name: [self._records[tid] for tid in ids] for name, ids in parts.items()}
 
     def describe(self) -> str:
         """One paragraph on the root: task count, split sizes and what ``test`` maps to."""

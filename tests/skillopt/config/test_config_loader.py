@@ -35,12 +35,13 @@ def write(directory: Path, name: str, text: str) -> Path:
 
 
 def test_builtin_configs_are_listed_and_resolved() -> None:
-    assert list_builtin_configs() == ["spreadsheetbench", "spreadsheetbench_demo"]
+    envs = ["gsm8k", "hotpotqa", "livemathematicianbench", "math500", "searchqa", "spreadsheetbench"]
+    assert list_builtin_configs() == sorted(name for env in envs for name in (env, f"{env}_demo"))
     path = builtin_config("spreadsheetbench_demo")
     assert path.is_file() and path.name == "spreadsheetbench_demo.yaml"
     assert builtin_config("spreadsheetbench_demo.yaml") == path
     assert builtin_config("_base_/default").name == "default.yaml"
-    with pytest.raises(ConfigError, match="available: spreadsheetbench, spreadsheetbench_demo"):
+    with pytest.raises(ConfigError, match=r"available: gsm8k, gsm8k_demo, .*spreadsheetbench_demo"):
         builtin_config("nope")
     with pytest.raises(ConfigError):
         builtin_config("../config/schema")

@@ -11,7 +11,6 @@ import pytest
 
 from skillopt import gate
 from skillopt.config import (
-    ENV_AGENTS,
     SECTIONS,
     Config,
     EnvConfig,
@@ -25,7 +24,7 @@ from skillopt.config import (
     TrainConfig,
 )
 from skillopt.config.schema import GateMetric
-from skillopt.envs.registry import available_envs, get_env
+from skillopt.envs.registry import available_envs, env_spec, get_env
 from skillopt.errors import ConfigError
 from skillopt.testing.shared_data import shared_datasets
 
@@ -98,11 +97,14 @@ def test_defaults_agree_with_gate_module() -> None:
     assert get_args(GateMetric) == gate.GATE_METRICS
 
 
-def test_env_agent_table_matches_env_registry() -> None:
-    assert set(ENV_AGENTS) == set(available_envs())
-    for name, choices in ENV_AGENTS.items():
-        assert set(choices.agents) == set(get_env(name).agents)
-        assert choices.default_agent in choices.agents
+def test_env_agents_come_from_the_env_spec() -> None:
+    # One declaration per env (its EnvSpec): config validation and the service read the same.
+    for name in available_envs():
+        spec = env_spec(name)
+        assert EnvConfig(name=name).agent == spec.default_agent
+        assert set(spec.agent_names) == set(get_env(name).agents)
+        for agent in spec.agent_names:
+            assert EnvConfig(name=name, agent=agent).agent == agent
 
 
 def test_sections_are_frozen_and_keyword_only() -> None:
@@ -231,7 +233,10 @@ def test_gate_mixed_weight_out_of_range(weight: float) -> None:
         (lambda: EnvConfig(name="spreadsheetbench", exec_timeout=700), "exceeds env.task_timeout"),
         (lambda: EnvConfig(name="spreadsheetbench", cpus=0), "env.cpus: must be > 0"),
         (lambda: EnvConfig(name="spreadsheetbench", agent="nope"), "allowed: codegen_single, codegen_multi"),
-        (lambda: EnvConfig(name="nosuchbench"), "unknown env 'nosuchbench'; known: spreadsheetbench"),
+        (
+            lambda: EnvConfig(name="nosuchbench"),
+            "unknown env 'nosuchbench'; known: gsm8k, hotpotqa, livemathematicianbench, math500, searchqa, spreadsheetbench",
+        ),
         (lambda: EnvConfig(name=""), "env.name: is required"),
         (lambda: SandboxConfig(endpoints=["localhost"]), 'sandbox.endpoints[0]: expected "host:port"'),  # type: ignore[arg-type]
         (lambda: SandboxConfig(endpoints=["h:70000"]), "port 1-65535"),  # type: ignore[arg-type]

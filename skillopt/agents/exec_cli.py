@@ -1,66 +1,74 @@
 """Exec agents: the real Codex CLI (``codex_exec``) and Claude Code (``claude_code_exec``) run
-inside the rollout container and solve the task there; the service grades ``solution.py`` on
-every test case afterwards.
+inside the rollout container and work on the task there; the env grades what they leave behind
+(a program, the final message) on the trusted side afterwards.
 
 The container is on the gateway network (its only reachable address is the model gateway) and
 the CLI holds a per-rollout gateway token, never a provider key. The skill is mounted read-only
 where each CLI discovers skills (``.agents/skills/<name>/SKILL.md`` for Codex,
-``.claude/skills/<name>/SKILL.md`` for Claude Code). Codex runs with its own sandbox bypassed
-(Docker is the sandbox), stdin closed, plugins/apps/analytics off (agent-clis.md §2, §6).
+``.claude/skills/<name>/SKILL.md`` for Claude Code), rendered by :func:`render_skill_md`. Codex
+runs with its own sandbox bypassed (Docker is the sandbox), stdin closed, plugins/apps/analytics
+off (agent-clis.md §2, §6).
 
-Workspace::
+Usage (an env composes it)::
 
-    task.md            instruction, preview and the harness notes
-    input.xlsx         case 1's input
-    run_solution.py    runs solution.py on input.xlsx -> output.xlsx (for the agent to check)
-    solution.py        what the agent writes; graded per case under cases/<n>/ afterwards
+    agent = ExecAgent("codex_exec", make_task=MyExecTask, skill_md=my_renderer)
 """
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from skillopt.envs.base import AgentContext, ProgressEvent
-from skillopt.envs.spreadsheetbench.cases import (
-    CaseRunner,
-    Grades,
-    RolloutState,
-    build_row,
-    guarded,
-    load_prompt,
-    task_prompt,
-)
-from skillopt.envs.spreadsheetbench.codegen import extract_code
-from skillopt.envs.spreadsheetbench.preview import preview_workbook
+from skillopt.agents.common import RolloutState, guarded
+from skillopt.agents.context import AgentContext, ProgressEvent
 from skillopt.errors import InvalidRequest
+from skillopt.executor import ExecOutcome
 from skillopt.types import Message, RolloutResult
 
-__all__ = ["CLIS", "render_skill_md", "run_exec_agent"]
+__all__ = [
+    "CLIS",
+    "CLI_APIS",
+    "CliRun",
+    "ExecAgent",
+    "ExecTask",
+    "render_skill_md",
+    "run_cli",
+]
 
+#: Agent kind → the CLI it runs.
 CLIS = {"codex_exec": "codex", "claude_code_exec": "claude"}
-_LAST_MESSAGE = ".skillopt/last_message.txt"
+#: Agent kind → the wire API its CLI speaks (the service checks the provider matches).
+CLI_APIS = {"codex_exec": "openai", "claude_code_exec": "anthropic"}
+LAST_MESSAGE = ".skillopt/last_message.txt"
 # The CLIs' own state (config, sessions) lives in the workspace tmpfs, created up front.
-_HOMES = ".skillopt/home"
+HOMES = ".skillopt/home"
 _OUTPUT_CAP = 4 * 1024 * 1024
-# Time kept back from the CLI for grading every case afterwards.
-_GRADING_RESERVE_S = 30.0
-_RUN_SOLUTION = """\
-# Runs solution.py on input.xlsx and saves output.xlsx (the harness defines the two paths).
-import re, runpy, sys
-src = open("solution.py", encoding="utf-8").read()
-src = re.sub(r"^([ \\t]*)(?:INPUT_PATH|OUTPUT_PATH)[ \\t]*=(?!=).*$", r"\\1pass", src, flags=re.M)
-namespace = {"__name__": "__main__", "INPUT_PATH": "input.xlsx", "OUTPUT_PATH": "output.xlsx"}
-exec(compile("INPUT_PATH = 'input.xlsx'\\nOUTPUT_PATH = 'output.xlsx'\\n" + src, "solution.py", "exec"), namespace)
-print("saved output.xlsx")
-"""
+_EMPTY_SKILL = "No rules learned yet: follow the task description carefully."
 
 
-def render_skill_md(skill: str) -> str:
-    """SKILL.md as the CLIs expect it: front matter (name, description) and the skill body."""
-    body = skill.strip() or "No rules learned yet: follow the task description carefully."
-    return load_prompt("exec_skill").format(skill=body).rstrip() + "\n"
+def render_skill_md(
+    skill: str,
+    *,
+    description: str,
+    title: str,
+    name: str = "skillopt-target",
+    preamble: str = "",
+) -> str:
+    """SKILL.md as the CLIs expect it (reference §10.1): front matter (``name``,
+    ``description``), a title, the env's preamble if any, then the skill body (a placeholder
+    sentence when the skill is empty). With a preamble, the body goes under
+    ``## Dynamic Guidance`` so the two stay apart."""
+    body = skill.strip() or _EMPTY_SKILL
+    desc = description.replace('"', "'")
+    parts = [f'---\nname: {name}\ndescription: "{desc}"\n---', f"# {title}"]
+    if preamble.strip():
+        parts += [preamble.strip(), f"## Dynamic Guidance\n\n{body}"]
+    else:
+        parts.append(body)
+    return "\n\n".join(parts).rstrip() + "\n"
 
 
 def _codex_argv(ctx: AgentContext, prompt: str) -> tuple[list[str], dict[str, str]]:
@@ -76,7 +84,7 @@ def _codex_argv(ctx: AgentContext, prompt: str) -> tuple[list[str], dict[str, st
         "--dangerously-bypass-approvals-and-sandbox",
         "--ephemeral",
         "--json",
-        "-o", f"/workspace/{_LAST_MESSAGE}",
+        "-o", f"/workspace/{LAST_MESSAGE}",
         "-C", "/workspace",
         "-m", gw.model,
         "-c", "model_provider=skillopt",
@@ -88,7 +96,7 @@ def _codex_argv(ctx: AgentContext, prompt: str) -> tuple[list[str], dict[str, st
         prompt,
     ]  # fmt: skip
     env = {
-        "CODEX_HOME": f"/workspace/{_HOMES}/codex",
+        "CODEX_HOME": f"/workspace/{HOMES}/codex",
         "SKILLOPT_GATEWAY_TOKEN": gw.token,
         "HOME": "/workspace",
     }
@@ -107,7 +115,7 @@ def _claude_argv(ctx: AgentContext, prompt: str) -> tuple[list[str], dict[str, s
         "--allowedTools", "Bash Read Write Edit Skill",
     ]  # fmt: skip
     env = {
-        "HOME": f"/workspace/{_HOMES}/claude",
+        "HOME": f"/workspace/{HOMES}/claude",
         "ANTHROPIC_BASE_URL": gw.base_url,
         "ANTHROPIC_API_KEY": gw.token,
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -200,41 +208,51 @@ def _claude_messages(events: list[dict[str, Any]]) -> tuple[list[Message], int, 
     return msgs, calls, final
 
 
-def run_exec_agent(ctx: AgentContext, agent: str) -> RolloutResult:
-    """Let the agent CLI solve the task in the container, then grade ``solution.py``."""
-    if ctx.gateway is None:
-        raise InvalidRequest(f"{agent} needs the model gateway (the host did not provide it)")
-    st = RolloutState()
-    return guarded(ctx, st, lambda: _run(ctx, st, agent))
+@dataclass(frozen=True, kw_only=True)
+class CliRun:
+    """What one CLI run left: its process outcome, the final message and its tool calls."""
+
+    cli: str
+    outcome: ExecOutcome
+    final: str
+    calls: int
+
+    @property
+    def exit_label(self) -> str:
+        """The exit code as text, or ``timeout``."""
+        return "timeout" if self.outcome.timed_out else str(self.outcome.exit_code)
+
+    def notes(self) -> dict[str, str]:
+        """Trace notes (``predictions/<id>/<cli>_*.txt``) for whoever looks into the run."""
+        return {
+            f"{self.cli}_stderr_tail": self.outcome.stderr_tail[-20000:],
+            f"{self.cli}_final_message": self.final,
+            f"{self.cli}_exit": self.exit_label,
+        }
+
+    def metrics(self) -> dict[str, Any]:
+        """Row metrics of the CLI run."""
+        return {
+            "cli": self.cli,
+            "cli_exit_code": self.outcome.exit_code,
+            "cli_timed_out": self.outcome.timed_out,
+            "tool_calls": self.calls,
+        }
 
 
-def _run(ctx: AgentContext, st: RolloutState, agent: str) -> RolloutResult:
-    req = ctx.request
-    sandbox = ctx.sandbox
+def run_cli(ctx: AgentContext, st: RolloutState, agent: str, prompt: str, *, reserve_s: float) -> CliRun:
+    """Run the agent CLI of ``agent`` in the workspace with ``prompt`` and read back its trace.
+
+    ``st.messages`` gets the CLI's messages appended, ``st.turns`` its tool calls and
+    ``st.agent_ok`` whether the model answered at all. The CLI gets the wall time left minus
+    ``reserve_s`` (kept for grading afterwards), at least 10 s.
+    """
+    sandbox = ctx.require_sandbox()
     cli = CLIS[agent]
-    runner = CaseRunner(ctx, st)
-    first_input = runner.inputs[runner.first]
-    st.preview = preview_workbook(first_input)
-    task_md = task_prompt(
-        "codegen_user",
-        req.task.instruction,
-        dict(req.task.attributes),
-        st.preview,
-        req.diagnostic_instruction,
-    )
-    task_md += load_prompt("exec_task")
-    sandbox.write_file("task.md", task_md.encode())
-    sandbox.write_file("input.xlsx", first_input)
-    sandbox.write_file("run_solution.py", _RUN_SOLUTION.encode())
     for name in ("codex", "claude"):
-        sandbox.write_file(f"{_HOMES}/{name}/.keep", b"")
-    prompt = load_prompt(f"exec_prompt_{cli}").format(instruction=req.task.instruction.strip()).strip()
+        sandbox.write_file(f"{HOMES}/{name}/.keep", b"")
     argv, env = (_codex_argv if cli == "codex" else _claude_argv)(ctx, prompt)
-    st.messages = [
-        Message(role="system", content=f"[{cli} harness] {' '.join(argv[:2])}"),
-        Message(role="user", content=task_md),
-    ]
-    budget = max(10.0, ctx.remaining_s() - _GRADING_RESERVE_S)
+    budget = max(10.0, ctx.remaining_s() - reserve_s)
     st.phase = "llm"
     ctx.emit(ProgressEvent(phase="model_call", turn=1, detail=f"{cli} started"))
     t0 = time.monotonic()
@@ -246,7 +264,7 @@ def _run(ctx: AgentContext, st: RolloutState, agent: str) -> RolloutResult:
     events = _events(outcome.stdout_tail)
     msgs, calls, final = (_codex_messages if cli == "codex" else _claude_messages)(events)
     if cli == "codex":
-        last = sandbox.read_file(_LAST_MESSAGE, max_bytes=1 << 20)
+        last = sandbox.read_file(LAST_MESSAGE, max_bytes=1 << 20)
         final = last.decode("utf-8", "replace").strip() if last else final
     st.messages += msgs
     st.turns = calls
@@ -256,31 +274,64 @@ def _run(ctx: AgentContext, st: RolloutState, agent: str) -> RolloutResult:
             phase="model_reply", turn=1, detail=f"{cli} exit {outcome.exit_code}, {calls} tool calls"
         )
     )
-    solution = sandbox.read_file("solution.py", max_bytes=1 << 20)
-    st.code = solution.decode("utf-8", "replace") if solution else extract_code(final)
-    notes = {
-        "spreadsheet_preview": st.preview,
-        f"{cli}_stderr_tail": outcome.stderr_tail[-20000:],
-        f"{cli}_final_message": final,
-        f"{cli}_exit": str(outcome.exit_code if not outcome.timed_out else "timeout"),
-    }
-    metrics = {
-        "cli": cli,
-        "cli_exit_code": outcome.exit_code,
-        "cli_timed_out": outcome.timed_out,
-        "tool_calls": calls,
-        "instruction_type": req.task.attributes.get("instruction_type", ""),
-        "task_type": req.task.attributes.get("task_type", ""),
-    }
-    if not st.code.strip():
-        reason = (
-            "agent-timeout" if outcome.timed_out else ("no-model-reply" if not st.agent_ok else "no-solution")
-        )
-        st.phase = "extract"
-        return build_row(ctx, st, Grades(), fail_reason=reason, phase="extract", metrics=metrics, notes=notes)
-    st.phase = "eval"
-    runner.write_inputs()
-    grades = runner.grade_all(st.code, turn=1)
-    return build_row(
-        ctx, st, grades, fail_reason=grades.fail_reason, phase="eval", metrics=metrics, notes=notes
-    )
+    return CliRun(cli=cli, outcome=outcome, final=final, calls=calls)
+
+
+class ExecTask(Protocol):
+    """The env's side of an exec-agent rollout (one instance per rollout)."""
+
+    def prepare(self, cli: str) -> tuple[str, str]:
+        """Write the workspace files; return ``(task text for the trace, the CLI's prompt)``."""
+        ...
+
+    def finish(self, run: CliRun) -> RolloutResult:
+        """Grade what the CLI left (files in the sandbox, its final message) and build the row."""
+        ...
+
+
+class ExecAgent:
+    """An agent CLI over any :class:`ExecTask`.
+
+    Args:
+        agent: ``codex_exec`` or ``claude_code_exec``.
+        make_task: builds the env's task for one rollout from the context and the state.
+        skill_md: renders the skill as the CLI's SKILL.md (front matter, title, preamble).
+        reserve_s: wall time kept back from the CLI for grading afterwards.
+    """
+
+    def __init__(
+        self,
+        agent: str,
+        *,
+        make_task: Callable[[AgentContext, RolloutState], ExecTask],
+        skill_md: Callable[[str], str],
+        reserve_s: float = 30.0,
+    ) -> None:
+        if agent not in CLIS:
+            raise ValueError(f"unknown exec agent {agent!r}; known: {', '.join(CLIS)}")
+        self.agent = agent
+        self.make_task = make_task
+        self.skill_md = skill_md
+        self.reserve_s = reserve_s
+
+    def skill_file(self, content: str) -> str:
+        """SKILL.md as the CLI discovers it (see :func:`render_skill_md`)."""
+        return self.skill_md(content)
+
+    def run(self, ctx: AgentContext) -> RolloutResult:
+        """Let the CLI work in the container, then grade on the trusted side."""
+        if ctx.gateway is None:
+            raise InvalidRequest(f"{self.agent} needs the model gateway (the host did not provide it)")
+        st = RolloutState()
+        return guarded(ctx, st, lambda: self._run(ctx, st))
+
+    def _run(self, ctx: AgentContext, st: RolloutState) -> RolloutResult:
+        cli = CLIS[self.agent]
+        task = self.make_task(ctx, st)
+        task_md, prompt = task.prepare(cli)
+        st.messages = [
+            Message(role="system", content=f"[{cli} harness] {cli} {'exec' if cli == 'codex' else '-p'}"),
+            Message(role="user", content=task_md),
+        ]
+        run = run_cli(ctx, st, self.agent, prompt, reserve_s=self.reserve_s)
+        return task.finish(run)

@@ -1,0 +1,129 @@
+"""What an agent receives for one rollout, and the one protocol every agent implements.
+
+The sandbox service builds an :class:`AgentContext` per rollout (the leased sandbox when the
+agent needs one, the target model, the effective limits) and calls :meth:`Agent.run`. Agents
+never touch Docker or gRPC: untrusted code only ever runs through ``ctx.sandbox``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from skillopt.executor import Sandbox
+from skillopt.models.base import ChatModel
+from skillopt.types import InfraError as InfraErrorInfo
+from skillopt.types import Limits, RolloutRequest, RolloutResult
+
+__all__ = ["Agent", "AgentContext", "GatewayAccess", "ProgressEvent", "interrupted_info"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProgressEvent:
+    """Progress of a rollout, streamed to the client. ``phase``: see the proto's Progress."""
+
+    phase: str
+    turn: int = 0
+    detail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatewayAccess:
+    """How an exec agent inside its container reaches models: the gateway's URL on the
+    sandbox network and this rollout's token (not a provider key: it only works at the
+    gateway, only for this rollout, only while it runs)."""
+
+    base_url: str
+    token: str
+    model: str
+    #: Wire protocol of the provider behind the gateway: ``openai`` or ``anthropic``.
+    api: str
+    #: The provider's failure seen by the gateway for this rollout (auth, rate limit, bad
+    #: request, unavailable: a :class:`skillopt.errors.ModelError`), or ``None``. An exec agent
+    #: raises it instead of grading whatever the CLI made of the error.
+    provider_error: Callable[[], Exception | None] = lambda: None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentContext:
+    """Everything an agent may use for one rollout.
+
+    Attributes:
+        request: the rollout request (task, skill, model spec, limits).
+        sandbox: the isolated workspace; every untrusted execution goes through it. ``None``
+            for agents declared with ``sandbox="none"`` (they run no code: no container is
+            leased for them).
+        model: the target model (already resolved from ``request.model.provider``).
+        limits: the effective limits (request values clamped to the host's, defaults filled).
+        emit: progress callback (cheap; never raises).
+        deadline: ``time.monotonic()`` after which the rollout is out of time.
+        gateway: for exec agents (their container reaches models only through it).
+    """
+
+    request: RolloutRequest
+    sandbox: Sandbox | None
+    model: ChatModel | None
+    limits: Limits
+    emit: Callable[[ProgressEvent], None]
+    deadline: float
+    gateway: GatewayAccess | None = None
+
+    def remaining_s(self) -> float:
+        """Seconds left of the rollout's wall time (negative when it is over)."""
+        return self.deadline - time.monotonic()
+
+    def require_sandbox(self) -> Sandbox:
+        """The sandbox, for agents that run code.
+
+        Raises:
+            RuntimeError: the agent was declared ``sandbox="none"`` but needs one (a bug in
+                the env's declaration, caught by the conformance test).
+        """
+        if self.sandbox is None:
+            raise RuntimeError("this agent needs a sandbox but its env declared sandbox='none'")
+        return self.sandbox
+
+
+class Agent(Protocol):
+    """An env-independent agent, composed by an env with env-specific prompts and grading.
+
+    Invariants: a model or program failure on the task is a row with ``fail_reason`` (never an
+    exception); an infrastructure failure is raised as :class:`skillopt.errors.InfraError` (or
+    kept on the row as ``infra_error``); gold material is only read by the grading hooks the
+    env supplies, on the trusted side, and never written into the sandbox.
+    """
+
+    def run(self, ctx: AgentContext) -> RolloutResult:
+        """Run one rollout and grade it on the trusted side."""
+        ...
+
+    def skill_file(self, content: str) -> str:
+        """The SKILL.md text as mounted for this agent (front matter for agent CLIs)."""
+        ...
+
+
+def interrupted_info(exc: BaseException) -> tuple[InfraErrorInfo | None, str]:
+    """The typed infrastructure error for a failure that interrupted an agent, or ``None``
+    when it is the agent's own failure (a used-up token budget is: it scores as a failure).
+
+    Returns:
+        ``(InfraError | None, fail_reason)``.
+
+    Raises:
+        TypeError: ``exc`` is neither an infrastructure nor a model error.
+    """
+    from skillopt.errors import BudgetExceeded, InfraError, ModelError
+
+    if isinstance(exc, InfraError):
+        info = exc.info()
+    elif isinstance(exc, BudgetExceeded):
+        return None, f"budget-exceeded: {exc.message}"
+    elif isinstance(exc, ModelError):
+        # The SDK already retried: a typed model failure (auth, rate limit, bad request,
+        # unavailable, replay miss), not the skill's fault.
+        info = exc.info()
+    else:
+        raise TypeError(f"not an interruption: {exc!r}") from exc
+    return info, info.fail_reason

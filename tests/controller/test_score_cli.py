@@ -1,0 +1,96 @@
+"""``skillopt score``: one raw item exactly as in the data files, one response, one JSON object
+on stdout; run as a real process for every question-answering env."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skillopt.testing.shared_data import shared_datasets
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _score(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", "score", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
+
+
+def _first_item(env: str, name: str) -> str:
+    """The first item of a shared data file, as its exact text."""
+    path = shared_datasets() / env / name
+    if path.suffix == ".jsonl":
+        return path.read_text(encoding="utf-8").splitlines()[0]
+    return json.dumps(json.loads(path.read_text(encoding="utf-8"))[0], ensure_ascii=False)
+
+
+# env, file, a right response, a wrong response, the answer the right one yields
+ENVS = [
+    ("searchqa", "train.json", "<answer>Tom Clancy</answer>", "<answer>Clive Cussler</answer>", "Tom Clancy"),
+    ("livemathematicianbench", "train.json", "Thus <answer>A</answer>", "<answer>B</answer>", "A"),
+    ("gsm8k", "test.jsonl", "So she makes <answer>$18.00</answer> a day.", "<answer>17</answer>", "18"),
+    ("math500", "test.jsonl", "\\boxed{\\left(3, \\dfrac{\\pi}{2}\\right)}", "\\boxed{(3, \\pi)}", None),
+    ("hotpotqa", "dev.jsonl", "<answer>Beer and whisky</answer>", "<answer>gin</answer>", "Beer and whisky"),
+]
+
+
+@pytest.mark.parametrize(("env", "name", "right", "wrong", "answer"), ENVS)
+def test_one_json_object_with_hard_soft_and_the_answer(tmp_path, env, name, right, wrong, answer):
+    item = tmp_path / "item.json"
+    item.write_text(_first_item(env, name), encoding="utf-8")
+    for response, hard in ((right, 1.0), (wrong, 0.0)):
+        (tmp_path / "response.txt").write_text(response, encoding="utf-8")
+        res = _score("--env", env, "--item", str(item), "--response", str(tmp_path / "response.txt"))
+        assert res.returncode == 0, res.stderr
+        lines = res.stdout.splitlines()
+        assert len(lines) == 1
+        out = json.loads(lines[0])
+        assert out["hard"] == hard and 0.0 <= out["soft"] <= 1.0
+        assert out["env"] == env and out["answer"] == out["predicted_answer"]
+        if hard and answer is not None:
+            assert out["answer"] == answer
+        assert (out["fail_reason"] == "") == bool(hard)
+
+
+def test_unusable_input_is_exit_2_with_a_message_and_nothing_on_stdout(tmp_path):
+    item = tmp_path / "item.json"
+    response = tmp_path / "r.txt"
+    response.write_text("<answer>x</answer>")
+    cases = []
+    item.write_text('{"question": "What?"}')  # no answer field
+    cases.append((["--env", "gsm8k", "--item", str(item), "--response", str(response)], "'answer'"))
+    cases.append((["--env", "nope", "--item", str(item), "--response", str(response)], "unknown env"))
+    cases.append(
+        (["--env", "spreadsheetbench", "--item", str(item), "--response", str(response)], "skillopt grade")
+    )
+    cases.append(
+        (
+            ["--env", "gsm8k", "--item", str(tmp_path / "missing.json"), "--response", str(response)],
+            "cannot read",
+        )
+    )
+    (tmp_path / "bad.json").write_text("{not json")
+    cases.append(
+        (["--env", "gsm8k", "--item", str(tmp_path / "bad.json"), "--response", str(response)], "not JSON")
+    )
+    (tmp_path / "list.json").write_text("[1, 2]")
+    cases.append(
+        (
+            ["--env", "gsm8k", "--item", str(tmp_path / "list.json"), "--response", str(response)],
+            "one JSON object",
+        )
+    )
+    for args, needle in cases:
+        res = _score(*args)
+        assert res.returncode == 2, (args, res.stdout, res.stderr)
+        assert res.stdout == "" and needle in res.stderr, (args, res.stderr)

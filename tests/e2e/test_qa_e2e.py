@@ -1,0 +1,153 @@
+"""End to end for the question-answering envs: ``skillopt train`` and ``skillopt eval`` as real
+processes, over ``--endpoints`` (a real sandbox service process with a provider profile
+pointing at the simulation server) for every env, and embedded (the offline simulation) for
+one. The simulated target answers an item right only when the skill states the item's rule, so
+a run gates: the step whose analyst proposes the missing rules is accepted, later generic
+advice is rejected."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controller.embedded import spawn_service, wait_listening
+from skillopt.testing.fixtures.qa import QA_ENVS
+from skillopt.testing.simulation import SIM_OPTIMIZER, SIM_TARGET, simulation_server
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "OPENAI_API_KEY": "", "PYTHONUNBUFFERED": "1"},
+    )
+
+
+@pytest.fixture(scope="module")
+def remote(tmp_path_factory, docker_client) -> Iterator[list[str]]:
+    """A sandbox service process on a real socket; yields the CLI flags that use it."""
+    tmp = Path(f"/tmp/so-qa-{uuid.uuid4().hex[:6]}")
+    tmp.mkdir()
+    (tmp / "token").write_text(uuid.uuid4().hex)
+    with simulation_server() as sim:
+        providers = tmp / "providers.yaml"
+        providers.write_text(
+            yaml.safe_dump({"providers": {"sim": {"kind": "openai_compatible", "base_url": sim.base_url}}})
+        )
+        proc = spawn_service(
+            [
+                "--listen", "127.0.0.1:0",
+                "--token-file", str(tmp / "token"),
+                "--host-id", f"qa-{uuid.uuid4().hex[:4]}",
+                "--state-dir", str(tmp / "state"),
+                "--capacity", "4",
+                "--pool-size", "1",
+                "--provider", f"sim=openai_compatible,base_url={sim.base_url},max_retries=0",
+            ]
+        )  # fmt: skip
+        try:
+            port = wait_listening(proc, 120)
+            yield [
+                "--endpoints", f"127.0.0.1:{port}",
+                "--set", "run.simulate=off",
+                "--set", f"model.providers_file={providers}",
+                "--set", "model.optimizer_provider=sim",
+                "--set", "model.target_provider=sim",
+                "--set", f"model.optimizer={SIM_OPTIMIZER}",
+                "--set", f"model.target={SIM_TARGET}",
+                "--set", f"sandbox.token_file={tmp / 'token'}",
+            ]  # fmt: skip
+        finally:
+            proc.terminate()
+            proc.wait(60)
+
+
+def data_categories(env: str) -> list[str]:
+    from skillopt.envs.registry import load_env_data
+
+    return load_env_data(env).task_types()
+
+
+def _test_eval_options(out: Path) -> dict:
+    return json.loads((out / "test_eval" / "summary.json").read_text())["env_options"]
+
+
+@pytest.mark.parametrize("env", QA_ENVS)
+def test_train_over_endpoints_gates_and_reports_categories(remote, tmp_path, env):
+    out = tmp_path / "run"
+    res = cli("train", "--config", f"{env}_demo", "--out", str(out), *remote, "--set", "train.num_epochs=1")
+    assert res.returncode == 0, res.stderr[-4000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["total_accepts"] >= 1 and summary["total_rejects"] >= 1, summary["epoch_stats"]
+    assert summary["best_selection_hard"] > summary["baseline_selection_hard"]
+    assert summary["test_hard"] > summary["baseline_test_hard"]
+    assert summary["config"]["env"]["name"] == env and summary["config"]["env"]["agent"] == "qa"
+    assert _test_eval_options(out) == summary["config"]["env"]["options"]
+    test = json.loads((out / "test_eval" / "summary.json").read_text())
+    assert (
+        test["overall"]["total"] == test["n"]
+        and sum(v["total"] for k, v in test.items() if k in data_categories(env)) == test["n"]
+    )  # every test item falls in one category
+    rows = [json.loads(line) for p in out.rglob("results.jsonl") for line in p.read_text().splitlines()]
+    assert rows and all(r["infra_error"] is None for r in rows)
+    assert all("acquire" not in r["timings_s"] for r in rows)  # no container for the qa agent
+    best = (out / "best_skill.md").read_text()
+    assert best != (out / "skills" / "skill_v0000.md").read_text()
+
+
+@pytest.mark.parametrize("env", QA_ENVS)
+def test_eval_over_endpoints_writes_a_summary_with_categories(remote, tmp_path, env):
+    skill = REPO / "skillopt" / "envs" / env / "skills" / "initial.md"
+    out = tmp_path / "eval"
+    res = cli("eval", "--config", env, "--skill", str(skill), "--split", "val", "--out", str(out), *remote)
+    assert res.returncode == 0, res.stderr[-4000:]
+    summary = json.loads((out / "eval_summary.json").read_text())
+    assert summary["split"] == "val" and summary["n_items"] > 0 and summary["n_infra"] == 0
+    assert 0.0 <= summary["hard"] < 1.0  # the initial skill states no rule: some items fail
+    assert sum(v["total"] for v in summary["by_task_type"].values()) == summary["n_items"]
+    assert summary["env"]["name"] == env and summary["simulated"] is False
+
+
+def test_demo_trains_offline_on_the_embedded_sandbox(tmp_path, docker_client):
+    out = tmp_path / "demo"
+    res = cli("train", "--config", "searchqa_demo", "--out", str(out))
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert "OFFLINE SIMULATION" in res.stderr
+    history = json.loads((out / "history.json").read_text())
+    actions = [r["action"] for r in history]
+    assert any("accept" in a for a in actions) and "reject" in actions, actions
+    evaluated = cli(
+        "eval", "--config", "gsm8k", "--skill", str(out / "best_skill.md"), "--split", "val",
+        "--out", str(tmp_path / "eval"), "--simulate", "on",
+    )  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr[-4000:]
+    assert json.loads((tmp_path / "eval" / "eval_summary.json").read_text())["simulated"] is True
+
+
+def test_deep_reflect_reruns_see_their_earlier_attempt_but_no_gold(remote, tmp_path):
+    out = tmp_path / "deep"
+    res = cli(
+        "train", "--config", "searchqa_demo", "--out", str(out), *remote,
+        "--set", "train.num_epochs=1", "--set", "gradient.deep_reflect=true",
+        "--set", "optimizer.use_slow_update=false", "--set", "evaluation.eval_test=false",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-4000:]
+    prompts = sorted(out.glob("steps/*/**/probe/rollout/predictions/*/target_user_prompt.txt"))
+    assert prompts, sorted(str(p.relative_to(out)) for p in out.rglob("probe*"))
+    for path in prompts:
+        text = path.read_text()
+        assert "# Your earlier attempt at this task" in text and "# Diagnostic instruction" in text
+        assert "[EVALUATION RESULT]" not in text and "Gold answers" not in text
