@@ -34,20 +34,28 @@ def _failpoint(path: Path) -> None:
             os._exit(137)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temp file and rename, so a crash never leaves a torn file."""
+def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
+    """Write via a temp file and rename, so a crash never leaves a torn file.
+
+    Args:
+        durable: fsync before the rename (a power loss keeps the new content); off for files
+            rewritten many times a minute that only show progress (``live.json``).
+    """
     _failpoint(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
+        if durable:
+            fh.flush()
+            os.fsync(fh.fileno())
     tmp.replace(path)
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+def atomic_write_json(path: Path, data: Any, *, durable: bool = True) -> None:
+    atomic_write_text(
+        path, json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n", durable=durable
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
