@@ -114,7 +114,9 @@ def test_a_status_probe_only_delays_the_lock(tmp_path):
     got[0].release()
 
 
-@pytest.mark.parametrize(("status", "expected"), [("complete", RunStatus.FINISHED), ("stopped", RunStatus.STOPPED)])
+@pytest.mark.parametrize(
+    ("status", "expected"), [("complete", RunStatus.FINISHED), ("stopped", RunStatus.STOPPED)]
+)
 def test_the_summary_of_the_last_session_decides_when_nothing_runs(tmp_path, status, expected):
     acquire_run_lock(tmp_path).release()
     write_summary(tmp_path, status)
