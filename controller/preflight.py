@@ -50,7 +50,7 @@ def _models(cfg: Config) -> Check:
             "simulate: on to run the simulation on purpose, or configure the provider keys",
         )
     if mode.simulated:
-        return Check("models", True, f"offline simulation, chosen: {mode.reason}")
+        return Check("models", True, f"offline simulation with scripted models, {mode.reason}")
     profiles = load_profiles(file=cfg.model.providers_file or None)
     used = dict.fromkeys((cfg.model.optimizer_provider, cfg.model.target_provider))
     where = ", ".join(f"{n} (key from {profiles[n].public()['credential']})" for n in used)
@@ -101,7 +101,7 @@ def _fleet(cfg: Config) -> list[Check]:
         try:
             info = client.describe(timeout_s=3.0)
         except SkillOptError as exc:
-            down.append(f"{ch.address}: {exc.message}")
+            down.append(exc.message if ch.address in exc.message else f"{ch.address}: {exc.message}")
             continue
         finally:
             client.close()

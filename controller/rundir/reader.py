@@ -274,10 +274,12 @@ class RunDir:
         """Tokens and cost so far: the live status while running, else the summary, else the
         run state with the config's prices."""
         live = self.live() or {}
-        if self.status().status is RunStatus.RUNNING and "tokens" in live:
+        status = self.status().status
+        if status is RunStatus.RUNNING and "tokens" in live:
             return int(live["tokens"]), float(live.get("cost_usd") or 0.0)
         summary = self.summary()
-        if summary and summary.get("token_summary"):
+        # A summary is this session's only when the status came from it (not stale).
+        if summary and summary.get("token_summary") and status in (RunStatus.FINISHED, RunStatus.STOPPED):
             return int(summary["token_summary"]["_total"]["total_tokens"]), float(
                 summary.get("cost_usd", 0.0)
             )

@@ -46,7 +46,7 @@ from controller.rundir.reader import RunDir, RunStatus, diff_lines
 from controller.webui.forms import FIELDS, config_choices, form_values, plan_launch
 from controller.webui.launch import Launcher, eval_argv, resume_argv, train_argv
 from controller.webui.security import COOKIE, SecurityMiddleware, session_value
-from controller.webui.snapshot import run_signature, run_snapshot, runs_signature, runs_snapshot
+from controller.webui.snapshot import RunsList, run_signature, run_snapshot, runs_signature, runs_snapshot
 from skillopt.errors import ConfigError, SkillOptError
 from skillopt.trainer.state import atomic_write_json
 
@@ -172,7 +172,8 @@ class WebUI:
         return JSONResponse(await run_in_threadpool(runs_snapshot, self.runs_dir))
 
     async def events_runs(self, request: Request) -> Response:
-        return self.sse(request, lambda: runs_signature(self.runs_dir), lambda: runs_snapshot(self.runs_dir))
+        runs = RunsList(self.runs_dir)
+        return self.sse(request, lambda: runs_signature(self.runs_dir), runs.snapshot)
 
     # -- new run -----------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from controller.rundir.live import LIVE_NAME
 from controller.rundir.lock import LOCK_NAME, STOP_NAME
 from controller.rundir.reader import LAUNCH_NAME, RunDir, RunStatus, list_runs
 
-__all__ = ["run_signature", "run_snapshot", "runs_signature", "runs_snapshot"]
+__all__ = ["RunsList", "run_signature", "run_snapshot", "runs_signature", "runs_snapshot"]
 
 _WATCHED = (
     LIVE_NAME,
@@ -136,12 +136,26 @@ def run_snapshot(run: RunDir) -> dict[str, Any]:
 
 
 def runs_signature(runs_dir: Path) -> tuple[Any, ...]:
-    try:
-        names = sorted(p.name for p in runs_dir.iterdir())
-    except OSError:
-        names = []
-    return (tuple(names), _stat(runs_dir), *(run_signature(r) for r in list_runs(runs_dir)))
+    return (_stat(runs_dir), *((r.name, run_signature(r)) for r in list_runs(runs_dir)))
+
+
+class RunsList:
+    """The runs list, each run's line re-read only when its signature changed (a list of many
+    finished runs and one live one costs one run's reading per push)."""
+
+    def __init__(self, runs_dir: Path) -> None:
+        self.runs_dir = runs_dir
+        self._lines: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+
+    def snapshot(self) -> dict[str, Any]:
+        lines: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+        for run in list_runs(self.runs_dir):
+            sig = run_signature(run)
+            cached = self._lines.get(run.name)
+            lines[run.name] = cached if cached and cached[0] == sig else (sig, run.info().to_dict())
+        self._lines = lines
+        return {"runs": [line for _, line in lines.values()]}
 
 
 def runs_snapshot(runs_dir: Path) -> dict[str, Any]:
-    return {"runs": [r.info().to_dict() for r in list_runs(runs_dir)]}
+    return RunsList(runs_dir).snapshot()

@@ -277,7 +277,7 @@ class Trainer:
         atomic_write_text(self._path("best_skill.md"), self.state.best_skill)
         self.state.save(self._path("runtime_state.json"))
 
-    def _restore(self) -> int:
+    def _restore(self, *, event: str = "trainer.resumed") -> int:
         st = TrainerState.load(self._path("runtime_state.json"))
         if st is None:
             return 0
@@ -293,9 +293,7 @@ class Trainer:
             self.usage.load_json(st.usage)
         if st.target_usage:
             self.target_usage.load_json(st.target_usage)
-        log.info(
-            "trainer.resumed", last_completed_step=st.last_completed_step, current_score=st.current_score
-        )
+        log.info(event, last_completed_step=st.last_completed_step, current_score=st.current_score)
         return st.last_completed_step
 
     @staticmethod
@@ -399,7 +397,7 @@ class Trainer:
         (edit-budget schedule, step buffer, gate cache, target usage) is dropped, so the
         resumed run redoes exactly that step. Optimizer calls it made stay counted (the ledger
         is their record)."""
-        self._restore()
+        self._restore(event="trainer.rolled_back")
         ledger = self._path("optimizer_calls.jsonl")
         if ledger.exists():
             self.usage.load_ledger(ledger)

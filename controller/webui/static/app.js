@@ -100,8 +100,11 @@ function initNew() {
   const error = $("#form-error");
 
   async function load() {
-    const resp = await fetch("/api/configs/" + encodeURIComponent(select.value), { headers: { Accept: "application/json" } });
+    const wanted = select.value;
+    delete form.dataset.loaded;
+    const resp = await fetch("/api/configs/" + encodeURIComponent(wanted), { headers: { Accept: "application/json" } });
     const data = await resp.json();
+    if (select.value !== wanted) return; // a later choice's answer fills the form, not this one
     if (!resp.ok) { showError(error, data.error); return; }
     showError(error, "");
     for (const input of form.querySelectorAll("[data-key]")) {
@@ -185,6 +188,7 @@ function drawCurve(svg, history, baseline) {
   const roll = history.filter((r) => r.rollout_hard !== null && r.rollout_hard !== undefined);
   if (roll.length) {
     svg.append(mk("path", { d: roll.map((r, i) => (i ? "L" : "M") + x(r.step) + "," + y(r.rollout_hard)).join(""), class: "roll" }));
+    for (const r of roll) svg.append(mk("circle", { cx: x(r.step), cy: y(r.rollout_hard), r: 2.5, class: "rolldot" }));
   }
   for (const r of history) {
     if (r.candidate_gate_score === null || r.candidate_gate_score === undefined) continue;
@@ -199,10 +203,15 @@ function drawCurve(svg, history, baseline) {
   }
 }
 
+// Options follow the run; the choice stays the user's once made, else follows `preferred`.
 function fillSelect(select, items, preferred) {
+  if (!select.dataset.watched) {
+    select.dataset.watched = "1";
+    select.addEventListener("change", () => { select.dataset.touched = "1"; });
+  }
   const key = JSON.stringify(items);
   if (select.dataset.items === key) return;
-  const current = select.value || preferred;
+  const current = select.dataset.touched ? select.value : preferred;
   select.replaceChildren(...items.map((s) => el("option", { value: s.rel, text: s.label })));
   select.dataset.items = key;
   if ([...select.options].some((o) => o.value === current)) select.value = current;
