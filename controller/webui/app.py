@@ -230,6 +230,12 @@ class WebUI:
                 status_code=409,
             )
         out = self.runs_dir / plan.name
+        try:
+            out.mkdir()  # claims the name: of two launches with one name, one gets it
+        except FileExistsError:
+            return JSONResponse(
+                {"ok": False, "error": f"a run named {plan.name!r} exists already"}, status_code=409
+            )
         pid = await run_in_threadpool(
             self.launcher.start, out, argv, kind="train", env_name=plan.config.env.name
         )

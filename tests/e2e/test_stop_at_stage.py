@@ -37,7 +37,14 @@ class StopAfter(Callback):
 
 def fit(out: Path, callbacks=()) -> dict:
     cfg = load_config("spreadsheetbench_demo", OVERRIDES)
-    data = load_env_data(cfg.env.name, split_mode=cfg.env.split_mode, split_seed=cfg.env.split_seed)
+    e = cfg.env
+    data = load_env_data(
+        e.name,
+        data_root=e.data_root,
+        split_mode=e.split_mode,
+        split_ratio=e.split_ratio,
+        split_seed=e.split_seed,
+    )
     with open_session(cfg, out_dir=out, mode=decide_simulation(cfg)) as session:
         return Trainer(
             cfg,

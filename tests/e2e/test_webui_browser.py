@@ -27,7 +27,7 @@ from controller.rundir.reader import RunStatus, run_status
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("SKILLOPT_TEST_ARTIFACTS", REPO / "test-artifacts")) / "webui"
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("SKILLOPT_CHROMIUM", "/usr/bin/chromium")  # Debian's, from scripts/setup.sh
 # Without the background-networking flags chromium's own connections are refused by the
 # closed network and slow everything down.
 CHROMIUM_ARGS = [
