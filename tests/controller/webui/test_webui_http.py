@@ -32,8 +32,35 @@ def make_run(runs: Path, name: str = "r", log_line: str = "") -> Path:
     (run / "train.log").write_text(json.dumps({"event": "hello", "level": "info", "note": log_line}) + "\n")
     (run / "skills/skill_v0000.md").write_text("# skill\n")
     (run / "steps/step_0001/rollout/results.jsonl").write_text(
-        json.dumps({"id": "a1", "hard": 1.0, "soft": 1.0, "cases": [], "infra_error": None}) + "\n"
+        json.dumps(
+            {
+                "id": "a1",
+                "hard": 0.0,
+                "soft": 0.5,
+                "phase": "eval",
+                "cases": [
+                    {"name": "1", "ok": False, "stage": "eval", "reason": "value@Sheet1!A1: gt=2 pred=1"}
+                ],
+                "infra_error": None,
+            }
+        )
+        + "\n"
     )
+    trace = {
+        "code": "print(1)",
+        "messages": [
+            {"role": "user", "content": "fix A1"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "run_python", "arguments": '{"code": "print(1)"}'}]},
+            {"role": "tool", "content": "1", "tool_call_id": "c1", "name": "run_python"},
+        ],
+        "executions": [
+            {"turn": 1, "case": "1", "code": "print(1)", "exit_code": 0, "stdout_tail": "1", "stderr_tail": "warn: x",
+             "duration_s": 0.1, "timed_out": False, "oom_killed": False}
+        ],
+        "case_reports": {"1": "Sheet1!A1: got=1, expected=2 ✗"},
+        "notes": {"model_exchanges": json.dumps([{"api": "chat", "status": 200, "seconds": 0.1, "usage": {"prompt_tokens": 7}}])},
+    }  # fmt: skip
+    (run / "steps/step_0001/rollout/predictions/a1/trace.json").write_text(json.dumps(trace))
     (run / "steps/step_0001/rollout/predictions/a1/page.html").write_text("<script>alert(1)</script>")
     (run / "steps/step_0001/rollout/predictions/a1/out.xlsx").write_bytes(b"PK\x03\x04not really")
     (run / "escape").symlink_to("/etc")
@@ -237,3 +264,22 @@ def test_preflight_wants_the_simulation_chosen_on_purpose(tmp_path, ui_server_fa
             "/api/preflight", json={"config": "spreadsheetbench_demo", "name": "taken", "values": {}}
         )
         assert taken.status_code == 422 and "exists already" in taken.json()["error"]
+
+
+def test_the_rollout_view_shows_tool_calls_executions_and_verification(plain_ui):
+    page = httpx.get(
+        f"{plain_ui.url}/runs/r/rollout", params={"dir": "steps/step_0001/rollout", "id": "a1"}
+    ).text
+    for text in (
+        "run_python",  # the tool call's name
+        "{&#34;code&#34;: &#34;print(1)&#34;}",  # its arguments (escaped, never markup)
+        "reply to c1",  # the tool's answer
+        "warn: x",  # stderr of the execution
+        "Sheet1!A1: got=1, expected=2 ✗",  # the per-cell verification
+        "value@Sheet1!A1: gt=2 pred=1",
+    ):
+        assert text in page, text
+    assert (
+        "<script>alert"
+        not in httpx.get(f"{plain_ui.url}/runs/r/rows", params={"dir": "steps/step_0001/rollout"}).text
+    )
