@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ import structlog
 from controller.client.sandbox_client import ChannelConfig
 from controller.embedded import embedded_sandbox
 from controller.fleet.executor import FleetExecutor
+from skillopt import __version__
 from skillopt.config import Config
 from skillopt.errors import ConfigError
 from skillopt.models.openai_chat import OpenAIChatModel
@@ -39,6 +41,9 @@ class Session:
     optimizer: RoleModel
     mode: RunMode
     sandbox_address: str
+    #: The sandbox side of the environment manifest: the pinned runtime image digest, and per
+    #: host its service version and build and the agent CLI versions its image carries.
+    environment: dict
 
     @property
     def simulated(self) -> bool:
@@ -131,12 +136,16 @@ def sandbox_channels(cfg: Config) -> list[ChannelConfig]:
 
 
 @contextlib.contextmanager
-def open_session(cfg: Config, *, out_dir: Path, mode: RunMode | None = None) -> Iterator[Session]:
+def open_session(
+    cfg: Config, *, out_dir: Path, mode: RunMode | None = None, pinned_digest: str = ""
+) -> Iterator[Session]:
     """Start what the run needs (simulation server, embedded sandbox) and stop it afterwards.
 
     Args:
         mode: decided by the caller (:func:`decide_simulation`), which prints it; decided here
             when not given.
+        pinned_digest: the runtime image digest a resumed run started on ("" = pin to what the
+            hosts run now).
 
     Raises:
         ConfigError: a provider or endpoint setting is missing or wrong (says what to set).
@@ -222,6 +231,7 @@ def open_session(cfg: Config, *, out_dir: Path, mode: RunMode | None = None) -> 
             )
         )
         _check_hosts_serve(executor, target.provider, simulated)
+        environment = _pin_environment(executor, cfg, pinned_digest)
         spec = RolloutSpec(
             run_id=run_id_for(out_dir),
             env=cfg.env.name,
@@ -235,7 +245,64 @@ def open_session(cfg: Config, *, out_dir: Path, mode: RunMode | None = None) -> 
             optimizer=optimizer,
             mode=mode,
             sandbox_address=address,
+            environment=environment,
         )
+
+
+def _pin_environment(executor: FleetExecutor, cfg: Config, pinned: str) -> dict:
+    """Pin the run to one runtime image digest and describe the sandbox environment.
+
+    Raises:
+        ConfigError: (policy ``refuse``) the hosts differ and nothing is pinned yet, or no
+            reachable host runs the pinned image.
+    """
+    refuse = cfg.sandbox.image_digest_policy == "refuse"
+    per_host = executor.image_digests()
+    seen = sorted({d for digests in per_host.values() for d in digests.values() if d})
+    pin = pinned or (seen[0] if len(seen) == 1 else "")
+    if not pin and len(seen) > 1:
+        detail = "; ".join(f"{a}: {', '.join(d.values())}" for a, d in sorted(per_host.items()))
+        if refuse:
+            raise ConfigError(
+                f"the sandbox hosts run different runtime images ({detail}); one run must see one "
+                "environment: rebuild them from one image (bash docker/build.sh), or set "
+                "sandbox.image_digest_policy=warn"
+            )
+        pin = max(seen, key=lambda d: sum(d in v.values() for v in per_host.values()))
+    for line in executor.pin(pin, refuse=refuse):
+        if refuse:
+            print(f"skillopt: not using sandbox host {line}", file=sys.stderr)
+        else:
+            print(
+                f"skillopt: warning: sandbox host {line} (sandbox.image_digest_policy=warn)", file=sys.stderr
+            )
+    if refuse and not any(not h.excluded for h in executor.hosts_state if h.host_id):
+        raise ConfigError(
+            f"no reachable sandbox host runs this run's runtime image {pin} (a resumed run keeps the image "
+            "it started on); rebuild or start hosts with it, or set sandbox.image_digest_policy=warn"
+        )
+    hosts = {
+        (h.host_id or h.address): {
+            "address": h.address,
+            "version": h.version,
+            "service_build": h.service_build,
+            "image_digests": dict(h.image_digests),
+            "agent_cli_versions": {
+                k.removeprefix("org.skillopt.").removesuffix("-version"): v
+                for k, v in h.image_labels.items()
+                if k.endswith("-version")
+            },
+        }
+        for h in executor.hosts_state
+        if h.host_id
+    }
+    return {
+        "runtime_image": cfg.sandbox.image,
+        "runtime_image_digest": pin,
+        "image_digest_policy": cfg.sandbox.image_digest_policy,
+        "controller_version": __version__,
+        "hosts": hosts,
+    }
 
 
 def _check_hosts_serve(executor: FleetExecutor, provider: str, simulated: bool) -> None:

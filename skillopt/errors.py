@@ -8,10 +8,19 @@
     ├── SkillError
     │   ├── SkillParseError
     │   └── EditError
-    ├── ModelError                  a model call failed (after the SDK's own retries)
-    │   ├── RateLimited
-    │   ├── ModelTimeout
-    │   ├── BudgetExceeded
+    ├── Unauthenticated             the sandbox host refused the token (UNAUTHENTICATED)
+    ├── UnknownRollout              no such rollout on the host (NOT_FOUND)
+    ├── SandboxFileError            a sandbox file the trusted side asked for cannot be read
+    │   ├── SandboxFileMissing      nothing there
+    │   └── SandboxFileRefused      a link, directory or special file (never followed)
+    ├── ModelError                  a model call failed (after the SDK's own retries); ``kind``
+    │   │                           is the typed row kind, ``retryable`` if a later try may work
+    │   ├── ModelAuthError          the provider rejected the credential (401/403)
+    │   ├── ModelBadRequest         the provider refused the request (400, 404, 422 ...)
+    │   ├── ModelUnavailable        5xx or unreachable
+    │   ├── RateLimited             429
+    │   ├── ModelTimeout            no answer in time
+    │   ├── BudgetExceeded          (scored: the agent used up its budget)
     │   └── ReplayMiss
     ├── InfraError                  the environment failed, not the skill; ``retryable`` says if
     │   │                           another attempt (elsewhere) may succeed
@@ -22,6 +31,7 @@
     │   ├── ContainerStartFailed
     │   ├── OOMKilled
     │   ├── RolloutTimeout
+    │   │   └── DeadlineExceeded    the caller's deadline expired before the rollout could run
     │   ├── Cancelled
     │   ├── GatewayError
     │   └── OutputLimitExceeded
@@ -41,6 +51,7 @@ __all__ = [
     "Cancelled",
     "ConfigError",
     "ContainerStartFailed",
+    "DeadlineExceeded",
     "Draining",
     "EditError",
     "GatewayError",
@@ -48,18 +59,26 @@ __all__ = [
     "ImageMissing",
     "InfraError",
     "InvalidRequest",
+    "ModelAuthError",
+    "ModelBadRequest",
     "ModelError",
     "ModelTimeout",
+    "ModelUnavailable",
     "OOMKilled",
     "OutputLimitExceeded",
     "RateLimited",
     "ReplayMiss",
     "RolloutTimeout",
+    "SandboxFileError",
+    "SandboxFileMissing",
+    "SandboxFileRefused",
     "SandboxUnavailable",
     "SkillError",
     "SkillOptError",
     "SkillParseError",
     "SystemicFailure",
+    "Unauthenticated",
+    "UnknownRollout",
 ]
 
 
@@ -94,24 +113,86 @@ class EditError(SkillError):
     """An edit could not be applied."""
 
 
+class Unauthenticated(SkillOptError):
+    """A sandbox host refused the caller's token."""
+
+
+class UnknownRollout(SkillOptError):
+    """No rollout with this id on the host (Cancel of an unknown id)."""
+
+
+class SandboxFileError(SkillOptError):
+    """A file in a sandbox's workspace cannot be read as asked."""
+
+
+class SandboxFileMissing(SandboxFileError):
+    """No file exists at the path."""
+
+
+class SandboxFileRefused(SandboxFileError):
+    """The path is a link, a directory or a special file (or runs through a link)."""
+
+
 class ModelError(SkillOptError):
-    """A model call failed after retries."""
+    """A model call failed after retries.
+
+    ``kind`` is the typed infrastructure kind a rollout row gets when this error ends it (a
+    provider failure is never the skill's fault); ``retryable`` says whether a later attempt may
+    succeed; ``status`` is the HTTP status seen (0: none). Mappers may set both per instance.
+    """
+
+    kind: InfraErrorKind = InfraErrorKind.MODEL_UNAVAILABLE
+    retryable: bool = True
+    status: int = 0
+
+    def info(self) -> InfraErrorInfo:
+        """The plain-data form carried on a result row."""
+        return InfraErrorInfo(kind=self.kind, message=self.message, retryable=self.retryable)
+
+
+class ModelAuthError(ModelError):
+    """The provider rejected the credential (401/403)."""
+
+    kind = InfraErrorKind.MODEL_AUTH
+    retryable = False
+
+
+class ModelBadRequest(ModelError):
+    """The provider refused the request as malformed or unknown (400, 404, 413, 422 ...)."""
+
+    kind = InfraErrorKind.MODEL_BAD_REQUEST
+    retryable = False
+
+
+class ModelUnavailable(ModelError):
+    """The provider failed (5xx) or could not be reached."""
+
+    kind = InfraErrorKind.MODEL_UNAVAILABLE
 
 
 class RateLimited(ModelError):
     """The provider kept answering 429."""
 
+    kind = InfraErrorKind.MODEL_RATE_LIMITED
+
 
 class ModelTimeout(ModelError):
     """The provider did not answer in time."""
+
+    kind = InfraErrorKind.MODEL_UNAVAILABLE
 
 
 class BudgetExceeded(ModelError):
     """A token or cost budget was used up."""
 
+    retryable = False
+
 
 class ReplayMiss(ModelError):
     """Replay mode found no recorded exchange for a request."""
+
+    kind = InfraErrorKind.REPLAY_MISS
+    retryable = False
 
 
 class InfraError(SkillOptError):
@@ -169,6 +250,11 @@ class RolloutTimeout(InfraError):
 
     kind = InfraErrorKind.TIMEOUT
     retryable = False
+
+
+class DeadlineExceeded(RolloutTimeout):
+    """The caller's deadline left too little time, or expired before a container was ready
+    (DEADLINE_EXCEEDED); nothing of the rollout ran."""
 
 
 class Cancelled(InfraError):

@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "MODEL_ERROR_KINDS",
     "CaseResult",
     "ExecRecord",
     "File",
     "Grading",
+    "HostDescription",
     "InfraError",
     "InfraErrorKind",
     "Limits",
@@ -153,6 +155,12 @@ class InfraErrorKind(enum.StrEnum):
     CANCELLED = "cancelled"
     INTERNAL = "internal"
     REPLAY_MISS = "replay_miss"
+    #: The model provider rejected the credential (401/403).
+    MODEL_AUTH = "model_auth"
+    #: The model provider kept answering 429.
+    MODEL_RATE_LIMITED = "model_rate_limited"
+    #: The model provider refused the request (400, 404, 422 ...).
+    MODEL_BAD_REQUEST = "model_bad_request"
 
 
 # Kinds a controller may retry elsewhere with the same rollout id.
@@ -162,7 +170,18 @@ _RETRYABLE = frozenset(
         InfraErrorKind.SANDBOX_UNAVAILABLE,
         InfraErrorKind.GATEWAY_ERROR,
         InfraErrorKind.MODEL_UNAVAILABLE,
+        InfraErrorKind.MODEL_RATE_LIMITED,
         InfraErrorKind.INTERNAL,
+    }
+)
+#: Kinds that mean the model provider failed (not the sandbox): their fail_reason is
+#: ``model-<what>: ...`` rather than ``infra-<kind>: ...``.
+MODEL_ERROR_KINDS = frozenset(
+    {
+        InfraErrorKind.MODEL_AUTH,
+        InfraErrorKind.MODEL_RATE_LIMITED,
+        InfraErrorKind.MODEL_BAD_REQUEST,
+        InfraErrorKind.MODEL_UNAVAILABLE,
     }
 )
 
@@ -178,6 +197,14 @@ class InfraError:
     @property
     def is_retryable(self) -> bool:
         return self.kind in _RETRYABLE if self.retryable is None else self.retryable
+
+    @property
+    def fail_reason(self) -> str:
+        """The row's ``fail_reason`` for this error: ``model-auth: ...`` for the model kinds,
+        ``infra-<kind>: ...`` for the others (the prefix before ":" groups failures)."""
+        if self.kind in MODEL_ERROR_KINDS:
+            return f"{self.kind.value.replace('_', '-')}: {self.message}"
+        return f"infra-{self.kind.value}: {self.message}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -275,7 +302,38 @@ class RolloutResult:
     host: str = ""
     image_digest: str = ""
     infra_error: InfraError | None = None
+    #: OCI runtime the rollout's container actually ran under (``runc``, ``runsc``); "" when
+    #: no container was acquired.
+    container_runtime: str = ""
 
     @property
     def ok(self) -> bool:
         return self.infra_error is None and self.hard >= 1.0 - 1e-9
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HostDescription:
+    """What a sandbox host reports about itself (the ``Describe`` RPC).
+
+    ``agents`` are the ``env/agent`` pairs it can run; ``agent_runtimes`` says which OCI runtime
+    each runs under; ``unavailable_agents`` says why the others cannot run here.
+    """
+
+    host: str
+    version: str
+    capacity: int
+    free_slots: int
+    running: int
+    draining: bool
+    agents: tuple[str, ...] = ()
+    agent_runtimes: Mapping[str, str] = field(default_factory=dict)
+    unavailable_agents: Mapping[str, str] = field(default_factory=dict)
+    image_digests: Mapping[str, str] = field(default_factory=dict)
+    pool_idle: Mapping[str, int] = field(default_factory=dict)
+    container_runtime: str = ""
+    providers: tuple[str, ...] = ()
+    runner_sha256: str = ""
+    available_runtimes: tuple[str, ...] = ()
+    engine_version: str = ""
+    service_build: str = ""
+    image_labels: Mapping[str, str] = field(default_factory=dict)

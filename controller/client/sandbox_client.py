@@ -11,19 +11,11 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sandbox.api import convert
+from sandbox.api.status import detail_from_metadata, error_for
 from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from skillopt.envs.base import ProgressEvent
-from skillopt.errors import (
-    Cancelled,
-    Draining,
-    HostFull,
-    ImageMissing,
-    InvalidRequest,
-    RolloutTimeout,
-    SandboxUnavailable,
-    SkillOptError,
-)
+from skillopt.errors import SandboxUnavailable, SkillOptError, Unauthenticated
 from skillopt.types import RolloutRequest, RolloutResult
 
 __all__ = ["ChannelConfig", "SandboxClient", "map_rpc_error"]
@@ -42,6 +34,9 @@ class ChannelConfig:
     #: Client certificate and key for mTLS.
     tls_cert_file: str = ""
     tls_key_file: str = ""
+    #: Name the server's certificate must carry when ``address`` is an IP (an address found by
+    #: resolving a ``dns:///`` endpoint); "" = the host part of ``address``.
+    tls_server_name: str = ""
     max_message_bytes: int = 80 * MiB
     #: Longest wait for a TCP/TLS connection to the host (an unreachable host fails this fast,
     #: not after the rollout's whole deadline).
@@ -52,26 +47,17 @@ class ChannelConfig:
 
 
 def map_rpc_error(exc: grpc.RpcError, *, address: str, rollout_id: str = "") -> SkillOptError:
-    """The most specific skillopt error for a gRPC failure."""
+    """The most specific skillopt error for a gRPC failure: by the service's typed detail
+    (``ErrorDetail.reason`` in the trailing metadata) where it sent one, else by the status
+    code alone (the proto's table, ``sandbox.api.status``)."""
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
-    detail = exc.details() if hasattr(exc, "details") else str(exc)
-    msg = f"{address}: {detail}"
-    kw = {"rollout_id": rollout_id, "host": address}
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return InvalidRequest(msg, **kw)
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return HostFull(msg, **kw)
-    if code == grpc.StatusCode.UNAVAILABLE:
-        return Draining(msg, **kw) if "draining" in (detail or "") else SandboxUnavailable(msg, **kw)
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return RolloutTimeout(msg, **kw)
-    if code == grpc.StatusCode.CANCELLED:
-        return Cancelled(msg, **kw)
-    if code == grpc.StatusCode.FAILED_PRECONDITION:
-        return ImageMissing(msg, **kw)
-    if code == grpc.StatusCode.UNAUTHENTICATED:
-        return SkillOptError(f"{msg} (check the sandbox token)", **kw)
-    return SandboxUnavailable(f"{msg} ({code.name})", **kw)
+    detail_text = (exc.details() if hasattr(exc, "details") else str(exc)) or ""
+    trailers = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+    detail = detail_from_metadata(trailers)
+    err = error_for(code, f"{address}: {detail_text}", detail, rollout_id=rollout_id, host=address)
+    if isinstance(err, Unauthenticated):
+        err.message = f"{err.message} (check the sandbox token)"
+    return err
 
 
 class SandboxClient:
@@ -99,6 +85,8 @@ class SandboxClient:
                 private_key=Path(config.tls_key_file).read_bytes() if config.tls_key_file else None,
                 certificate_chain=Path(config.tls_cert_file).read_bytes() if config.tls_cert_file else None,
             )
+            if config.tls_server_name:
+                options.append(("grpc.ssl_target_name_override", config.tls_server_name))
             self._channel = grpc.secure_channel(config.address, creds, options=options)
         else:
             self._channel = grpc.insecure_channel(config.address, options=options)

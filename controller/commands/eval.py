@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from skillopt.config import load_config
     from skillopt.envs.registry import load_env_data
     from skillopt.logs import configure_logging
+    from skillopt.trainer.manifest import data_manifest
     from skillopt.trainer.rollouts import score_rows
 
     overrides = list(args.set)
@@ -81,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
                     items, skill, out / f"eval_{args.split}", label=f"eval_{args.split}"
                 )
                 hosts = session.rollouts.executor.hosts()
+                environment = {**session.environment, "data": data_manifest({args.split: items})}
         except SkillOptError as exc:
             print(f"skillopt eval: {exc.message}", file=sys.stderr)
             return 1
@@ -110,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         "simulated": mode.simulated,
         "mode": mode.to_dict(),
         "sandbox_hosts": hosts,
+        "environment": environment,
     }
     (out / "eval_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(

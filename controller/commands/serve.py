@@ -62,6 +62,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-creations", type=int, default=2, help="containers created at once")
     p.add_argument("--image", default="skillopt-runtime:latest", help="rollout runtime image")
     p.add_argument("--runtime", default="", help="OCI runtime, e.g. runsc (gVisor); default: engine default")
+    p.add_argument(
+        "--require-runtime",
+        action="store_true",
+        help="refuse agents that cannot run under --runtime (exec agents cannot use a runsc without "
+        "networking) instead of running them under the engine default; Describe and every result "
+        "say which runtime was used either way",
+    )
     p.add_argument("--memory-mb", type=int, default=1024, help="default memory limit per rollout container")
     p.add_argument("--cpus", type=float, default=1.0, help="default CPU limit per rollout container")
     p.add_argument("--providers", help="YAML file of model provider profiles (see skillopt.models.profiles)")
@@ -120,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
     from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
-    from sandbox.server.serve import ServerConfig, serve
+    from sandbox.server.serve import ServerConfig, serve, server_credentials
     from sandbox.service.rollout import DEFAULT_LIMITS, ServiceConfig
     from skillopt.models.profiles import load_profiles, validate_profiles
 
@@ -153,13 +160,18 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
                 max_concurrent_creations=args.max_creations,
             ),
             service=ServiceConfig(
-                host_id=args.host_id, capacity=args.capacity, base_spec=spec, default_limits=limits
+                host_id=args.host_id,
+                capacity=args.capacity,
+                base_spec=spec,
+                default_limits=limits,
+                require_runtime=args.require_runtime,
             ),
             providers=providers,
             gateway_cache_dir=args.gateway_cache_dir,
             gateway_cache_mode=args.gateway_cache_mode,
             exec_agents=args.exec_agents,
         )
+        server_credentials(config)  # half a TLS setup or a missing file: refuse before anything starts
     except (ConfigError, OSError) as exc:
         print(f"skillopt serve: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return 2

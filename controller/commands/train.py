@@ -92,8 +92,10 @@ def run(args: argparse.Namespace) -> int:
         cfg, out = _load(args)
         mode = decide_simulation(cfg)
         state = out / "runtime_state.json"
-        if args.resume and state.exists():
-            refuse_mode_change(out, json.loads(state.read_text(encoding="utf-8")).get("mode"), mode)
+        recorded = json.loads(state.read_text(encoding="utf-8")) if args.resume and state.exists() else {}
+        if recorded:
+            refuse_mode_change(out, recorded.get("mode"), mode)
+        pinned = (recorded.get("environment") or {}).get("runtime_image_digest", "")
     except SkillOptError as exc:
         print(f"skillopt train: {exc.message}", file=sys.stderr)
         return 2
@@ -125,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
             if cfg.env.skill_init
             else data.initial_skill()
         )
-        with open_session(cfg, out_dir=out, mode=mode) as session:
+        with open_session(cfg, out_dir=out, mode=mode, pinned_digest=pinned) as session:
             trainer = Trainer(
                 cfg,
                 data=data,
@@ -135,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
                 initial_skill=initial,
                 callbacks=callbacks,
                 mode=session.mode,
+                environment=session.environment,
             )
             summary = trainer.fit()
     except SkillOptError as exc:

@@ -15,6 +15,10 @@ depends on whether the rollout had started:
   same ``rollout_id``, preferably on another host, up to ``max_attempts`` (the id makes a retry
   on a host that already ran it a replay, never a second run).
 
+Endpoints may be DNS names (``dns:///NAME:PORT``, e.g. a Kubernetes headless Service): every
+address the name resolves to is one host, and the name is re-resolved while the fleet runs, so
+hosts that appear join placement and hosts that disappear leave it (``discovery.py``).
+
 Every request ends as exactly one row. When no host has been usable for ``down_timeout_s``
 the batch stops with :class:`SandboxUnavailable` (the run can be resumed once a host is back)
 rather than turning every remaining rollout into an infrastructure row. The client deadline is
@@ -24,6 +28,7 @@ container.
 
 from __future__ import annotations
 
+import collections
 import enum
 import threading
 import time
@@ -36,6 +41,7 @@ import structlog
 from grpc_health.v1 import health_pb2
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
+from controller.fleet import discovery
 from skillopt.errors import (
     Cancelled,
     Draining,
@@ -87,10 +93,23 @@ class HostState:
     #: Not chosen before this ``time.monotonic()`` (backing off a full host).
     full_until: float = 0.0
     full_backoff_s: float = 0.0
-    #: (monotonic time, health) transitions, for the run log and tests.
-    history: list[tuple[float, HostHealth]] = field(default_factory=list)
-    #: monotonic times at which a rollout was placed here.
-    placements: list[float] = field(default_factory=list)
+    #: The last (monotonic time, health) transitions, for the run log and tests.
+    history: collections.deque[tuple[float, HostHealth]] = field(
+        default_factory=lambda: collections.deque(maxlen=64)
+    )
+    #: Rollouts placed here, and when the last one was (``time.monotonic()``).
+    placements: int = 0
+    last_placement: float = 0.0
+    #: Its address no longer resolves from its ``dns:///`` endpoint: out of the fleet for good.
+    gone: bool = False
+    #: What ``Describe`` said (image tag → digest; version and build; agent CLI labels).
+    image_digests: dict[str, str] = field(default_factory=dict)
+    version: str = ""
+    service_build: str = ""
+    image_labels: dict[str, str] = field(default_factory=dict)
+    #: Why placement must not use this host although it serves (its runtime image is not the
+    #: one the run is pinned to); "" = usable.
+    excluded: str = ""
 
 
 _FULL_BACKOFF_MIN_S = 0.25
@@ -110,7 +129,9 @@ class FleetExecutor:
         max_attempts: attempts per rollout that started and failed for infrastructure reasons.
         down_timeout_s: stop the batch when no host has been usable this long.
         describe_timeout_s: deadline of the start-up ``Describe`` per host.
-        on_event: called with a :class:`FleetEvent` on host state changes and retries.
+        resolve_interval_s: how often ``dns:///`` endpoints are resolved again.
+        on_event: called with a :class:`FleetEvent` on host state changes and retries
+            (``host_added`` / ``host_removed`` for hosts found or lost by DNS).
 
     Raises:
         InvalidRequest: no endpoints.
@@ -126,11 +147,14 @@ class FleetExecutor:
         max_attempts: int = 3,
         down_timeout_s: float = 300.0,
         describe_timeout_s: float = 10.0,
+        resolve_interval_s: float = 30.0,
         on_event: Callable[[FleetEvent], None] | None = None,
     ) -> None:
         if not channels:
             raise InvalidRequest("no sandbox endpoints given")
         self.max_workers = max(1, workers)
+        self._pin: str = ""
+        self._pin_refuses = True
         self.rpc_slack_s = rpc_slack_s
         self.max_attempts = max_attempts
         self.down_timeout_s = down_timeout_s
@@ -141,25 +165,27 @@ class FleetExecutor:
         self._watches: dict[str, grpc.Call] = {}
         self._all_down_since: float | None = None
         self.hosts_state: list[HostState] = []
-        unreachable: list[str] = []
+        self._sources = list(channels)
+        self._describe_timeout_s = describe_timeout_s
         try:
-            for ch in channels:
-                host = self._connect(ch, describe_timeout_s)
-                self.hosts_state.append(host)
-                if host.health is HostHealth.DOWN:
-                    unreachable.append(host.address)
+            for source in self._sources:
+                for ch in discovery.expand(source):
+                    if not any(h.address == ch.address for h in self.hosts_state):
+                        self.hosts_state.append(self._connect(ch, describe_timeout_s))
         except BaseException:
             self.close()
             raise
-        if len(unreachable) == len(self.hosts_state):
+        if not any(h.health is not HostHealth.DOWN for h in self.hosts_state):
+            names = ", ".join(c.address for c in self._sources)
             self.close()
             raise SandboxUnavailable(
-                f"no sandbox host is reachable ({', '.join(unreachable)}); start them (skillopt serve) "
-                "or check --endpoints"
+                f"no sandbox host is reachable ({names}); start them (skillopt serve) or check --endpoints"
             )
         for host in self.hosts_state:
+            self._start_watch(host)
+        if any(discovery.is_dns(c.address) for c in self._sources):
             threading.Thread(
-                target=self._watch, args=(host,), daemon=True, name=f"fleet-watch-{host.address}"
+                target=self._resolve_loop, args=(resolve_interval_s,), daemon=True, name="fleet-resolve"
             ).start()
 
     # -- hosts -------------------------------------------------------------------------------
@@ -178,11 +204,10 @@ class FleetExecutor:
         host = HostState(
             client=client,
             address=ch.address,
-            capacity=max(1, info.capacity),
+            capacity=1,
             health=HostHealth.DRAINING if info.draining else HostHealth.UP,
-            host_id=info.host,
-            providers=tuple(info.providers),
         )
+        self._apply_info(host, info)
         log.info(
             "fleet.host",
             address=ch.address,
@@ -205,6 +230,43 @@ class FleetExecutor:
         """Provider profiles each reachable host reported (address → names)."""
         return {h.address: h.providers for h in self.hosts_state if h.host_id}
 
+    # -- pinned environment ------------------------------------------------------------------
+
+    def pin(self, digest: str, *, refuse: bool = True) -> list[str]:
+        """Pin the fleet to one runtime image digest: a host that runs another is never chosen
+        (``refuse``) or only reported (``refuse=False``), now and when it joins later.
+
+        Returns:
+            One line per host whose digest differs.
+        """
+        with self._cond:
+            self._pin, self._pin_refuses = digest, refuse
+            hosts = list(self.hosts_state)
+        for host in hosts:
+            self._apply_pin(host)
+        return [h.excluded or self._mismatch(h) for h in hosts if self._mismatch(h)]
+
+    def _mismatch(self, host: HostState) -> str:
+        if not self._pin or not host.image_digests or self._pin in host.image_digests.values():
+            return ""
+        have = ", ".join(host.image_digests.values()) or "none"
+        return f"{host.address} runs runtime image {have}, not the run's {self._pin}"
+
+    def _apply_pin(self, host: HostState) -> None:
+        reason = self._mismatch(host)
+        with self._cond:
+            host.excluded = reason if self._pin_refuses else ""
+            self._cond.notify_all()
+        if reason:
+            log.warning(
+                "fleet.image_mismatch", address=host.address, reason=reason, refused=self._pin_refuses
+            )
+
+    def image_digests(self) -> dict[str, dict[str, str]]:
+        """Runtime image digests per host that answered ``Describe`` (address → tag → digest)."""
+        with self._cond:
+            return {h.address: dict(h.image_digests) for h in self.hosts_state if h.host_id}
+
     def _emit(self, kind: str, host: HostState, detail: str = "", rollout_id: str = "") -> None:
         if self.on_event is not None:
             try:
@@ -224,6 +286,58 @@ class FleetExecutor:
         log.warning("fleet.host_" + health.value, address=host.address, reason=reason[:300])
         self._emit("host_up" if health is HostHealth.UP else "host_down", host, reason[:300])
 
+    def _start_watch(self, host: HostState) -> None:
+        threading.Thread(
+            target=self._watch, args=(host,), daemon=True, name=f"fleet-watch-{host.address}"
+        ).start()
+
+    def _resolve_loop(self, interval_s: float) -> None:
+        """Re-resolve the ``dns:///`` endpoints: new addresses join, vanished ones leave."""
+        while not self._closed.wait(interval_s):
+            try:
+                self.resolve()
+            except Exception:  # discovery must never take the fleet down
+                log.exception("fleet.resolve_failed")
+
+    def resolve(self) -> None:
+        """Resolve the ``dns:///`` endpoints once now (also done every ``resolve_interval_s``)."""
+        for source in self._sources:
+            if not discovery.is_dns(source.address):
+                continue
+            found = {ch.address: ch for ch in discovery.expand(source)}
+            with self._cond:
+                known = {h.address: h for h in self.hosts_state if not h.gone}
+            for address, ch in found.items():
+                if address in known:
+                    continue
+                host = self._connect(ch, self._describe_timeout_s)
+                with self._cond:
+                    self.hosts_state.append(host)
+                    self._cond.notify_all()
+                self._start_watch(host)
+                log.info("fleet.host_added", address=address, source=source.address)
+                self._emit("host_added", host, source.address)
+            for address, host in known.items():
+                if address in found or not self._from(source, host):
+                    continue
+                with self._cond:
+                    host.gone = True
+                    call = self._watches.pop(address, None)
+                    # Out of placement at once; forgotten once nothing runs there any more.
+                    if host.in_flight == 0:
+                        self.hosts_state.remove(host)
+                        host.client.close()
+                self._set_health(host, HostHealth.DOWN, "no longer resolves")
+                if call is not None:
+                    call.cancel()
+                self._emit("host_removed", host, source.address)
+
+    @staticmethod
+    def _from(source: ChannelConfig, host: HostState) -> bool:
+        """Whether ``host`` was found through ``source`` (its name is the TLS/server name)."""
+        name, _ = discovery.parse_dns(source.address)
+        return host.client.config.tls_server_name == (source.tls_server_name or name)
+
     def _mark_down(self, host: HostState, health: HostHealth, reason: str) -> None:
         """The run path saw the host fail: take it out of placement and re-open its health watch
         (a Watch only reports changes, so a fresh stream is what tells whether it serves)."""
@@ -236,7 +350,7 @@ class FleetExecutor:
     def _watch(self, host: HostState) -> None:
         """Follow the host's health ``Watch`` stream; re-open it with backoff while it fails."""
         backoff = 0.5
-        while not self._closed.is_set():
+        while not self._closed.is_set() and not host.gone:
             try:
                 call = host.client.watch_health()
                 with self._cond:
@@ -268,11 +382,19 @@ class FleetExecutor:
         except SkillOptError as exc:
             log.warning("fleet.describe_failed", address=host.address, error=exc.message)
             return
+        self._apply_info(host, info)
+        self._set_health(host, HostHealth.DRAINING if info.draining else HostHealth.UP, "health: serving")
+
+    def _apply_info(self, host: HostState, info) -> None:
+        """Take what a ``Describe`` said into the host's state (then check the image pin)."""
         with self._cond:
             host.capacity = max(1, info.capacity)
             host.host_id = info.host
             host.providers = tuple(info.providers)
-        self._set_health(host, HostHealth.DRAINING if info.draining else HostHealth.UP, "health: serving")
+            host.image_digests = dict(info.image_digests)
+            host.version, host.service_build = info.version, info.service_build
+            host.image_labels = dict(info.image_labels)
+        self._apply_pin(host)
 
     def _pick(self, avoid: set[str], stop: threading.Event) -> HostState | None:
         """Take a slot on the best usable host, waiting for one; None when ``stop`` is set.
@@ -283,14 +405,17 @@ class FleetExecutor:
         with self._cond:
             while not stop.is_set() and not self._closed.is_set():
                 now = time.monotonic()
-                up = [h for h in self.hosts_state if h.health is HostHealth.UP]
+                up = [
+                    h for h in self.hosts_state if h.health is HostHealth.UP and not h.gone and not h.excluded
+                ]
                 free = [h for h in up if h.in_flight < h.capacity and h.full_until <= now]
                 preferred = [h for h in free if h.address not in avoid] or free
                 if preferred:
                     self._all_down_since = None
                     host = max(preferred, key=lambda h: (h.capacity - h.in_flight, -h.failures))
                     host.in_flight += 1
-                    host.placements.append(now)
+                    host.placements += 1
+                    host.last_placement = now
                     return host
                 if up:
                     self._all_down_since = None
@@ -311,6 +436,9 @@ class FleetExecutor:
     def _release(self, host: HostState, *, full: bool = False, ok: bool = False) -> None:
         with self._cond:
             host.in_flight -= 1
+            if host.gone and host.in_flight == 0 and host in self.hosts_state:
+                self.hosts_state.remove(host)
+                host.client.close()
             if full:
                 host.full_backoff_s = min(
                     _FULL_BACKOFF_MAX_S, max(_FULL_BACKOFF_MIN_S, host.full_backoff_s * 2)
@@ -462,13 +590,14 @@ class FleetExecutor:
 def _infra_row(
     req: RolloutRequest, kind: InfraErrorKind, message: str, host: str, *, retryable: bool | None = None
 ) -> RolloutResult:
+    info = InfraErrorInfo(kind=kind, message=message, retryable=retryable)
     return RolloutResult(
         id=req.task.id,
         rollout_id=req.rollout_id,
         phase="infra",
-        fail_reason=f"infra-{kind.value}: {message}",
+        fail_reason=info.fail_reason,
         host=host,
-        infra_error=InfraErrorInfo(kind=kind, message=message, retryable=retryable),
+        infra_error=info,
     )
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 
 from controller.rundir.lock import clear_stop_request, read_stop_request
+from skillopt.durable import atomic_write_json
 from skillopt.logs import redact_text
 from skillopt.trainer.callbacks import (
     BatchEvent,
@@ -37,7 +38,6 @@ from skillopt.trainer.callbacks import (
     StepEndEvent,
     StepStartEvent,
 )
-from skillopt.trainer.state import atomic_write_json
 
 __all__ = ["LIVE_NAME", "LiveStatus", "StopWatcher"]
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skillopt.durable import atomic_write_json
 from skillopt.errors import ConfigError
-from skillopt.trainer.state import atomic_write_json
 
 __all__ = [
     "LOCK_NAME",

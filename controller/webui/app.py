@@ -19,6 +19,7 @@ import hmac
 import json
 import mimetypes
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -47,8 +48,8 @@ from controller.webui.forms import FIELDS, config_choices, form_values, plan_lau
 from controller.webui.launch import Launcher, eval_argv, resume_argv, train_argv
 from controller.webui.security import COOKIE, SecurityMiddleware, session_value
 from controller.webui.snapshot import RunsList, run_signature, run_snapshot, runs_signature, runs_snapshot
+from skillopt.durable import atomic_write_json
 from skillopt.errors import ConfigError, SkillOptError
-from skillopt.trainer.state import atomic_write_json
 
 __all__ = ["create_app"]
 
@@ -63,10 +64,6 @@ class _Error(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status, self.message = status, message
-
-
-def _fmt_time(ts: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
 
 
 def _score(value: Any) -> str:
@@ -89,8 +86,6 @@ class WebUI:
             loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"])
         )
         self.templates.filters["score"] = _score
-        self.templates.filters["time"] = _fmt_time
-        self.templates.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -117,10 +112,12 @@ class WebUI:
             raise _Error(400, "the body must be a JSON object")
         return data
 
-    def sse(self, request: Request, signature, snapshot) -> StreamingResponse:
+    def sse(
+        self, request: Request, signature: Callable[[], Any], snapshot: Callable[[], Any]
+    ) -> StreamingResponse:
         """Push ``snapshot()`` whenever ``signature()`` changes (checked every ``poll_s``)."""
 
-        async def stream():
+        async def stream() -> AsyncIterator[str]:
             last_sig: Any = object()
             last_body = ""
             last_sent = time.monotonic()

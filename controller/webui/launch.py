@@ -22,7 +22,7 @@ from pathlib import Path
 import structlog
 
 from controller.rundir.reader import LAUNCH_NAME
-from skillopt.trainer.state import atomic_write_json
+from skillopt.durable import atomic_write_json
 
 __all__ = ["Launcher", "eval_argv", "resume_argv", "train_argv"]
 

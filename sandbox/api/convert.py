@@ -16,6 +16,7 @@ from skillopt.types import (
     ExecRecord,
     File,
     Grading,
+    HostDescription,
     InfraError,
     InfraErrorKind,
     Limits,
@@ -31,6 +32,7 @@ from skillopt.types import (
 )
 
 __all__ = [
+    "description_to_proto",
     "event_to_proto",
     "request_from_proto",
     "request_to_proto",
@@ -49,6 +51,9 @@ _KIND_TO_PROTO = {
     InfraErrorKind.CANCELLED: pb.InfraError.CANCELLED,
     InfraErrorKind.INTERNAL: pb.InfraError.INTERNAL,
     InfraErrorKind.REPLAY_MISS: pb.InfraError.REPLAY_MISS,
+    InfraErrorKind.MODEL_AUTH: pb.InfraError.MODEL_AUTH,
+    InfraErrorKind.MODEL_RATE_LIMITED: pb.InfraError.MODEL_RATE_LIMITED,
+    InfraErrorKind.MODEL_BAD_REQUEST: pb.InfraError.MODEL_BAD_REQUEST,
 }
 _KIND_FROM_PROTO = {v: k for k, v in _KIND_TO_PROTO.items()}
 
@@ -59,7 +64,9 @@ def _json_obj(text: str, field: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidRequest(f"{field} is not valid JSON: {exc}") from exc
+        raise InvalidRequest(f"{field} is not valid JSON: {str(exc)[:200]}") from exc
+    except RecursionError as exc:  # deeply nested input: refuse it, do not crash on it
+        raise InvalidRequest(f"{field} is nested too deeply") from exc
     if not isinstance(value, dict):
         raise InvalidRequest(f"{field} must be a JSON object")
     return value
@@ -218,6 +225,7 @@ def result_to_proto(r: RolloutResult) -> pb.RunResult:
         timings_s=dict(r.timings_s),
         host=r.host,
         image_digest=r.image_digest,
+        container_runtime=r.container_runtime,
     )
     if r.infra_error is not None:
         msg.infra_error.CopyFrom(
@@ -309,10 +317,34 @@ def result_from_proto(msg: pb.RunResult) -> RolloutResult:
         host=msg.host,
         image_digest=msg.image_digest,
         infra_error=infra,
+        container_runtime=msg.container_runtime,
     )
 
 
 def event_to_proto(time_ns: int, event: ProgressEvent) -> pb.RunEvent:
     return pb.RunEvent(
         time_ns=time_ns, progress=pb.Progress(phase=event.phase, turn=event.turn, detail=event.detail)
+    )
+
+
+def description_to_proto(d: HostDescription) -> pb.DescribeResponse:
+    return pb.DescribeResponse(
+        host=d.host,
+        version=d.version,
+        capacity=d.capacity,
+        free_slots=d.free_slots,
+        running=d.running,
+        draining=d.draining,
+        agents=list(d.agents),
+        image_digests=dict(d.image_digests),
+        pool_idle=dict(d.pool_idle),
+        container_runtime=d.container_runtime,
+        providers=list(d.providers),
+        runner_sha256=d.runner_sha256,
+        agent_runtimes=dict(d.agent_runtimes),
+        unavailable_agents=dict(d.unavailable_agents),
+        available_runtimes=list(d.available_runtimes),
+        engine_version=d.engine_version,
+        service_build=d.service_build,
+        image_labels=dict(d.image_labels),
     )

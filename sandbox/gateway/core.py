@@ -14,6 +14,7 @@ agents go through :class:`GatewayChatModel`. Both paths share this module's logi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import secrets
@@ -27,7 +28,15 @@ import httpx
 import structlog
 
 from sandbox.gateway.cache import CACHE_MODES, ExchangeCache, StoredResponse, canonical_key
-from skillopt.errors import BudgetExceeded, ConfigError, ReplayMiss
+from skillopt.errors import (
+    BudgetExceeded,
+    ConfigError,
+    ModelError,
+    ModelTimeout,
+    ModelUnavailable,
+    ReplayMiss,
+)
+from skillopt.models._errors import model_error_for_status, redact
 from skillopt.models.base import ChatModel, ChatRequest, ChatResponse
 from skillopt.models.profiles import ProviderProfile
 from skillopt.types import Usage
@@ -52,6 +61,7 @@ _STRIP_HEADERS = frozenset(
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _MAX_LOGGED_BODY = 256 * 1024  # per exchange, per direction
 _MAX_EXCHANGES = 200
+_MAX_ERROR_BODY = 64 * 1024
 
 
 @dataclass
@@ -74,6 +84,29 @@ class GatewaySession:
             self.used = self.used + usage
             if len(self.exchanges) < _MAX_EXCHANGES:
                 self.exchanges.append(exchange)
+
+    def fail(self, error: ModelError) -> None:
+        """Record a provider failure: the first one types the rollout's failure."""
+        with self.lock:
+            if self.error is None:
+                self.error = error
+
+    def provider_error(self) -> ModelError | None:
+        """The provider's failure recorded for this session (not a used-up budget), if any."""
+        error = self.error
+        return error if isinstance(error, ModelError) and not isinstance(error, BudgetExceeded) else None
+
+    def check_failed(self) -> None:
+        """Answer later calls of a session whose provider already failed with that failure, at
+        once: retrying a refused credential or request only burns time (and the provider's
+        patience); a rate limit or outage already got the gateway's retries.
+
+        Raises:
+            ModelError: the recorded failure.
+        """
+        error = self.provider_error()
+        if error is not None:
+            raise error
 
     def check_budget(self) -> None:
         if self.budget_tokens is not None and self.used.total_tokens >= self.budget_tokens:
@@ -164,6 +197,7 @@ class Gateway:
         self.cache = cache
         self.default_mode = default_mode
         self.max_attempts = max_attempts
+        self.upstream_timeout_s = upstream_timeout_s
         self._sessions: dict[str, GatewaySession] = {}
         self._lock = threading.Lock()
         self._http = httpx.Client(
@@ -266,6 +300,7 @@ class Gateway:
             ValueError: the body is not JSON.
         """
         session.check_budget()
+        session.check_failed()
         payload = json.loads(body or b"{}")
         if isinstance(payload, dict) and session.model and "model" in payload:
             payload["model"] = session.model  # the agent cannot switch to another model
@@ -281,6 +316,21 @@ class Gateway:
         data = json.dumps(payload).encode("utf-8")
         response = self._open(url, out_headers, data, session)
         content_type = response.headers.get("content-type", "application/json")
+        if response.status_code >= 400:
+            # The provider refused or failed (after our retries): relay its answer once, and
+            # type the rollout's failure by it (never let an agent run an error text as code).
+            try:
+                raw = response.read()[:_MAX_ERROR_BODY]
+            except httpx.HTTPError:
+                raw = b""
+            finally:
+                response.close()
+            stored = StoredResponse(
+                status=response.status_code, content_type=content_type, body=raw, usage={}
+            )
+            self._log(session, api, payload, stored, t0, replayed=False)
+            session.fail(self._status_error(session, response.status_code, raw))
+            return response.status_code, content_type, iter([raw])
 
         def chunks() -> Iterator[bytes]:
             parts: list[bytes] = []
@@ -288,6 +338,14 @@ class Gateway:
                 for chunk in response.iter_raw():
                     parts.append(chunk)
                     yield chunk
+            except httpx.HTTPError as exc:  # the provider broke off mid-answer
+                kind = ModelTimeout if isinstance(exc, httpx.TimeoutException) else ModelUnavailable
+                session.fail(
+                    kind(
+                        f"provider {session.profile.name!r} broke off its answer: {type(exc).__name__}",
+                        rollout_id=session.rollout_id,
+                    )
+                )
             finally:
                 response.close()
                 raw = b"".join(parts)
@@ -309,10 +367,29 @@ class Gateway:
 
         return response.status_code, content_type, chunks()
 
+    def _status_error(self, session: GatewaySession, status: int, body: bytes) -> ModelError:
+        """The typed error for an HTTP error status the provider answered."""
+        profile = session.profile
+        excerpt = " ".join(body.decode("utf-8", "replace").split())[:300]
+        cls = model_error_for_status(status)
+        err = cls(
+            redact(
+                f"provider {profile.name!r} answered {status}: {excerpt or '(empty body)'}", [profile.api_key]
+            ),
+            rollout_id=session.rollout_id,
+        )
+        err.status = status
+        return err
+
     def _open(
         self, url: str, headers: dict[str, str], data: bytes, session: GatewaySession
     ) -> httpx.Response:
-        """POST with retries on 429/5xx/connection errors, only before any byte is relayed."""
+        """POST with retries on 429/5xx/connection errors, only before any byte is relayed.
+
+        Raises:
+            ModelTimeout: the provider did not answer in time (every attempt).
+            ModelUnavailable: it could not be reached (every attempt).
+        """
         last: Exception | None = None
         for attempt in range(self.max_attempts):
             try:
@@ -342,8 +419,22 @@ class Gateway:
                     delay if delay is not None else 0.5 * 2**attempt * (1 + random.random())
                 )  # backoff
                 continue
-            time.sleep(0.5 * 2**attempt * (1 + random.random()))  # backoff with jitter
-        raise httpx.ConnectError(f"model provider unreachable after {self.max_attempts} attempts: {last}")
+            if attempt < self.max_attempts - 1:
+                time.sleep(0.5 * 2**attempt * (1 + random.random()))  # backoff with jitter
+        name = session.profile.name
+        if isinstance(last, httpx.TimeoutException):
+            err: ModelError = ModelTimeout(
+                f"provider {name!r} did not answer within {self.upstream_timeout_s:g}s "
+                f"({self.max_attempts} attempts)",
+                rollout_id=session.rollout_id,
+            )
+        else:
+            err = ModelUnavailable(
+                f"provider {name!r} unreachable after {self.max_attempts} attempts: {type(last).__name__}",
+                rollout_id=session.rollout_id,
+            )
+        session.fail(err)
+        raise err
 
     def _log(
         self,
@@ -386,7 +477,14 @@ class Gateway:
             reply = _response_from_json(json.loads(hit.body))
             self._log(session, "chat", canonical, hit, t0, replayed=True)
             return reply
-        reply = model.complete(request)
+        session.check_failed()
+        # One upstream timeout policy for both paths (HTTP front end and in-service agents).
+        limit = min(request.timeout_s or self.upstream_timeout_s, self.upstream_timeout_s)
+        try:
+            reply = model.complete(dataclasses.replace(request, timeout_s=limit))
+        except ModelError as exc:
+            session.fail(exc)
+            raise
         body = json.dumps(_response_json(reply)).encode("utf-8")
         stored = StoredResponse(
             status=200,

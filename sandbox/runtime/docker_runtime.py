@@ -20,6 +20,7 @@ import contextlib
 import enum
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ import socket
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ import docker.errors
 import structlog
 from docker.types import LogConfig, Mount, Ulimit
 
+from sandbox.runtime.base import RolloutSandbox, SandboxRuntime
 from sandbox.runtime.runner import runner as wire
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from skillopt.errors import (
@@ -165,8 +168,12 @@ class ReapReport:
     directories: tuple[str, ...]
 
 
-class DockerRuntime:
-    """Creates, watches and removes hardened rollout containers on one Docker engine."""
+class DockerRuntime(SandboxRuntime):
+    """Creates, watches and removes hardened rollout containers on one Docker engine: the
+    Docker implementation of :class:`sandbox.runtime.base.SandboxRuntime` (OCI runtime runc by
+    default, or e.g. gVisor's runsc per :attr:`ContainerSpec.runtime`)."""
+
+    name = "docker"
 
     def __init__(self, config: RuntimeConfig, client: docker.DockerClient | None = None) -> None:
         self.config = config
@@ -193,7 +200,48 @@ class DockerRuntime:
         self._digests: dict[str, str] = {}
         self._live: dict[str, ContainerHandle] = {}
         self._live_lock = threading.Lock()
-        self.engine_version = self.client.version().get("Version", "")
+        self._aborting = threading.Event()
+        self._starting: set[socket.socket] = set()  # runner sockets waiting for their hello
+        self._engine_version = self.client.version().get("Version", "")
+        info = self.client.info()
+        #: The engine's default OCI runtime (what a spec with ``runtime=""`` runs under).
+        self.default_runtime: str = info.get("DefaultRuntime") or "runc"
+        self._runtimes: dict[str, Any] = info.get("Runtimes") or {}
+
+    # -- OCI runtimes ------------------------------------------------------------------------
+
+    def available_runtimes(self) -> tuple[str, ...]:
+        return tuple(sorted(self._runtimes))
+
+    @property
+    def engine_version(self) -> str:
+        return f"Docker {self._engine_version}" if self._engine_version else ""
+
+    def runtime_name(self, spec: ContainerSpec) -> str:
+        """The OCI runtime a container of ``spec`` runs under (``runc``, ``runsc`` ...)."""
+        return spec.runtime or self.default_runtime
+
+    def check_runtime(self, name: str) -> None:
+        """Refuse an OCI runtime the engine does not have.
+
+        Raises:
+            ConfigError: naming the runtimes the engine has.
+        """
+        if name and name not in self._runtimes:
+            known = ", ".join(sorted(self._runtimes)) or "none"
+            raise ConfigError(
+                f"container runtime {name!r} is not registered with the Docker engine (it has: {known}); "
+                "for gVisor run: bash scripts/setup.sh --gvisor"
+            )
+
+    def runtime_has_network(self, name: str) -> bool:
+        """Whether containers of runtime ``name`` can use a Docker network (exec agents need
+        the gateway network). gVisor registered with ``--network=none`` cannot."""
+        entry = self._runtimes.get(name or self.default_runtime) or {}
+        args = entry.get("runtimeArgs") or entry.get("RuntimeArgs") or []
+        return "--network=none" not in args and not any(
+            a == "--network" and b == "none" for a, b in itertools.pairwise(args)
+        )
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -242,6 +290,13 @@ class DockerRuntime:
             self._digests[image] = digest
         return digest
 
+    def image_labels(self, image: str) -> dict[str, str]:
+        try:
+            labels = self.client.images.get(image).labels or {}
+        except docker.errors.DockerException:
+            return {}
+        return {k: v for k, v in labels.items() if k.startswith("org.skillopt.")}
+
     # -- containers --------------------------------------------------------------------------
 
     def create(self, spec: ContainerSpec) -> ContainerHandle:
@@ -251,6 +306,8 @@ class DockerRuntime:
             ImageMissing: the spec's image is not built.
             ContainerStartFailed: Docker refused, or the runner did not come up in time.
         """
+        if self._aborting.is_set():
+            raise ContainerStartFailed("runtime closing: no new containers")
         digest = self.image_digest(spec.image)
         short = uuid.uuid4().hex[:12]
         name = f"skillopt-{self.config.host_id}-{short}"
@@ -264,6 +321,7 @@ class DockerRuntime:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         t0 = time.monotonic()
         container = None
+        conn: RunnerConnection | None = None
         try:
             listener.bind(str(sock_path))
             # The runner runs as an unprivileged uid: it needs write permission to connect.
@@ -272,7 +330,7 @@ class DockerRuntime:
             container = self.client.containers.run(detach=True, **self._run_kwargs(spec, name, cdir))
             conn_sock = self._accept(listener, container, name, spec)
             conn = RunnerConnection(conn_sock)
-            hello, _ = wire.recv_message(conn_sock)
+            hello = self._hello(conn_sock, name)
             if hello.get("type") != "hello" or hello.get("protocol") != wire.PROTOCOL_VERSION:
                 raise ContainerStartFailed(f"runner of {name} spoke an unexpected protocol: {hello}")
             container.reload()
@@ -289,6 +347,8 @@ class DockerRuntime:
                 start_s=time.monotonic() - t0,
             )
         except BaseException as exc:
+            if conn is not None:
+                conn.close()
             self._force_remove(name)
             shutil.rmtree(cdir, ignore_errors=True)
             if isinstance(exc, ContainerStartFailed | ImageMissing):
@@ -309,6 +369,31 @@ class DockerRuntime:
         log.debug("container.created", container=name, start_s=round(handle.start_s, 3))
         return handle
 
+    def _hello(self, sock: socket.socket, name: str) -> dict[str, Any]:
+        """The runner's first message, within the start timeout; :meth:`abort_creations` cuts
+        the wait short (it shuts the socket down)."""
+        with self._live_lock:
+            self._starting.add(sock)
+        try:
+            if self._aborting.is_set():
+                raise ContainerStartFailed(f"runtime closing: creation of {name} aborted")
+            sock.settimeout(self.config.start_timeout_s)
+            try:
+                hello, _ = wire.recv_message(sock)
+            except TimeoutError:
+                raise ContainerStartFailed(
+                    f"runner of {name} connected but sent nothing within {self.config.start_timeout_s:.0f}s"
+                ) from None
+            except (EOFError, OSError) as exc:
+                if self._aborting.is_set():
+                    raise ContainerStartFailed(f"runtime closing: creation of {name} aborted") from exc
+                raise
+            sock.settimeout(None)
+            return hello
+        finally:
+            with self._live_lock:
+                self._starting.discard(sock)
+
     def _accept(
         self, listener: socket.socket, container: Any, name: str, spec: ContainerSpec
     ) -> socket.socket:
@@ -321,6 +406,8 @@ class DockerRuntime:
                 return conn
             except TimeoutError:
                 pass
+            if self._aborting.is_set():
+                raise ContainerStartFailed(f"runtime closing: creation of {name} aborted")
             container.reload()
             if container.status in ("exited", "dead"):
                 logs = container.logs(tail=20).decode("utf-8", "replace").strip()
@@ -410,6 +497,40 @@ class DockerRuntime:
             kwargs["command"].remove("-I")
         return kwargs
 
+    def lease(
+        self,
+        handle: ContainerHandle,
+        rollout_id: str,
+        *,
+        output_limit_bytes: int = 64 * 1024,
+        deadline: float | None = None,
+        cancel: threading.Event | None = None,
+    ) -> RolloutSandbox:
+        """Hand a created container to one rollout (recorded in its lease file)."""
+        from sandbox.runtime.lease import DockerSandbox
+
+        handle.state = SlotState.LEASED
+        if rollout_id:
+            self.write_lease(handle, rollout_id)
+        return DockerSandbox(
+            self, handle, output_limit_bytes=output_limit_bytes, deadline=deadline, cancel=cancel
+        )
+
+    def alive(self, handle: ContainerHandle) -> bool:
+        """Whether an idle container's runner is still connected."""
+        return handle.conn.is_alive()
+
+    def abort_creations(self) -> None:
+        """Make creations in flight give up (within half a second) and refuse new ones: the
+        service is closing, and a creation slowed down by a loaded machine must not hold the
+        shutdown for the runner's whole start timeout."""
+        self._aborting.set()
+        with self._live_lock:
+            starting = list(self._starting)
+        for sock in starting:  # a creation waiting for its runner's hello sees EOF now
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
     def kill(self, handle: ContainerHandle) -> None:
         """Kill a container now (cancellation, backstop timeout); removal happens in destroy."""
         handle.conn.abort()
@@ -425,6 +546,15 @@ class DockerRuntime:
         handle.state = SlotState.DEAD
         with self._live_lock:
             self._live.pop(handle.name, None)
+
+    def _remove_all(self, refs: list[str]) -> None:
+        """Remove containers in parallel (a loaded engine takes seconds per removal)."""
+        if len(refs) <= 1:
+            for ref in refs:
+                self._force_remove(ref)
+            return
+        with ThreadPoolExecutor(max_workers=min(8, len(refs)), thread_name_prefix="remove") as ex:
+            list(ex.map(self._force_remove, refs))
 
     def _force_remove(self, ref: str) -> None:
         try:
@@ -472,6 +602,7 @@ class DockerRuntime:
             return ReapReport((), ())
         with self._live_lock:
             live = set(self._live)
+        doomed: list[Any] = []
         for c in containers:
             labels = c.labels or {}
             ours = labels.get(LABEL_HOST) == self.config.host_id
@@ -484,9 +615,10 @@ class DockerRuntime:
                 reason = "expired"
             else:
                 continue
-            self._force_remove(c.id)
+            doomed.append(c)
             removed.append(c.name)
             log.info("reaper.removed", container=c.name, reason=reason)
+        self._remove_all([c.id for c in doomed])
         dirs: list[str] = []
         with self._live_lock:
             live_dirs = {h.dir.name for h in self._live.values()}
@@ -512,10 +644,12 @@ class DockerRuntime:
         """Remove every container this runtime still knows, then sweep by label (a create that
         a killed predecessor left in flight can land after our startup reap), and release the
         state dir."""
+        self._aborting.set()
         with self._live_lock:
             handles = list(self._live.values())
-        for h in handles:
-            self.destroy(h)
+        if handles:
+            with ThreadPoolExecutor(max_workers=min(8, len(handles)), thread_name_prefix="close") as ex:
+                list(ex.map(self.destroy, handles))
         report = self.reap(startup=True)
         if report.containers:
             log.info("reaper.swept_at_close", containers=len(report.containers))

@@ -1,4 +1,7 @@
-"""A container leased to one rollout, seen through :class:`skillopt.executor.Sandbox`.
+"""A container leased to one rollout: :class:`DockerSandbox` implements the runtime contract
+(:class:`sandbox.runtime.base.RolloutSandbox`, typed errors), and :class:`LeasedSandbox` shows
+any such sandbox to an env's agent as :class:`skillopt.executor.Sandbox` (where a missing or
+refused file reads as ``None``: to an agent both mean "no such output").
 
 Everything that decides a score is determined here, on the trusted side: the wall clock
 (timeouts), the container's memory cgroup (OOM kills) and the rollout deadline. The runner's
@@ -14,19 +17,21 @@ from typing import Any
 
 import structlog
 
-from sandbox.runtime.docker_runtime import ContainerHandle, DockerRuntime, SlotState
+from sandbox.runtime.base import RolloutSandbox, SandboxRuntime
 from skillopt.errors import (
     Cancelled,
     InvalidRequest,
     OOMKilled,
     OutputLimitExceeded,
     RolloutTimeout,
+    SandboxFileMissing,
+    SandboxFileRefused,
     SandboxUnavailable,
 )
 from skillopt.executor import ExecOutcome, FileEntry
 from skillopt.files import check_relative_name
 
-__all__ = ["LeasedSandbox"]
+__all__ = ["DockerSandbox", "LeasedSandbox"]
 
 log = structlog.get_logger("skillopt.sandbox.lease")
 
@@ -37,12 +42,13 @@ _BACKSTOP_SLACK_S = 10.0
 _FILE_OP_TIMEOUT_S = 30.0
 
 
-class LeasedSandbox:
-    """One rollout's view of its container. Not shared between rollouts or threads.
+class DockerSandbox(RolloutSandbox):
+    """One rollout's container, driven over its runner's socket. Not shared between rollouts
+    or threads. Made by :meth:`DockerRuntime.lease`.
 
     Args:
         runtime: the runtime that created the container.
-        handle: the leased container.
+        handle: the leased container (a ``ContainerHandle``).
         output_limit_bytes: stdout/stderr tail kept per execution.
         deadline: ``time.monotonic()`` value after which the rollout is out of time.
         cancel: set by another thread to cancel the rollout (the container is killed too).
@@ -50,8 +56,8 @@ class LeasedSandbox:
 
     def __init__(
         self,
-        runtime: DockerRuntime,
-        handle: ContainerHandle,
+        runtime: Any,
+        handle: Any,
         *,
         output_limit_bytes: int = 64 * 1024,
         deadline: float | None = None,
@@ -63,15 +69,14 @@ class LeasedSandbox:
         self.deadline = deadline
         self.cancel = cancel or threading.Event()
         self.killed = False
-        self.handle.state = SlotState.LEASED
 
-    # -- Sandbox protocol --------------------------------------------------------------------
+    # -- RolloutSandbox ----------------------------------------------------------------------
 
     def write_file(self, path: str, data: bytes) -> None:
         name = check_relative_name(path)
         self._call({"op": "write", "path": name}, data, timeout_s=_FILE_OP_TIMEOUT_S)
 
-    def read_file(self, path: str, *, max_bytes: int) -> bytes | None:
+    def read_file(self, path: str, *, max_bytes: int) -> bytes:
         name = check_relative_name(path)
         reply, data = self._call(
             {"op": "read", "path": name, "max_bytes": max_bytes},
@@ -82,9 +87,11 @@ class LeasedSandbox:
             if reply.get("error") == "too_large":
                 raise OutputLimitExceeded(reply.get("message", f"{name} is too large"))
             if reply.get("error") == "not_regular":
-                return None  # a link or special file is never followed: treat as absent
+                raise SandboxFileRefused(f"{name} is a link, directory or special file: never read")
             raise InvalidRequest(reply.get("message", f"cannot read {name}"))
-        return data if reply.get("exists") else None
+        if not reply.get("exists"):
+            raise SandboxFileMissing(f"no file {name} in the workspace")
+        return data
 
     def list_files(self, *, max_files: int = 1000) -> list[FileEntry]:
         reply, _ = self._call({"op": "list", "max_files": max_files}, timeout_s=_FILE_OP_TIMEOUT_S)
@@ -101,7 +108,7 @@ class LeasedSandbox:
         name = check_relative_name(path)
         return self._exec({"op": "exec", "python": name, "args": list(args)}, b"", timeout_s, env)
 
-    def run_command(
+    def exec(
         self,
         argv: Sequence[str],
         *,
@@ -118,8 +125,6 @@ class LeasedSandbox:
         if output_limit_bytes:
             header["output_limit_bytes"] = int(output_limit_bytes)
         return self._exec(header, stdin or b"", timeout_s, env)
-
-    # -- extras for the service --------------------------------------------------------------
 
     def write_skill(self, content: str) -> None:
         """Place SKILL.md in the container's read-only /skill mount (a host-side write)."""
@@ -236,3 +241,81 @@ class LeasedSandbox:
                 raise InvalidRequest(reply.get("message", "bad path"))
             raise SandboxUnavailable(f"runner error: {reply.get('message')}")
         return reply, data
+
+
+class LeasedSandbox:
+    """A leased sandbox as an env's agent sees it (:class:`skillopt.executor.Sandbox`).
+
+    The runtime's typed file errors become the agent protocol's answers: a missing file and a
+    refused one (a link the program planted, a directory) both read as ``None`` — neither is
+    an output — and the refusal is logged. Everything else is passed through.
+
+    Args:
+        runtime: the runtime that created the sandbox.
+        handle: the sandbox's handle.
+        rollout_id: who holds it (recorded by the runtime for the reaper).
+        output_limit_bytes, deadline, cancel: as for :meth:`SandboxRuntime.lease`.
+    """
+
+    def __init__(
+        self,
+        runtime: SandboxRuntime,
+        handle: Any,
+        *,
+        rollout_id: str = "",
+        output_limit_bytes: int = 64 * 1024,
+        deadline: float | None = None,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.handle = handle
+        self.box: RolloutSandbox = runtime.lease(
+            handle, rollout_id, output_limit_bytes=output_limit_bytes, deadline=deadline, cancel=cancel
+        )
+
+    def write_file(self, path: str, data: bytes) -> None:
+        self.box.write_file(path, data)
+
+    def read_file(self, path: str, *, max_bytes: int) -> bytes | None:
+        try:
+            return self.box.read_file(path, max_bytes=max_bytes)
+        except SandboxFileMissing:
+            return None
+        except SandboxFileRefused as exc:
+            log.info("sandbox.read_refused", path=path[:200], reason=exc.message)
+            return None
+
+    def list_files(self, *, max_files: int = 1000) -> list[FileEntry]:
+        return self.box.list_files(max_files=max_files)
+
+    def run_python(
+        self,
+        path: str,
+        *,
+        args: Sequence[str] = (),
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecOutcome:
+        return self.box.run_python(path, args=args, timeout_s=timeout_s, env=env)
+
+    def run_command(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        output_limit_bytes: int | None = None,
+    ) -> ExecOutcome:
+        return self.box.exec(
+            argv, timeout_s=timeout_s, env=env, stdin=stdin, output_limit_bytes=output_limit_bytes
+        )
+
+    def write_skill(self, content: str) -> None:
+        self.box.write_skill(content)
+
+    def kill(self) -> None:
+        self.box.kill()
+
+    def remaining_s(self) -> float | None:
+        return self.box.remaining_s()

@@ -9,6 +9,12 @@ across all pools (concurrent creations slow each other down: moby#42096).
 Acquisition never creates a container itself: it registers demand and waits, and the
 maintainer creates for ``idle target + waiters``. That keeps the creation cap global and lets a
 waiter take whichever container becomes ready first.
+
+Bounded whatever the requests: only the ``max_warm_pools`` most recently used specs (and the
+prewarmed default) keep warm containers, idle containers over all pools are capped at
+``idle_cap``, and a pool with nothing idle, nothing in flight and nobody waiting is forgotten
+once it is not warm any more. Closing aborts creations in flight and removes in parallel, so a
+host with nothing running stops within seconds.
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from sandbox.runtime.docker_runtime import ContainerHandle, DockerRuntime, SlotState
+from sandbox.runtime.base import SandboxRuntime
+from sandbox.runtime.docker_runtime import ContainerHandle, SlotState
 from sandbox.runtime.spec import ContainerSpec
 from skillopt.errors import ContainerStartFailed, Draining, ImageMissing, InfraError, RolloutTimeout
 
@@ -64,16 +71,17 @@ class PoolStats:
 class PoolManager:
     """Owns every pool of one runtime. Thread-safe."""
 
-    def __init__(self, runtime: DockerRuntime, *, default_spec: ContainerSpec | None = None) -> None:
+    def __init__(self, runtime: SandboxRuntime, *, default_spec: ContainerSpec | None = None) -> None:
         self.runtime = runtime
         self.config = runtime.config
         self._pools: dict[str, _Pool] = {}
+        self._default_key = default_spec.key if default_spec is not None else ""
         self._cond = threading.Condition()
         self._closing = False
         self._creators = ThreadPoolExecutor(
             max_workers=self.config.max_concurrent_creations, thread_name_prefix="pool-create"
         )
-        self._destroyers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="pool-destroy")
+        self._destroyers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pool-destroy")
         self._in_flight = 0
         self._maintainer = threading.Thread(target=self._maintain, name="pool-maintainer", daemon=True)
         if default_spec is not None:
@@ -106,7 +114,7 @@ class PoolManager:
                         raise Draining("sandbox host is shutting down")
                     while pool.idle:
                         handle = pool.idle.popleft()
-                        if handle.conn.is_alive():
+                        if self.runtime.alive(handle):
                             handle.state = SlotState.LEASED
                             if warm:
                                 pool.acquired_warm += 1
@@ -156,6 +164,23 @@ class PoolManager:
                 self._cond.wait(remaining)
             return True
 
+    def wait_settled(self, *, timeout_s: float) -> bool:
+        """Block until no creation is in flight, nobody waits, and the bounds hold (at most
+        ``max_warm_pools`` pools, at most ``idle_cap`` idle containers); for tests and
+        benchmarks. Returns False if that did not happen within ``timeout_s``."""
+
+        def settled() -> bool:
+            pools = list(self._pools.values())
+            return (
+                self._in_flight == 0
+                and not any(p.waiters for p in pools)
+                and len(pools) <= self.config.max_warm_pools
+                and sum(len(p.idle) for p in pools) <= self.config.idle_cap
+            )
+
+        with self._cond:
+            return self._cond.wait_for(settled, timeout=timeout_s)
+
     def stats(self) -> list[PoolStats]:
         with self._cond:
             return [
@@ -172,19 +197,25 @@ class PoolManager:
                 for k, p in self._pools.items()
             ]
 
-    def close(self) -> None:
-        """Stop refilling and remove every idle container (leased ones are the caller's)."""
+    def close(self, *, timeout_s: float = 20.0) -> None:
+        """Stop refilling, abort creations in flight and remove every idle container (leased
+        ones are the caller's), in parallel and within about ``timeout_s``."""
         with self._cond:
             self._closing = True
             idle = [h for p in self._pools.values() for h in p.idle]
             for p in self._pools.values():
                 p.idle.clear()
             self._cond.notify_all()
+        self.runtime.abort_creations()  # a creation waiting for its runner gives up now
+        deadline = time.monotonic() + timeout_s
         self._maintainer.join(timeout=5)
-        self._creators.shutdown(wait=True, cancel_futures=True)
         for h in idle:
-            self.runtime.destroy(h)
-        self._destroyers.shutdown(wait=True)
+            self._destroy_async(h)
+        self._creators.shutdown(wait=False, cancel_futures=True)
+        self._destroyers.shutdown(wait=False, cancel_futures=False)
+        for ex in (self._creators, self._destroyers):
+            for t in list(getattr(ex, "_threads", ())):
+                t.join(timeout=max(0.0, deadline - time.monotonic()))
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -201,13 +232,37 @@ class PoolManager:
         except RuntimeError:  # executor shut down
             self.runtime.destroy(handle)
 
-    def _want(self, pool: _Pool, now: float) -> int:
-        """How many more containers this pool should have in flight."""
-        active = now - pool.last_used < self.config.pool_idle_ttl_s
-        target = (self.config.pool_size if active else 0) + pool.waiters
+    def _warm_keys(self, now: float) -> set[str]:
+        """Specs that keep warm containers: the default and the most recently used others."""
+        recent = sorted(
+            (
+                p
+                for k, p in self._pools.items()
+                if k != self._default_key and now - p.last_used < self.config.pool_idle_ttl_s
+            ),
+            key=lambda p: -p.last_used,
+        )
+        keys = {
+            p.spec.key for p in recent[: max(0, self.config.max_warm_pools - (1 if self._default_key else 0))]
+        }
+        if (
+            self._default_key in self._pools
+            and now - self._pools[self._default_key].last_used < self.config.pool_idle_ttl_s
+        ):
+            keys.add(self._default_key)
+        return keys
+
+    def _want(self, pool: _Pool, warm: bool, idle_room: int) -> int:
+        """How many more containers this pool should have in flight (waiters first; warm
+        containers only for warm pools and within the host's idle cap)."""
+        waiting = max(0, pool.waiters - len(pool.idle) - pool.creating)
         if pool.consecutive_failures >= _FAIL_FAST_AFTER and pool.waiters == 0:
-            target = 0  # stop hammering a broken image; a new acquire retries
-        return max(0, target - len(pool.idle) - pool.creating)
+            return 0  # stop hammering a broken image; a new acquire retries
+        if waiting:
+            return waiting
+        if not warm:
+            return 0
+        return max(0, min(self.config.pool_size - len(pool.idle) - pool.creating, idle_room))
 
     def _maintain(self) -> None:
         while True:
@@ -215,18 +270,28 @@ class PoolManager:
                 if self._closing:
                     return
                 now = time.monotonic()
+                warm = self._warm_keys(now)
                 stale: list[ContainerHandle] = []
-                for pool in self._pools.values():
+                for key, pool in list(self._pools.items()):
                     keep = collections.deque()
                     for h in pool.idle:
                         age = time.time() - h.created_at
-                        if age > self.config.max_idle_s or not h.conn.is_alive():
+                        if age > self.config.max_idle_s or not self.runtime.alive(h):
                             stale.append(h)
-                        elif now - pool.last_used > self.config.pool_idle_ttl_s and pool.waiters == 0:
-                            stale.append(h)  # pool not used lately: give memory back
+                        elif key not in warm and pool.waiters == 0:
+                            stale.append(h)  # not a warm pool (any more): give memory back
                         else:
                             keep.append(h)
                     pool.idle = keep
+                    if key not in warm and not pool.idle and not pool.creating and not pool.waiters:
+                        del self._pools[key]  # forgotten; a later acquire starts it again
+                # The host-wide idle cap: drop the least recently used pools' idle first.
+                excess = sum(len(p.idle) for p in self._pools.values()) - self.config.idle_cap
+                for pool in sorted(self._pools.values(), key=lambda p: p.last_used):
+                    while excess > 0 and pool.idle and pool.waiters == 0:
+                        stale.append(pool.idle.pop())
+                        excess -= 1
+                idle_room = self.config.idle_cap - sum(len(p.idle) + p.creating for p in self._pools.values())
                 # Round-robin over pools so one busy spec cannot starve another.
                 started = True
                 while started and self._in_flight < self.config.max_concurrent_creations:
@@ -234,11 +299,15 @@ class PoolManager:
                     for pool in sorted(self._pools.values(), key=lambda p: -p.waiters):
                         if self._in_flight >= self.config.max_concurrent_creations:
                             break
-                        if self._want(pool, now) > 0:
+                        want = self._want(pool, pool.spec.key in warm, idle_room)
+                        if want > 0:
+                            if pool.waiters <= len(pool.idle) + pool.creating:
+                                idle_room -= 1  # a warm container, not one for a waiter
                             pool.creating += 1
                             self._in_flight += 1
                             self._creators.submit(self._create_one, pool)
                             started = True
+                self._cond.notify_all()  # pools trimmed or forgotten: tell wait_settled
                 self._cond.wait(timeout=5.0)
             for h in stale:
                 self._destroy_async(h)

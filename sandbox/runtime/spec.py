@@ -112,6 +112,13 @@ class RuntimeConfig:
     pool_idle_ttl_s: float = 900.0
     #: How often the background reaper runs.
     reap_interval_s: float = 60.0
+    #: Most specs that keep warm containers at once (the most recently used ones, plus the
+    #: prewarmed default): a pool exists per distinct memory/CPU limit, and a token holder
+    #: sending many distinct limits must not make the host keep a pool for each.
+    max_warm_pools: int = 3
+    #: Most idle containers over all pools (0: ``2 × pool_size``). Containers being created for a
+    #: waiting rollout do not count: those are bounded by the host's capacity.
+    max_idle_containers: int = 0
     docker_base_url: str = ""
 
     def __post_init__(self) -> None:
@@ -119,3 +126,10 @@ class RuntimeConfig:
             raise ConfigError(f"host_id must be non-empty [A-Za-z0-9._-], got {self.host_id!r}")
         if self.pool_size < 0 or self.max_concurrent_creations < 1:
             raise ConfigError("pool_size must be >= 0 and max_concurrent_creations >= 1")
+        if self.max_warm_pools < 1 or self.max_idle_containers < 0:
+            raise ConfigError("max_warm_pools must be >= 1 and max_idle_containers >= 0")
+
+    @property
+    def idle_cap(self) -> int:
+        """Most idle containers kept over all pools."""
+        return self.max_idle_containers or 2 * self.pool_size

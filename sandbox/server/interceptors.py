@@ -1,12 +1,25 @@
-"""Server interceptors: bearer-token authentication (health checks exempt)."""
+"""Server interceptor: bearer-token authentication before the request is read, and request
+bytes that do not decode turned into INVALID_ARGUMENT (gRPC's default is INTERNAL,
+"Exception deserializing request!").
+
+Authentication happens on the call's metadata, before any message is received: a caller
+without the token gets UNAUTHENTICATED from a handler that never reads (or parses) the
+request, so an unauthenticated 70 MB request costs the host nothing but the refusal. Health
+checks are exempt (load balancers probe without credentials); their requests still decode
+safely.
+"""
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import grpc
 import structlog
+
+from sandbox.api.status import status_for
+from skillopt.errors import InvalidRequest, Unauthenticated
 
 __all__ = ["TokenAuthInterceptor"]
 
@@ -16,33 +29,110 @@ log = structlog.get_logger("skillopt.sandbox.auth")
 _EXEMPT_PREFIXES = ("/grpc.health.v1.Health/",)
 
 
-def _aborting(handler: grpc.RpcMethodHandler, code: grpc.StatusCode, message: str) -> grpc.RpcMethodHandler:
-    """A handler of the same shape as ``handler`` that only aborts."""
+class _Undecodable:
+    """Stands for request bytes that did not parse (the handler aborts with INVALID_ARGUMENT)."""
 
-    def unary(request, context):
-        context.abort(code, message)
+    __slots__ = ("error",)
 
-    def stream(request, context):
-        context.abort(code, message)
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _abort(context: grpc.ServicerContext, exc: BaseException, host: str) -> None:
+    code, message, trailers = status_for(exc, host=host)
+    context.set_trailing_metadata(trailers)
+    context.abort(code, message)
+
+
+def _refusing(code_exc: BaseException, host: str) -> grpc.RpcMethodHandler:
+    """A handler that refuses without reading the request: stream-stream, so gRPC receives no
+    message before the behaviour runs (the wire format is the same for every call shape)."""
+
+    def behaviour(request_iterator: Iterator[Any], context: grpc.ServicerContext):
+        _abort(context, code_exc, host)
         yield  # pragma: no cover - abort raises
 
+    return grpc.stream_stream_rpc_method_handler(
+        behaviour, request_deserializer=lambda b: None, response_serializer=lambda m: b""
+    )
+
+
+def _safe_deserializer(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserialize is None:
+        return None
+
+    def safe(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except Exception as exc:  # protobuf's DecodeError, or anything a bad byte string causes
+            return _Undecodable(exc)
+
+    return safe
+
+
+def _undecodable_error(request: _Undecodable) -> InvalidRequest:
+    return InvalidRequest(
+        f"request bytes do not decode as this method's message ({type(request.error).__name__}); "
+        "send a serialized request of the method's type"
+    )
+
+
+def _checked_iterator(requests: Iterator[Any], context: grpc.ServicerContext, host: str) -> Iterator[Any]:
+    for request in requests:
+        if isinstance(request, _Undecodable):
+            _abort(context, _undecodable_error(request), host)
+        yield request
+
+
+def _decoding(handler: grpc.RpcMethodHandler, host: str) -> grpc.RpcMethodHandler:
+    """``handler`` with a deserializer that never raises and behaviour that refuses bad bytes."""
     kw = {
-        "request_deserializer": handler.request_deserializer,
+        "request_deserializer": _safe_deserializer(handler.request_deserializer),
         "response_serializer": handler.response_serializer,
     }
+    if handler.unary_unary is not None:
+        inner_uu = handler.unary_unary
+
+        def unary_unary(request, context):
+            if isinstance(request, _Undecodable):
+                _abort(context, _undecodable_error(request), host)
+            return inner_uu(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(unary_unary, **kw)
     if handler.unary_stream is not None:
-        return grpc.unary_stream_rpc_method_handler(stream, **kw)
-    return grpc.unary_unary_rpc_method_handler(unary, **kw)
+        inner_us = handler.unary_stream
+
+        def unary_stream(request, context):
+            if isinstance(request, _Undecodable):
+                _abort(context, _undecodable_error(request), host)
+            yield from inner_us(request, context)
+
+        return grpc.unary_stream_rpc_method_handler(unary_stream, **kw)
+    if handler.stream_unary is not None:
+        inner_su = handler.stream_unary
+
+        def stream_unary(requests, context):
+            return inner_su(_checked_iterator(requests, context, host), context)
+
+        return grpc.stream_unary_rpc_method_handler(stream_unary, **kw)
+    inner_ss = handler.stream_stream
+
+    def stream_stream(requests, context):
+        yield from inner_ss(_checked_iterator(requests, context, host), context)
+
+    return grpc.stream_stream_rpc_method_handler(stream_stream, **kw)
 
 
 class TokenAuthInterceptor(grpc.ServerInterceptor):
-    """Checks ``authorization: Bearer <token>`` on every call (constant-time compare).
+    """Checks ``authorization: Bearer <token>`` on every call (constant-time compare) before the
+    request is read, and makes undecodable requests INVALID_ARGUMENT.
 
     ``token=None`` disables the check (only allowed on loopback or with ``--insecure``).
     """
 
-    def __init__(self, token: str | None) -> None:
+    def __init__(self, token: str | None, *, host: str = "") -> None:
         self._token = token.encode() if token else None
+        self._host = host
 
     def intercept_service(
         self,
@@ -50,22 +140,27 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
         method = handler_call_details.method
+        if self._token is not None and not method.startswith(_EXEMPT_PREFIXES):
+            presented = None
+            for key, value in handler_call_details.invocation_metadata or ():
+                if key == "authorization":
+                    presented = value
+                    break
+            if presented is None:
+                return _refusing(
+                    Unauthenticated(
+                        "missing credentials: send metadata 'authorization: Bearer <token>' "
+                        "(the service's --token-file)"
+                    ),
+                    self._host,
+                )
+            if isinstance(presented, bytes):
+                presented = presented.decode("latin-1")
+            scheme, _, token = presented.partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), self._token):
+                log.warning("auth.rejected", method=method[:200])
+                return _refusing(Unauthenticated("invalid token"), self._host)
         handler = continuation(handler_call_details)
-        if handler is None or self._token is None or method.startswith(_EXEMPT_PREFIXES):
-            return handler
-        presented = None
-        for key, value in handler_call_details.invocation_metadata or ():
-            if key == "authorization":
-                presented = value
-                break
-        if presented is None:
-            return _aborting(
-                handler,
-                grpc.StatusCode.UNAUTHENTICATED,
-                "missing credentials: send metadata 'authorization: Bearer <token>' (the service's --token-file)",
-            )
-        scheme, _, token = presented.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), self._token):
-            log.warning("auth.rejected", method=method)
-            return _aborting(handler, grpc.StatusCode.UNAUTHENTICATED, "invalid token")
-        return handler
+        if handler is None:
+            return None
+        return _decoding(handler, self._host)

@@ -11,8 +11,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from sandbox.gateway.cache import ExchangeCache
 from sandbox.gateway.core import Gateway
-from sandbox.gateway.http import GatewayServer
+from sandbox.gateway.http import GatewayLimits, GatewayServer
 from sandbox.gateway.network import GatewayNetwork
 from sandbox.runtime.docker_runtime import DockerRuntime
 from sandbox.runtime.pool import PoolManager
@@ -36,10 +35,11 @@ from sandbox.server.interceptors import TokenAuthInterceptor
 from sandbox.server.servicer import SandboxServicer
 from sandbox.service.registry import RolloutRegistry
 from sandbox.service.rollout import RolloutService, ServiceConfig
+from sandbox.service.validation import host_cpus
 from skillopt.errors import ConfigError
 from skillopt.models.profiles import ProviderProfile
 
-__all__ = ["RunningServer", "ServerConfig", "check_listen_address", "serve"]
+__all__ = ["RunningServer", "ServerConfig", "check_listen_address", "serve", "server_credentials"]
 
 log = structlog.get_logger("skillopt.sandbox.server")
 
@@ -61,6 +61,9 @@ class ServerConfig:
     #: Largest gRPC message accepted (the service's own file limits apply below this).
     max_message_bytes: int = 80 * MiB
     drain_grace_s: float = 30.0
+    #: Keepalive pings a client may send on an idle stream, at most one per this many seconds
+    #: (the controller pings every 30 s; faster ones count as abuse and cost a GOAWAY).
+    min_client_ping_interval_s: float = 10.0
     runtime: RuntimeConfig
     service: ServiceConfig
     providers: dict[str, ProviderProfile] = field(default_factory=dict)
@@ -72,6 +75,10 @@ class ServerConfig:
     #: Exec agents (agent CLIs in containers on the gateway network): auto (when this host can
     #: firewall the network, i.e. runs as root), on (fail if it cannot), off.
     exec_agents: str = "auto"
+    #: What one exec-agent container may use of the gateway's HTTP front end.
+    gateway_limits: GatewayLimits = field(default_factory=GatewayLimits)
+    #: Per-attempt timeout of the gateway's calls to a model provider.
+    gateway_upstream_timeout_s: float = 600.0
 
 
 def check_listen_address(listen: str, *, token: str | None, insecure: bool) -> None:
@@ -106,6 +113,8 @@ class RunningServer:
     registry: RolloutRegistry
     health: health.HealthServicer
     servicer: SandboxServicer
+    #: The gateway's HTTP front end (None: exec agents unavailable on this host).
+    front: GatewayServer | None = None
     stopped: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -113,12 +122,40 @@ class RunningServer:
         return f"127.0.0.1:{self.port}"
 
 
-def _credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
+def server_credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
+    """The TLS credentials ``config`` asks for (``None``: plaintext), with every file read now.
+
+    Refuses half a TLS configuration instead of silently serving plaintext: a key or client CA
+    without a certificate, a certificate without a key, and unreadable or empty files.
+
+    Raises:
+        ConfigError: one line naming the flag and the file.
+    """
     if not config.tls_cert_file:
+        for value, flag in (
+            (config.tls_key_file, "--tls-key"),
+            (config.tls_client_ca_file, "--tls-client-ca"),
+        ):
+            if value:
+                raise ConfigError(
+                    f"{flag} needs --tls-cert (refusing to serve plaintext with a TLS option set)"
+                )
         return None
-    key = Path(config.tls_key_file).read_bytes()
-    cert = Path(config.tls_cert_file).read_bytes()
-    ca = Path(config.tls_client_ca_file).read_bytes() if config.tls_client_ca_file else None
+    if not config.tls_key_file:
+        raise ConfigError("--tls-cert needs --tls-key (the certificate's private key)")
+
+    def read(path: str, flag: str) -> bytes:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from exc
+        if b"-----BEGIN" not in data:
+            raise ConfigError(f"{flag} {path}: not a PEM file")
+        return data
+
+    cert = read(config.tls_cert_file, "--tls-cert")
+    key = read(config.tls_key_file, "--tls-key")
+    ca = read(config.tls_client_ca_file, "--tls-client-ca") if config.tls_client_ca_file else None
     return grpc.ssl_server_credentials(
         [(key, cert)], root_certificates=ca, require_client_auth=ca is not None
     )
@@ -126,54 +163,116 @@ def _credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
 
 @contextlib.contextmanager
 def serve(config: ServerConfig) -> Iterator[RunningServer]:
-    """Start the service; drain and clean up on exit."""
+    """Start the service; drain and clean up on exit.
+
+    Every configuration error (listen address, TLS files, container runtime, exec agents
+    required but unavailable) is raised as :class:`ConfigError` before the server listens, and
+    whatever was started by then (warm containers, the gateway network) is removed again.
+    """
     check_listen_address(config.listen, token=config.token, insecure=config.insecure)
-    runtime = DockerRuntime(config.runtime)
-    report = runtime.reap(startup=True)
-    if report.containers:
-        log.info("reaper.startup", removed=len(report.containers))
-    spec: ContainerSpec = config.service.base_spec
-    pools = PoolManager(runtime, default_spec=spec)
-    gateway = Gateway(
-        config.providers,
-        cache=ExchangeCache(config.gateway_cache_dir) if config.gateway_cache_dir else None,
-        default_mode=config.gateway_cache_mode,
-    )
-    network = front = None
-    unavailable = ""
-    if config.exec_agents != "off":
+    creds = server_credentials(config)  # before any container exists: a bad file leaves nothing
+    # Teardown runs in reverse: drain → pools → containers → gateway network → gateway.
+    with contextlib.ExitStack() as cleanup:
+        gateway = Gateway(
+            config.providers,
+            cache=ExchangeCache(config.gateway_cache_dir) if config.gateway_cache_dir else None,
+            default_mode=config.gateway_cache_mode,
+            upstream_timeout_s=config.gateway_upstream_timeout_s,
+        )
+        cleanup.callback(gateway.close)
+        after_containers: list[Callable[[], None]] = []  # the network goes once nothing is on it
+        cleanup.callback(lambda: [close() for close in after_containers])
+        runtime = DockerRuntime(config.runtime)
+        cleanup.callback(runtime.close)
+        spec: ContainerSpec = config.service.base_spec
+        runtime.check_runtime(spec.runtime)
+        if spec.cpus > host_cpus():
+            raise ConfigError(
+                f"default CPU limit {spec.cpus:g} exceeds this host's {host_cpus():g} cores (--cpus)"
+            )
+        report = runtime.reap(startup=True)
+        if report.containers:
+            log.info("reaper.startup", removed=len(report.containers))
+        pools = PoolManager(runtime, default_spec=spec)
+        cleanup.callback(pools.close)
+        network, front, unavailable = _exec_network(config, runtime, gateway, after_containers)
+        service = RolloutService(
+            config.service,
+            runtime,
+            pools,
+            config.providers,
+            gateway=gateway,
+            gateway_url=front.url if front else None,
+            exec_network=network.name if network else "none",
+            exec_unavailable=unavailable,
+        )
+        registry = RolloutRegistry(capacity=config.service.capacity)
+        servicer = SandboxServicer(service, registry)
+        server, health_servicer = _grpc_server(config, servicer)
         try:
-            network = GatewayNetwork(runtime.client, config.runtime.host_id)
-            front = GatewayServer(gateway, network.gateway_ip)
-            network.firewall(front.port)
-        except (ConfigError, OSError, docker.errors.DockerException) as exc:
-            unavailable = getattr(exc, "message", str(exc))
-            if front is not None:
-                front.close()
-            if network is not None:
-                network.close()
-            network = front = None
-            if config.exec_agents == "on":
-                pools.close()
-                runtime.close()
-                raise ConfigError(f"exec agents requested but unavailable: {unavailable}") from exc
-            log.warning("gateway.exec_agents_unavailable", reason=unavailable)
-    service = RolloutService(
-        config.service,
-        runtime,
-        pools,
-        config.providers,
-        gateway=gateway,
-        gateway_url=front.url if front else None,
-        exec_network=network.name if network else "none",
-        exec_unavailable=unavailable,
-    )
-    registry = RolloutRegistry(capacity=config.service.capacity)
-    servicer = SandboxServicer(service, registry)
+            port = (
+                server.add_secure_port(config.listen, creds)
+                if creds
+                else server.add_insecure_port(config.listen)
+            )
+        except RuntimeError as exc:
+            raise ConfigError(f"cannot listen on {config.listen}: {exc}") from exc
+        server.start()
+        for name in ("", SERVICE_NAME):
+            health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+        running = RunningServer(server, port, service, registry, health_servicer, servicer, front)
+        cleanup.callback(running.stopped.set)
+        cleanup.callback(_drain, running, config.drain_grace_s)
+        reaper = threading.Thread(
+            target=_reap_loop, args=(runtime, config.runtime.reap_interval_s, running.stopped), daemon=True
+        )
+        reaper.start()
+        log.info(
+            "server.started",
+            listen=config.listen,
+            port=port,
+            host=config.runtime.host_id,
+            capacity=config.service.capacity,
+            tls=bool(creds),
+            auth=bool(config.token),
+            providers=sorted(config.providers),
+        )
+        yield running
+    log.info("server.stopped", host=config.runtime.host_id)
+
+
+def _exec_network(
+    config: ServerConfig, runtime: DockerRuntime, gateway: Gateway, closers: list[Callable[[], None]]
+) -> tuple[GatewayNetwork | None, GatewayServer | None, str]:
+    """The firewalled gateway network and the gateway's HTTP front end on it, or why not."""
+    if config.exec_agents == "off":
+        return None, None, "disabled on this host (--exec-agents off)"
+    network = front = None
+    try:
+        network = GatewayNetwork(runtime.client, config.runtime.host_id)
+        front = GatewayServer(gateway, network.gateway_ip, limits=config.gateway_limits)
+        network.firewall(front.port)
+    except (ConfigError, OSError, docker.errors.DockerException) as exc:
+        unavailable = getattr(exc, "message", str(exc))
+        if front is not None:
+            front.close()
+        if network is not None:
+            network.close()
+        if config.exec_agents == "on":
+            raise ConfigError(f"exec agents requested but unavailable: {unavailable}") from exc
+        log.warning("gateway.exec_agents_unavailable", reason=unavailable)
+        return None, None, unavailable
+    closers += [front.close, network.close]
+    return network, front, ""
+
+
+def _grpc_server(
+    config: ServerConfig, servicer: SandboxServicer
+) -> tuple[grpc.Server, health.HealthServicer]:
     capacity = config.service.capacity
     server = grpc.server(
         ThreadPoolExecutor(max_workers=4 * capacity + 16, thread_name_prefix="grpc"),
-        interceptors=[TokenAuthInterceptor(config.token)],
+        interceptors=[TokenAuthInterceptor(config.token, host=config.runtime.host_id)],
         options=[
             ("grpc.max_receive_message_length", config.max_message_bytes),
             ("grpc.max_send_message_length", config.max_message_bytes),
@@ -181,7 +280,7 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
             ("grpc.keepalive_timeout_ms", 10_000),
             # The server-side name (a wrong name is silently ignored: the default 5 min then made
             # clients' 30 s keepalive pings on idle streams "too_many_pings" and cost a GOAWAY).
-            ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+            ("grpc.http2.min_ping_interval_without_data_ms", int(config.min_client_ping_interval_s * 1000)),
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.so_reuseport", 0),
         ],
@@ -195,46 +294,7 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
         reflection.enable_server_reflection(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
-    creds = _credentials(config)
-    try:
-        port = (
-            server.add_secure_port(config.listen, creds) if creds else server.add_insecure_port(config.listen)
-        )
-    except RuntimeError as exc:
-        pools.close()
-        runtime.close()
-        raise ConfigError(f"cannot listen on {config.listen}: {exc}") from exc
-    server.start()
-    for name in ("", SERVICE_NAME):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    running = RunningServer(server, port, service, registry, health_servicer, servicer)
-    reaper = threading.Thread(
-        target=_reap_loop, args=(runtime, config.runtime.reap_interval_s, running.stopped), daemon=True
-    )
-    reaper.start()
-    log.info(
-        "server.started",
-        listen=config.listen,
-        port=port,
-        host=config.runtime.host_id,
-        capacity=capacity,
-        tls=bool(creds),
-        auth=bool(config.token),
-        providers=sorted(config.providers),
-    )
-    try:
-        yield running
-    finally:
-        _drain(running, config.drain_grace_s)
-        running.stopped.set()
-        pools.close()
-        runtime.close()
-        if front is not None:
-            front.close()
-        if network is not None:
-            network.close()
-        gateway.close()
-        log.info("server.stopped", host=config.runtime.host_id)
+    return server, health_servicer
 
 
 def _reap_loop(runtime: DockerRuntime, interval_s: float, stopped: threading.Event) -> None:
@@ -248,11 +308,11 @@ def _reap_loop(runtime: DockerRuntime, interval_s: float, stopped: threading.Eve
 def _drain(running: RunningServer, grace_s: float) -> None:
     running.registry.draining = True
     running.health.enter_graceful_shutdown()
-    deadline = time.monotonic() + grace_s
-    while running.registry.running_count and time.monotonic() < deadline:
-        time.sleep(0.1)  # waiting for in-flight rollouts to finish on their own
-    for handle in running.registry.running():
-        handle.request_cancel("service draining")
-    # Give streams a moment to deliver their final messages.
-    running.server.stop(grace=5.0).wait()
+    # Only running rollouts are waited for: an idle host goes straight on to teardown.
+    if not running.registry.wait_idle(grace_s):
+        for handle in running.registry.running():
+            handle.request_cancel("service draining")
+        running.registry.wait_idle(10.0)  # cancelled rollouts kill their containers at once
+    # Give streams a moment to deliver their final messages (health watchers end here too).
+    running.server.stop(grace=2.0 if running.registry.running_count == 0 else 5.0).wait()
     running.servicer.shutdown(wait=True)

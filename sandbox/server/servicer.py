@@ -3,7 +3,8 @@
 Run: proto → domain (``convert``) → validate → admit (idempotency, capacity) → the rollout
 runs on a worker thread owned by the registry entry → events and the result are streamed to
 every subscriber of that id. A subscriber that disconnects before the end cancels the rollout
-when it was the last one.
+when it was the last one. Every failure leaves through the proto's status table
+(``sandbox.api.status``): a status code, a bounded message and a typed detail.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ import grpc
 import structlog
 
 from sandbox.api import convert
+from sandbox.api.status import status_for
 from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from sandbox.service.registry import RolloutHandle, RolloutRegistry
 from sandbox.service.rollout import RolloutService
-from skillopt import __version__
-from skillopt.envs.registry import available_envs, get_env
-from skillopt.errors import Draining, HostFull, ImageMissing, InvalidRequest
+from skillopt.errors import Cancelled, ImageMissing, SkillOptError, UnknownRollout
 from skillopt.types import InfraErrorKind, RolloutRequest, RolloutResult
 
 __all__ = ["SandboxServicer"]
@@ -38,38 +38,44 @@ class SandboxServicer(pb_grpc.SandboxServicer):
             max_workers=max(1, registry.capacity), thread_name_prefix="rollout"
         )
 
+    def _abort(self, context: grpc.ServicerContext, exc: BaseException) -> None:
+        code, message, trailers = status_for(exc, host=self.service.config.host_id)
+        if code == grpc.StatusCode.INTERNAL:
+            log.error("rpc.internal_error", error=message[:500])
+        context.set_trailing_metadata(trailers)
+        context.abort(code, message)
+
     # -- Run ---------------------------------------------------------------------------------
 
     def Run(self, request: pb.RunRequest, context: grpc.ServicerContext):
         try:
             domain = convert.request_from_proto(request)
             self.service.validate(domain)
-        except InvalidRequest as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
-        fingerprint = hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest()
-        try:
+            self.service.check_deadline(context.time_remaining())
+            fingerprint = hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest()
             handle, is_new = self.registry.admit(domain.rollout_id, fingerprint)
-        except InvalidRequest as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.message)
-        except HostFull as exc:
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, exc.message)
-        except Draining as exc:
-            context.abort(grpc.StatusCode.UNAVAILABLE, exc.message)
+        except Exception as exc:
+            self._abort(context, exc)
         if is_new:
             self._workers.submit(self._execute, handle, domain, context.time_remaining())
         stop = threading.Event()
         context.add_callback(lambda: self._on_rpc_end(handle, stop))
         log.info("run.stream", rollout_id=domain.rollout_id, new=is_new)
-        for item in handle.follow(stop):
-            if isinstance(item, RolloutResult):
-                if item.infra_error is not None and item.infra_error.kind == InfraErrorKind.CANCELLED:
-                    context.abort(grpc.StatusCode.CANCELLED, f"rollout {domain.rollout_id} was cancelled")
-                if item.infra_error is not None and item.infra_error.kind == InfraErrorKind.IMAGE_MISSING:
-                    context.abort(grpc.StatusCode.FAILED_PRECONDITION, item.infra_error.message)
-                yield pb.RunEvent(result=convert.result_to_proto(item))
-            else:
-                time_ns, event = item
-                yield convert.event_to_proto(time_ns, event)
+        error: BaseException | None = None
+        try:
+            for item in handle.follow(stop):
+                if isinstance(item, RolloutResult):
+                    error = _status_error(item)
+                    if error is not None:
+                        break
+                    yield pb.RunEvent(result=convert.result_to_proto(item))
+                else:
+                    time_ns, event = item
+                    yield convert.event_to_proto(time_ns, event)
+        except Exception as exc:  # the rollout failed outside the result path
+            error = exc
+        if error is not None:
+            self._abort(context, error)
 
     def _execute(self, handle: RolloutHandle, request: RolloutRequest, deadline_s: float | None) -> None:
         def set_killer(kill) -> None:
@@ -82,8 +88,9 @@ class SandboxServicer(pb_grpc.SandboxServicer):
                 request, emit=handle.emit, cancel=handle.cancel, deadline_s=deadline_s, set_killer=set_killer
             )
             handle.finish(result)
-        except BaseException as exc:  # service.run converts everything; this is a last resort
-            log.exception("run.crashed", rollout_id=request.rollout_id)
+        except BaseException as exc:  # DeadlineExceeded, or a bug: the stream ends with its status
+            if not isinstance(exc, SkillOptError):
+                log.exception("run.crashed", rollout_id=request.rollout_id)
             handle.finish(None, exc)
         finally:
             self.registry.complete(handle)
@@ -97,39 +104,25 @@ class SandboxServicer(pb_grpc.SandboxServicer):
     # -- Describe / Cancel -------------------------------------------------------------------
 
     def Describe(self, request: pb.DescribeRequest, context: grpc.ServicerContext) -> pb.DescribeResponse:
-        running = self.registry.running_count
-        spec = self.service.config.base_spec
-        digests = {}
-        try:
-            digests[spec.image] = self.service.runtime.image_digest(spec.image)
-        except ImageMissing:
-            digests[spec.image] = ""
-        agents = [
-            f"{name}/{agent}"
-            for name in available_envs()
-            for agent in get_env(name).agents
-            if get_env(name).container(agent) != "gateway" or self.service.gateway_url is not None
-        ]
-        return pb.DescribeResponse(
-            host=self.service.config.host_id,
-            version=__version__,
-            capacity=self.registry.capacity,
-            free_slots=0 if self.registry.draining else max(0, self.registry.capacity - running),
-            running=running,
-            draining=self.registry.draining,
-            agents=agents,
-            image_digests=digests,
-            pool_idle={f"{s.image}@{s.spec_key}": s.idle for s in self.service.pools.stats()},
-            container_runtime=spec.runtime or "runc",
-            providers=sorted(self.service.providers),
-            runner_sha256=self.service.runtime.runner_sha256,
-        )
+        return convert.description_to_proto(self.service.describe(self.registry))
 
     def Cancel(self, request: pb.CancelRequest, context: grpc.ServicerContext) -> pb.CancelResponse:
         handle = self.registry.get(request.rollout_id)
         if handle is None:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no rollout {request.rollout_id!r} on this host")
+            self._abort(context, UnknownRollout(f"no rollout {request.rollout_id[:200]!r} on this host"))
         return pb.CancelResponse(cancelled=handle.request_cancel("Cancel RPC"))
 
     def shutdown(self, *, wait: bool) -> None:
         self._workers.shutdown(wait=wait, cancel_futures=False)
+
+
+def _status_error(result: RolloutResult) -> Exception | None:
+    """Results that end the stream with a status instead of a row (the proto's table)."""
+    info = result.infra_error
+    if info is None:
+        return None
+    if info.kind == InfraErrorKind.CANCELLED:
+        return Cancelled(f"rollout {result.rollout_id} was cancelled")
+    if info.kind == InfraErrorKind.IMAGE_MISSING:
+        return ImageMissing(info.message)
+    return None

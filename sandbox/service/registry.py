@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from sandbox.service.validation import approx_size_bytes
 from skillopt.envs.base import ProgressEvent
 from skillopt.errors import Draining, HostFull, InvalidRequest
 from skillopt.types import RolloutResult
@@ -53,7 +54,9 @@ class RolloutHandle:
             self.result, self.error = result, error
             self.finished_at = time.monotonic()
             if result is not None:
-                self.size_bytes = sum(len(a.content) for a in result.artifacts) + 4096
+                # The whole retained result (trace, prompts, exchanges, artifacts) and the
+                # events: what a finished rollout really keeps in memory.
+                self.size_bytes = approx_size_bytes(result) + approx_size_bytes(self.events)
             self._cond.notify_all()
 
     def wait_done(self, timeout_s: float) -> bool:
@@ -108,6 +111,7 @@ class RolloutRegistry:
         self.max_retained = max_retained
         self.max_retained_bytes = max_retained_bytes
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
         self._running: dict[str, RolloutHandle] = {}
         self._finished: collections.OrderedDict[str, RolloutHandle] = collections.OrderedDict()
         self._finished_bytes = 0
@@ -152,6 +156,7 @@ class RolloutRegistry:
         """Move a finished rollout from running to retained (frees its slot)."""
         with self._lock:
             self._running.pop(handle.rollout_id, None)
+            self._idle.notify_all()
             if handle.result is None:
                 return  # failed outside the result path: nothing worth replaying
             info = handle.result.infra_error
@@ -164,6 +169,11 @@ class RolloutRegistry:
             ):
                 _, old = self._finished.popitem(last=False)
                 self._finished_bytes -= old.size_bytes
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Block until no rollout is running (or ``timeout_s`` passed); returns whether idle."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._running, timeout=max(0.0, timeout_s))
 
     def get(self, rollout_id: str) -> RolloutHandle | None:
         with self._lock:

@@ -9,7 +9,7 @@ turns them into a score.
 from __future__ import annotations
 
 import json
-import re
+import os
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -17,20 +17,23 @@ from dataclasses import dataclass, field, replace
 import structlog
 
 from sandbox.gateway.core import Gateway, GatewayChatModel
-from sandbox.runtime.docker_runtime import DockerRuntime
+from sandbox.runtime.base import SandboxRuntime
 from sandbox.runtime.lease import LeasedSandbox
 from sandbox.runtime.pool import PoolManager
 from sandbox.runtime.spec import EXEC_SKILL_MOUNTS, ContainerSpec
+from sandbox.service.registry import RolloutRegistry
+from sandbox.service.validation import effective_limits, validate_request
+from skillopt import __version__
 from skillopt.envs.base import AgentContext, GatewayAccess, ProgressEvent, interrupted_info
-from skillopt.envs.registry import get_env
-from skillopt.errors import InfraError, InvalidRequest, ModelError
-from skillopt.files import check_relative_name
+from skillopt.envs.registry import available_envs, get_env
+from skillopt.errors import DeadlineExceeded, InfraError, InvalidRequest, ModelError, RolloutTimeout
+from skillopt.files import shorten
 from skillopt.models.base import ChatModel
 from skillopt.models.profiles import ProviderProfile, build_model
+from skillopt.types import HostDescription, InfraErrorKind, Limits, RolloutRequest, RolloutResult
 from skillopt.types import InfraError as InfraErrorInfo
-from skillopt.types import InfraErrorKind, Limits, RolloutRequest, RolloutResult
 
-__all__ = ["DEFAULT_LIMITS", "MAX_LIMITS", "RolloutService", "ServiceConfig"]
+__all__ = ["DEFAULT_LIMITS", "MAX_LIMITS", "RolloutService", "ServiceConfig", "exec_runtime_choice"]
 
 log = structlog.get_logger("skillopt.sandbox.service")
 
@@ -51,7 +54,6 @@ MAX_LIMITS = Limits(
     cpus=8.0,
     output_bytes=4 * MiB,
 )
-_ROLLOUT_ID = re.compile(r"^[A-Za-z0-9._:/@+-]{1,200}$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,16 +71,35 @@ class ServiceConfig:
     max_request_bytes: int = 64 * MiB
     #: Largest skill accepted.
     max_skill_bytes: int = 1 * MiB
+    #: Most test cases per side (task, grading) and files in all cases of a request.
+    max_cases: int = 64
+    max_files: int = 256
     #: Longest wait for a container before the rollout fails as infrastructure.
     acquire_timeout_s: float = 180.0
+    #: A Run whose gRPC deadline leaves less than this is refused with DEADLINE_EXCEEDED.
+    min_deadline_s: float = 2.0
+    #: Refuse agents that cannot run under ``base_spec.runtime`` (instead of running them under
+    #: the engine default, which every result and Describe would report).
+    require_runtime: bool = False
     base_spec: ContainerSpec = field(default_factory=ContainerSpec)
 
 
-def _clamp(value: float | int | None, default: float | int | None, maximum: float | int | None):
-    v = value if value else default
-    if v is None:
-        return None
-    return min(v, maximum) if maximum else v
+def exec_runtime_choice(base_runtime: str, *, has_network: bool, required: bool) -> tuple[str, str]:
+    """The OCI runtime exec agents run under, and why they cannot run at all ("" if they can).
+
+    Exec agents need the gateway network. A runtime registered without networking (gVisor with
+    ``--network=none``) cannot give them one: they fall back to the engine default ("") — which
+    results and Describe then report — unless the host requires its runtime, in which case they
+    are refused.
+    """
+    if has_network or not base_runtime:
+        return base_runtime, ""
+    if required:
+        return base_runtime, (
+            f"cannot run under the required container runtime {base_runtime!r}: it needs the gateway "
+            f"network and {base_runtime!r} is registered without networking"
+        )
+    return "", ""
 
 
 class RolloutService:
@@ -87,7 +108,7 @@ class RolloutService:
     def __init__(
         self,
         config: ServiceConfig,
-        runtime: DockerRuntime,
+        runtime: SandboxRuntime,
         pools: PoolManager,
         providers: dict[str, ProviderProfile],
         *,
@@ -106,15 +127,23 @@ class RolloutService:
         #: The gateway's URL as exec-agent containers see it; None: exec agents unavailable.
         self.gateway_url = gateway_url
         self.exec_unavailable = exec_unavailable
+        base_runtime = config.base_spec.runtime
+        runtime.check_runtime(base_runtime)
+        #: Exec agents need the gateway network: a runtime registered without networking (gVisor
+        #: with --network=none) cannot give them that, so they use the engine default instead,
+        #: and every result and Describe say so. A host that requires its runtime refuses them.
+        self.exec_runtime, self.exec_runtime_refusal = exec_runtime_choice(
+            base_runtime,
+            has_network=runtime.runtime_has_network(base_runtime),
+            required=config.require_runtime,
+        )
         self.exec_spec = replace(
             config.base_spec,
             network_mode=exec_network,
             skill_mounts=EXEC_SKILL_MOUNTS,
             memory_bytes=max(config.base_spec.memory_bytes, 2048 * MiB),
             pids_limit=max(config.base_spec.pids_limit, 512),
-            # gVisor as registered here runs with --network=none; exec agents need the gateway
-            # network, so they use the engine's default runtime behind the firewalled bridge.
-            runtime="",
+            runtime=self.exec_runtime,
         )
 
     # -- validation --------------------------------------------------------------------------
@@ -123,21 +152,18 @@ class RolloutService:
         """Refuse bad input before any resource is used.
 
         Raises:
-            InvalidRequest: with a message naming the offending field.
+            InvalidRequest: with a message naming the offending field (echoes are shortened).
         """
-        if not _ROLLOUT_ID.match(request.rollout_id):
-            raise InvalidRequest(
-                f"rollout_id must be 1-200 characters of [A-Za-z0-9._:/@+-], got {request.rollout_id[:60]!r}"
-            )
+        validate_request(request, self.config, envs=available_envs())
         env = get_env(request.env)
-        if request.model_cache not in ("", "off", "record", "replay"):
-            raise InvalidRequest(f"model_cache must be off, record or replay, got {request.model_cache!r}")
-        if request.agent in env.agents and env.container(request.agent) == "gateway":
-            if self.gateway_url is None:
-                raise InvalidRequest(
-                    f"agent {request.agent!r} needs the model gateway network, unavailable on host "
-                    f"{self.config.host_id}: {self.exec_unavailable or 'not enabled'}"
-                )
+        if request.agent not in env.agents:
+            raise InvalidRequest(
+                f"env {request.env!r} has no agent {shorten(request.agent)}; available: {', '.join(env.agents)}"
+            )
+        refusal = self.agent_refusal(request.env, request.agent)
+        if refusal:
+            raise InvalidRequest(refusal)
+        if env.container(request.agent) == "gateway":
             wanted = getattr(env, "agent_apis", {}).get(request.agent)
             profile = self.providers.get(request.model.provider)
             if (
@@ -148,60 +174,90 @@ class RolloutService:
                 raise InvalidRequest(
                     f"agent {request.agent!r} speaks the {wanted} API but provider {profile.name!r} is {profile.kind!r}"
                 )
-        if request.agent not in env.agents:
-            raise InvalidRequest(
-                f"env {request.env!r} has no agent {request.agent!r}; available: {', '.join(env.agents)}"
-            )
-        total = 0
-        for side, cases in (("task", request.task.cases), ("grading", request.grading.cases)):
-            seen: set[str] = set()
-            for case in cases:
-                check_relative_name(case.name, what=f"{side} case name")
-                if case.name in seen:
-                    raise InvalidRequest(f"{side} case {case.name!r} appears twice")
-                seen.add(case.name)
-                names: set[str] = set()
-                for f in case.files:
-                    name = check_relative_name(f.name, what=f"{side} file name in case {case.name!r}")
-                    if name in names:
-                        raise InvalidRequest(f"{side} case {case.name!r}: file {name!r} appears twice")
-                    names.add(name)
-                    if len(f.content) > self.config.max_file_bytes:
-                        raise InvalidRequest(
-                            f"{side} file {case.name}/{name} is {len(f.content)} bytes; "
-                            f"the limit is {self.config.max_file_bytes} bytes"
-                        )
-                    total += len(f.content)
-        if total > self.config.max_request_bytes:
-            raise InvalidRequest(
-                f"request files total {total} bytes; the limit is {self.config.max_request_bytes} bytes"
-            )
-        skill = request.skill
-        if len(skill.content.encode("utf-8")) > self.config.max_skill_bytes:
-            raise InvalidRequest(f"skill is larger than {self.config.max_skill_bytes} bytes")
-        check_relative_name(skill.name or "skillopt-target", what="skill name")
-        if "/" in (skill.name or ""):
-            raise InvalidRequest(f"skill name must be a single path component, got {skill.name!r}")
         if env.needs_model and request.model.provider not in self.providers:
             known = ", ".join(sorted(self.providers)) or "none configured"
             raise InvalidRequest(
-                f"unknown model provider {request.model.provider!r} on host {self.config.host_id}; "
+                f"unknown model provider {shorten(request.model.provider)} on host {self.config.host_id}; "
                 f"configured: {known}"
             )
         env.validate(request)
 
-    def effective_limits(self, limits: Limits) -> Limits:
-        d, m = self.config.default_limits, self.config.max_limits
-        return Limits(
-            wall_time_s=_clamp(limits.wall_time_s, d.wall_time_s, m.wall_time_s),
-            max_turns=_clamp(limits.max_turns, d.max_turns, m.max_turns),
-            exec_timeout_s=_clamp(limits.exec_timeout_s, d.exec_timeout_s, m.exec_timeout_s),
-            memory_bytes=_clamp(limits.memory_bytes, d.memory_bytes, m.memory_bytes),
-            cpus=_clamp(limits.cpus, d.cpus, m.cpus),
-            output_bytes=_clamp(limits.output_bytes, d.output_bytes, m.output_bytes),
-            # The gateway ends the rollout's model conversation when it is used up.
-            max_model_tokens=_clamp(limits.max_model_tokens, d.max_model_tokens, m.max_model_tokens),
+    def agent_refusal(self, env_name: str, agent: str) -> str:
+        """Why this host cannot run ``agent`` of ``env_name`` ("" when it can)."""
+        env = get_env(env_name)
+        if env.container(agent) != "gateway":
+            return ""
+        if self.gateway_url is None:
+            return (
+                f"agent {agent!r} needs the model gateway network, unavailable on host "
+                f"{self.config.host_id}: {self.exec_unavailable or 'not enabled'}"
+            )
+        if self.exec_runtime_refusal:
+            return f"host {self.config.host_id}: agent {agent!r} {self.exec_runtime_refusal}"
+        return ""
+
+    def agent_runtime(self, env_name: str, agent: str) -> str:
+        """The OCI runtime ``agent``'s containers run under on this host."""
+        env = get_env(env_name)
+        spec = self.exec_spec if env.container(agent) == "gateway" else self.config.base_spec
+        return self.runtime.runtime_name(spec)
+
+    def describe(self, registry: RolloutRegistry) -> HostDescription:
+        """This host's capacity, agents (with their runtimes), images and pools."""
+        running = registry.running_count
+        image = self.config.base_spec.image
+        try:
+            digests = {image: self.runtime.image_digest(image)}
+        except InfraError:
+            digests = {image: ""}
+        agents: list[str] = []
+        runtimes: dict[str, str] = {}
+        unavailable: dict[str, str] = {}
+        for name in available_envs():
+            for agent in get_env(name).agents:
+                key = f"{name}/{agent}"
+                refusal = self.agent_refusal(name, agent)
+                if refusal:
+                    unavailable[key] = refusal
+                else:
+                    agents.append(key)
+                    runtimes[key] = self.agent_runtime(name, agent)
+        return HostDescription(
+            host=self.config.host_id,
+            version=__version__,
+            capacity=registry.capacity,
+            free_slots=0 if registry.draining else max(0, registry.capacity - running),
+            running=running,
+            draining=registry.draining,
+            agents=tuple(agents),
+            agent_runtimes=runtimes,
+            unavailable_agents=unavailable,
+            image_digests=digests,
+            pool_idle={f"{s.image}@{s.spec_key}": s.idle for s in self.pools.stats()},
+            container_runtime=self.runtime.runtime_name(self.config.base_spec),
+            providers=tuple(sorted(self.providers)),
+            runner_sha256=self.runtime.runner_sha256,
+            available_runtimes=self.runtime.available_runtimes(),
+            engine_version=self.runtime.engine_version,
+            service_build=os.environ.get("SKILLOPT_SERVICE_BUILD", "") or "source",
+            image_labels=self.runtime.image_labels(image),
         )
+
+    def effective_limits(self, limits: Limits) -> Limits:
+        """Defaults filled in, every value clamped to this host's maximum."""
+        return effective_limits(limits, default=self.config.default_limits, maximum=self.config.max_limits)
+
+    def check_deadline(self, remaining_s: float | None) -> None:
+        """Refuse a rollout whose caller left it too little time to do anything.
+
+        Raises:
+            DeadlineExceeded: fewer than ``min_deadline_s`` seconds remain.
+        """
+        if remaining_s is not None and remaining_s < self.config.min_deadline_s:
+            raise DeadlineExceeded(
+                f"the caller's deadline leaves {max(0.0, remaining_s):.2f}s; a rollout needs at least "
+                f"{self.config.min_deadline_s:g}s"
+            )
 
     def model_for(self, provider: str) -> ChatModel:
         with self._models_lock:
@@ -239,6 +295,7 @@ class RolloutService:
         t_start = time.monotonic()
         limits = self.effective_limits(request.limits)
         wall = limits.wall_time_s or DEFAULT_LIMITS.wall_time_s
+        deadline_bound = deadline_s is not None and deadline_s - 1.0 < wall
         if deadline_s is not None:
             wall = min(wall, max(0.0, deadline_s - 1.0))  # leave time to send the result
         deadline = t_start + wall
@@ -256,14 +313,20 @@ class RolloutService:
         try:
             emit(ProgressEvent(phase="accepted", detail=f"host {self.config.host_id}"))
             t0 = time.monotonic()
-            handle = self.pools.acquire(
-                spec, timeout_s=min(self.config.acquire_timeout_s, max(0.1, deadline - t0)), cancel=cancel
-            )
+            wait = min(self.config.acquire_timeout_s, max(0.1, deadline - t0))
+            try:
+                handle = self.pools.acquire(spec, timeout_s=wait, cancel=cancel)
+            except RolloutTimeout as exc:
+                if deadline_bound and wait < self.config.acquire_timeout_s:
+                    raise DeadlineExceeded(
+                        f"the caller's deadline expired before a container was ready ({exc.message})"
+                    ) from exc
+                raise
             timings["acquire"] = time.monotonic() - t0
-            self.runtime.write_lease(handle, request.rollout_id)
             sandbox = LeasedSandbox(
                 self.runtime,
                 handle,
+                rollout_id=request.rollout_id,
                 output_limit_bytes=int(limits.output_bytes or DEFAULT_LIMITS.output_bytes),
                 deadline=deadline,
                 cancel=cancel,
@@ -299,6 +362,7 @@ class RolloutService:
                         token=session.token,
                         model=request.model.model,
                         api="anthropic" if session.profile.kind == "anthropic" else "openai",
+                        provider_error=session.provider_error,
                     )
             ctx = AgentContext(
                 request=request,
@@ -315,13 +379,12 @@ class RolloutService:
         except InfraError as exc:
             log.warning("rollout.infra_error", kind=exc.kind.value, error=exc.message)
             result = self._infra_row(request, exc.info())
+        except DeadlineExceeded:
+            raise  # nothing ran: the caller gets DEADLINE_EXCEEDED, not a row
         except ModelError as exc:
-            # The SDK already retried; the model side is unavailable, not the skill's fault.
-            log.warning("rollout.model_unavailable", error=exc.message)
-            result = self._infra_row(
-                request,
-                InfraErrorInfo(kind=InfraErrorKind.MODEL_UNAVAILABLE, message=exc.message, retryable=True),
-            )
+            # The SDK already retried: a typed model failure, not the skill's fault.
+            log.warning("rollout.model_error", kind=exc.kind.value, error=exc.message)
+            result = self._infra_row(request, exc.info())
         except InvalidRequest as exc:
             result = self._infra_row(
                 request,
@@ -365,6 +428,7 @@ class RolloutService:
             timings_s=timings,
             host=self.config.host_id,
             image_digest=handle.image_digest if handle is not None else self._digest_or_empty(spec.image),
+            container_runtime=self.runtime.runtime_name(handle.spec) if handle is not None else "",
         )
 
     @staticmethod
@@ -378,11 +442,18 @@ class RolloutService:
         )
         notes = {**dict(result.trace.notes), "model_exchanges": json.dumps(exchanges, ensure_ascii=False)}
         result = replace(result, trace=replace(result.trace, notes=notes))
-        if result.infra_error is None and session.error is not None:
-            info, reason = interrupted_info(session.error)
-            if info is not None:
-                result = replace(result, infra_error=info, fail_reason=result.fail_reason or reason)
-        return result
+        error = session.error
+        if result.infra_error is not None or error is None:
+            return result
+        info, reason = interrupted_info(error)
+        if info is None:
+            return result  # a used-up budget: the agent's own failure, scored
+        if info.kind != InfraErrorKind.REPLAY_MISS and not result.fail_reason and result.hard >= 1.0:
+            return result  # the provider failed once but the agent recovered and solved the task
+        # The provider refused or failed for this rollout: whatever the agent made of that (an
+        # exec agent may even have run the error text as code) is not the skill's result.
+        metrics = {**dict(result.metrics), "agent_fail_reason": result.fail_reason}
+        return replace(result, infra_error=info, fail_reason=reason, metrics=metrics)
 
     def _digest_or_empty(self, image: str) -> str:
         try:
@@ -396,6 +467,6 @@ class RolloutService:
             id=request.task.id,
             rollout_id=request.rollout_id,
             phase="infra",
-            fail_reason=f"infra-{info.kind.value}: {info.message}",
+            fail_reason=info.fail_reason,
             infra_error=info,
         )

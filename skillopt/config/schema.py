@@ -99,7 +99,7 @@ ENV_AGENTS: Mapping[str, EnvAgents] = MappingProxyType(
     }
 )
 
-_ENDPOINT = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]{1,5})$")
+_ENDPOINT = re.compile(r"^(?:dns:///)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]{1,5})$")
 
 
 def _abs(path: str) -> Path:
@@ -614,8 +614,9 @@ class SandboxConfig(_Section):
     SECTION: ClassVar[str] = "sandbox"
 
     endpoints: tuple[str, ...] = ()
-    """Sandbox services as ``host:port`` (or ``unix:/path``); empty = start an embedded local
-    service for the run and stop it afterwards."""
+    """Sandbox services as ``host:port`` (or ``unix:/path``), or ``dns:///NAME:PORT`` for every
+    address NAME resolves to (re-resolved during the run, e.g. a Kubernetes headless Service);
+    empty = start an embedded local service for the run and stop it afterwards."""
     token_file: str = ""
     """File holding the bearer token sent to the services; ``""`` = no token."""
     tls_ca_file: str = ""
@@ -642,6 +643,10 @@ class SandboxConfig(_Section):
     host_down_timeout_s: float = 300
     """Stop the run (resumable) when no sandbox host has been reachable this long; a host that
     is down is left at once and taken back when its health check serves again."""
+    image_digest_policy: Literal["refuse", "warn"] = "refuse"
+    """A run is pinned to the runtime image digest it started on (kept by ``--resume``):
+    ``refuse`` = never place rollouts on a host running another image (and refuse a fleet whose
+    hosts differ), ``warn`` = use such hosts and say so."""
 
     def _validate(self) -> None:
         if self.host_down_timeout_s <= 0:
@@ -668,7 +673,8 @@ class SandboxConfig(_Section):
             match = _ENDPOINT.match(endpoint)
             if not match or not 1 <= int(match.group(1)) <= 65535:
                 raise FieldError(
-                    key, f'expected "host:port" (port 1-65535) or "unix:/path", got {endpoint!r}'
+                    key,
+                    f'expected "host:port" (port 1-65535), "dns:///name:port" or "unix:/path", got {endpoint!r}',
                 )
         for name in ("token_file", "tls_ca_file", "tls_cert_file", "tls_key_file"):
             self._existing(name)

@@ -56,6 +56,10 @@ class GatewayAccess:
     model: str
     #: Wire protocol of the provider behind the gateway: ``openai`` or ``anthropic``.
     api: str
+    #: The provider's failure seen by the gateway for this rollout (auth, rate limit, bad
+    #: request, unavailable: a :class:`skillopt.errors.ModelError`), or ``None``. An exec agent
+    #: raises it instead of grading whatever the CLI made of the error.
+    provider_error: Callable[[], Exception | None] = lambda: None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,19 +158,16 @@ def interrupted_info(exc: BaseException):
     Returns:
         ``(InfraError | None, fail_reason)``.
     """
-    from skillopt.errors import BudgetExceeded, InfraError, ModelError, ReplayMiss
-    from skillopt.types import InfraError as Info
-    from skillopt.types import InfraErrorKind
+    from skillopt.errors import BudgetExceeded, InfraError, ModelError
 
     if isinstance(exc, InfraError):
         info = exc.info()
     elif isinstance(exc, BudgetExceeded):
         return None, f"budget-exceeded: {exc.message}"
-    elif isinstance(exc, ReplayMiss):
-        info = Info(kind=InfraErrorKind.REPLAY_MISS, message=exc.message, retryable=False)
     elif isinstance(exc, ModelError):
-        # The SDK already retried: the model side is unavailable, not the skill's fault.
-        info = Info(kind=InfraErrorKind.MODEL_UNAVAILABLE, message=exc.message, retryable=True)
+        # The SDK already retried: a typed model failure (auth, rate limit, bad request,
+        # unavailable, replay miss), not the skill's fault.
+        info = exc.info()
     else:
         raise TypeError(f"not an interruption: {exc!r}") from exc
-    return info, f"infra-{info.kind.value}: {info.message}"
+    return info, info.fail_reason

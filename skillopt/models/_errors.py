@@ -5,6 +5,12 @@ Stainless): ``APIConnectionError → APITimeoutError`` and ``APIStatusError → 
 AuthenticationError, PermissionDeniedError, NotFoundError, BadRequestError ...``. So one mapper
 serves both; it is handed the SDK module.
 
+The mapped class is the typed kind a rollout row gets (:class:`skillopt.errors.ModelError`
+``kind``): credential refused → :class:`ModelAuthError`, 429 → :class:`RateLimited`, 5xx /
+408 / 409 / unreachable → :class:`ModelUnavailable`, a timeout → :class:`ModelTimeout`, any other
+4xx → :class:`ModelBadRequest`. The gateway's HTTP front end classifies by status with the same
+function (:func:`model_error_for_status`), so exec agents and in-service agents agree.
+
 What reaches us has already been retried by the SDK (``max_retries``: exponential backoff with
 jitter, ``Retry-After`` honoured, on 408/409/429/5xx, timeouts and connection errors). The
 mapped error says what failed, the HTTP status and what to check. Two attributes ride on the
@@ -18,9 +24,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from types import ModuleType
 
-from skillopt.errors import BudgetExceeded, ModelError, ModelTimeout, RateLimited, ReplayMiss
+from skillopt.errors import (
+    BudgetExceeded,
+    ModelAuthError,
+    ModelBadRequest,
+    ModelError,
+    ModelTimeout,
+    ModelUnavailable,
+    RateLimited,
+    ReplayMiss,
+)
 
-__all__ = ["ErrorContext", "is_retryable", "map_sdk_error", "redact"]
+__all__ = ["ErrorContext", "is_retryable", "map_sdk_error", "model_error_for_status", "redact"]
 
 _RETRYABLE_STATUSES = frozenset({408, 409, 429})
 
@@ -91,6 +106,17 @@ def _tag(err: ModelError, *, status: int, retryable: bool) -> ModelError:
     return err
 
 
+def model_error_for_status(status: int) -> type[ModelError]:
+    """The typed error class for an HTTP status a provider answered (>= 400)."""
+    if status in (401, 403):
+        return ModelAuthError
+    if status == 429:
+        return RateLimited
+    if status >= 500 or status in _RETRYABLE_STATUSES:
+        return ModelUnavailable
+    return ModelBadRequest
+
+
 def map_sdk_error(sdk: ModuleType, exc: Exception, ctx: ErrorContext, *, timeout_s: float) -> ModelError:
     """The :class:`ModelError` for an SDK exception (raise it ``from exc``).
 
@@ -109,7 +135,7 @@ def map_sdk_error(sdk: ModuleType, exc: Exception, ctx: ErrorContext, *, timeout
         )
         return _tag(err, status=0, retryable=True)
     if isinstance(exc, sdk.APIConnectionError):
-        err = ModelError(
+        err = ModelUnavailable(
             f"{name}: cannot connect to the model endpoint {ctx.endpoint} ({tries}): {detail}; "
             "check base_url / azure_endpoint and the network"
         )
@@ -125,12 +151,12 @@ def map_sdk_error(sdk: ModuleType, exc: Exception, ctx: ErrorContext, *, timeout
         return _tag(err, status=status, retryable=True)
     if isinstance(exc, sdk.AuthenticationError):
         # The provider's message may quote part of the key: leave it out entirely.
-        err = ModelError(
+        err = ModelAuthError(
             f"{name}: the provider rejected the credential (HTTP {status}); check {ctx.key_hint}"
         )
         return _tag(err, status=status, retryable=False)
     if isinstance(exc, sdk.PermissionDeniedError):
-        what = "check that the credential may use this model"
+        what = f"check that the credential may use this model ({ctx.key_hint})"
     elif isinstance(exc, sdk.NotFoundError):
         what = "check the model name (or Azure deployment) and the endpoint URL"
     elif status >= 500:
@@ -139,5 +165,5 @@ def map_sdk_error(sdk: ModuleType, exc: Exception, ctx: ErrorContext, *, timeout
         what = f"still failing {tries}"
     else:
         what = "the provider refused the request; check the model's parameters in the config"
-    err = ModelError(f"{name}: HTTP {status}: {detail}; {what}")
+    err = model_error_for_status(status)(f"{name}: HTTP {status}: {detail}; {what}")
     return _tag(err, status=status, retryable=status in _RETRYABLE_STATUSES or status >= 500)

@@ -1,6 +1,6 @@
 """Small helpers shared by the reflection stages (private).
 
-Nothing here calls a model. The JSON helpers write atomically (temp file + ``os.replace``) so a
+Nothing here calls a model. The JSON helpers write atomically (:mod:`skillopt.durable`) so a
 run killed mid-write never leaves a half file that a resume would trust.
 """
 
@@ -9,13 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from skillopt.durable import atomic_write_json
 from skillopt.skill import Edit
 
 __all__ = [
@@ -134,17 +133,8 @@ def fingerprint(value: Any) -> str:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as indented UTF-8 JSON, atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, ensure_ascii=False, indent=2)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``data`` as indented UTF-8 JSON, atomically (:mod:`skillopt.durable`)."""
+    atomic_write_json(path, data)
 
 
 def read_json(path: Path) -> Any | None:

@@ -60,6 +60,7 @@ from skillopt.trainer.callbacks import (
     StepEndEvent,
     StepStartEvent,
 )
+from skillopt.trainer.manifest import data_manifest
 from skillopt.trainer.planning import plan_epoch, sample_items, steps_per_epoch
 from skillopt.trainer.rollouts import RolloutStage, score_rows
 from skillopt.trainer.state import (
@@ -112,6 +113,8 @@ class Trainer:
         initial_skill: the skill to start from.
         callbacks: progress display, plotter, ... (order-independent).
         mode: real models or the offline simulation (recorded in the state and summaries).
+        environment: the sandbox side of the environment manifest (pinned runtime image digest,
+            host versions, agent CLI versions); the data checksums are added here.
     """
 
     def __init__(
@@ -125,6 +128,7 @@ class Trainer:
         initial_skill: str,
         callbacks: Sequence[Callback] = (),
         mode: RunMode | None = None,
+        environment: Mapping[str, Any] | None = None,
         target_prices: PriceTable | None = None,
     ) -> None:
         self.cfg = config
@@ -135,6 +139,7 @@ class Trainer:
         self.initial_skill = initial_skill
         self.hooks = CallbackList(callbacks)
         self.mode = mode or RunMode(simulated=False)
+        self.environment = dict(environment or {})
         self.should_stop = False
         #: Why the loop stopped early (a budget); "" while it runs to the end.
         self.stop_reason = ""
@@ -271,6 +276,7 @@ class Trainer:
         self.state.usage = self.usage.to_json()
         self.state.target_usage = self.target_usage.to_json()
         self.state.mode = self.state.mode or self.mode.to_dict()
+        self.state.environment = self.state.environment or self.environment
         self.state.hosts = sorted({*self.state.hosts, *self.rollouts.executor.hosts()})
         # History first: a crash between the two leaves an extra record, which load() drops.
         atomic_write_json(self._path("history.json"), self.state.history)
@@ -1026,6 +1032,17 @@ class Trainer:
             "cost_usd": round(self.cost(), 6),
             "sandbox_hosts": list(st.hosts),
             "image_digests": sorted(self._digests()),
+            "environment": {
+                **self.environment,
+                "pinned_runtime_image_digest": st.environment.get("runtime_image_digest", ""),
+                "data": data_manifest(
+                    {
+                        "train": self.train_items,
+                        "selection": self.val_items,
+                        "test": _first(self.data.split("test"), cfg.evaluation.test_env_num),
+                    }
+                ),
+            },
         }
         if tests:
             summary.update(

@@ -41,6 +41,7 @@ def row_to_json(row: RolloutResult, *, task_type: str = "") -> dict[str, Any]:
         "timings_s": {k: round(v, 4) for k, v in row.timings_s.items()},
         "host": row.host,
         "image_digest": row.image_digest,
+        "container_runtime": row.container_runtime,
         "infra_error": None,
     }
     if row.infra_error is not None:
@@ -87,6 +88,7 @@ def row_from_json(
         timings_s=dict(obj.get("timings_s") or {}),
         host=str(obj.get("host", "")),
         image_digest=str(obj.get("image_digest", "")),
+        container_runtime=str(obj.get("container_runtime", "")),
         infra_error=None
         if not infra
         else InfraError(

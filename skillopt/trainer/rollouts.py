@@ -20,6 +20,7 @@ from pathlib import Path
 
 import structlog
 
+from skillopt.durable import atomic_write_text
 from skillopt.envs.base import TaskItem
 from skillopt.errors import SystemicFailure
 from skillopt.trainer.executor import RolloutExecutor
@@ -116,9 +117,7 @@ def load_rows(out_dir: Path, *, with_traces: bool = True) -> dict[str, RolloutRe
 
 
 def _rewrite(path: Path, lines: Sequence[str]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    tmp.replace(path)
+    atomic_write_text(path, "".join(line + "\n" for line in lines))
 
 
 def set_aside_infra_rows(out_dir: Path, rows: dict[str, RolloutResult]) -> dict[str, int]:

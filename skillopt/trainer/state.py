@@ -9,53 +9,15 @@ stages are done, and the optimizer's usage so far.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from skillopt.durable import atomic_write_json, atomic_write_text
+
 __all__ = ["RunMode", "TrainerState", "atomic_write_json", "atomic_write_text", "refuse_mode_change"]
 
 STATE_VERSION = 1
-
-
-# Crash injection for the resume tests: SKILLOPT_FAILPOINT="<file name>:<n>" makes the process
-# exit (as if killed) just before it writes a file of that name for the n-th time. Unset in
-# normal use; read once.
-_FAILPOINT_NAME, _, _FAILPOINT_N = os.environ.get("SKILLOPT_FAILPOINT", "").partition(":")
-_failpoint_hits = 0
-
-
-def _failpoint(path: Path) -> None:
-    global _failpoint_hits
-    if _FAILPOINT_NAME and path.name == _FAILPOINT_NAME:
-        _failpoint_hits += 1
-        if str(_failpoint_hits) == _FAILPOINT_N:
-            os._exit(137)
-
-
-def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
-    """Write via a temp file and rename, so a crash never leaves a torn file.
-
-    Args:
-        durable: fsync before the rename (a power loss keeps the new content); off for files
-            rewritten many times a minute that only show progress (``live.json``).
-    """
-    _failpoint(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        if durable:
-            fh.flush()
-            os.fsync(fh.fileno())
-    tmp.replace(path)
-
-
-def atomic_write_json(path: Path, data: Any, *, durable: bool = True) -> None:
-    atomic_write_text(
-        path, json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n", durable=durable
-    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,6 +86,9 @@ class TrainerState:
     hosts: list[str] = field(default_factory=list)
     #: Why the last session stopped before the end ("" = it did not, or it crashed).
     stop_reason: str = ""
+    #: The environment the run is pinned to (first session): runtime image digest and more;
+    #: ``--resume`` keeps using that digest.
+    environment: dict[str, Any] = field(default_factory=dict)
     #: Step records; persisted in ``history.json`` next to the state (not inside it).
     history: list[dict[str, Any]] = field(default_factory=list)
     version: int = STATE_VERSION

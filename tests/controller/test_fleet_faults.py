@@ -1,17 +1,20 @@
 """The fleet under faults, with real ``skillopt serve`` processes: a host killed with SIGKILL
 mid-batch is left (never waited on, never chosen again) and its rollouts rerun elsewhere; a
 host filled by another client is waited for, never dropped; an unreachable host fails in
-seconds. Every request ends as exactly one row."""
+seconds. Every request ends as exactly one row. Also: hosts found by DNS (``dns:///``) join and
+leave the fleet as the name's addresses change."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
+import socket
 import subprocess
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -32,28 +35,33 @@ class Host:
     proc: subprocess.Popen
     port: int
     host_id: str
+    ip: str = "127.0.0.1"
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.ip}:{self.port}"
 
 
-def _serve(tmp: Path, model_url: str, *, capacity: int = 2) -> Host:
+def _serve(tmp: Path, model_url: str, *extra: str, capacity: int = 2, listen: str = "127.0.0.1:0") -> Host:
     host_id = f"fault-{uuid.uuid4().hex[:6]}"
+    provider = (
+        ["--provider", f"sim=openai_compatible,base_url={model_url},max_retries=0"] if model_url else []
+    )
     proc = spawn_service(
         [
-            "--listen", "127.0.0.1:0",
+            "--listen", listen,
             "--token-file", str(tmp / "token"),
             "--host-id", host_id,
             "--state-dir", str(tmp / host_id),
             "--capacity", str(capacity),
             "--pool-size", str(capacity),
-            "--provider", f"sim=openai_compatible,base_url={model_url},max_retries=0",
+            *provider,
             "--exec-agents", "off",
             "--drain-grace", "2",
+            *extra,
         ]
     )  # fmt: skip
-    return Host(proc=proc, port=wait_listening(proc, 120), host_id=host_id)
+    return Host(proc=proc, port=wait_listening(proc, 120), host_id=host_id, ip=listen.rsplit(":", 1)[0])
 
 
 def _stop(host: Host, docker_client) -> None:
@@ -128,7 +136,7 @@ def test_kill_9_of_one_of_three_hosts_mid_batch_loses_no_row(docker_client, sim,
             # The dead host was marked down and never chosen again.
             downs = [t for t, health in state.history if health is HostHealth.DOWN]
             assert downs, state.history
-            assert not [t for t in state.placements if t > downs[0]]
+            assert state.placements and state.last_placement < downs[0]
             assert state.health is HostHealth.DOWN
             survivors = [s for s in fleet.hosts_state if s.address != victim.address]
             assert all(s.health is HostHealth.UP for s in survivors)
@@ -222,3 +230,66 @@ def test_every_host_gone_mid_run_stops_the_batch_with_a_clear_error(docker_clien
             assert all(r.infra_error is None for r in rows)
     finally:
         _stop(host, docker_client)
+
+
+@contextlib.contextmanager
+def _hosts_file_name() -> Iterator[tuple[str, Callable[[list[str]], None]]]:
+    """A fresh DNS name in /etc/hosts (glibc reads the file on every lookup); yields the name
+    and a setter of its addresses; the file is restored afterwards."""
+    path = Path("/etc/hosts")
+    original = path.read_text()
+    name = f"so-fleet-{uuid.uuid4().hex[:8]}.test"
+
+    def set_addresses(ips: list[str]) -> None:
+        path.write_text(original.rstrip("\n") + "\n" + "".join(f"{ip} {name}\n" for ip in ips))
+
+    try:
+        yield name, set_addresses
+    finally:
+        path.write_text(original)
+
+
+def _free_port(ips: list[str]) -> int:
+    """A port free on every address (the hosts of a DNS name share one port)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind((ips[0], 0))
+            port = s.getsockname()[1]
+        try:
+            for ip in ips[1:]:
+                with socket.socket() as s2:
+                    s2.bind((ip, port))
+        except OSError:
+            continue
+        return port
+    raise AssertionError("no common free port")
+
+
+def test_hosts_behind_a_dns_name_join_and_leave_the_fleet(docker_client, sim, fleet_tmp):
+    ips = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+    port = _free_port(ips)
+    with _hosts_file_name() as (name, set_addresses):
+        set_addresses(ips[:2])
+        hosts = [_serve(fleet_tmp, sim.base_url, listen=f"{ip}:{port}") for ip in ips]
+        events: list[FleetEvent] = []
+        try:
+            channel = ChannelConfig(address=f"dns:///{name}:{port}", token=(fleet_tmp / "token").read_text())
+            with FleetExecutor(
+                [channel], workers=6, resolve_interval_s=3600, on_event=events.append
+            ) as fleet:
+                assert sorted(h.address for h in fleet.hosts_state) == [f"{ip}:{port}" for ip in ips[:2]]
+                rows: list[RolloutResult] = []
+                fleet.run(_requests(8), on_result=rows.append, stop=threading.Event())
+                assert {r.host for r in rows} == {h.host_id for h in hosts[:2]}
+                # A third address appears, the first one goes: the fleet follows the name.
+                set_addresses(ips[1:])
+                fleet.resolve()
+                assert [e.address for e in events if e.kind == "host_added"] == [f"{ips[2]}:{port}"]
+                assert [e.address for e in events if e.kind == "host_removed"] == [f"{ips[0]}:{port}"]
+                rows = []
+                fleet.run(_requests(12), on_result=rows.append, stop=threading.Event())
+                assert {r.host for r in rows} == {h.host_id for h in hosts[1:]}
+                assert all(r.infra_error is None for r in rows)
+        finally:
+            for h in hosts:
+                _stop(h, docker_client)

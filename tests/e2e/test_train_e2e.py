@@ -148,6 +148,15 @@ def test_kill_9_mid_step_then_resume_gives_the_same_records(full_run, tmp_path, 
     )
     assert (out / "best_skill.md").read_text() == (full_run / "best_skill.md").read_text()
     assert_no_duplicate_rows(out)
+    summary = json.loads((out / "summary.json").read_text())
+    # Both sessions' embedded sandboxes are listed, and every optimizer call of both sessions
+    # (the killed step's too) is counted.
+    assert len(summary["sandbox_hosts"]) == 2, summary["sandbox_hosts"]
+    ledger = [json.loads(x) for x in (out / "optimizer_calls.jsonl").read_text().splitlines() if x.strip()]
+    counted = sum(v["calls"] for v in summary["token_summary"]["optimizer"].values())
+    assert sum(d["calls"] for d in ledger) == counted
+    full = json.loads((full_run / "summary.json").read_text())
+    assert counted >= sum(v["calls"] for v in full["token_summary"]["optimizer"].values())
     # The killed controller's embedded sandbox went away with it, and so did its containers.
     left = docker_client.containers.list(all=True, filters={"label": "skillopt.managed=1"})
     assert [c.name for c in left if c.labels.get("skillopt.host", "").startswith("embedded-")] == []
@@ -176,6 +185,7 @@ def test_fresh_run_prints_its_mode_and_baseline_and_no_callback_fails(full_run):
         (10, 4, ("slow_update_2",), ("meta_skill_2",)),
     ],
 )
+@pytest.mark.timeout(1200)
 def test_a_crash_before_a_commit_resumes_to_the_same_decisions(
     full_run, tmp_path, commit, last_step, done, not_done
 ):
@@ -188,6 +198,33 @@ def test_a_crash_before_a_commit_resumes_to_the_same_decisions(
     state = json.loads((out / "runtime_state.json").read_text())
     assert state["last_completed_step"] == last_step
     assert set(done) <= set(state["epoch_stages"]) and not set(not_done) & set(state["epoch_stages"])
+    resumed = train("--resume", str(out))
+    _, stderr = resumed.communicate(timeout=900)
+    assert resumed.returncode == 0, stderr[-4000:]
+    assert decisions(out) == decisions(full_run)
+    assert_no_duplicate_rows(out)
+
+
+@pytest.mark.timeout(1800)  # five processes in a row: a whole run plus four restarts
+def test_kills_inside_a_step_at_reflect_select_update_and_gate_resume_to_the_same_decisions(
+    full_run, tmp_path
+):
+    """One run killed four times inside step 2 (each resume dies at the next stage), then
+    resumed to the end: the cached stage outputs make every rerun of step 2 reach the same
+    decisions as the uninterrupted run."""
+    out = tmp_path / "chain"
+    chain = [
+        ("minibatch_fail_000.json:2", "reflect"),  # the first write is step 1's
+        ("ranked_edits.json:1", "select"),
+        ("candidate_skill.md:1", "update"),
+        ("step_record.json:1", "gate"),
+    ]
+    for i, (failpoint, stage) in enumerate(chain):
+        args = ("--resume", str(out)) if i else ("--config", "spreadsheetbench_demo", "--out", str(out))
+        proc = train(*args, env={"SKILLOPT_FAILPOINT": failpoint})
+        _, stderr = proc.communicate(timeout=900)
+        assert proc.returncode == 137, (stage, stderr[-3000:])
+        assert json.loads((out / "runtime_state.json").read_text())["last_completed_step"] == 1, stage
     resumed = train("--resume", str(out))
     _, stderr = resumed.communicate(timeout=900)
     assert resumed.returncode == 0, stderr[-4000:]

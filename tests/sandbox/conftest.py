@@ -45,6 +45,8 @@ def start_service(
     pool_size: int = 2,
     server_kw: dict | None = None,
     provider_key: str = "",
+    provider_timeout_s: float = 120.0,
+    runtime_kw: dict | None = None,
     **service_kw,
 ) -> Iterator[Service]:
     state = tempfile.mkdtemp(prefix="so-svc-", dir="/tmp")
@@ -53,7 +55,7 @@ def start_service(
     config = ServerConfig(
         listen="127.0.0.1:0",
         token=token,
-        runtime=RuntimeConfig(host_id=host_id, state_dir=state, pool_size=pool_size),
+        runtime=RuntimeConfig(host_id=host_id, state_dir=state, pool_size=pool_size, **(runtime_kw or {})),
         service=ServiceConfig(host_id=host_id, capacity=capacity, base_spec=ContainerSpec(), **service_kw),
         providers={
             "scripted": ProviderProfile(
@@ -62,6 +64,7 @@ def start_service(
                 base_url=scripted.base_url,
                 max_retries=0,
                 api_key=provider_key,
+                timeout_s=provider_timeout_s,
             ),
             "scripted-anthropic": ProviderProfile(
                 name="scripted-anthropic",
@@ -69,6 +72,7 @@ def start_service(
                 base_url=scripted.anthropic_base_url,
                 max_retries=0,
                 api_key=provider_key,
+                timeout_s=provider_timeout_s,
             ),
         },
         drain_grace_s=5.0,
@@ -145,4 +149,14 @@ def request_for(
     )
 
 
-__all__ = ["Service", "TaskScripts", "fenced", "request_for", "solution_code", "start_service"]
+def rss_bytes(pid: int | str = "self") -> int:
+    """Resident memory of a process (this one by default), from /proc."""
+    from pathlib import Path
+
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+__all__ = ["Service", "TaskScripts", "fenced", "request_for", "rss_bytes", "solution_code", "start_service"]

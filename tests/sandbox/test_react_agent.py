@@ -208,7 +208,7 @@ def test_a_model_failure_mid_rollout_is_an_infra_row_that_keeps_the_trace(servic
     with _scripted(service, scripts, sample, task_id, replies):
         r = service.client.run(request_for(sample, task_id, agent="react"), timeout_s=120)
     assert r.infra_error is not None and r.infra_error.kind.value == "model_unavailable"
-    assert r.fail_reason.startswith("infra-model_unavailable: ")
+    assert r.fail_reason.startswith("model-unavailable: ")
     assert r.agent_ok and r.n_turns == 1 and r.hard == 0.0
     assert [m.role for m in r.trace.messages] == ["system", "user", "assistant", "tool"]
     assert r.trace.messages[-1].content.startswith("[exit code 0]\ninput.xlsx")

@@ -148,6 +148,9 @@ class InfraError(_message.Message):
         CANCELLED: _ClassVar[InfraError.Kind]
         INTERNAL: _ClassVar[InfraError.Kind]
         REPLAY_MISS: _ClassVar[InfraError.Kind]
+        MODEL_AUTH: _ClassVar[InfraError.Kind]
+        MODEL_RATE_LIMITED: _ClassVar[InfraError.Kind]
+        MODEL_BAD_REQUEST: _ClassVar[InfraError.Kind]
     KIND_UNSPECIFIED: InfraError.Kind
     OOM_KILLED: InfraError.Kind
     TIMEOUT: InfraError.Kind
@@ -159,6 +162,9 @@ class InfraError(_message.Message):
     CANCELLED: InfraError.Kind
     INTERNAL: InfraError.Kind
     REPLAY_MISS: InfraError.Kind
+    MODEL_AUTH: InfraError.Kind
+    MODEL_RATE_LIMITED: InfraError.Kind
+    MODEL_BAD_REQUEST: InfraError.Kind
     KIND_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     RETRYABLE_FIELD_NUMBER: _ClassVar[int]
@@ -251,7 +257,7 @@ class Usage(_message.Message):
     def __init__(self, calls: _Optional[int] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ...) -> None: ...
 
 class RunResult(_message.Message):
-    __slots__ = ("id", "rollout_id", "hard", "soft", "fail_reason", "phase", "agent_ok", "n_turns", "cases", "metrics_json", "trace", "artifacts", "usage", "timings_s", "host", "image_digest", "infra_error")
+    __slots__ = ("id", "rollout_id", "hard", "soft", "fail_reason", "phase", "agent_ok", "n_turns", "cases", "metrics_json", "trace", "artifacts", "usage", "timings_s", "host", "image_digest", "infra_error", "container_runtime")
     class TimingsSEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -276,6 +282,7 @@ class RunResult(_message.Message):
     HOST_FIELD_NUMBER: _ClassVar[int]
     IMAGE_DIGEST_FIELD_NUMBER: _ClassVar[int]
     INFRA_ERROR_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_RUNTIME_FIELD_NUMBER: _ClassVar[int]
     id: str
     rollout_id: str
     hard: float
@@ -293,14 +300,15 @@ class RunResult(_message.Message):
     host: str
     image_digest: str
     infra_error: InfraError
-    def __init__(self, id: _Optional[str] = ..., rollout_id: _Optional[str] = ..., hard: _Optional[float] = ..., soft: _Optional[float] = ..., fail_reason: _Optional[str] = ..., phase: _Optional[str] = ..., agent_ok: _Optional[bool] = ..., n_turns: _Optional[int] = ..., cases: _Optional[_Iterable[_Union[CaseResult, _Mapping]]] = ..., metrics_json: _Optional[str] = ..., trace: _Optional[_Union[Trace, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[File, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., timings_s: _Optional[_Mapping[str, float]] = ..., host: _Optional[str] = ..., image_digest: _Optional[str] = ..., infra_error: _Optional[_Union[InfraError, _Mapping]] = ...) -> None: ...
+    container_runtime: str
+    def __init__(self, id: _Optional[str] = ..., rollout_id: _Optional[str] = ..., hard: _Optional[float] = ..., soft: _Optional[float] = ..., fail_reason: _Optional[str] = ..., phase: _Optional[str] = ..., agent_ok: _Optional[bool] = ..., n_turns: _Optional[int] = ..., cases: _Optional[_Iterable[_Union[CaseResult, _Mapping]]] = ..., metrics_json: _Optional[str] = ..., trace: _Optional[_Union[Trace, _Mapping]] = ..., artifacts: _Optional[_Iterable[_Union[File, _Mapping]]] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., timings_s: _Optional[_Mapping[str, float]] = ..., host: _Optional[str] = ..., image_digest: _Optional[str] = ..., infra_error: _Optional[_Union[InfraError, _Mapping]] = ..., container_runtime: _Optional[str] = ...) -> None: ...
 
 class DescribeRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("host", "version", "capacity", "free_slots", "running", "draining", "agents", "image_digests", "pool_idle", "container_runtime", "providers", "runner_sha256")
+    __slots__ = ("host", "version", "capacity", "free_slots", "running", "draining", "agents", "image_digests", "pool_idle", "container_runtime", "providers", "runner_sha256", "agent_runtimes", "unavailable_agents", "available_runtimes", "engine_version", "service_build", "image_labels")
     class ImageDigestsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -315,6 +323,27 @@ class DescribeResponse(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class AgentRuntimesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class UnavailableAgentsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class ImageLabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     HOST_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
@@ -327,6 +356,12 @@ class DescribeResponse(_message.Message):
     CONTAINER_RUNTIME_FIELD_NUMBER: _ClassVar[int]
     PROVIDERS_FIELD_NUMBER: _ClassVar[int]
     RUNNER_SHA256_FIELD_NUMBER: _ClassVar[int]
+    AGENT_RUNTIMES_FIELD_NUMBER: _ClassVar[int]
+    UNAVAILABLE_AGENTS_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_RUNTIMES_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_BUILD_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_LABELS_FIELD_NUMBER: _ClassVar[int]
     host: str
     version: str
     capacity: int
@@ -339,7 +374,47 @@ class DescribeResponse(_message.Message):
     container_runtime: str
     providers: _containers.RepeatedScalarFieldContainer[str]
     runner_sha256: str
-    def __init__(self, host: _Optional[str] = ..., version: _Optional[str] = ..., capacity: _Optional[int] = ..., free_slots: _Optional[int] = ..., running: _Optional[int] = ..., draining: _Optional[bool] = ..., agents: _Optional[_Iterable[str]] = ..., image_digests: _Optional[_Mapping[str, str]] = ..., pool_idle: _Optional[_Mapping[str, int]] = ..., container_runtime: _Optional[str] = ..., providers: _Optional[_Iterable[str]] = ..., runner_sha256: _Optional[str] = ...) -> None: ...
+    agent_runtimes: _containers.ScalarMap[str, str]
+    unavailable_agents: _containers.ScalarMap[str, str]
+    available_runtimes: _containers.RepeatedScalarFieldContainer[str]
+    engine_version: str
+    service_build: str
+    image_labels: _containers.ScalarMap[str, str]
+    def __init__(self, host: _Optional[str] = ..., version: _Optional[str] = ..., capacity: _Optional[int] = ..., free_slots: _Optional[int] = ..., running: _Optional[int] = ..., draining: _Optional[bool] = ..., agents: _Optional[_Iterable[str]] = ..., image_digests: _Optional[_Mapping[str, str]] = ..., pool_idle: _Optional[_Mapping[str, int]] = ..., container_runtime: _Optional[str] = ..., providers: _Optional[_Iterable[str]] = ..., runner_sha256: _Optional[str] = ..., agent_runtimes: _Optional[_Mapping[str, str]] = ..., unavailable_agents: _Optional[_Mapping[str, str]] = ..., available_runtimes: _Optional[_Iterable[str]] = ..., engine_version: _Optional[str] = ..., service_build: _Optional[str] = ..., image_labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ErrorDetail(_message.Message):
+    __slots__ = ("reason", "retryable", "host")
+    class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        REASON_UNSPECIFIED: _ClassVar[ErrorDetail.Reason]
+        INVALID_REQUEST: _ClassVar[ErrorDetail.Reason]
+        UNAUTHENTICATED: _ClassVar[ErrorDetail.Reason]
+        HOST_FULL: _ClassVar[ErrorDetail.Reason]
+        DRAINING: _ClassVar[ErrorDetail.Reason]
+        UNAVAILABLE: _ClassVar[ErrorDetail.Reason]
+        IMAGE_MISSING: _ClassVar[ErrorDetail.Reason]
+        NOT_FOUND: _ClassVar[ErrorDetail.Reason]
+        CANCELLED: _ClassVar[ErrorDetail.Reason]
+        DEADLINE_EXCEEDED: _ClassVar[ErrorDetail.Reason]
+        INTERNAL: _ClassVar[ErrorDetail.Reason]
+    REASON_UNSPECIFIED: ErrorDetail.Reason
+    INVALID_REQUEST: ErrorDetail.Reason
+    UNAUTHENTICATED: ErrorDetail.Reason
+    HOST_FULL: ErrorDetail.Reason
+    DRAINING: ErrorDetail.Reason
+    UNAVAILABLE: ErrorDetail.Reason
+    IMAGE_MISSING: ErrorDetail.Reason
+    NOT_FOUND: ErrorDetail.Reason
+    CANCELLED: ErrorDetail.Reason
+    DEADLINE_EXCEEDED: ErrorDetail.Reason
+    INTERNAL: ErrorDetail.Reason
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RETRYABLE_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    reason: ErrorDetail.Reason
+    retryable: bool
+    host: str
+    def __init__(self, reason: _Optional[_Union[ErrorDetail.Reason, str]] = ..., retryable: _Optional[bool] = ..., host: _Optional[str] = ...) -> None: ...
 
 class CancelRequest(_message.Message):
     __slots__ = ("rollout_id",)

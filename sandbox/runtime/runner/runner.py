@@ -140,8 +140,10 @@ def op_read(header: dict, _payload: bytes) -> tuple[dict, bytes]:
     max_bytes = int(header.get("max_bytes", 64 << 20))
     try:
         dfd = _open_parent(parts, create=False)
-    except (FileNotFoundError, RequestError):  # missing, or a link/file where a dir should be
+    except FileNotFoundError:
         return {"ok": True, "exists": False}, b""
+    except RequestError as exc:  # a link (or a file) where a directory should be: never followed
+        raise RequestError("not_regular", f"not a regular file: {header['path']!r} ({exc})") from exc
     try:
         try:
             fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
@@ -149,10 +151,11 @@ def op_read(header: dict, _payload: bytes) -> tuple[dict, bytes]:
             return {"ok": True, "exists": False}, b""
         except OSError as exc:  # ELOOP: a symlink
             raise RequestError("not_regular", f"not a regular file: {header['path']!r}") from exc
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # a directory or special file
+            os.close(fd)
+            raise RequestError("not_regular", f"not a regular file: {header['path']!r}")
         with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise RequestError("not_regular", f"not a regular file: {header['path']!r}")
             if st.st_size > max_bytes:
                 raise RequestError("too_large", f"{header['path']!r} is {st.st_size} bytes > {max_bytes}")
             data = fh.read(max_bytes + 1)

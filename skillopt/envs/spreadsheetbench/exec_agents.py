@@ -240,6 +240,9 @@ def _run(ctx: AgentContext, st: RolloutState, agent: str) -> RolloutResult:
     t0 = time.monotonic()
     outcome = sandbox.run_command(argv, timeout_s=budget, env=env, output_limit_bytes=_OUTPUT_CAP)
     st.add_time("model", t0)
+    failure = ctx.gateway.provider_error() if ctx.gateway is not None else None
+    if failure is not None:
+        raise failure  # the provider refused or failed: nothing the CLI made of that is graded
     events = _events(outcome.stdout_tail)
     msgs, calls, final = (_codex_messages if cli == "codex" else _claude_messages)(events)
     if cli == "codex":

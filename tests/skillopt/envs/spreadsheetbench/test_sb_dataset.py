@@ -182,6 +182,8 @@ def test_every_task_and_case_is_there(sweep: Sweep) -> None:
 def test_gold_vs_gold_passes_every_case(sweep: Sweep) -> None:
     bad = [(o.job.task_id, o.job.case, o.gold_reason) for o in sweep.outcomes if not o.gold_ok]
     assert bad == []
+    # A figure, not an assertion (timings belong to benchmarks): ~30 s on an idle 2-core machine.
+    print(f"\nsweep: {len(sweep.outcomes)} cases of {sweep.n_tasks} tasks in {sweep.wall_s:.1f} s")
 
 
 def test_input_vs_gold_failures_name_a_cell_that_differs(sweep: Sweep) -> None:
@@ -202,12 +204,6 @@ def test_input_vs_gold_passes_are_real(sweep: Sweep) -> None:
     )
     # The known count for this data: if it moves, the grader or the data changed.
     assert len(passes) == 88
-
-
-def test_sweep_is_fast_enough(sweep: Sweep) -> None:
-    # Measured: ~30 s wall on 2 cores, ~60 s on one. The bound only catches a regression by
-    # an order of magnitude (e.g. losing the fast stylesheet reader: task 51090 alone +14 s).
-    assert sweep.wall_s < 300
 
 
 # -- parity with normal-mode openpyxl (what the official grader reads) -------------------------

@@ -1,0 +1,124 @@
+"""``skillopt fleet status``: every sandbox host's health, capacity and environment at a glance."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from skillopt.errors import ConfigError, SkillOptError
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "fleet",
+        help="inspect a fleet of sandbox hosts (health, capacity, image digests)",
+        description="Inspect the sandbox hosts a run would use.",
+    )
+    fsub = p.add_subparsers(dest="fleet_command", metavar="COMMAND")
+    fsub.required = True
+    s = fsub.add_parser(
+        "status",
+        help="health, capacity, in-flight rollouts, runtimes and digests of every host",
+        description=(
+            "Probe every host: health, capacity, free and in-flight rollouts, container runtime and "
+            "gVisor availability, runtime image digest, runner, service build and version. Exits 1 "
+            "when a host is down (or draining, or refuses the token) or the hosts differ in what "
+            "they would run, 2 on bad arguments. Examples:\n"
+            "  skillopt fleet status --endpoints h1:50051,h2:50051 --token-file T\n"
+            "  skillopt fleet status --endpoints dns:///sandbox.skillopt.svc.cluster.local:50051\n"
+            "  skillopt fleet status --config my.yaml      # its sandbox.endpoints and token"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s.add_argument("--endpoints", help="comma-separated host:port or dns:///name:port")
+    s.add_argument("--config", help="take endpoints, token and TLS settings from this config")
+    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    s.add_argument(
+        "--token-file", help="bearer token file (default: sandbox.token_file, $SKILLOPT_SANDBOX_TOKEN)"
+    )
+    s.add_argument("--timeout", type=float, default=5.0, help="seconds per host (default 5)")
+    s.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    s.set_defaults(func=run)
+
+
+def _channels(args: argparse.Namespace):
+    from controller.client.sandbox_client import ChannelConfig
+    from skillopt.config import load_config
+
+    endpoints: list[str] = []
+    tls = {"tls_ca_file": "", "tls_cert_file": "", "tls_key_file": ""}
+    token_file = args.token_file or ""
+    if args.config:
+        cfg = load_config(args.config, list(args.set))
+        endpoints = list(cfg.sandbox.endpoints)
+        tls = {k: getattr(cfg.sandbox, k) for k in tls}
+        token_file = token_file or cfg.sandbox.token_file
+    if args.endpoints:
+        endpoints = [e.strip() for e in args.endpoints.split(",") if e.strip()]
+    if not endpoints:
+        raise ConfigError("give --endpoints host:port,... (or --config with sandbox.endpoints)")
+    token = Path(token_file).read_text().strip() if token_file else os.environ.get("SKILLOPT_SANDBOX_TOKEN")
+    return [ChannelConfig(address=e, token=token or None, **tls) for e in endpoints]
+
+
+def run(args: argparse.Namespace) -> int:
+    from controller.fleet.status import fleet_problems, probe_fleet
+
+    try:
+        reports = probe_fleet(_channels(args), timeout_s=args.timeout)
+    except (SkillOptError, OSError) as exc:
+        print(f"skillopt fleet status: {getattr(exc, 'message', exc)}", file=sys.stderr)
+        return 2
+    problems = fleet_problems(reports)
+    if args.json:
+        print(json.dumps({"ok": not problems, "problems": problems, "hosts": [r.to_dict() for r in reports]}))
+    else:
+        _table(reports)
+        for p in problems:
+            print(f"problem: {p}")
+        print("fleet: ok" if not problems else f"fleet: {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+def _table(reports) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(show_lines=False)
+    for col in (
+        "address",
+        "host",
+        "health",
+        "capacity",
+        "free",
+        "in flight",
+        "runtime",
+        "gVisor",
+        "runtime image",
+        "service",
+        "engine",
+    ):
+        t.add_column(col)
+    for r in reports:
+        digest = ", ".join(
+            d[7:19] if d.startswith("sha256:") else (d[:12] or "missing") for d in r.image_digests.values()
+        )
+        t.add_row(
+            r.address,
+            r.host or "-",
+            r.health + (" (refuses us)" if r.health == "SERVING" and r.error else ""),
+            str(r.capacity) if r.host else "-",
+            str(r.free_slots) if r.host else "-",
+            str(r.running) if r.host else "-",
+            r.container_runtime or "-",
+            ("yes" if r.gvisor else "no") if r.host else "-",
+            digest or "-",
+            f"{r.version} {r.service_build[:12]}".strip() or "-",
+            r.engine_version or "-",
+        )
+    Console(soft_wrap=True, width=200).print(t)

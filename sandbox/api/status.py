@@ -1,0 +1,123 @@
+"""The proto's status table, in one place: skillopt errors ↔ gRPC status codes + typed details.
+
+The service ends a call with :func:`status_for` (code, bounded message, :class:`ErrorDetail`
+in the trailing metadata key ``skillopt-error-bin``); the client turns a status back into the
+most specific skillopt error with :func:`error_for`, by the detail's ``reason`` (never by the
+message text). Statuses gRPC produces itself (oversize message, transport failure, a deadline
+that expired on the wire) come without a detail and are classified by code alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import grpc
+
+from sandbox.api.v1 import sandbox_pb2 as pb
+from skillopt.errors import (
+    Cancelled,
+    DeadlineExceeded,
+    Draining,
+    HostFull,
+    ImageMissing,
+    InvalidRequest,
+    RolloutTimeout,
+    SandboxUnavailable,
+    SkillOptError,
+    Unauthenticated,
+    UnknownRollout,
+)
+
+__all__ = [
+    "DETAIL_KEY",
+    "MAX_MESSAGE_CHARS",
+    "bounded",
+    "detail_from_metadata",
+    "error_for",
+    "status_for",
+]
+
+#: Trailing metadata key of the serialized ErrorDetail (``-bin``: binary metadata).
+DETAIL_KEY = "skillopt-error-bin"
+#: Longest status message sent (gRPC's metadata limit is 8 KiB by default; a message must never
+#: grow with its input).
+MAX_MESSAGE_CHARS = 1024
+
+R = pb.ErrorDetail.Reason
+C = grpc.StatusCode
+
+# (error class, status code, reason). Order matters: subclasses before their bases.
+_TABLE: tuple[tuple[type[SkillOptError], grpc.StatusCode, int], ...] = (
+    (InvalidRequest, C.INVALID_ARGUMENT, R.INVALID_REQUEST),
+    (Unauthenticated, C.UNAUTHENTICATED, R.UNAUTHENTICATED),
+    (HostFull, C.RESOURCE_EXHAUSTED, R.HOST_FULL),
+    (Draining, C.UNAVAILABLE, R.DRAINING),
+    (ImageMissing, C.FAILED_PRECONDITION, R.IMAGE_MISSING),
+    (UnknownRollout, C.NOT_FOUND, R.NOT_FOUND),
+    (Cancelled, C.CANCELLED, R.CANCELLED),
+    (DeadlineExceeded, C.DEADLINE_EXCEEDED, R.DEADLINE_EXCEEDED),
+    (SandboxUnavailable, C.UNAVAILABLE, R.UNAVAILABLE),
+)
+_BY_REASON: dict[int, type[SkillOptError]] = {reason: cls for cls, _, reason in _TABLE}
+# Statuses without our detail (made by gRPC itself, or by an older host).
+_BY_CODE: dict[grpc.StatusCode, type[SkillOptError]] = {
+    C.INVALID_ARGUMENT: InvalidRequest,
+    C.UNAUTHENTICATED: Unauthenticated,
+    # gRPC's own RESOURCE_EXHAUSTED means a message over the size limit: the request's fault.
+    C.RESOURCE_EXHAUSTED: InvalidRequest,
+    C.FAILED_PRECONDITION: ImageMissing,
+    C.NOT_FOUND: UnknownRollout,
+    C.CANCELLED: Cancelled,
+    C.DEADLINE_EXCEEDED: RolloutTimeout,
+    C.UNAVAILABLE: SandboxUnavailable,
+}
+
+
+def bounded(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``message`` cut to ``limit`` characters (saying how much was cut)."""
+    if len(message) <= limit:
+        return message
+    return message[: limit - 40] + f" ... [{len(message) - limit + 40} characters cut]"
+
+
+def status_for(exc: BaseException, *, host: str = "") -> tuple[grpc.StatusCode, str, tuple]:
+    """The status code, bounded message and trailing metadata that end a call failing with
+    ``exc``. Anything not in the table is INTERNAL (a bug; its message still says what)."""
+    row = next((row for row in _TABLE if isinstance(exc, row[0])), None)
+    if row is not None and isinstance(exc, SkillOptError):
+        _, code, reason = row
+        retryable = bool(getattr(exc, "retryable", False)) and code != C.INVALID_ARGUMENT
+        message = exc.message
+    else:
+        code, reason, retryable = C.INTERNAL, R.INTERNAL, True
+        message = f"internal error: {type(exc).__name__}: {exc}"
+    detail = pb.ErrorDetail(reason=reason, retryable=retryable, host=host)
+    return code, bounded(message), ((DETAIL_KEY, detail.SerializeToString()),)
+
+
+def detail_from_metadata(metadata: Sequence[tuple[str, str | bytes]] | None) -> pb.ErrorDetail | None:
+    """The ErrorDetail in a call's trailing metadata, if the service sent one."""
+    for key, value in metadata or ():
+        if key == DETAIL_KEY and isinstance(value, bytes):
+            detail = pb.ErrorDetail()
+            try:
+                detail.ParseFromString(value)
+            except Exception:  # a garbled detail: classify by code
+                return None
+            return detail
+    return None
+
+
+def error_for(
+    code: grpc.StatusCode, message: str, detail: pb.ErrorDetail | None, **context: str
+) -> SkillOptError:
+    """The most specific skillopt error for a status (``context``: ``rollout_id``, ``host``)."""
+    cls = _BY_REASON.get(detail.reason) if detail is not None else None
+    if cls is None:
+        cls = _BY_CODE.get(code)
+    if cls is None:
+        return SandboxUnavailable(f"{message} ({code.name})", **context)
+    err = cls(message, **context)
+    if detail is not None and isinstance(err, SandboxUnavailable | HostFull | Draining):
+        err.retryable = detail.retryable
+    return err

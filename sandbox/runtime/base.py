@@ -1,0 +1,209 @@
+"""The sandbox runtime contract: what any provider of rollout sandboxes implements.
+
+Modelled on Inspect AI's ``SandboxEnvironment`` (one ABC, a short list of abstract methods,
+a Raises section per method that *is* the contract, and a conformance suite that every provider
+must pass: ``sandbox/runtime/conformance.py``). Docker (runc, or gVisor's runsc) is the one
+implementation today (``docker_runtime.DockerRuntime``); a remote VM or a Kubernetes pod
+runtime would implement the same two classes and pass the same suite.
+
+Two levels:
+
+* :class:`SandboxRuntime` — the lifecycle on one host: ``create`` a sandbox for a
+  :class:`~sandbox.runtime.spec.ContainerSpec`, ``lease`` it to one rollout, ``kill`` /
+  ``destroy`` it, ``reap`` what a crashed predecessor left, ``close``. The warm pool
+  (``pool.PoolManager``) and the rollout service only use this interface.
+* :class:`RolloutSandbox` — one leased sandbox as the trusted side drives it: execute,
+  read, write, list, with typed errors. A failing program is data (``ExecOutcome``); a dead
+  sandbox, a timeout or a cancellation is an exception.
+
+Errors (all in :mod:`skillopt.errors`): ``SandboxFileMissing`` (no such file),
+``SandboxFileRefused`` (a link, directory or special file: never followed or read),
+``OutputLimitExceeded`` (larger than asked for), ``InvalidRequest`` (a path outside the
+workspace), ``SandboxUnavailable`` (the sandbox died), ``RolloutTimeout`` (the rollout's wall
+time ran out), ``Cancelled``, ``OOMKilled``, ``ImageMissing``, ``ContainerStartFailed``.
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sandbox.runtime.spec import ContainerSpec
+from skillopt.executor import ExecOutcome, FileEntry
+
+__all__ = ["RolloutSandbox", "SandboxRuntime"]
+
+
+class RolloutSandbox(abc.ABC):
+    """One sandbox leased to one rollout (never shared between rollouts or threads).
+
+    Paths are relative POSIX paths below the sandbox's workspace.
+    """
+
+    @abc.abstractmethod
+    def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        output_limit_bytes: int | None = None,
+    ) -> ExecOutcome:
+        """Run a program (``argv[0]`` on the sandbox's PATH) with cwd = workspace. A timeout
+        kills the program's whole process tree and is reported as ``timed_out``; the kept
+        stdout/stderr is the tail, at most ``output_limit_bytes`` (the lease's cap if unset).
+
+        Raises:
+            InvalidRequest: empty ``argv``.
+            RolloutTimeout: the rollout's wall time ran out (before or during the run).
+            OOMKilled: the sandbox itself died of memory exhaustion.
+            SandboxUnavailable: the sandbox died or cannot be trusted any more.
+            Cancelled: the rollout was cancelled.
+        """
+
+    @abc.abstractmethod
+    def run_python(
+        self,
+        path: str,
+        *,
+        args: Sequence[str] = (),
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecOutcome:
+        """Run a Python file of the workspace in a fresh process; as :meth:`exec`."""
+
+    @abc.abstractmethod
+    def read_file(self, path: str, *, max_bytes: int) -> bytes:
+        """The content of a regular file. Links are never followed.
+
+        Raises:
+            SandboxFileMissing: nothing exists at ``path``.
+            SandboxFileRefused: ``path`` (or a directory on the way) is a link, a directory or
+                a special file.
+            OutputLimitExceeded: the file is larger than ``max_bytes``.
+            InvalidRequest: ``path`` is absolute or escapes the workspace.
+            SandboxUnavailable, RolloutTimeout, Cancelled: as for :meth:`exec`.
+        """
+
+    @abc.abstractmethod
+    def write_file(self, path: str, data: bytes) -> None:
+        """Create or replace a regular file (parent directories are created).
+
+        Raises:
+            InvalidRequest: ``path`` is absolute, escapes the workspace or runs through a link.
+            SandboxUnavailable, RolloutTimeout, Cancelled: as for :meth:`exec`.
+        """
+
+    @abc.abstractmethod
+    def list_files(self, *, max_files: int = 1000) -> list[FileEntry]:
+        """Regular files under the workspace, recursively, without following links."""
+
+    @abc.abstractmethod
+    def write_skill(self, content: str) -> None:
+        """Place SKILL.md where the sandbox's read-only skill mounts show it (host side)."""
+
+    @abc.abstractmethod
+    def kill(self) -> None:
+        """Kill the sandbox now; a call blocked in another thread fails with ``Cancelled``
+        (when the rollout was cancelled) or ``SandboxUnavailable``."""
+
+    @abc.abstractmethod
+    def remaining_s(self) -> float | None:
+        """Seconds left of the rollout's wall time (``None``: unbounded)."""
+
+
+class SandboxRuntime(abc.ABC):
+    """Creates, leases and removes sandboxes on one host. Thread-safe."""
+
+    #: Provider name, e.g. ``docker``.
+    name: str = ""
+    #: SHA-256 of the in-sandbox runner (reported by Describe).
+    runner_sha256: str = ""
+
+    @abc.abstractmethod
+    def create(self, spec: ContainerSpec) -> Any:
+        """Create and start one sandbox and wait until it takes work; returns its handle
+        (with at least ``name``, ``spec``, ``created_at``, ``image_digest`` and ``state``).
+
+        Raises:
+            ImageMissing: the spec's image is not on this host.
+            ContainerStartFailed: the sandbox could not be started, or the runtime is closing.
+        """
+
+    @abc.abstractmethod
+    def lease(
+        self,
+        handle: Any,
+        rollout_id: str,
+        *,
+        output_limit_bytes: int = 64 * 1024,
+        deadline: float | None = None,
+        cancel: threading.Event | None = None,
+    ) -> RolloutSandbox:
+        """Hand a created sandbox to one rollout (``deadline``: ``time.monotonic()`` after
+        which it is out of time; ``cancel``: set by another thread to cancel)."""
+
+    @abc.abstractmethod
+    def alive(self, handle: Any) -> bool:
+        """Whether an idle sandbox can still take work."""
+
+    @abc.abstractmethod
+    def kill(self, handle: Any) -> None:
+        """Kill a sandbox now (removal happens in :meth:`destroy`). Never raises."""
+
+    @abc.abstractmethod
+    def destroy(self, handle: Any) -> None:
+        """Remove a sandbox and everything the host keeps for it. Never raises."""
+
+    @abc.abstractmethod
+    def image_digest(self, image: str) -> str:
+        """The content digest of an image on this host.
+
+        Raises:
+            ImageMissing: not on this host.
+        """
+
+    @abc.abstractmethod
+    def runtime_name(self, spec: ContainerSpec) -> str:
+        """The isolation a sandbox of ``spec`` actually runs under (``runc``, ``runsc`` ...)."""
+
+    @abc.abstractmethod
+    def check_runtime(self, name: str) -> None:
+        """Refuse an isolation runtime this host does not have.
+
+        Raises:
+            ConfigError: naming the runtimes the host has.
+        """
+
+    def runtime_has_network(self, name: str) -> bool:
+        """Whether sandboxes of runtime ``name`` can join a network (exec agents need one)."""
+        return True
+
+    def image_labels(self, image: str) -> dict[str, str]:
+        """The ``org.skillopt.*`` labels of an image (build hash, agent CLI versions); {} when
+        unknown."""
+        return {}
+
+    def available_runtimes(self) -> tuple[str, ...]:
+        """The isolation runtimes this host offers (for ``Describe``)."""
+        return ()
+
+    @property
+    def engine_version(self) -> str:
+        """Version of the engine behind this runtime ("" when not known)."""
+        return ""
+
+    @abc.abstractmethod
+    def reap(self, *, startup: bool = False) -> Any:
+        """Remove sandboxes this host no longer owns (a crashed predecessor's, expired ones)."""
+
+    @abc.abstractmethod
+    def abort_creations(self) -> None:
+        """Make creations in flight fail soon and refuse new ones (the host is closing)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Remove every sandbox this runtime created and release the host's resources."""

@@ -1,0 +1,309 @@
+"""The conformance suite of :class:`sandbox.runtime.base.SandboxRuntime`: provider-agnostic
+checks that every runtime implementation must pass (Inspect AI's ``self_check`` idea).
+
+Each check takes a :class:`Conformance` (the runtime, the spec to create sandboxes with, and
+one shared sandbox that checks lease anew with their own settings, so the suite creates a few
+sandboxes rather than one per check) and raises ``AssertionError`` (with what was seen) when
+the runtime breaks the contract. Run them all from a test, per provider, with an explicit list
+of known failures (empty for Docker)::
+
+    @pytest.mark.parametrize("name", sorted(CHECKS))
+    def test_docker_conforms(conformance, name):
+        CHECKS[name](conformance)
+
+Nothing here knows Docker: a remote VM or Kubernetes pod runtime is checked the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+from sandbox.runtime.base import RolloutSandbox, SandboxRuntime
+from sandbox.runtime.spec import ContainerSpec
+from skillopt.errors import (
+    Cancelled,
+    ConfigError,
+    ImageMissing,
+    InvalidRequest,
+    OutputLimitExceeded,
+    SandboxFileMissing,
+    SandboxFileRefused,
+    SandboxUnavailable,
+)
+
+__all__ = ["CHECKS", "Check", "Conformance"]
+
+
+class Conformance:
+    """What the checks run against: a runtime, a spec, and one shared sandbox.
+
+    ``box(**lease_kw)`` leases the shared sandbox (created on first use) with the given lease
+    settings, in a fresh workspace directory of its own; ``fresh(**lease_kw)`` creates (and
+    afterwards destroys) a sandbox of its own, for checks that kill or exhaust it.
+    ``close()`` removes the shared one.
+    """
+
+    def __init__(self, runtime: SandboxRuntime, spec: ContainerSpec) -> None:
+        self.runtime = runtime
+        self.spec = spec
+        self._shared = None
+        self._n = 0
+
+    @contextlib.contextmanager
+    def box(self, **kw) -> Iterator[RolloutSandbox]:
+        if self._shared is None or not self.runtime.alive(self._shared):
+            self._shared = self.runtime.create(self.spec)
+        self._n += 1
+        yield _Subdir(self.runtime.lease(self._shared, "conformance/shared", **kw), f"c{self._n}")
+
+    @contextlib.contextmanager
+    def fresh(self, **kw) -> Iterator[RolloutSandbox]:
+        handle = self.runtime.create(self.spec)
+        try:
+            yield self.runtime.lease(handle, "conformance/fresh", **kw)
+        finally:
+            self.runtime.destroy(handle)
+
+    def close(self) -> None:
+        if self._shared is not None:
+            self.runtime.destroy(self._shared)
+            self._shared = None
+
+
+class _Subdir(RolloutSandbox):
+    """A leased sandbox whose workspace paths and working directory are one subdirectory, so
+    checks sharing a sandbox never see each other's files."""
+
+    def __init__(self, box: RolloutSandbox, sub: str) -> None:
+        self._box, self._sub = box, sub
+        box.write_file(f"{sub}/.keep", b"")
+
+    def _p(self, path: str) -> str:
+        return f"{self._sub}/{path}" if path and not path.startswith(("/", "\\")) else path
+
+    def exec(self, argv, *, timeout_s, env=None, stdin=None, output_limit_bytes=None):
+        if not argv:
+            return self._box.exec(argv, timeout_s=timeout_s)
+        script = 'cd "$0" && exec "$@"'
+        return self._box.exec(
+            ["sh", "-c", script, self._sub, *argv],
+            timeout_s=timeout_s,
+            env=env,
+            stdin=stdin,
+            output_limit_bytes=output_limit_bytes,
+        )
+
+    def run_python(self, path, *, args=(), timeout_s, env=None):
+        return self._box.run_python(self._p(path), args=args, timeout_s=timeout_s, env=env)
+
+    def read_file(self, path, *, max_bytes):
+        return self._box.read_file(self._p(path), max_bytes=max_bytes)
+
+    def write_file(self, path, data):
+        self._box.write_file(self._p(path), data)
+
+    def list_files(self, *, max_files=1000):
+        prefix = self._sub + "/"
+        return [
+            replace(f, path=f.path[len(prefix) :])
+            for f in self._box.list_files(max_files=max_files)
+            if f.path.startswith(prefix) and f.path != prefix + ".keep"
+        ]
+
+    def write_skill(self, content):
+        self._box.write_skill(content)
+
+    def kill(self):
+        self._box.kill()
+
+    def remaining_s(self):
+        return self._box.remaining_s()
+
+
+Check = Callable[[Conformance], None]
+CHECKS: dict[str, Check] = {}
+
+
+def _check(fn: Check) -> Check:
+    CHECKS[fn.__name__.removeprefix("check_")] = fn
+    return fn
+
+
+def _raises(
+    kind: type[BaseException] | tuple[type[BaseException], ...], fn: Callable[[], object]
+) -> BaseException:
+    try:
+        value = fn()
+    except kind as exc:
+        return exc
+    raise AssertionError(f"expected {kind}, got a return value {value!r:.200}")
+
+
+@_check
+def check_binary_round_trip(c: Conformance) -> None:
+    """Every byte value survives write → read, in nested directories."""
+    data = bytes(range(256)) * 64
+    with c.box() as box:
+        box.write_file("a/b/c.bin", data)
+        assert box.read_file("a/b/c.bin", max_bytes=len(data)) == data
+        box.write_file("a/b/c.bin", b"replaced")
+        assert box.read_file("a/b/c.bin", max_bytes=1024) == b"replaced"
+
+
+@_check
+def check_read_errors_are_typed(c: Conformance) -> None:
+    """Missing, refused (symlink, linked directory, directory) and too large are told apart."""
+    with c.box() as box:
+        _raises(SandboxFileMissing, lambda: box.read_file("nope.txt", max_bytes=10))
+        _raises(SandboxFileMissing, lambda: box.read_file("no/such/dir.txt", max_bytes=10))
+        out = box.exec(
+            ["sh", "-c", "ln -s /etc/passwd link && ln -s /etc dir && mkdir real && echo 12345678 > big"],
+            timeout_s=30,
+        )
+        assert out.exit_code == 0, out.stderr_tail
+        _raises(SandboxFileRefused, lambda: box.read_file("link", max_bytes=1 << 20))
+        _raises(SandboxFileRefused, lambda: box.read_file("dir/passwd", max_bytes=1 << 20))
+        _raises(SandboxFileRefused, lambda: box.read_file("real", max_bytes=1 << 20))
+        _raises(OutputLimitExceeded, lambda: box.read_file("big", max_bytes=4))
+        assert box.read_file("big", max_bytes=9) == b"12345678\n"
+
+
+@_check
+def check_paths_outside_the_workspace_are_refused(c: Conformance) -> None:
+    with c.box() as box:
+        for bad in ("/etc/passwd", "../x", "a/../../x", "", "a\\b"):
+            _raises(InvalidRequest, lambda bad=bad: box.write_file(bad, b"x"))
+            _raises(InvalidRequest, lambda bad=bad: box.read_file(bad, max_bytes=10))
+        box.exec(["ln", "-s", "/tmp", "tmplink"], timeout_s=30)
+        _raises(InvalidRequest, lambda: box.write_file("tmplink/evil", b"x"))
+
+
+@_check
+def check_a_failing_program_is_data(c: Conformance) -> None:
+    """Exit codes, stdout and stderr come back; a non-zero exit is not an exception."""
+    with c.box() as box:
+        out = box.exec(["sh", "-c", "echo out; echo err >&2; exit 3"], timeout_s=30)
+        assert (out.exit_code, out.stdout_tail, out.stderr_tail) == (3, "out\n", "err\n"), out
+        assert not out.timed_out and not out.oom_killed
+        box.write_file("p.py", b"import sys\nprint(sys.argv[1:])\nraise SystemExit(5)\n")
+        out = box.run_python("p.py", args=["x", "y"], timeout_s=30)
+        assert out.exit_code == 5 and out.stdout_tail == "['x', 'y']\n", out
+        out = box.exec(["cat"], timeout_s=30, stdin=b"from stdin")
+        assert out.stdout_tail == "from stdin", out
+        out = box.exec(["sh", "-c", "echo $SO_CHECK"], timeout_s=30, env={"SO_CHECK": "passed"})
+        assert out.stdout_tail == "passed\n", out
+        _raises(InvalidRequest, lambda: box.exec([], timeout_s=30))
+
+
+@_check
+def check_a_timeout_kills_the_process_tree(c: Conformance) -> None:
+    with c.box() as box:
+        out = box.exec(["sh", "-c", "(sleep 1000 &) ; sleep 1000"], timeout_s=1.5)
+        assert out.timed_out and out.exit_code is None, out
+        count = "cat /proc/[0-9]*/comm 2>/dev/null | grep -c '^sleep$' || true"
+        after = box.exec(["sh", "-c", count], timeout_s=30)
+        assert after.stdout_tail.strip() == "0", after
+
+
+@_check
+def check_output_keeps_the_tail(c: Conformance) -> None:
+    with c.box(output_limit_bytes=4096) as box:
+        out = box.exec(["sh", "-c", "seq 1 100000; echo THE-END"], timeout_s=60)
+        assert out.exit_code == 0 and out.stdout_tail.endswith("THE-END\n"), out.stdout_tail[-100:]
+        assert len(out.stdout_tail.encode()) <= 4096 and out.stdout_bytes > 4096 and out.output_truncated
+
+
+@_check
+def check_listing_shows_regular_files_only(c: Conformance) -> None:
+    with c.box() as box:
+        box.write_file("x/one.txt", b"1")
+        box.write_file("two.txt", b"22")
+        box.exec(["ln", "-s", "/etc/passwd", "link"], timeout_s=30)
+        listed = sorted((f.path, f.size_bytes) for f in box.list_files())
+        assert listed == [("two.txt", 2), ("x/one.txt", 1)], listed
+
+
+@_check
+def check_kill_ends_a_running_call(c: Conformance) -> None:
+    """``kill`` from another thread ends a blocked call: Cancelled when the rollout was
+    cancelled, SandboxUnavailable otherwise; later calls fail the same way."""
+    cancel = threading.Event()
+    with c.fresh(cancel=cancel) as box:
+        started = threading.Event()
+        box.write_file("spin.py", b"import sys\nprint('spinning', flush=True)\nwhile True:\n    pass\n")
+        box_error: list[BaseException] = []
+
+        def spin() -> None:
+            started.set()
+            try:
+                box.run_python("spin.py", timeout_s=120)
+            except (Cancelled, SandboxUnavailable) as exc:
+                box_error.append(exc)
+
+        t = threading.Thread(target=spin)
+        t.start()
+        assert started.wait(30)
+        cancel.set()
+        box.kill()
+        t.join(60)
+        assert not t.is_alive() and box_error, box_error
+        _raises((Cancelled, SandboxUnavailable), lambda: box.exec(["true"], timeout_s=10))
+
+
+@_check
+def check_wall_time_bounds_every_call(c: Conformance) -> None:
+    from skillopt.errors import RolloutTimeout
+
+    with c.box(deadline=time.monotonic() + 1.0) as box:
+        exc = _raises(RolloutTimeout, lambda: box.exec(["sleep", "30"], timeout_s=30))
+        assert "wall time" in str(exc), exc
+
+
+@_check
+def check_lifecycle(c: Conformance) -> None:
+    """create → alive → lease → destroy; a destroyed sandbox is not alive; names are unique;
+    the runtime reports which isolation it used."""
+    runtime, spec = c.runtime, c.spec
+    a, b = runtime.create(spec), runtime.create(spec)
+    try:
+        assert a.name != b.name and runtime.alive(a) and runtime.alive(b)
+        assert a.image_digest and a.spec == spec and a.created_at > 0
+        assert runtime.runtime_name(spec)
+    finally:
+        runtime.destroy(a)
+    assert not runtime.alive(a)
+    box = runtime.lease(b, "conformance/lifecycle")
+    box.write_skill("# skill\n")
+    out = box.exec(["cat", "/skill/SKILL.md"], timeout_s=30)
+    assert out.stdout_tail == "# skill\n", out
+    runtime.kill(b)
+    runtime.kill(b)  # twice: never raises
+    runtime.destroy(b)
+    runtime.destroy(b)
+
+
+@_check
+def check_configuration_errors_are_typed(c: Conformance) -> None:
+    runtime, spec = c.runtime, c.spec
+    _raises(ImageMissing, lambda: runtime.image_digest("skillopt-no-such-image:never"))
+    _raises(ImageMissing, lambda: runtime.create(replace(spec, image="skillopt-no-such-image:never")))
+    _raises(ConfigError, lambda: runtime.check_runtime("no-such-oci-runtime"))
+    runtime.check_runtime("")  # the default always exists
+    assert isinstance(runtime.runtime_has_network(""), bool)
+
+
+@_check
+def check_no_network_by_default(c: Conformance) -> None:
+    assert c.spec.network_mode == "none"
+    with c.box() as box:
+        box.write_file(
+            "net.py",
+            b"import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
+            b"    print('CONNECTED')\nexcept OSError:\n    print('blocked')\n",
+        )
+        out = box.run_python("net.py", timeout_s=30)
+        assert out.stdout_tail == "blocked\n", out

@@ -1,0 +1,217 @@
+"""Request validation at the door: every name, size and limit is checked before any resource
+is used, and every refusal is an :class:`InvalidRequest` whose message quotes at most a short
+prefix of what was sent (a message must never grow with its input: a 10 MB echo would exceed
+gRPC's metadata limit and turn a clear INVALID_ARGUMENT into RESOURCE_EXHAUSTED).
+
+Limits (``skillopt.types.Limits``): unset means the host's default; a finite value above the
+host's maximum is clamped to it (the proto says so); a value that is not a number, not finite,
+negative or below a floor is refused. The CPU maximum is also bounded by the cores this host
+has, so a rollout never fails at container start for asking more than exists.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import fields, is_dataclass
+from typing import TYPE_CHECKING, Any
+
+from skillopt.errors import InvalidRequest
+from skillopt.files import check_relative_name, shorten
+from skillopt.types import Limits, RolloutRequest
+
+if TYPE_CHECKING:
+    from sandbox.service.rollout import ServiceConfig
+
+__all__ = [
+    "MIN_CPUS",
+    "MIN_MEMORY_BYTES",
+    "approx_size_bytes",
+    "effective_limits",
+    "host_cpus",
+    "validate_limits",
+    "validate_request",
+]
+
+MiB = 1024 * 1024
+#: Docker's smallest CPU quota (``nano_cpus`` of 0.01 cores).
+MIN_CPUS = 0.01
+#: Below this a Python runner with openpyxl cannot even start (and ContainerSpec refuses it).
+MIN_MEMORY_BYTES = 32 * MiB
+_ROLLOUT_ID = re.compile(r"^[A-Za-z0-9._:/@+-]{1,200}$")
+_MAX_MODEL_NAME = 200
+_MAX_SHORT_FIELD = 64
+
+
+def host_cpus() -> float:
+    """CPU cores this process may use (affinity-aware): the ceiling of any CPU limit."""
+    try:
+        return float(len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return float(os.cpu_count() or 1)
+
+
+def approx_size_bytes(obj: Any, _depth: int = 0) -> int:
+    """Bytes an object of the domain types holds, approximately (strings and byte strings by
+    length, a small constant per object). One measure for request payloads and for results kept
+    in memory, so neither can grow past its cap unseen."""
+    if isinstance(obj, bytes | bytearray | str):
+        return len(obj) + 48
+    if obj is None or isinstance(obj, bool | int | float):
+        return 16
+    if _depth > 64:  # domain data is shallow; deep nesting only comes from JSON attributes
+        return 64
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return 64 + sum(approx_size_bytes(getattr(obj, f.name), _depth + 1) for f in fields(obj))
+    if isinstance(obj, dict) or hasattr(obj, "items"):
+        return 64 + sum(
+            approx_size_bytes(k, _depth + 1) + approx_size_bytes(v, _depth + 1) for k, v in obj.items()
+        )
+    if isinstance(obj, list | tuple | set | frozenset):
+        return 64 + sum(approx_size_bytes(v, _depth + 1) for v in obj)
+    return 64
+
+
+def _number(value: float | int | None, field: str, *, minimum: float, floor_note: str = "") -> None:
+    if value is None:
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidRequest(f"limits.{field} must be a finite number, got {value!r}")
+    if value < minimum:
+        note = f" ({floor_note})" if floor_note else ""
+        raise InvalidRequest(f"limits.{field} must be at least {minimum:g}{note}, got {value!r}")
+
+
+def validate_limits(limits: Limits) -> None:
+    """Refuse limits that are not finite, negative or below a floor (0 / unset = default).
+
+    Raises:
+        InvalidRequest: naming the field and the allowed range.
+    """
+    _number(limits.wall_time_s, "wall_time_s", minimum=0.001)
+    _number(limits.exec_timeout_s, "exec_timeout_s", minimum=0.001)
+    _number(limits.max_turns, "max_turns", minimum=1)
+    _number(limits.memory_bytes, "memory_bytes", minimum=MIN_MEMORY_BYTES, floor_note="32 MiB")
+    _number(limits.cpus, "cpus", minimum=MIN_CPUS, floor_note="Docker's smallest CPU quota")
+    _number(limits.output_bytes, "output_bytes", minimum=1)
+    _number(limits.max_model_tokens, "max_model_tokens", minimum=1)
+
+
+def _clamp(value: float | int | None, default: float | int | None, maximum: float | int | None):
+    v = value if value else default
+    if v is None:
+        return None
+    return min(v, maximum) if maximum else v
+
+
+def effective_limits(limits: Limits, *, default: Limits, maximum: Limits) -> Limits:
+    """The limits a rollout runs with: defaults filled in, each value clamped to the host's
+    maximum (CPUs also to the host's cores). ``limits`` must have passed
+    :func:`validate_limits`."""
+    cpu_max = min(maximum.cpus or host_cpus(), host_cpus())
+    cpus = _clamp(limits.cpus, default.cpus, cpu_max)
+    return Limits(
+        wall_time_s=_clamp(limits.wall_time_s, default.wall_time_s, maximum.wall_time_s),
+        max_turns=_clamp(limits.max_turns, default.max_turns, maximum.max_turns),
+        exec_timeout_s=_clamp(limits.exec_timeout_s, default.exec_timeout_s, maximum.exec_timeout_s),
+        memory_bytes=_clamp(limits.memory_bytes, default.memory_bytes, maximum.memory_bytes),
+        cpus=None if cpus is None else min(float(cpus), cpu_max),
+        output_bytes=_clamp(limits.output_bytes, default.output_bytes, maximum.output_bytes),
+        max_model_tokens=_clamp(limits.max_model_tokens, default.max_model_tokens, maximum.max_model_tokens),
+    )
+
+
+def _validate_model(request: RolloutRequest) -> None:
+    m = request.model
+    if len(m.provider) > _MAX_MODEL_NAME:
+        raise InvalidRequest(
+            f"model.provider is longer than {_MAX_MODEL_NAME} characters: {shorten(m.provider)}"
+        )
+    if len(m.model) > _MAX_MODEL_NAME:
+        raise InvalidRequest(f"model.model is longer than {_MAX_MODEL_NAME} characters: {shorten(m.model)}")
+    if m.reasoning_effort is not None and len(m.reasoning_effort) > _MAX_SHORT_FIELD:
+        raise InvalidRequest(f"model.reasoning_effort is too long: {shorten(m.reasoning_effort)}")
+    if m.temperature is not None and not (math.isfinite(m.temperature) and 0.0 <= m.temperature <= 2.0):
+        raise InvalidRequest(f"model.temperature must be a number in [0, 2], got {m.temperature!r}")
+    if m.max_output_tokens is not None and m.max_output_tokens < 1:
+        raise InvalidRequest(f"model.max_output_tokens must be at least 1, got {m.max_output_tokens}")
+
+
+def _validate_files(request: RolloutRequest, config: ServiceConfig) -> None:
+    total = 0
+    n_files = 0
+    for side, cases in (("task", request.task.cases), ("grading", request.grading.cases)):
+        if len(cases) > config.max_cases:
+            raise InvalidRequest(f"{side} has {len(cases)} cases; the limit is {config.max_cases}")
+        seen: set[str] = set()
+        for case in cases:
+            check_relative_name(case.name, what=f"{side} case name")
+            if case.name in seen:
+                raise InvalidRequest(f"{side} case {shorten(case.name)} appears twice")
+            seen.add(case.name)
+            names: set[str] = set()
+            n_files += len(case.files)
+            if n_files > config.max_files:
+                raise InvalidRequest(
+                    f"request has more than {config.max_files} files; the limit is {config.max_files}"
+                )
+            for f in case.files:
+                where = f"{side} file name in case {shorten(case.name, 40)}"
+                name = check_relative_name(f.name, what=where)
+                if name in names:
+                    raise InvalidRequest(
+                        f"{side} case {shorten(case.name, 40)}: file {shorten(name)} appears twice"
+                    )
+                names.add(name)
+                if len(f.content) > config.max_file_bytes:
+                    raise InvalidRequest(
+                        f"{side} file {shorten(case.name + '/' + name)} is {len(f.content)} bytes; "
+                        f"the limit is {config.max_file_bytes} bytes"
+                    )
+                total += len(f.content)
+    if total > config.max_request_bytes:
+        raise InvalidRequest(
+            f"request files total {total} bytes; the limit is {config.max_request_bytes} bytes"
+        )
+
+
+def validate_request(
+    request: RolloutRequest,
+    config: ServiceConfig,
+    *,
+    envs: tuple[str, ...],
+) -> None:
+    """The env-independent checks of a request (names, sizes, limits, model parameters).
+
+    Args:
+        envs: env names this host has.
+
+    Raises:
+        InvalidRequest: with a message naming the offending field.
+    """
+    if not _ROLLOUT_ID.match(request.rollout_id):
+        raise InvalidRequest(
+            f"rollout_id must be 1-200 characters of [A-Za-z0-9._:/@+-], got {shorten(request.rollout_id, 60)}"
+        )
+    if request.env not in envs:
+        raise InvalidRequest(f"unknown env {shorten(request.env)}; available: {', '.join(envs)}")
+    if len(request.agent) > _MAX_SHORT_FIELD:
+        raise InvalidRequest(f"agent name is too long: {shorten(request.agent)}")
+    if request.model_cache not in ("", "off", "record", "replay"):
+        raise InvalidRequest(f"model_cache must be off, record or replay, got {shorten(request.model_cache)}")
+    size = approx_size_bytes(request)
+    if size > config.max_request_bytes + config.max_skill_bytes + 8 * MiB:
+        raise InvalidRequest(
+            f"request is about {size} bytes; the limit is {config.max_request_bytes} bytes of files "
+            f"plus {config.max_skill_bytes} bytes of skill plus 8 MiB of text"
+        )
+    validate_limits(request.limits)
+    _validate_model(request)
+    _validate_files(request, config)
+    skill = request.skill
+    if len(skill.content.encode("utf-8")) > config.max_skill_bytes:
+        raise InvalidRequest(f"skill is larger than {config.max_skill_bytes} bytes")
+    check_relative_name(skill.name or "skillopt-target", what="skill name")
+    if "/" in (skill.name or ""):
+        raise InvalidRequest(f"skill name must be a single path component, got {shorten(skill.name)}")

@@ -1,0 +1,62 @@
+"""Docker (runc) against the runtime contract's conformance suite: every check must pass.
+
+A new runtime (a remote VM, a Kubernetes pod) gets a test like this one, with its own
+``KNOWN_FAILURES`` (empty here, and it should stay so).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+
+import pytest
+
+from sandbox.runtime.base import SandboxRuntime
+from sandbox.runtime.conformance import CHECKS, Conformance
+from sandbox.runtime.docker_runtime import DockerRuntime
+from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
+from skillopt.errors import ContainerStartFailed
+
+KNOWN_FAILURES: set[str] = set()
+
+
+@pytest.fixture(scope="module")
+def runtime(docker_client) -> Iterator[DockerRuntime]:
+    state = tempfile.mkdtemp(prefix="so-conf-", dir="/tmp")
+    rt = DockerRuntime(RuntimeConfig(host_id="test-conformance", state_dir=state, pool_size=0))
+    rt.reap(startup=True)
+    yield rt
+    rt.close()
+    shutil.rmtree(state, ignore_errors=True)
+
+
+def test_the_suite_covers_the_contract():
+    assert len(CHECKS) >= 10
+    assert issubclass(DockerRuntime, SandboxRuntime)
+
+
+@pytest.fixture(scope="module")
+def conformance(runtime) -> Iterator[Conformance]:
+    c = Conformance(runtime, ContainerSpec())
+    yield c
+    c.close()
+    assert runtime.live_count() == 0  # every check cleaned up after itself
+
+
+@pytest.mark.parametrize("name", sorted(CHECKS))
+def test_docker_runtime_conforms(conformance, name):
+    if name in KNOWN_FAILURES:
+        pytest.fail(f"{name} is a known failure of the docker runtime: fix it")
+    CHECKS[name](conformance)
+
+
+def test_closing_aborts_creations_and_leaves_nothing(docker_client, short_tmp):
+    rt = DockerRuntime(RuntimeConfig(host_id="test-conf-close", state_dir=str(short_tmp), pool_size=0))
+    handle = rt.create(ContainerSpec())
+    rt.abort_creations()
+    with pytest.raises(ContainerStartFailed, match="closing"):
+        rt.create(ContainerSpec())
+    rt.close()
+    assert not rt.alive(handle)
+    assert docker_client.containers.list(all=True, filters={"label": "skillopt.host=test-conf-close"}) == []

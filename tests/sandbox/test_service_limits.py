@@ -1,0 +1,253 @@
+"""Limits and names validated at the door, bounded error messages, the status table with typed
+details, DEADLINE_EXCEEDED, TLS misconfiguration refused at start, honest runtime reporting and
+bounded host memory (issue 10, items 2-8)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import subprocess
+import sys
+import uuid
+
+import grpc
+import pytest
+
+from sandbox.api import convert
+from sandbox.api.status import DETAIL_KEY
+from sandbox.api.v1 import sandbox_pb2 as pb
+from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
+from sandbox.runtime.docker_runtime import LABEL_HOST
+from sandbox.service.registry import RolloutRegistry
+from sandbox.service.rollout import exec_runtime_choice
+from skillopt.errors import InvalidRequest, UnknownRollout
+from skillopt.types import File, Limits, ModelSpec, RolloutResult, TestCase, Trace
+from tests.sandbox.conftest import fenced, request_for, solution_code
+
+MiB = 1024 * 1024
+REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+def _raw(service, msg: pb.RunRequest, *, timeout: float = 30):
+    channel = grpc.insecure_channel(
+        service.running.address, options=[("grpc.max_send_message_length", 80 * MiB)]
+    )
+    try:
+        stub = pb_grpc.SandboxStub(channel)
+        return list(stub.Run(msg, timeout=timeout, metadata=(("authorization", f"Bearer {service.token}"),)))
+    finally:
+        channel.close()
+
+
+def _refusal(service, msg: pb.RunRequest, *, timeout: float = 30) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as info:
+        _raw(service, msg, timeout=timeout)
+    return info.value
+
+
+def _detail(err: grpc.RpcError) -> pb.ErrorDetail:
+    for key, value in err.trailing_metadata() or ():
+        if key == DETAIL_KEY:
+            return pb.ErrorDetail.FromString(value)
+    raise AssertionError(f"no {DETAIL_KEY} in {err.trailing_metadata()}")
+
+
+BAD_LIMITS = {
+    "cpus": [-1.0, math.nan, math.inf, -math.inf, 0.001],
+    "memory_bytes": [-1, 1 * MiB, 32 * MiB - 1],
+    "exec_timeout_s": [math.nan, math.inf, -1.0],
+    "wall_time_s": [math.nan, math.inf, -math.inf, -5.0],
+    "max_turns": [-3],
+    "output_bytes": [-1],
+    "max_model_tokens": [-1],
+}
+
+
+def test_bad_limits_and_model_parameters_are_invalid_argument(service, sample):
+    good = convert.request_to_proto(request_for(sample, "32255"))
+    for field, values in BAD_LIMITS.items():
+        for value in values:
+            msg = pb.RunRequest()
+            msg.CopyFrom(good)
+            setattr(msg.limits, field, value)
+            err = _refusal(service, msg)
+            assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (field, value, err.details())
+            assert f"limits.{field}" in err.details(), (field, value, err.details())
+            assert _detail(err).reason == pb.ErrorDetail.INVALID_REQUEST
+    for field, value in [("temperature", math.nan), ("temperature", math.inf), ("temperature", -0.5),
+                         ("temperature", 3.0), ("max_output_tokens", 0)]:  # fmt: skip
+        msg = pb.RunRequest()
+        msg.CopyFrom(good)
+        setattr(msg.model, field, value)
+        err = _refusal(service, msg)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and f"model.{field}" in err.details()
+    assert service.client.describe().running == 0
+
+
+def test_limits_above_the_host_are_clamped_and_the_runtime_is_reported(service, scripts, sample):
+    scripts.scripts[sample.task("32255").instruction[:120]] = [fenced(solution_code("32255"))]
+    req = request_for(
+        sample, "32255", limits=Limits(wall_time_s=1e6, exec_timeout_s=1e5, cpus=64.0, memory_bytes=2**40)
+    )
+    effective = service.running.service.effective_limits(req.limits)
+    import os
+
+    assert effective.cpus <= len(os.sched_getaffinity(0)) and effective.memory_bytes <= 16 * 1024 * MiB
+    row = service.client.run(req, timeout_s=120)
+    assert row.infra_error is None and row.hard == 1.0, row.fail_reason
+    assert row.container_runtime == "runc"
+    d = service.client.describe()
+    assert set(d.agent_runtimes) == set(d.agents) and set(d.agent_runtimes.values()) == {"runc"}
+    assert d.container_runtime == "runc" and not d.unavailable_agents
+
+
+def test_a_required_runtime_refuses_agents_that_cannot_use_it():
+    assert exec_runtime_choice("", has_network=True, required=True) == ("", "")
+    assert exec_runtime_choice("runsc", has_network=True, required=True) == ("runsc", "")
+    # gVisor registered without networking: exec agents fall back to the default, reported ...
+    assert exec_runtime_choice("runsc", has_network=False, required=False) == ("", "")
+    # ... or, when the host requires its runtime, are refused with the reason.
+    _, refusal = exec_runtime_choice("runsc", has_network=False, required=True)
+    assert "required container runtime 'runsc'" in refusal and "gateway network" in refusal
+
+
+def test_error_messages_stay_bounded_and_keep_their_code(service, sample):
+    good = request_for(sample, "32255")
+    ten_mb = "x" * (10 * MiB)
+    many = TestCase(
+        name=good.task.cases[0].name,
+        files=tuple(File(name=f"f{i:05d}-{'n' * 200}", content=b"") for i in range(30_000)),
+    )
+    variants = {
+        "env": dataclasses.replace(good, env=ten_mb),
+        "agent": dataclasses.replace(good, agent=ten_mb),
+        "provider": dataclasses.replace(good, model=ModelSpec(provider=ten_mb, model="m")),
+        "30000 names": dataclasses.replace(good, task=dataclasses.replace(good.task, cases=(many,))),
+    }
+    for label, req in variants.items():
+        err = _refusal(service, convert.request_to_proto(req), timeout=60)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, (label, err.code(), err.details()[:200])
+        assert len(err.details()) <= 1024, (label, len(err.details()))
+        with pytest.raises(InvalidRequest):  # the client does not read it as "host full"
+            service.client.run(req, timeout_s=60)
+
+
+def test_names_are_checked_in_utf8_bytes_per_component(service, sample):
+    good = request_for(sample, "32255")
+    xlsx = good.task.cases[0].files[0].content
+    for name in ("é" * 200, "ok/" + "€" * 100 + "/x.xlsx"):
+        assert len(name) <= 255 < len(max(name.split("/"), key=len).encode())
+        case = TestCase(name=good.task.cases[0].name, files=(File(name=name, content=xlsx),))
+        req = dataclasses.replace(good, task=dataclasses.replace(good.task, cases=(case,)))
+        with pytest.raises(InvalidRequest, match="UTF-8 bytes"):
+            service.client.run(req, timeout_s=30)
+    bad_case = dataclasses.replace(good.task.cases[0], name="é" * 130)
+    req = dataclasses.replace(good, task=dataclasses.replace(good.task, cases=(bad_case,)))
+    with pytest.raises(InvalidRequest, match="UTF-8 bytes"):
+        service.client.run(req, timeout_s=30)
+
+
+def test_statuses_carry_typed_details(service, sample):
+    with pytest.raises(UnknownRollout):
+        service.client.cancel("never-ran")
+    channel = grpc.insecure_channel(service.running.address)
+    try:
+        stub = pb_grpc.SandboxStub(channel)
+        auth = (("authorization", f"Bearer {service.token}"),)
+        with pytest.raises(grpc.RpcError) as info:
+            stub.Cancel(pb.CancelRequest(rollout_id="never-ran"), timeout=10, metadata=auth)
+        assert info.value.code() == grpc.StatusCode.NOT_FOUND
+        assert _detail(info.value).reason == pb.ErrorDetail.NOT_FOUND
+        assert _detail(info.value).host == service.host_id
+        # Undecodable bytes: INVALID_ARGUMENT, not INTERNAL.
+        raw = channel.unary_unary("/skillopt.sandbox.v1.Sandbox/Describe", lambda b: b, lambda b: b)
+        with pytest.raises(grpc.RpcError) as info:
+            raw(b"\xff\xff\xff", timeout=10, metadata=auth)
+        assert (
+            info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "do not decode" in info.value.details()
+        )
+        # A deadline too short to start: DEADLINE_EXCEEDED from the service (it says so).
+        with pytest.raises(grpc.RpcError) as info:
+            list(stub.Run(convert.request_to_proto(request_for(sample, "32255")), timeout=1.9, metadata=auth))
+        assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert _detail(info.value).reason == pb.ErrorDetail.DEADLINE_EXCEEDED
+    finally:
+        channel.close()
+
+
+def test_draining_is_told_apart_by_its_typed_detail(service, sample):
+    from skillopt.errors import Draining, HostFull
+
+    registry = service.running.registry
+    registry.draining = True
+    try:
+        with pytest.raises(Draining) as info:
+            service.client.run(request_for(sample, "32255"), timeout_s=30)
+        assert info.value.retryable
+    finally:
+        registry.draining = False
+    assert not issubclass(Draining, HostFull)
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--tls-key", "k.pem"], "--tls-key needs --tls-cert"),
+        (["--tls-client-ca", "ca.pem"], "--tls-client-ca needs --tls-cert"),
+        (["--tls-cert", "c.pem"], "--tls-cert needs --tls-key"),
+        (["--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"], "cannot read it"),
+    ],
+)
+def test_tls_misconfiguration_is_refused_at_start(docker_client, short_tmp, flags, expected):
+    host_id = f"test-tls-{uuid.uuid4().hex[:6]}"
+    out = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "serve", "--listen", "127.0.0.1:0", "--host-id", host_id,
+         "--state-dir", str(short_tmp / "state"), *flags],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], out.stderr
+    assert docker_client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={host_id}"}) == []
+
+
+def test_retained_results_are_counted_whole():
+    registry = RolloutRegistry(capacity=1, max_retained_bytes=64 * MiB)
+    big = "i" * (10 * MiB)
+    for i in range(36):
+        handle, _ = registry.admit(f"r/{i}", "fp")
+        trace = Trace(system_prompt=big, user_prompt=big)
+        handle.finish(RolloutResult(id=str(i), rollout_id=f"r/{i}", trace=trace))
+        registry.complete(handle)
+    retained = [registry.get(f"r/{i}") for i in range(36)]
+    kept = [h for h in retained if h is not None]
+    assert 1 <= len(kept) <= 3, len(kept)  # 20 MiB each against a 64 MiB cap
+    assert sum(h.size_bytes for h in kept) <= 64 * MiB
+
+
+def test_pools_and_idle_containers_are_bounded_whatever_the_limits(docker_client, short_tmp):
+    from sandbox.runtime.docker_runtime import DockerRuntime
+    from sandbox.runtime.pool import PoolManager
+    from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
+
+    host_id = f"test-pools-{uuid.uuid4().hex[:6]}"
+    config = RuntimeConfig(host_id=host_id, state_dir=str(short_tmp), pool_size=1, max_warm_pools=2)
+    runtime = DockerRuntime(config)
+    default = ContainerSpec()
+    pools = PoolManager(runtime, default_spec=default)
+    try:
+        # A token holder sends rollouts with 5 distinct memory limits, one after another.
+        for mib in (100, 200, 300, 400, 500):
+            handle = pools.acquire(default.with_limits(memory_bytes=mib * MiB), timeout_s=120)
+            pools.release(handle)
+        assert pools.wait_settled(timeout_s=120), pools.stats()
+        stats = pools.stats()
+        assert len(stats) <= config.max_warm_pools, stats
+        assert sum(s.idle for s in stats) <= config.idle_cap, stats
+        live = docker_client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={host_id}"})
+        # Idle containers plus, at most, used ones still being removed in the background.
+        assert len([c for c in live if c.status == "running"]) <= config.idle_cap + 2, [c.name for c in live]
+    finally:
+        pools.close()
+        runtime.close()
+    assert docker_client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={host_id}"}) == []
