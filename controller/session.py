@@ -29,7 +29,7 @@ from skillopt.trainer.rollouts import RolloutSpec, RolloutStage
 from skillopt.trainer.state import RunMode
 from skillopt.types import Limits, ModelSpec
 
-__all__ = ["Session", "decide_simulation", "open_session", "run_id_for"]
+__all__ = ["Session", "decide_simulation", "open_session", "run_id_for", "sandbox_channels"]
 
 log = structlog.get_logger("skillopt.controller.session")
 MiB = 1024 * 1024
@@ -115,6 +115,26 @@ def _limits(cfg: Config) -> Limits:
     )
 
 
+def sandbox_channels(cfg: Config) -> list[ChannelConfig]:
+    """One channel per configured sandbox endpoint (``sandbox.endpoints``), with the token from
+    ``sandbox.token_file`` or ``SKILLOPT_SANDBOX_TOKEN`` and the TLS files."""
+    token = (
+        Path(cfg.sandbox.token_file).read_text().strip()
+        if cfg.sandbox.token_file
+        else os.environ.get("SKILLOPT_SANDBOX_TOKEN")
+    )
+    return [
+        ChannelConfig(
+            address=ep,
+            token=token or None,
+            tls_ca_file=cfg.sandbox.tls_ca_file,
+            tls_cert_file=cfg.sandbox.tls_cert_file,
+            tls_key_file=cfg.sandbox.tls_key_file,
+        )
+        for ep in cfg.sandbox.endpoints
+    ]
+
+
 @contextlib.contextmanager
 def open_session(
     cfg: Config, *, out_dir: Path, mode: RunMode | None = None, pinned_digest: str = ""
@@ -180,21 +200,7 @@ def open_session(
             )
             provider_specs = []
         if cfg.sandbox.endpoints:
-            token = (
-                Path(cfg.sandbox.token_file).read_text().strip()
-                if cfg.sandbox.token_file
-                else os.environ.get("SKILLOPT_SANDBOX_TOKEN")
-            )
-            channels = [
-                ChannelConfig(
-                    address=ep,
-                    token=token or None,
-                    tls_ca_file=cfg.sandbox.tls_ca_file,
-                    tls_cert_file=cfg.sandbox.tls_cert_file,
-                    tls_key_file=cfg.sandbox.tls_key_file,
-                )
-                for ep in cfg.sandbox.endpoints
-            ]
+            channels = sandbox_channels(cfg)
             address = ",".join(cfg.sandbox.endpoints)
         else:
             capacity = cfg.sandbox.embedded_capacity or max(

@@ -8,7 +8,9 @@
 #      unchanged: a stamp with its hash is kept in .venv)
 #   5. node/npm: install Debian's nodejs npm if npm is missing (build.sh installs the agent CLIs
 #      with it from the npm registry)
-#   6. docker/build.sh: base, runtime (with the agent CLIs Codex and Claude Code at the versions in
+#   6. chromium: install Debian's chromium if missing (the WebUI's browser tests drive it
+#      with Playwright; nothing is downloaded by Playwright itself)
+#   7. docker/build.sh: base, runtime (with the agent CLIs Codex and Claude Code at the versions in
 #      docker/agents/versions.env) and service images (no-op when up to date)
 #
 # usage: scripts/setup.sh [--agents] [--gvisor]
@@ -144,7 +146,17 @@ else
   done_ "installed Debian nodejs npm (node $(node --version))"
 fi
 
-# 6. Images -------------------------------------------------------------------------------------------
+# 6. chromium for the WebUI browser tests ------------------------------------------------------------
+step "chromium"
+if command -v chromium >/dev/null; then
+  done_ "present ($(chromium --version 2>/dev/null | head -n 1))"
+else
+  apt_install chromium
+  command -v chromium >/dev/null || die "chromium still missing after apt-get install chromium"
+  done_ "installed Debian chromium ($(chromium --version 2>/dev/null | head -n 1))"
+fi
+
+# 7. Images -------------------------------------------------------------------------------------------
 step "images"
 mkdir -p docker/.build/logs
 logf=docker/.build/logs/setup-build.log
@@ -160,7 +172,7 @@ else
   done_ "built ${built% } (IDs in docker/.build/images.json, log $logf)"
 fi
 
-# 7. gVisor (optional) ------------------------------------------------------------------------------------
+# 8. gVisor (optional) ------------------------------------------------------------------------------------
 if [[ $gvisor -eq 1 ]]; then
   step "gvisor"
   command -v runsc >/dev/null || apt_install runsc

@@ -28,22 +28,30 @@ def _failpoint(path: Path) -> None:
             os._exit(137)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a unique temp file in the same directory, fsync, and rename over ``path``."""
+def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
+    """Write via a unique temp file in the same directory, fsync, and rename over ``path``.
+
+    Args:
+        durable: fsync before the rename; off only for files rewritten many times a minute that
+            nothing reads back (``live.json``, progress for the WebUI): still never torn.
+    """
     _failpoint(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
+def atomic_write_json(path: Path, data: Any, *, durable: bool = True) -> None:
     """:func:`atomic_write_text` of ``data`` as indented UTF-8 JSON."""
-    atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+    atomic_write_text(
+        path, json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n", durable=durable
+    )

@@ -44,3 +44,79 @@ def short_tmp() -> Iterator[Path]:
 @pytest.fixture
 def token() -> str:
     return secrets.token_urlsafe(24)
+
+
+# -- the WebUI as a real server process -----------------------------------------------------------
+
+
+class UIServer:
+    """``skillopt ui`` running as a real process on a free loopback port."""
+
+    def __init__(self, runs_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        import os
+        import re
+        import subprocess
+        import sys
+        import threading
+
+        self.runs_dir = runs_dir
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "controller.cli", "ui", "--port", "0", "--runs-dir", str(runs_dir), *args],
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "OPENAI_API_KEY": "", "PYTHONUNBUFFERED": "1", **(env or {})},
+        )
+        self.log: list[str] = []
+        self.url = ""
+        for line in self.proc.stderr:  # the server says where it listens once it does
+            self.log.append(line)
+            m = re.search(r"serving .* on (http://\S+?)/?(\s|$)", line)
+            if m:
+                self.url = m.group(1).rstrip("/")
+                break
+        if not self.url:
+            pytest.fail(f"skillopt ui did not start (exit {self.proc.wait(30)}): {''.join(self.log)[-3000:]}")
+        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
+
+    def close(self) -> None:
+        from controller.rundir.reader import RunStatus, list_runs, run_status
+
+        self.proc.terminate()
+        self.proc.wait(30)
+        # Runs it launched outlive it by design (their own session): end the ones still running.
+        import os
+        import signal
+
+        for run in list_runs(self.runs_dir):
+            for path in [run.path, *(p for p in (run.path / "evals").glob("*") if p.is_dir())]:
+                info = run_status(path)
+                if info.status is RunStatus.RUNNING and info.pid:
+                    os.kill(info.pid, signal.SIGKILL)
+
+
+def _ui_servers():
+    servers: list[UIServer] = []
+
+    def start(runs_dir: Path, *args: str, env: dict[str, str] | None = None) -> UIServer:
+        server = UIServer(runs_dir, *args, env=env)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+@pytest.fixture
+def ui_server_factory():
+    """Start ``skillopt ui`` processes (stopped at the end of the test)."""
+    yield from _ui_servers()
+
+
+@pytest.fixture(scope="module")
+def module_ui_server_factory():
+    """Start ``skillopt ui`` processes shared by a module's tests."""
+    yield from _ui_servers()

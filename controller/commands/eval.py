@@ -32,6 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from controller.rundir.lock import acquire_run_lock
     from controller.session import decide_simulation, open_session
     from controller.ui.progress import RowProgress
     from skillopt.config import load_config
@@ -54,7 +55,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"skillopt eval: {mode.describe()}", file=sys.stderr, flush=True)
     out = Path(args.out or f"runs/eval_{cfg.env.name}_{time.strftime('%Y%m%d_%H%M%S')}")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        _lock = acquire_run_lock(out)  # held until this function returns: the eval's liveness
+    except SkillOptError as exc:
+        print(f"skillopt eval: {exc.message}", file=sys.stderr)
+        return 2
     progress = None
     with open(out / "eval.log", "a", encoding="utf-8") as log_file:
         configure_logging(json=True, level=cfg.run.log_level, stream=log_file)

@@ -78,6 +78,8 @@ def _load(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from controller.rundir.live import LiveStatus, StopWatcher
+    from controller.rundir.lock import acquire_run_lock
     from controller.session import decide_simulation, open_session
     from controller.ui.curve import CurvePlotter
     from controller.ui.progress import ProgressDisplay
@@ -99,13 +101,19 @@ def run(args: argparse.Namespace) -> int:
         return 2
     # Always said, whatever the display: which numbers this run produces.
     print(f"skillopt train: {mode.describe()}", file=sys.stderr, flush=True)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        # Held while this process runs: the run's liveness for the WebUI and `skillopt runs`.
+        lock = acquire_run_lock(out)
+    except SkillOptError as exc:
+        print(f"skillopt train: {exc.message}", file=sys.stderr)
+        return 2
     log_file = open(out / "train.log", "a", encoding="utf-8")  # noqa: SIM115 - for the whole run
     configure_logging(json=True, level=cfg.run.log_level, stream=log_file)
     progress = ProgressDisplay()
     callbacks = [progress] if cfg.run.progress else []
     if cfg.run.plot:
         callbacks.append(CurvePlotter())
+    callbacks += [LiveStatus(out), StopWatcher(out)]
     try:
         data = load_env_data(
             cfg.env.name,
@@ -140,7 +148,14 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         log_file.close()
-    if summary.get("status") == "stopped":
+        lock.release()
+    if summary.get("status") == "stopped" and summary["stop_reason"].startswith("stop requested"):
+        print(
+            f"skillopt train: stopped after step {summary['total_steps']}: {summary['stop_reason']}\n"
+            f"(continue with: skillopt train --resume {out})",
+            file=sys.stderr,
+        )
+    elif summary.get("status") == "stopped":
         print(
             f"skillopt train: stopped after step {summary['total_steps']}: {summary['stop_reason']}\n"
             f"(continue with a larger budget: skillopt train --resume {out} --set train.max_tokens=N "

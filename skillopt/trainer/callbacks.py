@@ -17,6 +17,7 @@ import structlog
 from skillopt.types import RolloutResult
 
 __all__ = [
+    "BatchEvent",
     "Callback",
     "CallbackList",
     "EpochEvent",
@@ -79,6 +80,15 @@ class RowEvent:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BatchEvent:
+    """A batch of rollouts starts: ``done`` of its ``total`` rows are on disk already (resume)."""
+
+    label: str
+    total: int
+    done: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
 class GateEvent:
     step: int
     origin: str
@@ -121,6 +131,9 @@ class Callback:
 
     def on_stage_end(self, trainer: Any, event: StageEvent) -> None:
         """A stage ended (``event.seconds`` is its wall time)."""
+
+    def on_rollout_batch(self, trainer: Any, event: BatchEvent) -> None:
+        """A batch of rollouts starts (any stage); its rows follow as ``on_rollout_result``."""
 
     def on_rollout_result(self, trainer: Any, event: RowEvent) -> None:
         """A rollout row arrived (any stage: training, selection, slow update, test)."""

@@ -48,6 +48,7 @@ from skillopt.skill import SkillDocument, apply_edits
 from skillopt.skill.document import inject_empty_slow_update_field
 from skillopt.skill.schedule import EditBudgetSchedule
 from skillopt.trainer.callbacks import (
+    BatchEvent,
     Callback,
     CallbackList,
     EpochEvent,
@@ -74,6 +75,20 @@ from skillopt.types import RolloutResult, skill_hash
 __all__ = ["Trainer"]
 
 log = structlog.get_logger("skillopt.trainer")
+
+#: The stages inside a step. A stop asked for (``should_stop``) is honoured before each of
+#: them, not only between steps: the step is then left uncommitted, as a crash would leave it,
+#: and ``--resume`` reruns it from the stages' on-disk caches (the same rollouts, patches,
+#: merge, ranking and selection rows), so it reaches the same decisions.
+_STEP_STAGES = frozenset({"rollout", "reflect", "aggregate", "select", "update", "evaluate"})
+
+
+class _StopAtStage(Exception):
+    """Raised at a stage boundary inside a step when ``should_stop`` is set."""
+
+    def __init__(self, step: int, stage: str) -> None:
+        super().__init__(f"stop before {stage} of step {step}")
+        self.step, self.stage = step, stage
 
 
 @dataclass(frozen=True)
@@ -163,6 +178,9 @@ class Trainer:
         self.rollouts.on_row = lambda row, label: self.hooks(
             "on_rollout_result", self, RowEvent(label=label, row=row)
         )
+        self.rollouts.on_batch = lambda label, total, done: self.hooks(
+            "on_rollout_batch", self, BatchEvent(label=label, total=total, done=done)
+        )
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -195,6 +213,8 @@ class Trainer:
 
         class _Timer:
             def __enter__(self):
+                if trainer.should_stop and stage in _STEP_STAGES:
+                    raise _StopAtStage(step, stage)
                 self.t0 = time.monotonic()
                 trainer.hooks("on_stage_start", trainer, StageEvent(step=step, stage=stage))
                 return self
@@ -263,7 +283,7 @@ class Trainer:
         atomic_write_text(self._path("best_skill.md"), self.state.best_skill)
         self.state.save(self._path("runtime_state.json"))
 
-    def _restore(self) -> int:
+    def _restore(self, *, event: str = "trainer.resumed") -> int:
         st = TrainerState.load(self._path("runtime_state.json"))
         if st is None:
             return 0
@@ -279,9 +299,7 @@ class Trainer:
             self.usage.load_json(st.usage)
         if st.target_usage:
             self.target_usage.load_json(st.target_usage)
-        log.info(
-            "trainer.resumed", last_completed_step=st.last_completed_step, current_score=st.current_score
-        )
+        log.info(event, last_completed_step=st.last_completed_step, current_score=st.current_score)
         return st.last_completed_step
 
     @staticmethod
@@ -350,7 +368,11 @@ class Trainer:
             for epoch in range(1, self.cfg.train.num_epochs + 1):
                 if self._check_budget():
                     break
-                self._epoch(epoch)
+                try:
+                    self._epoch(epoch)
+                except _StopAtStage as stop:
+                    self._rollback(stop)
+                    break
             summary = self._finish(time.monotonic() - t_fit, complete=not self.should_stop)
         except BaseException as exc:
             self.hooks("on_exception", self, exc)
@@ -375,6 +397,21 @@ class Trainer:
         self.stop_reason = reason
         log.warning("trainer.budget_stop", reason=reason, step=self.state.last_completed_step)
         return True
+
+    def _rollback(self, stop: _StopAtStage) -> None:
+        """Back to the last commit after a stop inside a step: what the step changed in memory
+        (edit-budget schedule, step buffer, gate cache, target usage) is dropped, so the
+        resumed run redoes exactly that step. Optimizer calls it made stay counted (the ledger
+        is their record)."""
+        self._restore(event="trainer.rolled_back")
+        ledger = self._path("optimizer_calls.jsonl")
+        if ledger.exists():
+            self.usage.load_ledger(ledger)
+        self.stop_reason = (
+            f"{self.stop_reason or 'stop requested'}; stopped before the {stop.stage} stage of step "
+            f"{stop.step}, which reruns on resume from its cached outputs"
+        )
+        log.warning("trainer.stopped_in_step", step=stop.step, stage=stop.stage, reason=self.stop_reason)
 
     def _baseline(self) -> None:
         st = self.state

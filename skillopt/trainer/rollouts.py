@@ -27,7 +27,14 @@ from skillopt.trainer.executor import RolloutExecutor
 from skillopt.trainer.records import row_from_json, row_to_json, trace_from_json, trace_to_json
 from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillSpec
 
-__all__ = ["RolloutSpec", "RolloutStage", "load_rows", "score_rows", "set_aside_infra_rows"]
+__all__ = [
+    "RolloutSpec",
+    "RolloutStage",
+    "load_rows",
+    "prediction_dir",
+    "score_rows",
+    "set_aside_infra_rows",
+]
 
 log = structlog.get_logger("skillopt.trainer.rollouts")
 
@@ -36,6 +43,11 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 def _safe(name: str) -> str:
     return _SAFE.sub("_", name)[:120] or "item"
+
+
+def prediction_dir(out_dir: Path, item_id: str) -> Path:
+    """Where the trace and files of item ``item_id`` of the rollout dir ``out_dir`` are kept."""
+    return out_dir / "predictions" / _safe(item_id)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,7 +106,7 @@ def load_rows(out_dir: Path, *, with_traces: bool = True) -> dict[str, RolloutRe
         if obj["id"] in rows:
             continue
         trace, reports = None, {}
-        tpath = out_dir / "predictions" / _safe(obj["id"]) / "trace.json"
+        tpath = prediction_dir(out_dir, obj["id"]) / "trace.json"
         if with_traces and tpath.exists():
             trace, reports = trace_from_json(json.loads(tpath.read_text(encoding="utf-8")))
         rows[obj["id"]] = row_from_json(obj, trace, reports)
@@ -158,6 +170,9 @@ class RolloutStage:
         spec: what all rollouts of the run share.
         on_row: called for every new row (progress display, log).
         systemic_after: abort once this many rows arrived and none got a model reply.
+
+    ``on_batch(label, total, done)``, when set, is called as a batch starts: ``done`` of its
+    ``total`` rows are on disk already (a resumed batch), the others are about to run.
     """
 
     def __init__(
@@ -171,6 +186,7 @@ class RolloutStage:
         self.executor = executor
         self.spec = spec
         self.on_row = on_row
+        self.on_batch: Callable[[str, int, int], None] | None = None
         self.systemic_after = systemic_after
 
     def request(
@@ -224,6 +240,8 @@ class RolloutStage:
         todo = [it for it in items if it.id not in batch.rows]
         if batch.rows:
             log.info("rollouts.resumed", dir=str(out_dir), done=len(batch.rows), todo=len(todo))
+        if self.on_batch is not None:
+            self.on_batch(label, len(items), len(items) - len(todo))
         types = {it.id: it.task_type for it in items}
         stop = threading.Event()
         failure: list[str] = []
@@ -276,7 +294,7 @@ class RolloutStage:
 
     @staticmethod
     def _write(out_dir: Path, row: RolloutResult, task_type: str) -> None:
-        pdir = out_dir / "predictions" / _safe(row.id)
+        pdir = prediction_dir(out_dir, row.id)
         pdir.mkdir(parents=True, exist_ok=True)
         t = row.trace
         (pdir / "trace.json").write_text(

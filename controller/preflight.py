@@ -1,0 +1,137 @@
+"""Checks before a run is launched: will ``skillopt train`` with this config get going?
+
+* **models**: the provider profiles the run needs exist and build (keys are named by where
+  they come from, never shown), or the offline simulation was chosen on purpose
+  (``run.simulate: on``); a run that would fall back to the simulation by itself (``auto``
+  without a key) is refused here, so nobody mistakes scripted numbers for a measurement;
+* **sandbox**: the configured hosts answer ``Describe`` (gRPC, with the run's token and TLS
+  settings), or, for the embedded default, the local Docker engine answers;
+* **images**: the rollout image is built (embedded) or reported by every host.
+
+The WebUI runs them before it launches; each is quick (a Docker ping, one ``Describe`` with a
+short deadline per host).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from skillopt.config import Config
+from skillopt.errors import ConfigError, SkillOptError
+
+__all__ = ["Check", "preflight"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One preflight check; ``ok`` False blocks the launch."""
+
+    name: str
+    ok: bool
+    detail: str
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _models(cfg: Config) -> Check:
+    from controller.session import decide_simulation
+    from skillopt.models.profiles import load_profiles
+
+    try:
+        mode = decide_simulation(cfg)
+    except ConfigError as exc:
+        return Check("models", False, exc.message)
+    if mode.simulated and cfg.run.simulate != "on":
+        return Check(
+            "models",
+            False,
+            f"this run would be an offline simulation by itself ({mode.reason}); choose "
+            "simulate: on to run the simulation on purpose, or configure the provider keys",
+        )
+    if mode.simulated:
+        return Check("models", True, f"offline simulation with scripted models, {mode.reason}")
+    profiles = load_profiles(file=cfg.model.providers_file or None)
+    used = dict.fromkeys((cfg.model.optimizer_provider, cfg.model.target_provider))
+    where = ", ".join(f"{n} (key from {profiles[n].public()['credential']})" for n in used)
+    return Check("models", True, f"real models: {mode.reason}; profiles {where}")
+
+
+def _embedded(cfg: Config) -> list[Check]:
+    import docker
+
+    try:
+        client = docker.from_env(timeout=5)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        return [
+            Check(
+                "sandbox",
+                False,
+                f"the local Docker engine does not answer ({exc}); run: bash scripts/setup.sh",
+            ),
+            Check("images", False, "not checked: no Docker engine"),
+        ]
+    try:
+        image = client.images.get(cfg.sandbox.image)
+        images = Check("images", True, f"{cfg.sandbox.image} is built ({image.short_id})")
+    except docker.errors.ImageNotFound:
+        images = Check("images", False, f"{cfg.sandbox.image} is not built; run: bash docker/build.sh")
+    except docker.errors.DockerException as exc:
+        images = Check("images", False, f"cannot inspect {cfg.sandbox.image}: {exc}")
+    finally:
+        client.close()
+    return [
+        Check("sandbox", True, "embedded: a local sandbox service is started for the run (Docker answers)"),
+        images,
+    ]
+
+
+def _fleet(cfg: Config) -> list[Check]:
+    from controller.client.sandbox_client import SandboxClient
+    from controller.session import sandbox_channels
+
+    try:
+        channels = sandbox_channels(cfg)
+    except OSError as exc:
+        return [Check("sandbox", False, f"cannot read sandbox.token_file: {exc}")]
+    down, up, missing = [], [], []
+    for ch in channels:
+        client = SandboxClient(ch)
+        try:
+            info = client.describe(timeout_s=3.0)
+        except SkillOptError as exc:
+            down.append(exc.message if ch.address in exc.message else f"{ch.address}: {exc.message}")
+            continue
+        finally:
+            client.close()
+        up.append(f"{ch.address} ({info.host}, {info.capacity} slots)")
+        if cfg.sandbox.image not in dict(info.image_digests):
+            missing.append(ch.address)
+    checks = [
+        Check(
+            "sandbox",
+            not down,
+            ("; ".join(down) + (f" (reachable: {', '.join(up)})" if up else ""))
+            if down
+            else f"reachable: {', '.join(up)}",
+        )
+    ]
+    if up:
+        checks.append(
+            Check(
+                "images",
+                not missing,
+                f"{cfg.sandbox.image} missing on {', '.join(missing)}"
+                if missing
+                else f"{cfg.sandbox.image} on every reachable host",
+            )
+        )
+    return checks
+
+
+def preflight(cfg: Config) -> list[Check]:
+    """Run every check for ``cfg`` (a built, hence valid, config)."""
+    checks = [Check("config", True, f"valid ({cfg.env.name}, agent {cfg.env.agent})"), _models(cfg)]
+    checks += _fleet(cfg) if cfg.sandbox.endpoints else _embedded(cfg)
+    return checks

@@ -1,0 +1,288 @@
+"""Trainer callbacks that make a running run visible and stoppable through its directory.
+
+* :class:`LiveStatus` keeps ``<run>/live.json`` up to date: the current step and stage, the
+  rows of the current batch (done, pass, fail, infrastructure, in flight), the sandbox hosts
+  with their in-flight rollouts, tokens and cost, the last gate decision. Writes are atomic
+  and throttled (at most one per ``min_interval_s``; the last change is always written), so
+  the trainer's hot path pays for a dict update and, rarely, one small file write.
+* :class:`StopWatcher` honours a stop request (:func:`controller.rundir.lock.request_stop`) at
+  the next stage boundary by setting ``trainer.should_stop``; the trainer then stops cleanly
+  and writes a ``stopped`` summary that ``--resume`` continues.
+
+Both are registered by ``skillopt train`` like the progress display; the WebUI and
+:mod:`controller.rundir.reader` only read what they write.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from controller.rundir.lock import clear_stop_request, read_stop_request
+from skillopt.durable import atomic_write_json
+from skillopt.logs import redact_text
+from skillopt.trainer.callbacks import (
+    BatchEvent,
+    Callback,
+    EpochEvent,
+    FitEndEvent,
+    FitStartEvent,
+    GateEvent,
+    RowEvent,
+    StageEvent,
+    StepEndEvent,
+    StepStartEvent,
+)
+
+__all__ = ["LIVE_NAME", "LiveStatus", "StopWatcher"]
+
+log = structlog.get_logger("skillopt.controller.rundir")
+
+LIVE_NAME = "live.json"
+LIVE_VERSION = 1
+
+
+class LiveStatus(Callback):
+    """Writes ``live.json`` as the run progresses.
+
+    Args:
+        run_dir: the run directory.
+        min_interval_s: the least time between two writes (stage changes are written at once).
+    """
+
+    def __init__(self, run_dir: Path, *, min_interval_s: float = 0.5) -> None:
+        self.path = run_dir / LIVE_NAME
+        self.min_interval_s = min_interval_s
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._trainer: Any = None
+        self._last_write = 0.0
+        self._timer: threading.Timer | None = None
+        self._data: dict[str, Any] = {
+            "version": LIVE_VERSION,
+            "pid": os.getpid(),
+            "session_started_at": time.time(),
+            "phase": "starting",
+            "epoch": 0,
+            "num_epochs": 0,
+            "step": 0,
+            "total_steps": 0,
+            "stage": "",
+            "stage_started_at": None,
+            "stages": [],
+            "batch": None,
+            "last_gate": None,
+            "baseline_score": None,
+            "error": "",
+        }
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _snapshot(self) -> dict[str, Any]:
+        data = dict(self._data)
+        t = self._trainer
+        if t is not None:
+            hosts = getattr(t.rollouts.executor, "hosts_state", None) or []
+            data["hosts"] = [
+                {
+                    "address": h.address,
+                    "host": h.host_id,
+                    "health": str(h.health),
+                    "capacity": h.capacity,
+                    "in_flight": h.in_flight,
+                }
+                for h in hosts
+            ]
+            data["running"] = sum(h.in_flight for h in hosts)
+            data["tokens"] = t.usage.total().total_tokens + t.target_usage.total().total_tokens
+            data["cost_usd"] = round(t.cost(), 6)
+        data["updated_at"] = time.time()
+        return data
+
+    def _write(self) -> None:
+        with self._write_lock:
+            with self._lock:
+                self._timer = None
+                data = self._snapshot()
+                self._last_write = time.monotonic()
+            try:
+                atomic_write_json(self.path, data, durable=False)
+            except OSError as exc:  # progress only: never fail the run for it
+                log.warning("live.write_failed", error=str(exc))
+
+    def _changed(self, *, now: bool = False) -> None:
+        """Write now when due (or ``now``), else once the interval has passed."""
+        with self._lock:
+            wait = self.min_interval_s - (time.monotonic() - self._last_write)
+            if not now and wait > 0:
+                if self._timer is None:
+                    self._timer = threading.Timer(wait, self._write)
+                    self._timer.daemon = True
+                    self._timer.start()
+                return
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+        self._write()
+
+    def _set(self, *, now: bool = False, **fields: Any) -> None:
+        with self._lock:
+            self._data.update(fields)
+        self._changed(now=now)
+
+    # -- hooks -------------------------------------------------------------------------------
+
+    def on_fit_start(self, trainer: Any, event: FitStartEvent) -> None:
+        self._trainer = trainer
+        self._set(
+            now=True,
+            phase="baseline" if trainer.state.current_score is None else "training",
+            num_epochs=event.num_epochs,
+            total_steps=event.total_steps,
+            step=event.resume_from,
+            resume_from=event.resume_from,
+            simulated=event.simulated,
+            mode=event.mode,
+            baseline_score=trainer.baseline_score(),
+        )
+
+    def on_epoch_start(self, trainer: Any, event: EpochEvent) -> None:
+        self._set(epoch=event.epoch, num_epochs=event.num_epochs)
+
+    def on_step_start(self, trainer: Any, event: StepStartEvent) -> None:
+        self._set(
+            now=True, phase="training", step=event.step, epoch=event.epoch, stages=[], batch=None, stage=""
+        )
+
+    def on_stage_start(self, trainer: Any, event: StageEvent) -> None:
+        phase = {
+            "baseline": "baseline",
+            "test": "test",
+            "slow_update": "epoch_end",
+            "meta_skill": "epoch_end",
+        }
+        with self._lock:
+            fields: dict[str, Any] = {
+                "stage": event.stage,
+                "stage_started_at": time.time(),
+                "phase": phase.get(event.stage, "training"),
+            }
+            if event.stage in phase:
+                fields["stages"] = []
+            self._data.update(fields)
+        self._changed(now=True)
+
+    def on_stage_end(self, trainer: Any, event: StageEvent) -> None:
+        with self._lock:
+            stages = [*self._data["stages"], {"name": event.stage, "seconds": round(event.seconds or 0.0, 3)}]
+            self._data["stages"] = stages
+            if event.stage == "baseline":
+                self._data["baseline_score"] = trainer.baseline_score()
+        self._changed(now=True)
+
+    def on_rollout_batch(self, trainer: Any, event: BatchEvent) -> None:
+        self._set(
+            now=True,
+            batch={
+                "label": event.label,
+                "total": event.total,
+                "done": event.done,
+                "resumed": event.done,
+                "pass": 0,
+                "fail": 0,
+                "infra": 0,
+            },
+        )
+
+    def on_rollout_result(self, trainer: Any, event: RowEvent) -> None:
+        with self._lock:
+            b = self._data.get("batch")
+            if not b or b.get("label") != event.label:
+                return
+            b = dict(b)
+            b["done"] += 1
+            row = event.row
+            key = "infra" if row.infra_error is not None else ("pass" if row.ok else "fail")
+            b[key] += 1
+            self._data["batch"] = b
+        self._changed()
+
+    def on_gate_decision(self, trainer: Any, event: GateEvent) -> None:
+        self._set(
+            last_gate={
+                "step": event.step,
+                "origin": event.origin,
+                "action": event.action,
+                "candidate_score": event.candidate_score,
+                "current_score": event.current_score,
+                "best_score": event.best_score,
+                "reason": event.reason,
+            }
+        )
+
+    def on_step_end(self, trainer: Any, event: StepEndEvent) -> None:
+        self._set(now=True, stage="", last_completed_step=event.step)
+
+    def on_fit_end(self, trainer: Any, event: FitEndEvent) -> None:
+        status = event.summary.get("status", "complete")
+        self._set(
+            now=True, phase="done" if status == "complete" else "stopped", stage="", batch=None, status=status
+        )
+
+    def on_exception(self, trainer: Any, exc: BaseException) -> None:
+        message = getattr(exc, "message", "") or f"{type(exc).__name__}: {exc}"
+        self._set(now=True, phase="failed", error=redact_text(str(message))[:2000])
+
+
+class StopWatcher(Callback):
+    """Sets ``trainer.should_stop`` when a stop request for this process appears.
+
+    Looked for at every stage and step boundary (one ``stat`` and a small read), which is
+    where the trainer can stop cleanly.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.pid = os.getpid()
+
+    def _check(self, trainer: Any) -> None:
+        if trainer.should_stop:
+            return
+        req = read_stop_request(self.run_dir, self.pid)
+        if req is None:
+            return
+        trainer.should_stop = True
+        by = str(req.get("by") or "request")
+        trainer.stop_reason = f"stop requested ({by}): {str(req.get('reason') or 'no reason given')[:300]}"
+        log.warning("trainer.stop_requested", by=by, reason=trainer.stop_reason)
+
+    def on_fit_start(self, trainer: Any, event: FitStartEvent) -> None:
+        # A request left for an earlier session of this run is not meant for this one.
+        stale = read_stop_request(self.run_dir)
+        if stale is not None and stale.get("pid") != self.pid:
+            clear_stop_request(self.run_dir)
+        self._check(trainer)
+
+    def on_step_start(self, trainer: Any, event: StepStartEvent) -> None:
+        self._check(trainer)
+
+    def on_stage_start(self, trainer: Any, event: StageEvent) -> None:
+        self._check(trainer)
+
+    def on_stage_end(self, trainer: Any, event: StageEvent) -> None:
+        self._check(trainer)
+
+    def on_step_end(self, trainer: Any, event: StepEndEvent) -> None:
+        self._check(trainer)
+
+    def on_epoch_end(self, trainer: Any, event: EpochEvent) -> None:
+        self._check(trainer)
+
+    def on_fit_end(self, trainer: Any, event: FitEndEvent) -> None:
+        if read_stop_request(self.run_dir, self.pid) is not None:
+            clear_stop_request(self.run_dir)

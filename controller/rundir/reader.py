@@ -1,0 +1,477 @@
+"""Reading a run directory: the one reader behind the WebUI and ``skillopt runs``.
+
+It reads exactly what ``skillopt train`` and ``skillopt eval`` write (layout in the README's
+"Run directory" section and reference §1.7) and never writes there, so it can follow a run
+while it runs. Files the trainer replaces are replaced atomically; ``results.jsonl`` is
+appended, so a torn last line is skipped here (the trainer repairs it on resume).
+
+Status comes from the directory alone (:func:`run_status`): the lock held → ``running``; a
+``summary.json`` newer than the last session's start → ``finished`` (status ``complete``) or
+``stopped``; launched from the WebUI moments ago and not locked yet → ``starting``; anything
+else → ``failed`` (crashed, killed, or refused at startup: ``console.log`` says why).
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller.rundir.live import LIVE_NAME
+from controller.rundir.lock import LOCK_NAME, LockHolder, lock_holder, read_stop_request
+from skillopt.logs import redact_text
+from skillopt.models.roles import PriceTable
+from skillopt.trainer.records import row_from_json, trace_from_json
+from skillopt.trainer.rollouts import prediction_dir
+from skillopt.types import RolloutResult, Usage
+
+__all__ = [
+    "LAUNCH_NAME",
+    "DiffLine",
+    "RunDir",
+    "RunInfo",
+    "RunStatus",
+    "diff_lines",
+    "list_runs",
+    "run_status",
+]
+
+#: Written by the WebUI when it starts a process in a run directory (argv, pid, time).
+LAUNCH_NAME = "launch.json"
+_MARKERS = ("config.json", "runtime_state.json", LOCK_NAME, LAUNCH_NAME, "eval_summary.json")
+_STEP_DIR = re.compile(r"^step_(\d{4,})$")
+_SKILL_FILE = re.compile(r"^skill_v(\d{4,})\.md$")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class RunStatus(enum.StrEnum):
+    STARTING = "starting"  # launched from the WebUI, the process has not taken the lock yet
+    RUNNING = "running"  # the lock is held
+    FINISHED = "finished"  # summary.json of this session says complete (eval: eval_summary.json)
+    STOPPED = "stopped"  # summary.json of this session says stopped (a stop or a budget)
+    FAILED = "failed"  # none of the above: crashed, killed, or refused at startup
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is not alive (its parent has not reaped it yet).
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+@dataclass(frozen=True)
+class StatusInfo:
+    status: RunStatus
+    pid: int = 0
+    stop_requested: bool = False
+    #: When the current (or last) session started, seconds since the epoch (0 = unknown).
+    session_started_at: float = 0.0
+
+
+def run_status(path: Path) -> StatusInfo:
+    """The status of the run (or eval) in ``path``, from its files and its lock."""
+    holder = lock_holder(path)
+    if holder is not None:
+        return StatusInfo(
+            RunStatus.RUNNING,
+            pid=holder.pid,
+            stop_requested=read_stop_request(path, holder.pid) is not None,
+            session_started_at=holder.started_at,
+        )
+    last = LockHolder.read(path / LOCK_NAME)
+    started = last.started_at if last else 0.0
+    launch = _json(path / LAUNCH_NAME) or {}
+    launched_at = float(launch.get("launched_at") or 0.0)
+    if launched_at > started:  # launched after the last session began: this launch's process
+        pid = int(launch.get("pid") or 0)
+        state = RunStatus.STARTING if pid and _alive(pid) else RunStatus.FAILED
+        return StatusInfo(state, pid=pid, session_started_at=launched_at)
+    for name in ("summary.json", "eval_summary.json"):
+        summary = _json(path / name)
+        if isinstance(summary, dict) and (_mtime(path / name) or 0.0) >= started:
+            if summary.get("status", "complete") == "stopped":
+                return StatusInfo(RunStatus.STOPPED, session_started_at=started)
+            return StatusInfo(RunStatus.FINISHED, session_started_at=started)
+    return StatusInfo(RunStatus.FAILED, pid=last.pid if last else 0, session_started_at=started)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One line of the runs list."""
+
+    name: str
+    path: Path
+    kind: str  # train | eval
+    status: RunStatus
+    pid: int
+    stop_requested: bool
+    env: str
+    agent: str
+    optimizer: str
+    target: str
+    simulated: bool | None
+    mode_reason: str
+    baseline_score: float | None
+    best_score: float | None
+    steps_done: int
+    total_steps: int
+    tokens: int
+    cost_usd: float
+    started_at: float
+    updated_at: float
+    hosts: tuple[str, ...] = ()
+    #: The live phase while running (baseline, training, epoch_end, test, done, stopped).
+    phase: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["path"] = str(self.path)
+        d["status"] = self.status.value
+        d["hosts"] = list(self.hosts)
+        return d
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    """One line of a line diff: ``kind`` is ``same``, ``add``, ``del`` or ``gap`` (elided)."""
+
+    kind: str
+    old_no: int | None
+    new_no: int | None
+    text: str
+
+
+def diff_lines(old: str, new: str, *, context: int = 3) -> list[DiffLine]:
+    """A line diff of two texts with ``context`` unchanged lines around each change."""
+    a, b = old.splitlines(), new.splitlines()
+    out: list[DiffLine] = []
+    for group in difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(context):
+        if out:
+            out.append(DiffLine("gap", None, None, "…"))
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                out += [
+                    DiffLine("same", i + 1, j + 1, a[i])
+                    for i, j in zip(range(i1, i2), range(j1, j2), strict=True)
+                ]
+                continue
+            out += [DiffLine("del", i + 1, None, a[i]) for i in range(i1, i2)]
+            out += [DiffLine("add", None, j + 1, b[j]) for j in range(j1, j2)]
+    return out
+
+
+@dataclass
+class RunDir:
+    """Read-only view of one run directory (or eval directory)."""
+
+    path: Path
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    # -- files -------------------------------------------------------------------------------
+
+    def resolve(self, rel: str) -> Path | None:
+        """``rel`` inside this run directory, or None when it would leave it (``..``, an
+        absolute path, a symlink pointing out) or names a hidden file."""
+        if not rel or "\x00" in rel:
+            return None
+        parts = Path(rel).parts
+        if Path(rel).is_absolute() or any(p in ("..", "") or p.startswith(".") for p in parts):
+            return None
+        root = self.path.resolve()
+        target = (root / rel).resolve()
+        return target if target.is_relative_to(root) else None
+
+    def json(self, rel: str) -> Any:
+        path = self.resolve(rel)
+        return _json(path) if path else None
+
+    def text(self, rel: str, *, limit: int = 2_000_000) -> str | None:
+        """A text file of the run, secret-shaped strings masked."""
+        path = self.resolve(rel)
+        if path is None or not path.is_file():
+            return None
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return redact_text(fh.read(limit))
+
+    def exists(self, rel: str) -> bool:
+        path = self.resolve(rel)
+        return bool(path and path.exists())
+
+    # -- the run -----------------------------------------------------------------------------
+
+    def status(self) -> StatusInfo:
+        return run_status(self.path)
+
+    def config(self) -> dict[str, Any]:
+        return self.json("config.json") or {}
+
+    def state(self) -> dict[str, Any]:
+        return self.json("runtime_state.json") or {}
+
+    def history(self) -> list[dict[str, Any]]:
+        hist = self.json("history.json")
+        if not isinstance(hist, list):
+            return []
+        last = self.state().get("last_completed_step")
+        return [r for r in hist if last is None or r.get("step", 0) <= last]
+
+    def summary(self) -> dict[str, Any] | None:
+        return self.json("summary.json")
+
+    def live(self) -> dict[str, Any] | None:
+        return self.json(LIVE_NAME)
+
+    def launch(self) -> dict[str, Any]:
+        return self.json(LAUNCH_NAME) or {}
+
+    def is_eval(self) -> bool:
+        return not self.exists("config.json") and (
+            self.exists("eval_summary.json") or self.launch().get("kind") == "eval"
+        )
+
+    def baseline_score(self) -> float | None:
+        summary = self.summary() or {}
+        if summary.get("baseline_selection_score") is not None:
+            return summary["baseline_selection_score"]
+        live = self.live() or {}
+        if live.get("baseline_score") is not None:
+            return live["baseline_score"]
+        hist = self.history()
+        return hist[0].get("current_score_before") if hist else None
+
+    def usage(self) -> tuple[int, float]:
+        """Tokens and cost so far: the live status while running, else the summary, else the
+        run state with the config's prices."""
+        live = self.live() or {}
+        status = self.status().status
+        if status is RunStatus.RUNNING and "tokens" in live:
+            return int(live["tokens"]), float(live.get("cost_usd") or 0.0)
+        summary = self.summary()
+        # A summary is this session's only when the status came from it (not stale).
+        if summary and summary.get("token_summary") and status in (RunStatus.FINISHED, RunStatus.STOPPED):
+            return int(summary["token_summary"]["_total"]["total_tokens"]), float(
+                summary.get("cost_usd", 0.0)
+            )
+        st, model = self.state(), self.config().get("model", {})
+        prices = PriceTable(
+            prices={m: (p["input"], p["output"]) for m, p in (model.get("prices") or {}).items()}
+        )
+        tokens, cost = 0, 0.0
+        for key, name in (("usage", model.get("optimizer", "")), ("target_usage", model.get("target", ""))):
+            total = Usage()
+            for u in (st.get(key) or {}).values():
+                total = total + Usage(
+                    **{k: int(u.get(k, 0)) for k in ("calls", "prompt_tokens", "completion_tokens")}
+                )
+            tokens += total.total_tokens
+            cost += prices.cost(name, total)
+        return tokens, cost
+
+    def info(self) -> RunInfo:
+        """The runs-list line of this run."""
+        st_info = self.status()
+        cfg, st, live = self.config(), self.state(), self.live() or {}
+        derived = cfg.get("derived", {})
+        mode = st.get("mode") or derived.get("mode") or {}
+        tokens, cost = self.usage()
+        hosts = set(st.get("hosts") or [])
+        hosts |= {
+            h.get("host") or h.get("address")
+            for h in live.get("hosts") or []
+            if st_info.status is RunStatus.RUNNING
+        }
+        kind = "eval" if self.is_eval() else "train"
+        eval_summary = self.json("eval_summary.json") or {}
+        if kind == "eval" and eval_summary:
+            mode = eval_summary.get("mode") or mode
+            hosts |= set(eval_summary.get("sandbox_hosts") or [])
+        started = [t for t in (self.launch().get("first_launched_at"), _mtime(self.path / "run_id")) if t]
+        updated = [t for t in (_mtime(self.path / LIVE_NAME), _mtime(self.path / "runtime_state.json")) if t]
+        return RunInfo(
+            name=self.name,
+            path=self.path,
+            kind=kind,
+            status=st_info.status,
+            pid=st_info.pid,
+            stop_requested=st_info.stop_requested,
+            env=cfg.get("env", {}).get("name", "") or self.launch().get("env", ""),
+            agent=cfg.get("env", {}).get("agent", ""),
+            optimizer=cfg.get("model", {}).get("optimizer", ""),
+            target=cfg.get("model", {}).get("target", ""),
+            simulated=mode.get("simulated") if mode else None,
+            mode_reason=str(mode.get("reason", "")) if mode else "",
+            baseline_score=self.baseline_score() if kind == "train" else None,
+            best_score=st.get("best_score") if kind == "train" else eval_summary.get("hard"),
+            steps_done=int(st.get("last_completed_step") or 0),
+            total_steps=int(derived.get("total_steps") or live.get("total_steps") or 0),
+            tokens=tokens,
+            cost_usd=cost,
+            started_at=min(started) if started else (_mtime(self.path) or 0.0),
+            updated_at=max(updated) if updated else (_mtime(self.path) or 0.0),
+            hosts=tuple(sorted(h for h in hosts if h)),
+            phase=str(live.get("phase", "")) if st_info.status is RunStatus.RUNNING else "",
+        )
+
+    # -- steps, rollouts, skills ---------------------------------------------------------------
+
+    def steps(self) -> list[int]:
+        root = self.path / "steps"
+        if not root.is_dir():
+            return []
+        return sorted(int(m.group(1)) for p in root.iterdir() if (m := _STEP_DIR.match(p.name)))
+
+    def step(self, n: int) -> dict[str, Any]:
+        """Everything a step wrote: record, patches, merged and ranked edits, apply report,
+        the skill before and the candidate, its rollout directories."""
+        rel = f"steps/step_{n:04d}"
+        base = self.path / rel
+        patches = []
+        for pdir in sorted(base.glob("**/patches")):
+            for f in sorted(pdir.glob("*.json")):
+                data = _json(f) or {}
+                patches.append({"file": str(f.relative_to(self.path)), **data})
+        probe = self.json(f"{rel}/probe/probe_patch.json")
+        if probe:
+            patches.append({"file": f"{rel}/probe/probe_patch.json", "source_type": "probe", **probe})
+        before = self.text(f"skills/skill_v{n - 1:04d}.md") if n > 0 else None
+        return {
+            "step": n,
+            "rel": rel,
+            "record": self.json(f"{rel}/step_record.json"),
+            "patches": patches,
+            "merged": self.json(f"{rel}/merged_patch.json"),
+            "ranked": self.json(f"{rel}/ranked_edits.json"),
+            "apply_report": self.json(f"{rel}/edit_apply_report.json"),
+            "rewrite": self.json(f"{rel}/rewrite_result.json")
+            or self.json(f"{rel}/full_rewrite_result.json"),
+            "lr_decision": self.json(f"{rel}/lr_decision.json"),
+            "skill_before": before,
+            "candidate": self.text(f"{rel}/candidate_skill.md"),
+            "rollout_dirs": self.rollout_dirs(rel),
+        }
+
+    def rollout_dirs(self, under: str = "") -> list[str]:
+        """Rollout directories (holding ``results.jsonl``) under ``under``, relative to the run."""
+        root = self.resolve(under) if under else self.path.resolve()
+        if root is None or not root.is_dir():
+            return []
+        found = sorted(p.parent for p in root.rglob("results.jsonl"))
+        return [str(p.relative_to(self.path.resolve())) for p in found]
+
+    def rows(self, rel: str) -> list[dict[str, Any]]:
+        """The rows of a rollout directory (first occurrence of an id wins; a torn line is skipped)."""
+        path = self.resolve(f"{rel}/results.jsonl")
+        rows: dict[str, dict[str, Any]] = {}
+        if path is None or not path.is_file():
+            return []
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and "id" in obj:
+                rows.setdefault(str(obj["id"]), obj)
+        return list(rows.values())
+
+    def rollout(self, rel: str, item_id: str) -> tuple[RolloutResult, list[str]] | None:
+        """One rollout, typed (row, trace, case reports), and its files relative to the run."""
+        row = next((r for r in self.rows(rel) if str(r["id"]) == item_id), None)
+        root = self.resolve(rel)
+        if row is None or root is None:
+            return None
+        pdir = prediction_dir(root, item_id)
+        trace_json = _json(pdir / "trace.json") or {}
+        trace, reports = trace_from_json(trace_json)
+        files = (
+            sorted(str(p.relative_to(self.path.resolve())) for p in pdir.rglob("*") if p.is_file())
+            if pdir.is_dir()
+            else []
+        )
+        return row_from_json(row, trace, reports), files
+
+    def skill_versions(self) -> list[tuple[str, str]]:
+        """(label, file relative to the run) of every skill the run wrote, in order."""
+        out: list[tuple[str, str]] = []
+        skills = self.path / "skills"
+        if skills.is_dir():
+            for p in sorted(skills.iterdir()):
+                if m := _SKILL_FILE.match(p.name):
+                    out.append((f"v{int(m.group(1))} (after step {int(m.group(1))})", f"skills/{p.name}"))
+        if out:
+            out[0] = ("v0 (initial)", out[0][1])
+        for n in self.steps():
+            if self.exists(f"steps/step_{n:04d}/candidate_skill.md"):
+                out.append((f"step {n} candidate", f"steps/step_{n:04d}/candidate_skill.md"))
+        for p in sorted((self.path / "slow_update").glob("epoch_*/candidate_skill.md")):
+            out.append((f"slow update {p.parent.name} candidate", str(p.relative_to(self.path))))
+        if self.exists("best_skill.md"):
+            out.append(("best", "best_skill.md"))
+        return out
+
+    def evals(self) -> list[RunInfo]:
+        root = self.path / "evals"
+        if not root.is_dir():
+            return []
+        return sorted(
+            (RunDir(p).info() for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
+            key=lambda r: r.started_at,
+            reverse=True,
+        )
+
+    # -- logs --------------------------------------------------------------------------------
+
+    def log_tail(self, rel: str = "train.log", n: int = 200) -> list[str]:
+        """The last ``n`` lines of a log of the run (ANSI codes removed, secrets masked)."""
+        path = self.resolve(rel)
+        if path is None or not path.is_file():
+            return []
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 256 * 1024))
+            data = fh.read().decode("utf-8", errors="replace")
+        lines = data.splitlines()[-n:]
+        return [redact_text(_ANSI.sub("", line)) for line in lines]
+
+
+def list_runs(runs_dir: Path) -> list[RunDir]:
+    """The run directories directly under ``runs_dir`` (newest first)."""
+    if not runs_dir.is_dir():
+        return []
+    runs = [
+        RunDir(p)
+        for p in runs_dir.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and any((p / m).exists() for m in _MARKERS)
+    ]
+    return sorted(runs, key=lambda r: _mtime(r.path / "run_id") or _mtime(r.path) or 0.0, reverse=True)

@@ -1,0 +1,441 @@
+"""The WebUI application: pages, JSON actions and server-sent event streams.
+
+Composition only: run directories are read with :mod:`controller.rundir.reader`, the new-run
+form is validated by the config system (:mod:`controller.webui.forms`), preflight is
+:mod:`controller.preflight`, and runs are the CLI started as a child
+(:mod:`controller.webui.launch`). Pages are rendered on the server (Jinja2, autoescaped); the
+live parts are drawn in the browser by ``static/app.js`` from JSON snapshots pushed over SSE.
+
+Usage::
+
+    app = create_app(runs_dir=Path("runs"))          # then serve it with uvicorn
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hmac
+import json
+import mimetypes
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+import structlog
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from controller.commands.train import _load as _load_run
+from controller.preflight import preflight
+from controller.rundir.lock import clear_stop_request, request_stop
+from controller.rundir.reader import RunDir, RunStatus, diff_lines
+from controller.webui.forms import FIELDS, config_choices, form_values, plan_launch
+from controller.webui.launch import Launcher, eval_argv, resume_argv, train_argv
+from controller.webui.security import COOKIE, SecurityMiddleware, session_value
+from controller.webui.snapshot import RunsList, run_signature, run_snapshot, runs_signature, runs_snapshot
+from skillopt.durable import atomic_write_json
+from skillopt.errors import ConfigError, SkillOptError
+
+__all__ = ["create_app"]
+
+log = structlog.get_logger("skillopt.controller.webui")
+
+HERE = Path(__file__).parent
+_SPLITS = ("train", "val", "test", "all")
+_TEXT_TYPES = {".json", ".jsonl", ".md", ".txt", ".log", ".py", ".yaml", ".csv"}
+
+
+class _Error(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def _score(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.3f}"
+
+
+class WebUI:
+    """Request handlers over one runs directory."""
+
+    def __init__(
+        self, runs_dir: Path, *, token: str | None, poll_s: float = 0.25, keepalive_s: float = 15.0
+    ) -> None:
+        self.runs_dir = runs_dir.resolve()
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        self.token = token
+        self.poll_s = poll_s
+        self.keepalive_s = keepalive_s
+        self.launcher = Launcher()
+        self.templates = Environment(
+            loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"])
+        )
+        self.templates.filters["score"] = _score
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def page(self, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+        html = self.templates.get_template(name).render(**ctx, runs_dir=str(self.runs_dir))
+        return HTMLResponse(html, status_code=status)
+
+    def run(self, name: str) -> RunDir:
+        """The run called ``name`` directly under the runs directory (404 otherwise)."""
+        if not name or name.startswith(".") or "/" in name or "\\" in name or name in ("..",):
+            raise _Error(404, f"no run {name!r}")
+        path = self.runs_dir / name
+        if not path.is_dir() or path.resolve().parent != self.runs_dir:
+            raise _Error(404, f"no run {name!r}")
+        return RunDir(path)
+
+    @staticmethod
+    async def body(request: Request) -> dict[str, Any]:
+        try:
+            data = await request.json()
+        except ValueError:
+            raise _Error(400, "the body is not JSON") from None
+        if not isinstance(data, dict):
+            raise _Error(400, "the body must be a JSON object")
+        return data
+
+    def sse(
+        self, request: Request, signature: Callable[[], Any], snapshot: Callable[[], Any]
+    ) -> StreamingResponse:
+        """Push ``snapshot()`` whenever ``signature()`` changes (checked every ``poll_s``)."""
+
+        async def stream() -> AsyncIterator[str]:
+            last_sig: Any = object()
+            last_body = ""
+            last_sent = time.monotonic()
+            yield "retry: 1000\n\n"
+            while not await request.is_disconnected():
+                sig = await run_in_threadpool(signature)
+                if sig != last_sig:
+                    last_sig = sig
+                    body = json.dumps(await run_in_threadpool(snapshot), default=str)
+                    if body != last_body:
+                        last_body = body
+                        last_sent = time.monotonic()
+                        yield f"event: snapshot\ndata: {body}\n\n"
+                if time.monotonic() - last_sent > self.keepalive_s:
+                    last_sent = time.monotonic()
+                    yield ": keepalive\n\n"
+                await asyncio.sleep(self.poll_s)
+
+        return StreamingResponse(
+            stream(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    # -- login -------------------------------------------------------------------------------
+
+    async def login(self, request: Request) -> Response:
+        if self.token is None:
+            return RedirectResponse("/", status_code=303)
+        given = request.query_params.get("token", "")
+        if request.method == "POST":  # a urlencoded form (no multipart parser needed)
+            form = parse_qs((await request.body()).decode("utf-8", errors="replace"))
+            given = (form.get("token") or [""])[0]
+        if given:
+            if hmac.compare_digest(given.encode(), self.token.encode()):
+                resp = RedirectResponse("/", status_code=303)
+                resp.set_cookie(COOKIE, session_value(self.token), httponly=True, samesite="strict", path="/")
+                return resp
+            return self.page("login.html", 401, error="wrong token")
+        return self.page("login.html", error="")
+
+    # -- runs list ---------------------------------------------------------------------------
+
+    async def index(self, request: Request) -> Response:
+        snap = await run_in_threadpool(runs_snapshot, self.runs_dir)
+        return self.page("runs.html", snapshot=snap)
+
+    async def api_runs(self, request: Request) -> Response:
+        return JSONResponse(await run_in_threadpool(runs_snapshot, self.runs_dir))
+
+    async def events_runs(self, request: Request) -> Response:
+        runs = RunsList(self.runs_dir)
+        return self.sse(request, lambda: runs_signature(self.runs_dir), runs.snapshot)
+
+    # -- new run -----------------------------------------------------------------------------
+
+    async def new(self, request: Request) -> Response:
+        choices = await run_in_threadpool(config_choices)
+        return self.page("new.html", choices=choices, fields=FIELDS)
+
+    async def api_config(self, request: Request) -> Response:
+        choice = {c.id: c for c in config_choices()}.get(request.path_params["cid"])
+        if choice is None:
+            raise _Error(404, f"no config {request.path_params['cid']!r}")
+        try:
+            cfg = choice.load()
+        except ConfigError as exc:
+            raise _Error(400, exc.message) from None
+        return JSONResponse({"id": choice.id, "env": choice.env, "values": form_values(cfg)})
+
+    def _plan(self, form: dict[str, Any]):
+        existing = {p.name for p in self.runs_dir.iterdir()}
+        plan = plan_launch(form, existing=existing)
+        checks = preflight(plan.config)
+        argv = train_argv(plan.choice.config, plan.set_args(), self.runs_dir / plan.name)
+        return plan, checks, argv
+
+    async def api_preflight(self, request: Request) -> Response:
+        form = await self.body(request)
+        try:
+            plan, checks, argv = await run_in_threadpool(self._plan, form)
+        except ConfigError as exc:
+            return JSONResponse({"ok": False, "error": exc.message, "checks": []}, status_code=422)
+        return JSONResponse(
+            {
+                "ok": all(c.ok for c in checks),
+                "checks": [c.to_dict() for c in checks],
+                "name": plan.name,
+                "command": "skillopt " + " ".join(argv[3:]),
+            }
+        )
+
+    async def api_launch(self, request: Request) -> Response:
+        form = await self.body(request)
+        try:
+            plan, checks, argv = await run_in_threadpool(self._plan, form)
+        except ConfigError as exc:
+            return JSONResponse({"ok": False, "error": exc.message, "checks": []}, status_code=422)
+        if not all(c.ok for c in checks):
+            failed = next(c for c in checks if not c.ok)
+            return JSONResponse(
+                {
+                    "ok": False,
+                    "error": f"preflight: {failed.name}: {failed.detail}",
+                    "checks": [c.to_dict() for c in checks],
+                },
+                status_code=409,
+            )
+        out = self.runs_dir / plan.name
+        try:
+            out.mkdir()  # claims the name: of two launches with one name, one gets it
+        except FileExistsError:
+            return JSONResponse(
+                {"ok": False, "error": f"a run named {plan.name!r} exists already"}, status_code=409
+            )
+        pid = await run_in_threadpool(
+            self.launcher.start, out, argv, kind="train", env_name=plan.config.env.name
+        )
+        return JSONResponse({"ok": True, "name": plan.name, "pid": pid, "url": f"/runs/{plan.name}"})
+
+    # -- one run -----------------------------------------------------------------------------
+
+    async def run_page(self, request: Request) -> Response:
+        run = self.run(request.path_params["name"])
+        snap = await run_in_threadpool(run_snapshot, run)
+        return self.page("run.html", run=run, snapshot=snap, splits=_SPLITS)
+
+    async def api_run(self, request: Request) -> Response:
+        run = self.run(request.path_params["name"])
+        return JSONResponse(await run_in_threadpool(run_snapshot, run))
+
+    async def events_run(self, request: Request) -> Response:
+        run = self.run(request.path_params["name"])
+        return self.sse(request, lambda: run_signature(run), lambda: run_snapshot(run))
+
+    async def api_stop(self, request: Request) -> Response:
+        run = self.run(request.path_params["name"])
+        body = await self.body(request)
+        reason = str(body.get("reason") or "stopped from the WebUI")[:300]
+        try:
+            holder = await run_in_threadpool(request_stop, run.path, reason=reason, by="webui")
+        except ConfigError as exc:
+            return JSONResponse({"ok": False, "error": exc.message}, status_code=409)
+        return JSONResponse({"ok": True, "pid": holder.pid})
+
+    async def api_resume(self, request: Request) -> Response:
+        run = self.run(request.path_params["name"])
+        body = await self.body(request)
+        status = run.status().status
+        if status in (RunStatus.RUNNING, RunStatus.STARTING):
+            return JSONResponse(
+                {"ok": False, "error": f"{run.name} is {status}: nothing to resume"}, status_code=409
+            )
+        if status is RunStatus.FINISHED:
+            return JSONResponse(
+                {"ok": False, "error": f"{run.name} finished: nothing to resume"}, status_code=409
+            )
+        if not run.exists("config.json"):
+            return JSONResponse(
+                {"ok": False, "error": f"{run.name} never started training (no config.json): launch it anew"},
+                status_code=409,
+            )
+        overrides = [line.strip() for line in str(body.get("extra") or "").splitlines() if line.strip()]
+        # The recorded mode is kept: a simulated run resumes simulated, a real one real.
+        mode = run.state().get("mode") or (run.config().get("derived") or {}).get("mode") or {}
+        simulate = "on" if mode.get("simulated") else "off"
+        try:  # the CLI's own loading of a run to resume, so its messages are the CLI's
+            ns = argparse.Namespace(set=overrides, endpoints=None, simulate=simulate, resume=str(run.path))
+            cfg, _ = await run_in_threadpool(_load_run, ns)
+        except ConfigError as exc:
+            return JSONResponse({"ok": False, "error": exc.message}, status_code=422)
+        checks = await run_in_threadpool(preflight, cfg)
+        failed = [c for c in checks if not c.ok]
+        if failed:
+            return JSONResponse(
+                {"ok": False, "error": f"preflight: {failed[0].name}: {failed[0].detail}"}, status_code=409
+            )
+        clear_stop_request(run.path)
+        argv = resume_argv(run.path, overrides, simulate=simulate)
+        pid = await run_in_threadpool(self.launcher.start, run.path, argv, kind="train")
+        return JSONResponse({"ok": True, "pid": pid})
+
+    async def api_eval(self, request: Request) -> Response:
+        run = self.run(request.path_params["name"])
+        body = await self.body(request)
+        skill_rel, split = str(body.get("skill") or ""), str(body.get("split") or "test")
+        if split not in _SPLITS:
+            return JSONResponse(
+                {"ok": False, "error": f"split must be one of {', '.join(_SPLITS)}"}, status_code=422
+            )
+        if skill_rel not in {rel for _, rel in run.skill_versions()}:
+            return JSONResponse(
+                {"ok": False, "error": f"{skill_rel!r} is not a skill of this run"}, status_code=422
+            )
+        cfg = run.config()
+        if not cfg:
+            return JSONResponse({"ok": False, "error": "the run has no config.json yet"}, status_code=409)
+        simulated = bool((cfg.get("derived") or {}).get("simulated"))
+        stem = Path(skill_rel).stem if not skill_rel.startswith("steps/") else skill_rel.split("/")[1]
+        out = run.path / "evals" / f"{split}_{stem}_{time.strftime('%Y%m%d_%H%M%S')}"
+        out.mkdir(parents=True, exist_ok=False)
+        config_file = out / "config.yaml"  # the run's config (JSON is YAML), without derived facts
+        atomic_write_json(config_file, {k: v for k, v in cfg.items() if k != "derived"})
+        skill = run.resolve(skill_rel)
+        argv = eval_argv(config_file, skill, split, out, simulated=simulated)
+        pid = await run_in_threadpool(
+            self.launcher.start, out, argv, kind="eval", env_name=cfg["env"]["name"]
+        )
+        return JSONResponse({"ok": True, "pid": pid, "dir": str(out.relative_to(run.path))})
+
+    async def step_page(self, request: Request) -> Response:
+        run = self.run(request.path_params["name"])
+        n = int(request.path_params["n"])
+        if n not in run.steps():
+            raise _Error(404, f"{run.name} has no step {n}")
+        step = await run_in_threadpool(run.step, n)
+        diff = (
+            diff_lines(step["skill_before"] or "", step["candidate"])
+            if step["candidate"] is not None
+            else None
+        )
+        return self.page("step.html", run=run, step=step, diff=diff)
+
+    async def rows_page(self, request: Request) -> Response:
+        run = self.run(request.path_params["name"])
+        rel = request.query_params.get("dir", "")
+        if run.resolve(rel) is None or not run.exists(f"{rel}/results.jsonl"):
+            raise _Error(404, f"no rollout directory {rel!r}")
+        rows = await run_in_threadpool(run.rows, rel)
+        return self.page("rows.html", run=run, rel=rel, rows=rows)
+
+    async def rollout_page(self, request: Request) -> Response:
+        run = self.run(request.path_params["name"])
+        rel, item = request.query_params.get("dir", ""), request.query_params.get("id", "")
+        found = await run_in_threadpool(run.rollout, rel, item) if run.resolve(rel) else None
+        if found is None:
+            raise _Error(404, f"no rollout {item!r} in {rel!r}")
+        row, files = found
+        exchanges: Any = None
+        raw = row.trace.notes.get("model_exchanges")
+        if raw:
+            try:
+                exchanges = json.loads(raw)
+            except ValueError:
+                exchanges = None
+        notes = {k: v for k, v in row.trace.notes.items() if k != "model_exchanges"}
+        return self.page(
+            "rollout.html", run=run, rel=rel, row=row, files=files, exchanges=exchanges, notes=notes
+        )
+
+    async def skills_page(self, request: Request) -> Response:
+        run = self.run(request.path_params["name"])
+        versions = run.skill_versions()
+        rels = [rel for _, rel in versions]
+        a = request.query_params.get("a") or (rels[0] if rels else "")
+        b = request.query_params.get("b") or (rels[-1] if rels else "")
+        full = request.query_params.get("context") == "all"
+        if versions and (a not in rels or b not in rels):
+            raise _Error(404, "unknown skill version")
+        diff = (
+            diff_lines(run.text(a) or "", run.text(b) or "", context=10**6 if full else 3) if versions else []
+        )
+        return self.page("skills.html", run=run, versions=versions, a=a, b=b, diff=diff, full=full)
+
+    async def file(self, request: Request) -> Response:
+        run = self.run(request.path_params["name"])
+        rel = request.path_params["rel"]
+        path = run.resolve(rel)
+        if path is None or not path.is_file():
+            raise _Error(404, f"no file {rel!r}")
+        if path.suffix in _TEXT_TYPES and request.query_params.get("download") != "1":
+            text = await run_in_threadpool(run.text, rel)
+            return Response(text or "", media_type="text/plain; charset=utf-8")
+        media = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        if media.startswith("text/") or "html" in media or "xml" in media or "svg" in media:
+            media = "application/octet-stream"  # never rendered by the browser as a page
+        return FileResponse(path, media_type=media, filename=path.name)
+
+
+def create_app(
+    runs_dir: Path, *, token: str | None = None, bind_host: str = "127.0.0.1", poll_s: float = 0.25
+) -> Any:
+    """The ASGI application serving ``runs_dir``, behind :class:`SecurityMiddleware`."""
+    ui = WebUI(runs_dir, token=token, poll_s=poll_s)
+
+    async def errors(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, _Error):
+            status, message = exc.status, exc.message
+        elif isinstance(exc, SkillOptError):
+            status, message = 400, exc.message
+        else:
+            raise exc
+        if "text/html" in request.headers.get("accept", ""):
+            return ui.page("error.html", status, message=message)
+        return JSONResponse({"error": message}, status_code=status)
+
+    routes = [
+        Route("/", ui.index),
+        Route("/login", ui.login, methods=["GET", "POST"]),
+        Route("/new", ui.new),
+        Route("/api/runs", ui.api_runs),
+        Route("/api/configs/{cid}", ui.api_config),
+        Route("/api/preflight", ui.api_preflight, methods=["POST"]),
+        Route("/api/launch", ui.api_launch, methods=["POST"]),
+        Route("/api/runs/{name}", ui.api_run),
+        Route("/api/runs/{name}/stop", ui.api_stop, methods=["POST"]),
+        Route("/api/runs/{name}/resume", ui.api_resume, methods=["POST"]),
+        Route("/api/runs/{name}/eval", ui.api_eval, methods=["POST"]),
+        Route("/events/runs", ui.events_runs),
+        Route("/events/runs/{name}", ui.events_run),
+        Route("/runs/{name}", ui.run_page),
+        Route("/runs/{name}/steps/{n:int}", ui.step_page),
+        Route("/runs/{name}/rows", ui.rows_page),
+        Route("/runs/{name}/rollout", ui.rollout_page),
+        Route("/runs/{name}/skills", ui.skills_page),
+        Route("/runs/{name}/files/{rel:path}", ui.file),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    app = Starlette(routes=routes, exception_handlers={_Error: errors, SkillOptError: errors})
+    app.state.ui = ui
+    return SecurityMiddleware(app, token=token, bind_host=bind_host)

@@ -1,0 +1,119 @@
+"""Starting ``skillopt train`` / ``skillopt eval`` from the WebUI: the CLI itself, as a child.
+
+A run launched from the page is the same thing as one started in a terminal: the page only
+writes the arguments. The child gets its own session (closing the UI does not stop it), the
+UI's environment (provider keys reach the run the way they reach a terminal run, never the
+page), and ``console.log`` in its run directory as stdout and stderr. ``launch.json`` records
+the argv and pid, which :func:`controller.rundir.reader.run_status` uses until the child holds
+the run's lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import structlog
+
+from controller.rundir.reader import LAUNCH_NAME
+from skillopt.durable import atomic_write_json
+
+__all__ = ["Launcher", "eval_argv", "resume_argv", "train_argv"]
+
+log = structlog.get_logger("skillopt.controller.webui")
+
+_CLI = [sys.executable, "-m", "controller.cli"]
+
+
+def train_argv(config: str, overrides: list[str], out: Path) -> list[str]:
+    argv = [*_CLI, "train", "--config", config, "--out", str(out)]
+    for item in overrides:
+        argv += ["--set", item]
+    return argv
+
+
+def resume_argv(run_dir: Path, overrides: list[str], *, simulate: str) -> list[str]:
+    argv = [*_CLI, "train", "--resume", str(run_dir), "--simulate", simulate]
+    for item in overrides:
+        argv += ["--set", item]
+    return argv
+
+
+def eval_argv(config_file: Path, skill: Path, split: str, out: Path, *, simulated: bool) -> list[str]:
+    return [
+        *_CLI,
+        "eval",
+        "--config",
+        str(config_file),
+        "--skill",
+        str(skill),
+        "--split",
+        split,
+        "--out",
+        str(out),
+        "--simulate",
+        "on" if simulated else "off",
+    ]
+
+
+class Launcher:
+    """Starts CLI children and reaps them (a reaped child is not mistaken for a live one)."""
+
+    def __init__(self) -> None:
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._lock = threading.Lock()
+
+    def start(self, run_dir: Path, argv: list[str], *, kind: str, env_name: str = "") -> int:
+        """Start ``argv`` for ``run_dir``; returns the child's pid."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        previous = {}
+        with contextlib.suppress(OSError, ValueError):
+            previous = json.loads((run_dir / LAUNCH_NAME).read_text(encoding="utf-8"))
+        launched_at = time.time()
+        console = open(run_dir / "console.log", "ab")  # noqa: SIM115 - handed to the child
+        try:
+            console.write(f"\n== {time.strftime('%Y-%m-%d %H:%M:%S')} webui: {' '.join(argv[2:])}\n".encode())
+            console.flush()
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                start_new_session=True,
+            )
+        finally:
+            console.close()
+        atomic_write_json(
+            run_dir / LAUNCH_NAME,
+            {
+                "by": "webui",
+                "kind": kind,
+                "env": env_name or previous.get("env", ""),
+                "argv": argv[2:],
+                "pid": proc.pid,
+                "launched_at": launched_at,
+                "first_launched_at": previous.get("first_launched_at") or launched_at,
+            },
+        )
+        with self._lock:
+            self._children[proc.pid] = proc
+        threading.Thread(target=self._reap, args=(proc,), daemon=True, name=f"reap-{proc.pid}").start()
+        log.info("webui.launched", run_dir=str(run_dir), pid=proc.pid, kind=kind)
+        return proc.pid
+
+    def _reap(self, proc: subprocess.Popen[bytes]) -> None:
+        code = proc.wait()
+        with self._lock:
+            self._children.pop(proc.pid, None)
+        log.info("webui.child_exited", pid=proc.pid, code=code)
+
+    def running(self) -> list[int]:
+        with self._lock:
+            return sorted(self._children)

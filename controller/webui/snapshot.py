@@ -1,0 +1,161 @@
+"""What the live pages show, as JSON: built from :class:`controller.rundir.reader.RunDir`.
+
+The run page and the runs list render these snapshots in the browser, from the first one
+embedded in the page and then from every one pushed over server-sent events, so a page shows
+the same thing whether it was just opened or has been following the run for an hour.
+:func:`run_signature` is what the event stream watches: it changes whenever a file the
+snapshot is built from changes, or the run's lock is taken or dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from controller.rundir.live import LIVE_NAME
+from controller.rundir.lock import LOCK_NAME, STOP_NAME
+from controller.rundir.reader import LAUNCH_NAME, RunDir, RunStatus, list_runs
+
+__all__ = ["RunsList", "run_signature", "run_snapshot", "runs_signature", "runs_snapshot"]
+
+_WATCHED = (
+    LIVE_NAME,
+    "runtime_state.json",
+    "history.json",
+    "summary.json",
+    "eval_summary.json",
+    "train.log",
+    "console.log",
+    LOCK_NAME,
+    STOP_NAME,
+    LAUNCH_NAME,
+    "evals",
+    "steps",
+    "skills",
+)
+_RECORD_KEYS = (
+    "step",
+    "epoch",
+    "action",
+    "gate_reason",
+    "candidate_gate_score",
+    "current_score",
+    "current_score_before",
+    "best_score",
+    "rollout_hard",
+    "rollout_n",
+    "rollout_n_infra",
+    "n_edits_merged",
+    "n_edits_ranked",
+    "edit_budget",
+    "edit_apply_summary",
+    "selection_n_infra",
+    "wall_time_s",
+)
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+        return st.st_mtime_ns, st.st_size
+    except OSError:
+        return 0, 0
+
+
+def run_signature(run: RunDir) -> tuple[Any, ...]:
+    """Changes when anything the run's snapshot shows may have changed."""
+    st = run.status()
+    evals = run.path / "evals"
+    eval_sigs = (
+        tuple((p.name, _stat(p / "eval_summary.json"), _stat(p / LOCK_NAME)) for p in sorted(evals.iterdir()))
+        if evals.is_dir()
+        else ()
+    )
+    return (st.status, st.pid, st.stop_requested, *(_stat(run.path / n) for n in _WATCHED), eval_sigs)
+
+
+def _format_log_line(line: str) -> dict[str, str]:
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return {"time": "", "level": "", "text": line}
+    if not isinstance(obj, dict):
+        return {"time": "", "level": "", "text": line}
+    rest = " ".join(f"{k}={v}" for k, v in obj.items() if k not in ("timestamp", "level", "event"))
+    return {
+        "time": str(obj.get("timestamp", ""))[11:19],
+        "level": str(obj.get("level", "")),
+        "text": f"{obj.get('event', '')} {rest}".strip(),
+    }
+
+
+def run_snapshot(run: RunDir) -> dict[str, Any]:
+    """Everything the live run page shows."""
+    info = run.info()
+    live = run.live() or {}
+    state = run.state()
+    summary = run.summary() or {}
+    history = [{k: r.get(k) for k in _RECORD_KEYS} for r in run.history()]
+    running = info.status in (RunStatus.RUNNING, RunStatus.STARTING)
+    if not running:
+        # What a live file says about a process that is gone is history, not a present stage.
+        live = {**live, "stage": "", "batch": None, "running": 0, "hosts": []}
+    return {
+        "info": info.to_dict(),
+        "live": live,
+        "history": history,
+        "baseline_score": run.baseline_score(),
+        "num_epochs": (run.config().get("train") or {}).get("num_epochs"),
+        "steps": run.steps(),
+        "skills": [{"label": label, "rel": rel} for label, rel in run.skill_versions()],
+        "evals": [e.to_dict() for e in run.evals()],
+        "log": [_format_log_line(line) for line in run.log_tail("train.log", 80)],
+        "console": run.log_tail("console.log", 60),
+        "stop_reason": summary.get("stop_reason") or state.get("stop_reason") or "",
+        "summary": {
+            k: summary.get(k)
+            for k in (
+                "status",
+                "best_selection_score",
+                "baseline_selection_score",
+                "final_selection_score",
+                "best_step",
+                "baseline_test_hard",
+                "test_hard",
+                "final_test_hard",
+                "total_accepts",
+                "total_rejects",
+                "total_wall_time_s",
+            )
+        }
+        if summary
+        else None,
+        "epoch_stages": state.get("epoch_stages") or {},
+    }
+
+
+def runs_signature(runs_dir: Path) -> tuple[Any, ...]:
+    return (_stat(runs_dir), *((r.name, run_signature(r)) for r in list_runs(runs_dir)))
+
+
+class RunsList:
+    """The runs list, each run's line re-read only when its signature changed (a list of many
+    finished runs and one live one costs one run's reading per push)."""
+
+    def __init__(self, runs_dir: Path) -> None:
+        self.runs_dir = runs_dir
+        self._lines: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+
+    def snapshot(self) -> dict[str, Any]:
+        lines: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+        for run in list_runs(self.runs_dir):
+            sig = run_signature(run)
+            cached = self._lines.get(run.name)
+            lines[run.name] = cached if cached and cached[0] == sig else (sig, run.info().to_dict())
+        self._lines = lines
+        return {"runs": [line for _, line in lines.values()]}
+
+
+def runs_snapshot(runs_dir: Path) -> dict[str, Any]:
+    return RunsList(runs_dir).snapshot()

@@ -1,0 +1,366 @@
+// skillopt WebUI: renders JSON snapshots (embedded in the page, then pushed over SSE) and
+// posts actions. No framework, no build step; text is always set with textContent.
+"use strict";
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children) {
+    if (c === null || c === undefined) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+const $ = (sel) => document.querySelector(sel);
+const put = (node, ...kids) => node.replaceChildren(...kids.filter((k) => k !== null && k !== undefined));
+const score = (v) => (v === null || v === undefined ? "-" : Number(v).toFixed(3));
+const tokens = (n) => (!n ? "0" : n >= 1e6 ? (n / 1e6).toFixed(2) + "M" : n >= 1e3 ? (n / 1e3).toFixed(1) + "k" : String(n));
+const money = (x) => "$" + Number(x || 0).toFixed(4);
+const when = (t) => (t ? new Date(t * 1000).toLocaleString() : "-");
+const secs = (s) => (s === null || s === undefined ? "" : s < 10 ? s.toFixed(1) + "s" : Math.round(s) + "s");
+
+function snapshotFromPage() {
+  const node = document.getElementById("snapshot");
+  return node ? JSON.parse(node.textContent) : null;
+}
+
+// Follow an SSE stream of snapshots; `render` gets each one.
+function follow(url, render) {
+  const source = new EventSource(url);
+  source.addEventListener("open", () => { document.body.dataset.sse = "open"; });
+  source.addEventListener("error", () => { document.body.dataset.sse = "reconnecting"; });
+  source.addEventListener("snapshot", (ev) => {
+    const snap = JSON.parse(ev.data);
+    document.body.dataset.received = String(Date.now());
+    render(snap);
+  });
+  return source;
+}
+
+async function post(url, body) {
+  const resp = await fetch(url, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Accept: "application/json" },
+    body: JSON.stringify(body || {}),
+    credentials: "same-origin",
+  });
+  let data = {};
+  try { data = await resp.json(); } catch (e) { data = { error: "HTTP " + resp.status }; }
+  if (!resp.ok && !data.error) data.error = "HTTP " + resp.status;
+  data.httpStatus = resp.status;
+  return data;
+}
+
+function showError(node, message) {
+  node.hidden = !message;
+  node.textContent = message || "";
+}
+
+function statusLabel(info) {
+  if (info.status !== "running") return info.status;
+  if (info.stop_requested) return "stopping";
+  return ["done", "stopped"].includes(info.phase) ? "finishing" : "running";
+}
+
+// -- runs list --------------------------------------------------------------------------------
+
+function renderRuns(snap) {
+  const body = $("#runs tbody");
+  body.replaceChildren();
+  for (const r of snap.runs) {
+    const st = statusLabel(r);
+    body.append(el("tr", { "data-run": r.name },
+      el("td", {}, el("a", { href: "/runs/" + encodeURIComponent(r.name), text: r.name })),
+      el("td", {}, el("span", { class: "pill " + st, text: st })),
+      el("td", { text: r.env || "-" }),
+      el("td", { text: r.agent || (r.kind === "eval" ? "eval" : "-") }),
+      el("td", { text: (r.target || "-") + " / " + (r.optimizer || "-") }),
+      el("td", {}, r.simulated === null ? "-" : el("span", { class: "badge" + (r.simulated ? " sim" : ""), title: r.mode_reason, text: r.simulated ? "simulated" : "real" })),
+      el("td", { class: "num", text: score(r.best_score) }),
+      el("td", { class: "num", text: r.total_steps ? r.steps_done + "/" + r.total_steps : String(r.steps_done || "-") }),
+      el("td", { class: "num", text: tokens(r.tokens) }),
+      el("td", { class: "num", text: money(r.cost_usd) }),
+      el("td", { text: when(r.started_at) }),
+      el("td", { text: (r.hosts || []).join(", ") || "-" }),
+    ));
+  }
+  $("#no-runs").hidden = snap.runs.length > 0;
+}
+
+// -- new run ----------------------------------------------------------------------------------
+
+function initNew() {
+  const form = $("#new-run");
+  const select = $("#config");
+  const error = $("#form-error");
+
+  async function load() {
+    const wanted = select.value;
+    delete form.dataset.loaded;
+    const resp = await fetch("/api/configs/" + encodeURIComponent(wanted), { headers: { Accept: "application/json" } });
+    const data = await resp.json();
+    if (select.value !== wanted) return; // a later choice's answer fills the form, not this one
+    if (!resp.ok) { showError(error, data.error); return; }
+    showError(error, "");
+    for (const input of form.querySelectorAll("[data-key]")) {
+      const f = data.values[input.dataset.key];
+      if (!f) continue;
+      if (input.type === "checkbox") input.checked = Boolean(f.value);
+      else if (input.tagName === "SELECT") {
+        input.replaceChildren(...f.choices.map((c) => el("option", { value: c, text: c })));
+        input.value = f.value;
+      } else input.value = f.value;
+    }
+    form.dataset.loaded = select.value;
+  }
+
+  function collect() {
+    const values = {};
+    for (const input of form.querySelectorAll("[data-key]")) {
+      values[input.dataset.key] = input.type === "checkbox" ? input.checked : input.value;
+    }
+    return { config: select.value, name: $("#run-name").value, values, extra: $("#extra").value };
+  }
+
+  function showChecks(data) {
+    const list = $("#checks");
+    list.replaceChildren(...(data.checks || []).map((c) =>
+      el("li", { class: c.ok ? "ok" : "bad", "data-check": c.name }, el("b", { text: c.name }), c.detail)));
+    const cmd = $("#command");
+    cmd.hidden = !data.command;
+    cmd.textContent = data.command || "";
+  }
+
+  $("#preflight").addEventListener("click", async () => {
+    const data = await post("/api/preflight", collect());
+    showError(error, data.error);
+    showChecks(data);
+    form.dataset.preflight = data.error ? "error" : data.ok ? "ok" : "failed";
+  });
+  $("#launch").addEventListener("click", async () => {
+    $("#launch").disabled = true;
+    const data = await post("/api/launch", collect());
+    $("#launch").disabled = false;
+    showError(error, data.error);
+    showChecks(data);
+    if (data.ok) window.location.assign(data.url);
+  });
+  select.addEventListener("change", load);
+  load();
+}
+
+// -- one run ----------------------------------------------------------------------------------
+
+const STAGES = ["rollout", "reflect", "aggregate", "select", "update", "evaluate"];
+const PHASES = {
+  starting: "starting", baseline: "baseline: initial skill on the selection split", training: "",
+  epoch_end: "end of epoch", test: "test evaluation", done: "done", stopped: "stopped", failed: "failed",
+};
+
+function drawCurve(svg, history, baseline) {
+  const W = 640, H = 260, L = 36, R = 12, T = 12, B = 28;
+  const n = Math.max(1, history.length ? history[history.length - 1].step : 1);
+  const x = (s) => L + (s / n) * (W - L - R);
+  const y = (v) => T + (1 - v) * (H - T - B);
+  const ns = "http://www.w3.org/2000/svg";
+  const mk = (tag, attrs) => { const e = document.createElementNS(ns, tag); for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v); return e; };
+  svg.replaceChildren();
+  for (const v of [0, 0.25, 0.5, 0.75, 1]) {
+    svg.append(mk("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "gridline" }));
+    const t = mk("text", { x: 4, y: y(v) + 3 }); t.textContent = v.toFixed(2); svg.append(t);
+  }
+  svg.append(mk("line", { x1: L, x2: W - R, y1: y(0), y2: y(0), class: "axis" }));
+  for (let s = 0; s <= n; s += Math.max(1, Math.ceil(n / 12))) {
+    const t = mk("text", { x: x(s) - 3, y: H - 10 }); t.textContent = String(s); svg.append(t);
+  }
+  const pts = [[0, baseline ?? 0]];
+  for (const r of history) pts.push([r.step, r.current_score ?? pts[pts.length - 1][1]]);
+  let d = "";
+  pts.forEach(([s, v], i) => {
+    d += i === 0 ? `M${x(s)},${y(v)}` : `H${x(s)}V${y(v)}`;
+  });
+  svg.append(mk("path", { d, class: "cur" }));
+  const roll = history.filter((r) => r.rollout_hard !== null && r.rollout_hard !== undefined);
+  if (roll.length) {
+    svg.append(mk("path", { d: roll.map((r, i) => (i ? "L" : "M") + x(r.step) + "," + y(r.rollout_hard)).join(""), class: "roll" }));
+    for (const r of roll) svg.append(mk("circle", { cx: x(r.step), cy: y(r.rollout_hard), r: 2.5, class: "rolldot" }));
+  }
+  for (const r of history) {
+    if (r.candidate_gate_score === null || r.candidate_gate_score === undefined) continue;
+    const cx = x(r.step), cy = y(r.candidate_gate_score);
+    if (String(r.action).includes("accept")) {
+      svg.append(mk("circle", { cx, cy, r: 5, class: "acc", "data-step": r.step }));
+    } else {
+      const g = mk("g", { class: "rej", "data-step": r.step });
+      g.append(mk("line", { x1: cx - 5, y1: cy - 5, x2: cx + 5, y2: cy + 5 }), mk("line", { x1: cx - 5, y1: cy + 5, x2: cx + 5, y2: cy - 5 }));
+      svg.append(g);
+    }
+  }
+}
+
+// Options follow the run; the choice stays the user's once made, else follows `preferred`.
+function fillSelect(select, items, preferred) {
+  if (!select.dataset.watched) {
+    select.dataset.watched = "1";
+    select.addEventListener("change", () => { select.dataset.touched = "1"; });
+  }
+  const key = JSON.stringify(items);
+  if (select.dataset.items === key) return;
+  const current = select.dataset.touched ? select.value : preferred;
+  select.replaceChildren(...items.map((s) => el("option", { value: s.rel, text: s.label })));
+  select.dataset.items = key;
+  if ([...select.options].some((o) => o.value === current)) select.value = current;
+}
+
+function renderRun(snap) {
+  const info = snap.info, live = snap.live || {}, name = info.name;
+  const st = statusLabel(info);
+  const pill = $("#status");
+  pill.textContent = st;
+  pill.className = "pill " + st;
+  const mode = $("#mode");
+  mode.textContent = info.simulated === null ? "" : info.simulated ? "SIMULATION" : "REAL MODELS";
+  mode.className = "badge" + (info.simulated ? " sim" : "");
+  mode.title = info.mode_reason || "";
+  $("#subtitle").textContent = [info.env, info.agent, "target " + (info.target || "-"), "optimizer " + (info.optimizer || "-"),
+    "started " + when(info.started_at), info.pid && (st === "running" || st === "stopping" || st === "starting") ? "pid " + info.pid : ""].filter(Boolean).join(" · ");
+  const alive = ["running", "starting"].includes(info.status);
+  $("#stop").hidden = !alive || info.stop_requested;
+  $("#resume").hidden = alive || info.status === "finished" || info.kind !== "train";
+  const notice = $("#stop-reason");
+  const reason = info.stop_requested ? "Stop requested: the run stops at the next stage boundary." :
+    info.status === "stopped" ? "Stopped: " + (snap.stop_reason || "") :
+    info.status === "failed" ? "Failed: the process ended without a summary (crashed, killed, or refused at startup; see the console). Resume continues from the last committed step." : "";
+  notice.hidden = !reason;
+  notice.textContent = reason;
+
+  const step = live.step || info.steps_done, total = live.total_steps || info.total_steps;
+  const lastRec = snap.history.length ? snap.history[snap.history.length - 1] : null;
+  const epoch = (alive && live.epoch) || (lastRec ? lastRec.epoch : live.epoch);
+  $("#where").textContent = `epoch ${epoch || "-"}/${live.num_epochs || snap.num_epochs || "-"} · step ${step || 0}/${total || "-"}`;
+  const phase = alive ? live.phase : info.status;
+  let phaseText = PHASES[phase] ?? phase ?? "";
+  if (alive && live.phase === "epoch_end" && live.stage) phaseText = "end of epoch: " + live.stage.replace("_", " ");
+  if (alive && live.phase === "failed") phaseText = "failing: " + (live.error || "");
+  $("#phase").textContent = phaseText;
+  const done = new Map((live.stages || []).map((s) => [s.name, s.seconds]));
+  for (const li of document.querySelectorAll("#pipeline li")) {
+    const s = li.dataset.stage;
+    const active = alive && live.phase === "training" && live.stage === s;
+    li.classList.toggle("active", active);
+    li.classList.toggle("done", !active && done.has(s) && live.phase === "training");
+    li.querySelector(".secs").textContent = active ? "running" : done.has(s) && live.phase === "training" ? secs(done.get(s)) : "";
+  }
+  $("#pipeline").dataset.stage = alive ? live.stage || "" : "";
+  $("#steps-bar").style.width = total ? (100 * info.steps_done / total).toFixed(1) + "%" : "0";
+  const batch = $("#batch");
+  const b = alive ? live.batch : null;
+  if (b) {
+    put(batch,
+      el("span", { class: "muted", text: b.label }),
+      el("span", {}, el("span", { class: "n", id: "rows-done", text: b.done }), " / " + b.total + " done"),
+      el("span", { class: "ok" }, el("span", { class: "n", id: "rows-pass", text: b.pass }), " pass"),
+      el("span", { class: "bad" }, el("span", { class: "n", id: "rows-fail", text: b.fail }), " fail"),
+      el("span", { class: "infra" }, el("span", { class: "n", text: b.infra }), " infrastructure"),
+      el("span", { class: "run" }, el("span", { class: "n", id: "rows-running", text: live.running || 0 }), " running"),
+      b.resumed ? el("span", { class: "muted", text: `(${b.resumed} kept from before)` }) : null,
+    );
+  } else batch.replaceChildren(el("span", { class: "muted", text: alive ? "no rollouts in flight" : "" }));
+
+  drawCurve($("#curve"), snap.history, snap.baseline_score);
+  $("#curve").dataset.points = String(snap.history.length);
+  $("#best").textContent = score(info.best_score);
+  $("#baseline").textContent = score(snap.baseline_score);
+  const last = live.last_gate || (snap.history.length ? snap.history[snap.history.length - 1] : null);
+  $("#last-gate").textContent = last ? `${last.action} (${score(last.candidate_score ?? last.candidate_gate_score)})` : "-";
+  $("#tokens").textContent = tokens(info.tokens);
+  $("#cost").textContent = money(info.cost_usd);
+  const sm = snap.summary;
+  $("#test").textContent = sm && sm.test_hard !== null && sm.test_hard !== undefined ? `${score(sm.baseline_test_hard)} → ${score(sm.test_hard)}` : "-";
+
+  const hosts = alive && live.hosts && live.hosts.length ? live.hosts :
+    (info.hosts || []).map((h) => ({ host: h, address: "", health: "-", in_flight: null, capacity: null }));
+  $("#hosts tbody").replaceChildren(...hosts.map((h) => el("tr", {},
+    el("td", { title: h.address, text: h.host || h.address }), el("td", { text: h.health }),
+    el("td", { class: "num", text: h.in_flight === null ? "-" : `${h.in_flight} / ${h.capacity}` }))));
+
+  const rows = snap.history.map((r) => {
+    const ap = r.edit_apply_summary ? r.edit_apply_summary.applied : "-";
+    return el("tr", { "data-step": r.step },
+      el("td", {}, el("a", { href: `/runs/${encodeURIComponent(name)}/steps/${r.step}`, text: r.step })),
+      el("td", { text: r.epoch }),
+      el("td", { class: "num", text: `${score(r.rollout_hard)} on ${r.rollout_n}` }),
+      el("td", { class: "num", text: `${r.n_edits_merged ?? "-"} / ${r.n_edits_ranked ?? "-"} / ${ap}` }),
+      el("td", { class: "num", text: r.edit_budget ?? "-" }),
+      el("td", { class: "num", text: score(r.candidate_gate_score) }),
+      el("td", { class: "num", text: score(r.current_score) }),
+      el("td", {}, el("span", { class: "pill action-" + r.action, text: r.action }), r.gate_reason ? el("small", { class: "muted", text: " " + r.gate_reason }) : null),
+      el("td", {}, el("a", { href: `/runs/${encodeURIComponent(name)}/steps/${r.step}`, text: "view" })));
+  });
+  const committed = snap.history.length ? snap.history[snap.history.length - 1].step : 0;
+  for (const s of snap.steps.filter((s) => s > committed)) {
+    rows.push(el("tr", { "data-step": s, class: "pending" },
+      el("td", {}, el("a", { href: `/runs/${encodeURIComponent(name)}/steps/${s}`, text: s })),
+      el("td", { colspan: 7, class: "muted", text: alive && s === live.step ? "in progress: " + (live.stage || "") : "not committed (reruns on resume)" }),
+      el("td", {}, el("a", { href: `/runs/${encodeURIComponent(name)}/steps/${s}`, text: "view" }))));
+  }
+  $("#steps tbody").replaceChildren(...rows);
+
+  const skills = snap.skills;
+  const versions = skills.filter((s) => s.rel.startsWith("skills/"));
+  fillSelect($("#skill-a"), skills, versions.length ? versions[0].rel : "");
+  fillSelect($("#skill-b"), skills, versions.length ? versions[versions.length - 1].rel : "");
+  fillSelect($("#eval-skill"), skills, "best_skill.md");
+  $("#evals tbody").replaceChildren(...snap.evals.map((e) => el("tr", {},
+    el("td", { text: e.name }), el("td", {}, el("span", { class: "pill " + e.status, text: e.status })),
+    el("td", { class: "num", text: score(e.best_score) }),
+    el("td", {}, el("a", { href: `/runs/${encodeURIComponent(name)}/files/evals/${encodeURIComponent(e.name)}/${e.status === "finished" ? "eval_summary.json" : "console.log"}`, text: e.status === "finished" ? "summary" : "console" })))));
+
+  const log = $("#log");
+  const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+  log.replaceChildren(...snap.log.map((l) => el("span", { class: "line " + (l.level || "") }, el("span", { class: "t", text: l.time }), l.text)));
+  if (atBottom) log.scrollTop = log.scrollHeight;
+  const con = $("#console");
+  const conBottom = con.scrollTop + con.clientHeight >= con.scrollHeight - 4;
+  con.textContent = snap.console.length ? snap.console.join("\n") : "(no console output here: the run was started in a terminal)";
+  if (conBottom) con.scrollTop = con.scrollHeight;
+  document.body.dataset.status = st;
+  if (live.updated_at) document.body.dataset.liveUpdated = String(live.updated_at);
+}
+
+function initRun() {
+  const name = $("#run-head").dataset.run;
+  const error = $("#action-error");
+  const api = (what) => `/api/runs/${encodeURIComponent(name)}/${what}`;
+  renderRun(snapshotFromPage());
+  follow(`/events/runs/${encodeURIComponent(name)}`, renderRun);
+  $("#stop").addEventListener("click", async () => {
+    const data = await post(api("stop"), { reason: "stopped from the WebUI" });
+    showError(error, data.error);
+  });
+  $("#resume").addEventListener("click", async () => {
+    $("#resume").disabled = true;
+    const data = await post(api("resume"), {});
+    $("#resume").disabled = false;
+    showError(error, data.error);
+  });
+  $("#eval-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const data = await post(api("eval"), { skill: $("#eval-skill").value, split: $("#eval-split").value });
+    showError(error, data.error);
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const page = document.body.dataset.page;
+  if (page === "runs") {
+    renderRuns(snapshotFromPage());
+    follow("/events/runs", renderRuns);
+  } else if (page === "new") initNew();
+  else if (page === "run") initRun();
+});

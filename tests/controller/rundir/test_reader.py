@@ -1,0 +1,107 @@
+"""The run-directory reader on hand-made directories in the trainer's layout, and
+``skillopt runs`` over it (the same reader the WebUI uses)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from controller.rundir.reader import RunDir, diff_lines, list_runs
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def make_run(root: Path, name: str = "r") -> RunDir:
+    run = root / name
+    (run / "skills").mkdir(parents=True)
+    (run / "steps/step_0001/rollout").mkdir(parents=True)
+    (run / "config.json").write_text(
+        json.dumps(
+            {
+                "env": {"name": "spreadsheetbench", "agent": "react"},
+                "model": {"optimizer": "o", "target": "t", "prices": {"*": {"input": 1.0, "output": 2.0}}},
+                "train": {"num_epochs": 1},
+                "derived": {"total_steps": 2, "mode": {"simulated": False, "reason": "keys"}},
+            }
+        )
+    )
+    (run / "runtime_state.json").write_text(
+        json.dumps(
+            {
+                "last_completed_step": 1,
+                "best_score": 0.5,
+                "hosts": ["h1"],
+                "usage": {"analyst": {"calls": 1, "prompt_tokens": 1_000_000, "completion_tokens": 0}},
+                "target_usage": {
+                    "target_train": {"calls": 2, "prompt_tokens": 0, "completion_tokens": 500_000}
+                },
+            }
+        )
+    )
+    (run / "history.json").write_text(json.dumps([{"step": 1, "epoch": 1, "action": "accept"}, {"step": 2}]))
+    for n, text in enumerate(["# a\nkeep\nold\n", "# a\nkeep\nnew\nmore\n"]):
+        (run / f"skills/skill_v{n:04d}.md").write_text(text)
+    (run / "steps/step_0001/candidate_skill.md").write_text("# a\n")
+    (run / "best_skill.md").write_text("# a\n")
+    rows = [{"id": "x", "hard": 1.0}, {"id": "y", "hard": 0.0}, {"id": "x", "hard": 0.0}]
+    (run / "steps/step_0001/rollout/results.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows) + '{"id": "z", "ha'  # a torn last line
+    )
+    return RunDir(run)
+
+
+def test_a_run_reads_as_the_trainer_wrote_it(tmp_path):
+    run = make_run(tmp_path)
+    info = run.info()
+    assert (info.env, info.agent, info.optimizer, info.target) == ("spreadsheetbench", "react", "o", "t")
+    assert info.simulated is False and info.best_score == 0.5 and info.hosts == ("h1",)
+    assert (info.steps_done, info.total_steps) == (1, 2)
+    # Tokens from the run state, cost from the config's prices (no summary yet).
+    assert info.tokens == 1_500_000 and info.cost_usd == 2.0
+    assert [r["step"] for r in run.history()] == [1]  # an uncommitted record is not history
+    assert [r["id"] for r in run.rows("steps/step_0001/rollout")] == ["x", "y"]  # first wins, torn skipped
+    labels = [label for label, _ in run.skill_versions()]
+    assert labels == ["v0 (initial)", "v1 (after step 1)", "step 1 candidate", "best"]
+    assert run.rollout_dirs() == ["steps/step_0001/rollout"]
+
+
+def test_paths_outside_the_run_are_refused(tmp_path):
+    run = make_run(tmp_path / "runs")
+    (tmp_path / "outside.txt").write_text("secret")
+    (run.path / "link").symlink_to(tmp_path)
+    for rel in ("../outside.txt", "/etc/passwd", "link/outside.txt", ".lock", "skills/../../outside.txt", ""):
+        assert run.resolve(rel) is None, rel
+    assert run.resolve("skills/skill_v0000.md") == (run.path / "skills/skill_v0000.md").resolve()
+
+
+def test_a_line_diff_with_context():
+    diff = diff_lines("a\nb\nc\nd\ne\nf\ng\nh\n", "a\nb\nc\nD\ne\nf\ng\nh\nI\n", context=1)
+    assert [(d.kind, d.text) for d in diff] == [
+        ("same", "c"), ("del", "d"), ("add", "D"), ("same", "e"), ("gap", "…"), ("same", "h"), ("add", "I"),
+    ]  # fmt: skip
+    assert diff[1].old_no == 4 and diff[2].new_no == 4
+    assert diff_lines("same\n", "same\n") == []
+
+
+def test_skillopt_runs_lists_what_the_webui_lists(tmp_path):
+    make_run(tmp_path, "one")
+    (tmp_path / "not_a_run").mkdir()
+    assert [r.name for r in list_runs(tmp_path)] == ["one"]
+    out = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "runs", "--runs-dir", str(tmp_path), "--json"],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    (line,) = out.splitlines()
+    assert json.loads(line) | {"path": ""} == list_runs(tmp_path)[0].info().to_dict() | {"path": ""}
+    table = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "runs", "--runs-dir", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert "one" in table and "failed" in table and "real" in table  # no lock, no summary: failed
+    stop = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "runs", "stop", str(tmp_path / "one")],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert stop.returncode == 1 and "nothing runs" in stop.stderr

@@ -1,0 +1,279 @@
+"""The WebUI in real Chromium (Debian's, driven by Playwright): a run directory written by the
+CLI, and a simulated run launched from the page, watched live over SSE, stopped at a stage
+boundary, resumed, killed (-9), shown as failed, resumed again to the end; step, rollout and
+skill-diff views; an eval launched from the page. Everything under it is real: ``skillopt ui``
+and ``skillopt train`` processes, the embedded sandbox over gRPC, Docker containers, grading;
+the scripted model server plays the models.
+
+Screenshots go to ``$SKILLOPT_TEST_ARTIFACTS/webui`` (default ``test-artifacts/webui`` in the
+repo), with ``metrics.json`` (page load and SSE push latency as measured in the browser).
+Every wait is on a page selector or a file the run writes, never on time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect, sync_playwright
+
+from controller.rundir.reader import RunStatus, run_status
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(os.environ.get("SKILLOPT_TEST_ARTIFACTS", REPO / "test-artifacts")) / "webui"
+CHROMIUM = os.environ.get("SKILLOPT_CHROMIUM", "/usr/bin/chromium")  # Debian's, from scripts/setup.sh
+# Without the background-networking flags chromium's own connections are refused by the
+# closed network and slow everything down.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+LONG = 900_000  # ms: an upper bound for a run stage on a loaded 2-core machine, not a timing
+METRICS: dict[str, object] = {}
+# The bound of every other wait (a page action: preflight, a launch). Upper bounds only.
+expect.set_options(timeout=60_000)
+
+
+def shot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("webui") / "runs"
+
+
+@pytest.fixture(scope="module")
+def cli_run(runs, docker_client) -> Path:
+    """A run written by `skillopt train` in a terminal (one step: batch 10 of the 10 train items)."""
+    out = runs / "from_cli"
+    proc = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "train", "--config", "spreadsheetbench_demo", "--out", str(out),
+         "--set", "train.num_epochs=1", "--set", "evaluation.eval_test=false", "--set", "train.batch_size=10"],
+        cwd=REPO, capture_output=True, text=True, timeout=1200,
+        env={**os.environ, "OPENAI_API_KEY": "", "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def ui(runs, cli_run, module_ui_server_factory):
+    return module_ui_server_factory(runs)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        # launch() gives the browser a fresh temporary profile of its own.
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "metrics.json").write_text(json.dumps(METRICS, indent=2) + "\n")
+    print(f"\nwebui metrics: {json.dumps(METRICS)}")
+
+
+@pytest.fixture
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1360, "height": 900}, accept_downloads=True)
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    # Script errors fail the test; the browser's own note on a refused request (the form's 422
+    # replies are the point of one test) is not a script error.
+    page.on(
+        "console",
+        lambda m: (
+            errors.append(m.text)
+            if m.type == "error"
+            and not m.text.startswith("Failed to load resource: the server responded with a status of 4")
+            else None
+        ),
+    )
+    yield page
+    ctx.close()
+    assert not errors, errors
+
+
+def test_a_run_directory_written_by_the_cli(page, ui, cli_run):
+    page.goto(ui.url + "/")
+    row = page.locator('#runs tr[data-run="from_cli"]')
+    expect(row.locator(".pill")).to_have_text("finished")
+    expect(row).to_contain_text("simulated")
+    expect(row).to_contain_text("codegen_single")
+    shot(page, "01_runs_list")
+
+    row.locator("a").first.click()
+    expect(page).to_have_url(f"{ui.url}/runs/from_cli")
+    expect(page.locator("#status")).to_have_text("finished")
+    expect(page.locator("#steps tbody tr")).to_have_count(1)
+    expect(page.locator("#curve circle.acc, #curve g.rej")).to_have_count(1)  # the one gate decision
+    load_ms = page.evaluate("performance.getEntriesByType('navigation')[0].duration")
+    METRICS["run_page_load_ms"] = round(load_ms, 1)
+    shot(page, "02_cli_run")
+
+    # Step view: edits proposed, merged, ranked, applied, the skill diff, the gate.
+    page.locator('#steps tr[data-step="1"] a', has_text="view").click()
+    expect(page.locator("h1")).to_have_text("Step 1")
+    record = json.loads((cli_run / "steps/step_0001/step_record.json").read_text())
+    expect(page.locator("#gate-action")).to_have_text(record["action"])
+    expect(page.locator("#candidate-score")).to_have_text(f"{record['candidate_gate_score']:.3f}")
+    expect(page.locator("#proposed details")).not_to_have_count(0)
+    expect(page.locator("#merged tbody tr")).to_have_count(record["n_edits_merged"])
+    expect(page.locator("#ranked tbody tr")).to_have_count(record["n_edits_ranked"])
+    expect(page.locator("#applied")).to_contain_text(f"{record['edit_apply_summary']['applied']} of")
+    expect(page.locator("#skill-diff tr.d-add")).not_to_have_count(0)
+    shot(page, "03_step_view")
+
+    # Rollout view: conversation, code, executions, per-case verification, files.
+    page.locator("#rollouts a", has_text="steps/step_0001/rollout").first.click()
+    rows = [
+        json.loads(line)
+        for line in (cli_run / "steps/step_0001/rollout/results.jsonl").read_text().splitlines()
+    ]
+    expect(page.locator("#rows tbody tr")).to_have_count(len(rows))
+    failed = next(r for r in rows if r["hard"] < 1)
+    page.locator("#rows a", has_text=failed["id"]).click()
+    expect(page.locator("#verdict")).to_have_text("fail")
+    expect(page.locator("#verification")).to_contain_text(failed["cases"][0]["reason"][:40])
+    expect(page.locator("#conversation details.role-assistant")).not_to_have_count(0)
+    expect(page.locator("#code pre")).to_contain_text("OUTPUT_PATH")
+    expect(page.locator("#executions summary").first).to_contain_text("exit")
+    expect(page.locator("#exchanges tbody tr")).not_to_have_count(0)
+    shot(page, "04_rollout_view")
+    with page.expect_download() as download:
+        page.locator("#files a", has_text="output.xlsx").first.click()
+    assert Path(download.value.path()).read_bytes()[:2] == b"PK"  # the produced workbook
+
+
+def test_the_new_run_form_shows_the_config_systems_messages(page, ui):
+    page.goto(ui.url + "/new")
+    expect(page.locator("#new-run")).to_have_attribute("data-loaded", "spreadsheetbench")
+    page.select_option("#config", "spreadsheetbench_demo")
+    expect(page.locator("#new-run")).to_have_attribute("data-loaded", "spreadsheetbench_demo")
+    page.fill('[data-key="train.batch_size"]', "abc")
+    page.fill("#extra", "")
+    page.click("#preflight")
+    expect(page.locator("#form-error")).to_have_text(
+        "train.batch_size (from --set): expected an integer, got string 'abc'"
+    )
+    page.fill('[data-key="train.batch_size"]', "5")
+    page.fill("#extra", "train.batch_sise=3")
+    page.click("#preflight")
+    expect(page.locator("#form-error")).to_have_text(
+        "unknown key 'train.batch_sise' in --set; did you mean 'train.batch_size'?"
+    )
+    shot(page, "05_new_run_refused")
+
+
+@pytest.mark.timeout(3000)
+def test_launch_watch_stop_resume_kill_resume_and_compare(page, ui, runs):
+    page.goto(ui.url + "/new")
+    page.select_option("#config", "spreadsheetbench_demo")
+    expect(page.locator("#new-run")).to_have_attribute("data-loaded", "spreadsheetbench_demo")
+    page.fill("#run-name", "from_page")
+    page.fill('[data-key="train.num_epochs"]', "1")
+    page.uncheck('[data-key="evaluation.eval_test"]')
+    page.select_option('[data-key="run.simulate"]', "on")
+    page.click("#preflight")
+    expect(page.locator("#checks li.ok")).to_have_count(4)
+    expect(page.locator("#command")).to_contain_text("--set run.simulate=on")
+    shot(page, "06_preflight")
+    page.click("#launch")
+    expect(page).to_have_url(f"{ui.url}/runs/from_page")
+    run = runs / "from_page"
+
+    # Live, pushed: the page is never reloaded (the marker survives) while the run advances.
+    page.evaluate(
+        """() => {
+        window.__marker = 1; window.__lat = []; let last = "";
+        new MutationObserver(() => {
+          const d = document.body.dataset;
+          if (d.liveUpdated && d.liveUpdated !== last) {
+            last = d.liveUpdated; window.__lat.push(Number(d.received) - Number(d.liveUpdated) * 1000);
+          }
+        }).observe(document.body, { attributes: true, attributeFilter: ["data-received"] });
+      }"""
+    )
+    expect(page.locator("#status")).to_have_text("running", timeout=LONG)
+    expect(page.locator("#phase")).to_contain_text("baseline", timeout=LONG)
+    expect(page.locator("#where")).to_contain_text("step 1/2", timeout=LONG)
+    expect(page.locator('#pipeline li[data-stage="rollout"]')).to_have_class("active", timeout=LONG)
+    expect(page.locator("#rows-done")).not_to_have_text("0", timeout=LONG)
+    expect(page.locator("#hosts tbody tr")).to_have_count(1)
+    expect(page.locator("#hosts tbody td").first).to_contain_text("embedded-")
+    shot(page, "07_live_rollout")
+
+    # Stop: honoured at the next stage boundary, the run directory says stopped.
+    page.click("#stop")
+    expect(page.locator("#status")).to_have_text("stopped", timeout=LONG)
+    expect(page.locator("#stop-reason")).to_contain_text("stop requested (webui)")
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "stopped" and "stop requested (webui)" in summary["stop_reason"]
+    assert json.loads((run / "runtime_state.json").read_text())["last_completed_step"] <= 1
+    expect(page.locator("#resume")).to_be_visible()
+    shot(page, "08_stopped")
+
+    # Resume, then kill -9 the training process mid-step: the page shows it failed.
+    page.click("#resume")
+    expect(page.locator("#status")).to_have_text("running", timeout=LONG)
+    expect(page.locator('#steps tbody tr[data-step="1"]:not(.pending)')).to_have_count(1, timeout=LONG)
+    expect(page.locator("#where")).to_contain_text("step 2/2", timeout=LONG)
+    expect(page.locator("#curve circle.acc, #curve g.rej")).to_have_count(1)
+    info = run_status(run)
+    assert info.status is RunStatus.RUNNING and info.pid
+    os.kill(info.pid, signal.SIGKILL)
+    expect(page.locator("#status")).to_have_text("failed", timeout=LONG)
+    expect(page.locator("#stop-reason")).to_contain_text("Failed")
+    shot(page, "09_killed_failed")
+
+    page.click("#resume")
+    expect(page.locator("#status")).to_have_text("finished", timeout=LONG)
+    expect(page.locator("#steps tbody tr:not(.pending)")).to_have_count(2)
+    assert page.evaluate("window.__marker") == 1
+    lat = page.evaluate("window.__lat")
+    if lat:
+        METRICS["sse_push_ms"] = {
+            "n": len(lat),
+            "median": round(statistics.median(lat), 1),
+            "p90": round(sorted(lat)[int(0.9 * (len(lat) - 1))], 1),
+            "max": round(max(lat), 1),
+        }
+    shot(page, "10_finished")
+    assert json.loads((run / "summary.json").read_text())["status"] == "complete"
+
+    # Skill history: compare the initial skill with the last one.
+    page.select_option("#skill-a", "skills/skill_v0000.md")
+    page.select_option("#skill-b", "skills/skill_v0002.md")
+    page.click("#compare button")
+    expect(page.locator("h1")).to_have_text("Skill history")
+    expect(page.locator("table.diff tr.d-add")).not_to_have_count(0)
+    expect(page.locator("#diff-title")).to_contain_text("skills/skill_v0000.md")
+    shot(page, "11_skill_diff")
+
+
+def test_eval_of_a_skill_version_from_the_page(page, ui, cli_run):
+    page.goto(ui.url + "/runs/from_cli")
+    page.select_option("#eval-skill", "best_skill.md")
+    page.select_option("#eval-split", "test")
+    page.click("#eval-form button")
+    row = page.locator("#evals tbody tr").first
+    expect(row.locator(".pill")).to_have_text("finished", timeout=LONG)
+    summary = json.loads(next((cli_run / "evals").glob("test_best_skill_*/eval_summary.json")).read_text())
+    assert summary["split"] == "test" and summary["simulated"] is True and summary["n_items"] == 3
+    expect(row).to_contain_text(f"{summary['hard']:.3f}")
+    shot(page, "12_eval")
