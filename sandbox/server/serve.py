@@ -79,6 +79,10 @@ class ServerConfig:
     gateway_limits: GatewayLimits = field(default_factory=GatewayLimits)
     #: Per-attempt timeout of the gateway's calls to a model provider.
     gateway_upstream_timeout_s: float = 600.0
+    #: A second, plaintext listener serving only ``grpc.health.v1`` (the same status as the
+    #: main port, NOT_SERVING while draining), for probes that cannot speak TLS or present a
+    #: client certificate: Kubernetes' gRPC probes. "" = none.
+    health_listen: str = ""
 
 
 def check_listen_address(listen: str, *, token: str | None, insecure: bool) -> None:
@@ -115,6 +119,8 @@ class RunningServer:
     servicer: SandboxServicer
     #: The gateway's HTTP front end (None: exec agents unavailable on this host).
     front: GatewayServer | None = None
+    #: Port of the health-only listener (0: none).
+    health_port: int = 0
     stopped: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -217,10 +223,16 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
             )
         except RuntimeError as exc:
             raise ConfigError(f"cannot listen on {config.listen}: {exc}") from exc
+        health_server, health_port = _health_server(config, health_servicer)  # bound, not started
         server.start()
+        if health_server is not None:
+            health_server.start()
+            cleanup.callback(lambda: health_server.stop(grace=1.0).wait())  # after the drain
         for name in ("", SERVICE_NAME):
             health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-        running = RunningServer(server, port, service, registry, health_servicer, servicer, front)
+        running = RunningServer(
+            server, port, service, registry, health_servicer, servicer, front, health_port=health_port
+        )
         cleanup.callback(running.stopped.set)
         cleanup.callback(_drain, running, config.drain_grace_s)
         reaper = threading.Thread(
@@ -295,6 +307,28 @@ def _grpc_server(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
     return server, health_servicer
+
+
+def _health_server(
+    config: ServerConfig, health_servicer: health.HealthServicer
+) -> tuple[grpc.Server | None, int]:
+    """The health-only plaintext listener (``config.health_listen``), bound but not started,
+    and its port; ``(None, 0)`` when none is asked for. It shares the main server's health
+    servicer, so draining shows on both.
+
+    Raises:
+        ConfigError: the address cannot be bound.
+    """
+    if not config.health_listen:
+        return None, 0
+    server = grpc.server(ThreadPoolExecutor(max_workers=2, thread_name_prefix="health"))
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    try:
+        port = server.add_insecure_port(config.health_listen)
+    except RuntimeError as exc:
+        raise ConfigError(f"cannot listen on {config.health_listen} (--health-listen): {exc}") from exc
+    log.info("server.health_listener", listen=config.health_listen, port=port)
+    return server, port
 
 
 def _reap_loop(runtime: DockerRuntime, interval_s: float, stopped: threading.Event) -> None:
