@@ -578,10 +578,19 @@ class DockerRuntime(SandboxRuntime):
         return _read_oom_kill(handle.memory_cgroup)
 
     def write_lease(self, handle: ContainerHandle, rollout_id: str) -> None:
-        """Record which rollout holds the container (labels cannot change after creation)."""
-        (handle.dir / "lease.json").write_text(
-            json.dumps({"rollout_id": rollout_id, "leased_at": time.time()})
-        )
+        """Record which rollout holds the container (labels cannot change after creation).
+
+        Raises:
+            SandboxUnavailable: the state dir cannot be written (a full disk).
+        """
+        try:
+            (handle.dir / "lease.json").write_text(
+                json.dumps({"rollout_id": rollout_id, "leased_at": time.time()})
+            )
+        except OSError as exc:
+            raise SandboxUnavailable(
+                f"host state dir: cannot record the lease: {exc.strerror or exc}"
+            ) from exc
 
     def live_count(self) -> int:
         with self._live_lock:

@@ -132,9 +132,12 @@ class DockerSandbox(RolloutSandbox):
         """Place SKILL.md in the container's read-only /skill mount (a host-side write)."""
         target = self.handle.skill_dir / "SKILL.md"
         tmp = target.with_suffix(".tmp")
-        tmp.write_text(content, encoding="utf-8")
-        tmp.chmod(0o644)
-        tmp.replace(target)
+        try:
+            tmp.write_text(content, encoding="utf-8")
+            tmp.chmod(0o644)
+            tmp.replace(target)
+        except OSError as exc:  # the host's disk, not the skill: an infrastructure error
+            raise SandboxUnavailable(f"host state dir: cannot place SKILL.md: {exc.strerror or exc}") from exc
 
     def kill(self) -> None:
         """Kill the container now (another thread is told by EOF on its pending call)."""

@@ -243,6 +243,29 @@ class PoolManager:
                 self._destroying -= 1
                 self._cond.notify_all()
 
+    def creation_problem(self) -> str:
+        """Why the default spec's warm pool cannot be refilled ("" when its last creation
+        succeeded): the host watch reports it, since every rollout would fail the same way (an
+        engine that is shutting down still answers pings but creates nothing). Only for a host
+        that keeps a warm pool: one without never creates ahead of a rollout, so it could not
+        notice the recovery."""
+        if self.config.pool_size == 0:
+            return ""
+        with self._cond:
+            pool = self._pools.get(self._default_key)
+            if pool is None or pool.consecutive_failures == 0 or pool.last_error is None:
+                return ""
+            return f"container creation failing ({pool.consecutive_failures}x): {pool.last_error.message}"
+
+    def retry_creations(self) -> None:
+        """Let the default pool try one more creation after it stopped on repeated failures
+        (the host watch calls this while it reports :meth:`creation_problem`)."""
+        with self._cond:
+            pool = self._pools.get(self._default_key)
+            if pool is not None and pool.consecutive_failures >= _FAIL_FAST_AFTER:
+                pool.consecutive_failures = _FAIL_FAST_AFTER - 1
+            self._cond.notify_all()
+
     def wait_released(self, *, timeout_s: float) -> bool:
         """Block until every container given back so far is removed (container and host
         directories). Returns False if some removal is still running after ``timeout_s``."""
