@@ -396,10 +396,31 @@ project_files() {
   ) | LC_ALL=C sort -z
 }
 
+# Debian packages the service image adds to the base: iptables, with which the service firewalls
+# its exec-agent network (sandbox/gateway/network.py). Downloaded by the HOST's apt (same
+# release as the base: bookworm) into .build/service-debs/, installed with dpkg in the image: no
+# network inside the build. Only the ones the base lacks are staged.
+service_debs=(iptables libip4tc2 libip6tc2 libxtables12 libnetfilter-conntrack3 libnfnetlink0 libnftnl11 libmnl0 netbase)
+stage_service_debs() {  # ctx-debs-dir: the missing packages' .debs (cached), hard-linked there
+  local dst="$1" cache="$build_dir/service-debs" have want=() p f
+  have="$(docker run --rm --network none "$base_ref" dpkg-query -W -f '${Package}\n' 2>/dev/null || true)"
+  for p in "${service_debs[@]}"; do grep -qx "$p" <<<"$have" || want+=("$p"); done
+  [[ ${#want[@]} -gt 0 ]] || return 0
+  command -v apt-get >/dev/null || die "service: apt-get not found: the service image's ${want[*]} come from the host's apt (Debian bookworm)"
+  mkdir -p "$cache"
+  for p in "${want[@]}"; do
+    if ! compgen -G "$cache/${p}_*.deb" >/dev/null; then
+      (cd "$cache" && apt-get download "$p" >>"$build_dir/logs/service-apt.log" 2>&1) \
+        || die "service: apt-get download $p failed (log $build_dir/logs/service-apt.log; run apt-get update?)"
+    fi
+    for f in "$cache/${p}"_*.deb; do cp -l "$f" "$dst/" 2>/dev/null || cp "$f" "$dst/"; done
+  done
+}
+
 if want service; then
   [[ -f "$repo/pyproject.toml" ]] || die "service: $repo/pyproject.toml not found"
   src_hash="$(project_files | (cd "$repo" && xargs -0 -r sha256sum) | sha)"
-  service_hash="$( { (cd "$here/service" && sha256sum Dockerfile); echo "src $src_hash"; echo "base $base_id"; } | sha)"
+  service_hash="$( { (cd "$here/service" && sha256sum Dockerfile); echo "src $src_hash"; echo "base $base_id"; echo "debs ${service_debs[*]}"; } | sha)"
   if ! forced service && [[ "$(image_hash "$service_tag")" == "$service_hash" ]]; then
     log "service: $service_tag up to date"
   else
@@ -407,8 +428,10 @@ if want service; then
     ctx="$build_dir/ctx/service"
     src="$build_dir/src/service"
     rm -rf "$ctx" "$src"
-    mkdir -p "$ctx/wheelhouse/deps" "$ctx/wheelhouse/project" "$src"
+    mkdir -p "$ctx/wheelhouse/deps" "$ctx/wheelhouse/project" "$ctx/debs" "$src"
     cp "$here/service/Dockerfile" "$ctx/"
+    : >"$ctx/debs/.keep"
+    stage_service_debs "$ctx/debs"
     # Build from a copy of exactly the hashed files: nothing else leaks in, and the work tree
     # gets no build/ or *.egg-info droppings.
     project_files | (cd "$repo" && tar --null -T - -cf -) | tar -C "$src" -xf -

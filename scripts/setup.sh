@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's own setup, for a fresh Debian machine or an already set-up one (then it only
 # checks, in about a second):
-#   1. Docker engine: install Debian's docker.io if dockerd is missing
+#   1. Docker engine: install Debian's docker.io if dockerd is missing (and docker-compose, 1.29)
 #   2. start dockerd in the background if the engine does not answer (no systemd needed)
 #   3. debootstrap: install it if missing and the base image will have to be bootstrapped
 #   4. .venv with python >= 3.11 and `pip install -e '.[dev]'` (skipped while pyproject.toml is
@@ -66,6 +66,15 @@ if command -v dockerd >/dev/null && command -v docker >/dev/null; then
 else
   apt_install docker.io
   done_ "installed docker.io"
+fi
+
+# 1b. docker-compose (the compose fleet's test brings docker/compose.yaml up with it) -------------
+step "docker-compose"
+if command -v docker-compose >/dev/null; then
+  done_ "present ($(docker-compose version --short 2>/dev/null))"
+else
+  apt_install docker-compose
+  done_ "installed Debian's docker-compose ($(docker-compose version --short 2>/dev/null))"
 fi
 
 # 2. dockerd running --------------------------------------------------------------------------------

@@ -98,6 +98,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="also serve the offline simulation's target (scripted models, no key): provider profiles "
         "'sim' (OpenAI APIs) and 'sim-anthropic' (Messages), for `skillopt train --simulate on --endpoints ...`",
     )
+    p.add_argument(
+        "--health-listen",
+        default="",
+        help="HOST:PORT of a plaintext listener serving only grpc.health.v1 (e.g. for Kubernetes' "
+        "gRPC probes, which cannot do TLS); it reports NOT_SERVING while draining, like the main port",
+    )
     p.add_argument("--port-file", help="write the bound port here once listening")
     p.add_argument(
         "--drain-grace", type=float, default=30.0, help="seconds to let rollouts finish on SIGTERM"
@@ -170,6 +176,7 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
             gateway_cache_dir=args.gateway_cache_dir,
             gateway_cache_mode=args.gateway_cache_mode,
             exec_agents=args.exec_agents,
+            health_listen=args.health_listen,
         )
         server_credentials(config)  # half a TLS setup or a missing file: refuse before anything starts
     except (ConfigError, OSError) as exc:

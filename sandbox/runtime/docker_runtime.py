@@ -67,6 +67,8 @@ LABEL_SPEC = "skillopt.spec"
 LABEL_EXPIRES = "skillopt.expires"
 
 RUNNER_SOURCE = Path(__file__).parent / "runner" / "runner.py"
+#: Largest reply payload from a runner unless the request allows more (only reads carry one).
+_MAX_REPLY_BYTES = 1024 * 1024
 
 
 class SlotState(enum.Enum):
@@ -89,22 +91,36 @@ class RunnerConnection:
         self.closed = False
 
     def call(
-        self, header: dict[str, Any], payload: bytes = b"", *, timeout_s: float
+        self,
+        header: dict[str, Any],
+        payload: bytes = b"",
+        *,
+        timeout_s: float,
+        max_reply_bytes: int = _MAX_REPLY_BYTES,
     ) -> tuple[dict[str, Any], bytes]:
         """Send one request and wait for its reply.
 
+        Args:
+            max_reply_bytes: largest reply payload accepted (a read's ``max_bytes``); the
+                runner shares its uid with the code it runs, so its replies are bounded
+                before they are read, never trusted to be.
+
         Raises:
             TimeoutError: no reply within ``timeout_s``.
-            EOFError: the runner went away (container killed or crashed).
+            EOFError: the runner went away (container killed or crashed), or broke the protocol
+                (a reply larger than allowed: the connection is closed).
         """
         with self._lock:
             self._next_id += 1
             self._sock.settimeout(timeout_s)
             try:
                 wire.send_message(self._sock, {**header, "id": self._next_id}, payload)
-                reply, data = wire.recv_message(self._sock)
+                reply, data = wire.recv_message(self._sock, max_size=max_reply_bytes)
             except (BrokenPipeError, ConnectionResetError) as exc:
                 raise EOFError(str(exc)) from exc
+            except (ValueError, UnicodeDecodeError) as exc:  # oversize or garbled: out of sync
+                self.closed = True
+                raise EOFError(f"runner broke the protocol: {exc}") from exc
             except TimeoutError:
                 self.closed = True  # the stream is out of sync now; never reuse it
                 raise
@@ -379,7 +395,7 @@ class DockerRuntime(SandboxRuntime):
                 raise ContainerStartFailed(f"runtime closing: creation of {name} aborted")
             sock.settimeout(self.config.start_timeout_s)
             try:
-                hello, _ = wire.recv_message(sock)
+                hello, _ = wire.recv_message(sock, max_size=0)
             except TimeoutError:
                 raise ContainerStartFailed(
                     f"runner of {name} connected but sent nothing within {self.config.start_timeout_s:.0f}s"
@@ -454,8 +470,11 @@ class DockerRuntime(SandboxRuntime):
             "network_mode": spec.network_mode,
             "read_only": spec.read_only_root,
             "tmpfs": {
-                "/tmp": f"rw,nosuid,nodev,size={spec.tmp_size_bytes},mode=1777",
-                "/workspace": f"rw,nosuid,nodev,size={spec.workspace_size_bytes},uid={uid},gid={gid},mode=0700",
+                "/tmp": f"rw,nosuid,nodev,size={spec.tmp_size_bytes},nr_inodes={spec.tmp_inodes},mode=1777",
+                "/workspace": (
+                    f"rw,nosuid,nodev,size={spec.workspace_size_bytes},nr_inodes={spec.workspace_inodes},"
+                    f"uid={uid},gid={gid},mode=0700"
+                ),
             },
             "mounts": [
                 Mount("/opt/skillopt", str(self._runner_dir), type="bind", read_only=True),
@@ -573,10 +592,19 @@ class DockerRuntime(SandboxRuntime):
         return _read_oom_kill(handle.memory_cgroup)
 
     def write_lease(self, handle: ContainerHandle, rollout_id: str) -> None:
-        """Record which rollout holds the container (labels cannot change after creation)."""
-        (handle.dir / "lease.json").write_text(
-            json.dumps({"rollout_id": rollout_id, "leased_at": time.time()})
-        )
+        """Record which rollout holds the container (labels cannot change after creation).
+
+        Raises:
+            SandboxUnavailable: the state dir cannot be written (a full disk).
+        """
+        try:
+            (handle.dir / "lease.json").write_text(
+                json.dumps({"rollout_id": rollout_id, "leased_at": time.time()})
+            )
+        except OSError as exc:
+            raise SandboxUnavailable(
+                f"host state dir: cannot record the lease: {exc.strerror or exc}"
+            ) from exc
 
     def live_count(self) -> int:
         with self._live_lock:

@@ -36,8 +36,9 @@ __all__ = ["DockerSandbox", "LeasedSandbox"]
 log = structlog.get_logger("skillopt.sandbox.lease")
 
 # Extra time the host waits for the runner's reply beyond the execution timeout before it
-# declares the container hung and kills it.
-_BACKSTOP_SLACK_S = 10.0
+# declares the container hung and kills it: the runner's post-execution sweep
+# (``runner.SWEEP_DEADLINE_S``) plus a margin.
+_BACKSTOP_SLACK_S = 45.0
 # File operations are local socket round trips; anything slower means a wedged container.
 _FILE_OP_TIMEOUT_S = 30.0
 
@@ -82,6 +83,7 @@ class DockerSandbox(RolloutSandbox):
             {"op": "read", "path": name, "max_bytes": max_bytes},
             timeout_s=_FILE_OP_TIMEOUT_S,
             allow_errors=True,
+            max_reply_bytes=max_bytes,
         )
         if not reply.get("ok"):
             if reply.get("error") == "too_large":
@@ -130,9 +132,12 @@ class DockerSandbox(RolloutSandbox):
         """Place SKILL.md in the container's read-only /skill mount (a host-side write)."""
         target = self.handle.skill_dir / "SKILL.md"
         tmp = target.with_suffix(".tmp")
-        tmp.write_text(content, encoding="utf-8")
-        tmp.chmod(0o644)
-        tmp.replace(target)
+        try:
+            tmp.write_text(content, encoding="utf-8")
+            tmp.chmod(0o644)
+            tmp.replace(target)
+        except OSError as exc:  # the host's disk, not the skill: an infrastructure error
+            raise SandboxUnavailable(f"host state dir: cannot place SKILL.md: {exc.strerror or exc}") from exc
 
     def kill(self) -> None:
         """Kill the container now (another thread is told by EOF on its pending call)."""
@@ -221,12 +226,19 @@ class DockerSandbox(RolloutSandbox):
         return int(count or 0)
 
     def _call(
-        self, header: dict[str, Any], payload: bytes = b"", *, timeout_s: float, allow_errors: bool = False
+        self,
+        header: dict[str, Any],
+        payload: bytes = b"",
+        *,
+        timeout_s: float,
+        allow_errors: bool = False,
+        max_reply_bytes: int | None = None,
     ) -> tuple[dict[str, Any], bytes]:
         if self.cancel.is_set():
             raise Cancelled("rollout cancelled")
+        bound = {} if max_reply_bytes is None else {"max_reply_bytes": max(max_reply_bytes, 0)}
         try:
-            reply, data = self.handle.conn.call(header, payload, timeout_s=timeout_s)
+            reply, data = self.handle.conn.call(header, payload, timeout_s=timeout_s, **bound)
         except TimeoutError:
             self.kill()
             raise RolloutTimeout(

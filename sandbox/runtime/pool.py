@@ -82,6 +82,7 @@ class PoolManager:
             max_workers=self.config.max_concurrent_creations, thread_name_prefix="pool-create"
         )
         self._destroyers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pool-destroy")
+        self._destroying = 0  # released containers whose removal has not finished
         self._in_flight = 0
         self._maintainer = threading.Thread(target=self._maintain, name="pool-maintainer", daemon=True)
         if default_spec is not None:
@@ -227,10 +228,55 @@ class PoolManager:
 
     def _destroy_async(self, handle: ContainerHandle) -> None:
         handle.state = SlotState.DRAINING
+        with self._cond:
+            self._destroying += 1
         try:
-            self._destroyers.submit(self.runtime.destroy, handle)
+            self._destroyers.submit(self._destroy_counted, handle)
         except RuntimeError:  # executor shut down
+            self._destroy_counted(handle)
+
+    def _destroy_counted(self, handle: ContainerHandle) -> None:
+        try:
             self.runtime.destroy(handle)
+        finally:
+            with self._cond:
+                self._destroying -= 1
+                self._cond.notify_all()
+
+    def creation_problem(self) -> str:
+        """Why the default spec's warm pool cannot be refilled ("" when its last creation
+        succeeded): the host watch reports it, since every rollout would fail the same way (an
+        engine that is shutting down still answers pings but creates nothing). Only for a host
+        that keeps a warm pool: one without never creates ahead of a rollout, so it could not
+        notice the recovery."""
+        if self.config.pool_size == 0:
+            return ""
+        with self._cond:
+            pool = self._pools.get(self._default_key)
+            if pool is None or pool.consecutive_failures == 0 or pool.last_error is None:
+                return ""
+            return f"container creation failing ({pool.consecutive_failures}x): {pool.last_error.message}"
+
+    def retry_creations(self) -> None:
+        """Let the default pool try one more creation after it stopped on repeated failures
+        (the host watch calls this while it reports :meth:`creation_problem`)."""
+        with self._cond:
+            pool = self._pools.get(self._default_key)
+            if pool is not None and pool.consecutive_failures >= _FAIL_FAST_AFTER:
+                pool.consecutive_failures = _FAIL_FAST_AFTER - 1
+            self._cond.notify_all()
+
+    def wait_released(self, *, timeout_s: float) -> bool:
+        """Block until every container given back so far is removed (container and host
+        directories). Returns False if some removal is still running after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._destroying:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
 
     def _warm_keys(self, now: float) -> set[str]:
         """Specs that keep warm containers: the default and the most recently used others."""

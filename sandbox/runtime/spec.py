@@ -44,6 +44,12 @@ class ContainerSpec:
     fsize_bytes: int = 256 * MiB
     tmp_size_bytes: int = 256 * MiB
     workspace_size_bytes: int = 512 * MiB
+    #: Inodes of the /tmp and workspace tmpfs. Unset, a tmpfs allows half the host's RAM pages
+    #: in inodes, and each costs ~1 KiB of kernel memory charged to the container: a program
+    #: creating empty files ran past its timeout toward an OOM kill instead of getting a clean
+    #: ENOSPC (hostile suite, inode_exhaustion).
+    tmp_inodes: int = 16384
+    workspace_inodes: int = 32768
     shm_size_bytes: int = 64 * MiB
     #: Docker's ``--init``. Off by default because the runner itself is a proper init: as PID 1
     #: it reaps every orphan, and the kernel drops signals sent to a namespace's init from inside
@@ -69,6 +75,8 @@ class ContainerSpec:
             raise ConfigError(f"cpus must be in (0, 256], got {self.cpus}")
         if self.pids_limit < 16:
             raise ConfigError(f"pids_limit must be at least 16, got {self.pids_limit}")
+        if min(self.tmp_inodes, self.workspace_inodes) < 64:
+            raise ConfigError("tmp_inodes and workspace_inodes must be at least 64")
         for key in self.env:
             if any(word in key.upper() for word in ("KEY", "TOKEN", "SECRET", "PASSWORD")):
                 raise ConfigError(f"refusing to pass {key!r} into a rollout container: no secrets inside")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -79,6 +80,15 @@ class ServerConfig:
     gateway_limits: GatewayLimits = field(default_factory=GatewayLimits)
     #: Per-attempt timeout of the gateway's calls to a model provider.
     gateway_upstream_timeout_s: float = 600.0
+    #: A second, plaintext listener serving only ``grpc.health.v1`` (the same status as the
+    #: main port, NOT_SERVING while draining), for probes that cannot speak TLS or present a
+    #: client certificate: Kubernetes' gRPC probes. "" = none.
+    health_listen: str = ""
+    #: How often the host checks that it can serve: its container engine answers, and its state
+    #: dir has at least ``min_free_bytes`` free. Failing either turns health NOT_SERVING (so
+    #: controllers stop placing here) until it passes again.
+    host_check_interval_s: float = 2.0
+    min_free_bytes: int = 16 * MiB
 
 
 def check_listen_address(listen: str, *, token: str | None, insecure: bool) -> None:
@@ -115,6 +125,8 @@ class RunningServer:
     servicer: SandboxServicer
     #: The gateway's HTTP front end (None: exec agents unavailable on this host).
     front: GatewayServer | None = None
+    #: Port of the health-only listener (0: none).
+    health_port: int = 0
     stopped: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -209,6 +221,8 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
         registry = RolloutRegistry(capacity=config.service.capacity)
         servicer = SandboxServicer(service, registry)
         server, health_servicer = _grpc_server(config, servicer)
+        watch = HostWatch(config, runtime, pools, health_servicer)
+        servicer.host_check = watch.check_now
         try:
             port = (
                 server.add_secure_port(config.listen, creds)
@@ -217,16 +231,23 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
             )
         except RuntimeError as exc:
             raise ConfigError(f"cannot listen on {config.listen}: {exc}") from exc
+        health_server, health_port = _health_server(config, health_servicer)  # bound, not started
         server.start()
+        if health_server is not None:
+            health_server.start()
+            cleanup.callback(lambda: health_server.stop(grace=1.0).wait())  # after the drain
         for name in ("", SERVICE_NAME):
             health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-        running = RunningServer(server, port, service, registry, health_servicer, servicer, front)
+        running = RunningServer(
+            server, port, service, registry, health_servicer, servicer, front, health_port=health_port
+        )
         cleanup.callback(running.stopped.set)
         cleanup.callback(_drain, running, config.drain_grace_s)
         reaper = threading.Thread(
             target=_reap_loop, args=(runtime, config.runtime.reap_interval_s, running.stopped), daemon=True
         )
         reaper.start()
+        threading.Thread(target=watch.loop, args=(running.stopped,), daemon=True).start()
         log.info(
             "server.started",
             listen=config.listen,
@@ -295,6 +316,94 @@ def _grpc_server(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
     return server, health_servicer
+
+
+def _health_server(
+    config: ServerConfig, health_servicer: health.HealthServicer
+) -> tuple[grpc.Server | None, int]:
+    """The health-only plaintext listener (``config.health_listen``), bound but not started,
+    and its port; ``(None, 0)`` when none is asked for. It shares the main server's health
+    servicer, so draining shows on both.
+
+    Raises:
+        ConfigError: the address cannot be bound.
+    """
+    if not config.health_listen:
+        return None, 0
+    server = grpc.server(ThreadPoolExecutor(max_workers=2, thread_name_prefix="health"))
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    try:
+        port = server.add_insecure_port(config.health_listen)
+    except RuntimeError as exc:
+        raise ConfigError(f"cannot listen on {config.health_listen} (--health-listen): {exc}") from exc
+    log.info("server.health_listener", listen=config.health_listen, port=port)
+    return server, port
+
+
+def host_problem(runtime: DockerRuntime, pools: PoolManager, min_free_bytes: int) -> str:
+    """Why this host cannot take rollouts now ("" when it can): its engine does not answer, its
+    warm pool cannot be refilled, or its state dir (container control dirs, skills, leases) is
+    nearly full."""
+    try:
+        runtime.client.ping()
+    except Exception as exc:  # any failure to reach the engine
+        return f"container engine unreachable: {exc}"
+    problem = pools.creation_problem()
+    if problem:
+        return problem
+    try:
+        free = shutil.disk_usage(runtime.state_dir).free
+    except OSError as exc:
+        return f"state dir {runtime.state_dir}: {exc.strerror or exc}"
+    if free < min_free_bytes:
+        return f"state dir {runtime.state_dir} has {free} bytes free (< {min_free_bytes})"
+    return ""
+
+
+class HostWatch:
+    """Health follows what the host can do: NOT_SERVING while :func:`host_problem` finds one
+    (a restarting engine, a full disk), SERVING again once it passes, so controllers stop
+    placing here meanwhile. Checked every ``host_check_interval_s`` and at every rollout's
+    admission (:meth:`check_now`), so a fault is seen by the first rollout it would hit.
+    Draining wins: after it the status no longer changes (``enter_graceful_shutdown``)."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        runtime: DockerRuntime,
+        pools: PoolManager,
+        health_servicer: health.HealthServicer,
+    ) -> None:
+        self.config, self.runtime, self.pools, self.health = config, runtime, pools, health_servicer
+        self._lock = threading.Lock()
+        self._serving = True
+
+    def check_now(self) -> str:
+        """The current problem ("" = none), with health updated to match."""
+        problem = host_problem(self.runtime, self.pools, self.config.min_free_bytes)
+        with self._lock:
+            if bool(problem) != (not self._serving):
+                self._serving = not problem
+                status = (
+                    health_pb2.HealthCheckResponse.SERVING
+                    if self._serving
+                    else health_pb2.HealthCheckResponse.NOT_SERVING
+                )
+                for name in ("", SERVICE_NAME):
+                    self.health.set(name, status)
+                if self._serving:
+                    log.info("host.serving_again", host=self.config.runtime.host_id)
+                else:
+                    log.warning("host.not_serving", host=self.config.runtime.host_id, reason=problem)
+        return problem
+
+    def loop(self, stopped: threading.Event) -> None:
+        while not stopped.wait(self.config.host_check_interval_s):
+            try:
+                if self.check_now():
+                    self.pools.retry_creations()  # no rollout comes to try: probe the recovery
+            except Exception:  # the watch must never die
+                log.exception("host.check_failed")
 
 
 def _reap_loop(runtime: DockerRuntime, interval_s: float, stopped: threading.Event) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -22,7 +23,7 @@ from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from sandbox.service.registry import RolloutHandle, RolloutRegistry
 from sandbox.service.rollout import RolloutService
-from skillopt.errors import Cancelled, ImageMissing, SkillOptError, UnknownRollout
+from skillopt.errors import Cancelled, Draining, ImageMissing, SkillOptError, UnknownRollout
 from skillopt.types import InfraErrorKind, RolloutRequest, RolloutResult
 
 __all__ = ["SandboxServicer"]
@@ -31,9 +32,19 @@ log = structlog.get_logger("skillopt.sandbox.server")
 
 
 class SandboxServicer(pb_grpc.SandboxServicer):
-    def __init__(self, service: RolloutService, registry: RolloutRegistry) -> None:
+    def __init__(
+        self,
+        service: RolloutService,
+        registry: RolloutRegistry,
+        *,
+        host_check: Callable[[], str] | None = None,
+    ) -> None:
         self.service = service
         self.registry = registry
+        #: Why the host cannot take a rollout right now ("" when it can): checked at the door,
+        #: so a rollout is refused as "not here, not now" (UNAVAILABLE, costs the caller no
+        #: attempt) instead of being accepted and failing on a dead engine or a full disk.
+        self.host_check = host_check
         self._workers = ThreadPoolExecutor(
             max_workers=max(1, registry.capacity), thread_name_prefix="rollout"
         )
@@ -52,6 +63,9 @@ class SandboxServicer(pb_grpc.SandboxServicer):
             domain = convert.request_from_proto(request)
             self.service.validate(domain)
             self.service.check_deadline(context.time_remaining())
+            problem = self.host_check() if self.host_check is not None else ""
+            if problem:
+                raise Draining(f"host {self.service.config.host_id} cannot take rollouts now: {problem}")
             fingerprint = hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest()
             handle, is_new = self.registry.admit(domain.rollout_id, fingerprint)
         except Exception as exc:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import builtins
+import ctypes
 import gc
 import importlib
 import json
@@ -43,6 +44,7 @@ WORKSPACE = "/workspace"
 _HEADER = struct.Struct(">I")
 _MAX_HEADER = 16 * 1024 * 1024
 _READ_CHUNK = 65536
+_PR_SET_DUMPABLE = 4
 
 
 # ---------------------------------------------------------------------------------------------
@@ -59,12 +61,17 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def recv_message(sock: socket.socket) -> tuple[dict, bytes]:
+def recv_message(sock: socket.socket, max_size: int | None = None) -> tuple[dict, bytes]:
+    """One message; a payload larger than ``max_size`` is refused before it is read
+    (``ValueError``): the service bounds what a container may make it hold."""
     (length,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
     if length > _MAX_HEADER:
         raise ValueError(f"header too large: {length}")
     header = json.loads(_recv_exact(sock, length).decode("utf-8"))
-    payload = _recv_exact(sock, int(header["size"])) if header.get("size") else b""
+    size = int(header.get("size") or 0)
+    if max_size is not None and size > max_size:
+        raise ValueError(f"payload of {size} bytes exceeds {max_size}")
+    payload = _recv_exact(sock, size) if size else b""
     return header, payload
 
 
@@ -222,7 +229,14 @@ def _other_pids() -> list[int]:
     return pids
 
 
-def kill_everything_else(deadline_s: float = 5.0) -> int:
+#: How long the sweep after an execution may take. Every process left (a fork bomb's 255
+#: sleepers) must exit, and an exit tears down a copy of a parent that holds pandas: on a
+#: loaded 2-core host that took ~0.1 s each (the hostile suite's fork_bomb), so 5 s left
+#: survivors and turned the program's own failure into an unscored infrastructure error.
+SWEEP_DEADLINE_S = 30.0
+
+
+def kill_everything_else(deadline_s: float = SWEEP_DEADLINE_S) -> int:
     """SIGKILL every process in the container but init and the runner; repeat until none is
     left or ``deadline_s`` passes (a fork bomb respawns between listing and killing). Returns
     the survivors' count.
@@ -304,6 +318,21 @@ def _close_inherited_fds() -> None:
                 pass
 
 
+def set_dumpable(on: bool) -> bool:
+    """``prctl(PR_SET_DUMPABLE)``. The runner makes itself non-dumpable: the code it runs has
+    the same uid, and without this it could ``ptrace`` its runner (no Yama here, and Docker's
+    seccomp allows ptrace) and so stop it, forge its replies or take over its control socket:
+    a hung runner turns the program's own failure into an unscored infrastructure error. A
+    non-dumpable process can only be traced with CAP_SYS_PTRACE, which no rollout has. Forked
+    children turn it back on for themselves, so the code they run sees an ordinary process.
+    Returns whether the call succeeded."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_DUMPABLE, 1 if on else 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
 class _Warm:
     """A child forked ahead of time, blocked reading its job: forking a parent that holds
     pandas costs ~2.5 ms, which this keeps off the path from request to first instruction."""
@@ -370,6 +399,7 @@ def _child(job_r: int, in_r: int, out_w: int, err_w: int, ctl_fd: int) -> None:
     try:
         os.setsid()
         os.close(ctl_fd)
+        set_dumpable(True)
         if _WAKEUP:
             signal.set_wakeup_fd(-1)
         for sig in (signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
@@ -649,6 +679,7 @@ def main() -> int:
     # Keep the imported heap out of the collector so forked children share its pages.
     gc.collect()
     gc.freeze()
+    dumpable_off = set_dumpable(False)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     # As the container's PID 1 the kernel only delivers signals we handle; ignoring SIGINT
     # (Python handles it by default) leaves the executed code no signal to kill us with.
@@ -665,6 +696,7 @@ def main() -> int:
             "python": sys.version.split()[0],
             "preimported": imported,
             "preimport_s": preimport_s,
+            "non_dumpable": dumpable_off,
         },
     )
     try:

@@ -1,0 +1,224 @@
+"""The hostile-program suite (``hostile_programs.HOSTILE``): every program runs against a real
+sandbox service, and each must end in its typed, contained outcome with the service still
+healthy and no container or container directory left behind.
+
+In-service agents' programs run as full rollouts over gRPC (the scripted model answers with
+the program; the trusted side grades). Exec agents' containers have a network, to the model
+gateway only, so the egress probes also run in a container of the exec agents' spec on the
+host's firewalled gateway network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import http.server
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from sandbox.runtime.docker_runtime import LABEL_HOST
+from sandbox.runtime.lease import LeasedSandbox
+from skillopt.envs.base import ProgressEvent
+from skillopt.executor import ExecOutcome
+from skillopt.types import Limits, RolloutResult
+from tests.sandbox.conftest import Service, fenced, request_for, start_service
+from tests.sandbox.hostile_programs import HOSTILE, Hostile
+
+TASK = "32255"  # one test case: each program runs once
+SECRET = f"skillopt-hostile-secret-{uuid.uuid4().hex}"
+PROVIDER_KEY = f"sk-hostile-provider-key-{uuid.uuid4().hex[:12]}"
+
+
+@dataclasses.dataclass
+class Hostility:
+    service: Service
+    values: dict[str, str]
+    marker: Path
+
+
+@pytest.fixture(scope="module")
+def hostility(docker_client, scripted) -> Iterator[Hostility]:
+    # A secret in the service process's environment, a marker file on the host, a listener on
+    # every host interface: none of them may be reachable from a rollout container.
+    os.environ["SKILLOPT_HOSTILE_SECRET"] = SECRET
+    marker = Path("/tmp") / f"skillopt-hostile-marker-{uuid.uuid4().hex[:8]}"
+    marker.write_text(SECRET)
+    listener = http.server.ThreadingHTTPServer(("0.0.0.0", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=listener.serve_forever, daemon=True).start()
+    try:
+        for svc in start_service(scripted, capacity=2, pool_size=2, provider_key=PROVIDER_KEY):
+            front = svc.running.front
+            assert front is not None, "exec agents must be available on the test host (root, iptables)"
+            gateway_ip, gateway_port = front.url.split("//", 1)[1].rsplit(":", 1)
+            values = {
+                "__SERVICE_PORT__": str(svc.running.port),
+                "__HOST_PORT__": str(listener.server_address[1]),
+                "__GATEWAY_IP__": gateway_ip,
+                "__GATEWAY_PORT__": gateway_port.rstrip("/").split("/")[0],
+                "__SECRET__": SECRET,
+                "__PROVIDER_KEY__": PROVIDER_KEY,
+                "__HOST_MARKER__": marker.name,
+            }
+            yield Hostility(service=svc, values=values, marker=marker)
+    finally:
+        listener.shutdown()
+        marker.unlink(missing_ok=True)
+        os.environ.pop("SKILLOPT_HOSTILE_SECRET", None)
+
+
+def _report(stdout: str) -> dict:
+    lines = [line for line in stdout.splitlines() if line.startswith("REPORT {")]
+    return json.loads(lines[-1][len("REPORT ") :]) if lines else {}
+
+
+def _wait_destroyed(client: docker.DockerClient, name: str, since: float, timeout_s: float = 60.0) -> None:
+    """Block until container ``name`` is gone, on the engine's own ``destroy`` event (the pool
+    removes a used container in the background). Events from ``since`` on are replayed, so a
+    removal that already happened is seen at once."""
+    if not client.containers.list(all=True, filters={"name": f"^{name}$"}):
+        return
+    events = client.events(since=int(since), filters={"container": name, "event": "destroy"}, decode=True)
+    timer = threading.Timer(timeout_s, events.close)
+    timer.start()
+    try:
+        for _ in events:
+            return
+    finally:
+        timer.cancel()
+        events.close()
+    assert not client.containers.list(all=True, filters={"name": f"^{name}$"}), f"{name} leaked"
+
+
+def _assert_contained(h: Hostility, docker_client: docker.DockerClient, container: str, since: float) -> None:
+    """The service is healthy, idle, and the program's container and its directory are gone."""
+    svc = h.service
+    assert svc.client.healthy()
+    desc = svc.client.describe()
+    assert desc.running == 0 and desc.free_slots == desc.capacity
+    assert svc.running.service.pools.wait_released(timeout_s=60)
+    _wait_destroyed(docker_client, container, since)
+    state_dir = svc.running.service.runtime.state_dir
+    short = container.rsplit("-", 1)[-1]
+    assert not (state_dir / "c" / short).exists(), "the container's host directory leaked"
+    # No dead container of this host is left behind (pool containers are all up).
+    left = docker_client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={svc.host_id}"})
+    assert all(c.status in ("created", "running") for c in left), [(c.name, c.status) for c in left]
+
+
+def _run_codegen(h: Hostility, scripts, sample, prog: Hostile) -> tuple[RolloutResult, str]:
+    marker = f"HOSTILE-{prog.name}-{uuid.uuid4().hex[:6]}"
+    scripts.scripts[marker] = [fenced(prog.program(h.values))]
+    limits = Limits(**{"wall_time_s": 120, "exec_timeout_s": 30, **prog.limits})
+    service = h.service.running.service
+    # Start from a warm container, as a loaded host would (a cold start under load can eat a
+    # short wall time before the program even runs).
+    spec = service.config.base_spec.with_limits(memory_bytes=limits.memory_bytes, cpus=limits.cpus)
+    service.pools.prewarm(spec)
+    assert service.pools.wait_ready(spec, 1, timeout_s=120)
+    containers: list[str] = []
+
+    def on_event(ev: ProgressEvent) -> None:
+        if ev.phase == "sandbox_ready":
+            containers.append(ev.detail.split()[1])
+
+    try:
+        row = h.service.client.run(
+            request_for(sample, TASK, skill=f"# {marker}\n", limits=limits), timeout_s=240, on_event=on_event
+        )
+    finally:
+        del scripts.scripts[marker]
+    assert containers, ("the rollout never got a container", row.fail_reason, row.infra_error)
+    return row, containers[0]
+
+
+def _run_exec(h: Hostility, prog: Hostile) -> tuple[ExecOutcome, str]:
+    svc = h.service.running.service
+    runtime = svc.runtime
+    handle = runtime.create(svc.exec_spec)
+    try:
+        box = LeasedSandbox(runtime, handle, rollout_id=f"hostile/{prog.name}")
+        box.write_file("prog.py", prog.program(h.values).encode())
+        return box.run_python("prog.py", timeout_s=60), handle.name
+    finally:
+        runtime.destroy(handle)
+
+
+@pytest.mark.parametrize("prog", HOSTILE, ids=[p.name for p in HOSTILE])
+def test_hostile_program_is_contained(hostility, docker_client, scripts, sample, prog: Hostile):
+    since = time.time() - 1
+    if prog.where == "exec":
+        outcome, container = _run_exec(hostility, prog)
+        assert outcome.exit_code == 0 and not outcome.timed_out, (outcome.stdout_tail, outcome.stderr_tail)
+        assert _report(outcome.stdout_tail) == prog.report, outcome.stderr_tail[-2000:]
+        _assert_contained(hostility, docker_client, container, since)
+        return
+
+    row, container = _run_codegen(hostility, scripts, sample, prog)
+    execs = row.trace.executions
+    detail = (
+        row.fail_reason,
+        row.infra_error,
+        [(e.stdout_tail[-500:], e.stderr_tail[-1500:]) for e in execs],
+    )
+    # The typed outcome: an infra error of the expected kind, or a scored row with a reason.
+    if prog.infra is None:
+        assert row.infra_error is None, detail
+        assert row.hard == 0.0 and row.fail_reason, detail
+    else:
+        assert row.infra_error is not None and row.infra_error.kind.value == prog.infra, detail
+    assert row.fail_reason.startswith(prog.fail), detail
+    assert prog.fail_contains in row.fail_reason, detail
+    if prog.report:
+        assert execs, detail
+        assert _report(execs[0].stdout_tail) == prog.report, detail
+    for key, want in prog.execution.items():
+        if key == "tail_bounded":
+            limit = row.trace.executions[0]
+            assert (
+                len(limit.stdout_tail.encode()) <= 64 * 1024 and len(limit.stderr_tail.encode()) <= 64 * 1024
+            )
+        else:
+            assert getattr(execs[0], key) == want, (key, detail)
+    _assert_contained(hostility, docker_client, container, since)
+
+
+def test_the_suite_is_systematic():
+    """At least 25 programs, names unique, every family of the brief present."""
+    names = [p.name for p in HOSTILE]
+    assert len(names) >= 25 and len(set(names)) == len(names)
+    for family in (
+        "egress_dns",
+        "egress_bridge_and_host",
+        "host_files",
+        "other_processes_environ",
+        "docker_socket",
+        "fork_bomb",
+        "thread_bomb",
+        "memory_bomb",
+        "disk_fill_workspace",
+        "disk_fill_tmp",
+        "inode_exhaustion",
+        "runaway_output",
+        "infinite_loop",
+        "sleep_past_the_deadline",
+        "setuid_tricks",
+        "capabilities",
+        "mount_and_namespaces",
+        "proc_and_sys_writes",
+        "write_outside_workspace",
+        "symlink_output",
+        "hardlink_output",
+        "kill_pid1_and_everyone",
+        "zip_bomb_for_the_grader",
+        "billion_laughs_for_the_grader",
+        "exec_egress_dns",
+        "exec_egress_bridge_and_host",
+    ):
+        assert family in names, family
