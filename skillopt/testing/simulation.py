@@ -5,7 +5,9 @@ and by the end-to-end training tests. Everything else is real: the sandbox servi
 containers, the trusted grader, the trainer and its gate.
 
 * **Target** (model ``sim-target``): it recognises the vendored sample task (SpreadsheetBench:
-  from the instruction; the question-answering envs: from the question) and answers right when
+  from the instruction; the question-answering envs: from the question; HumanEval/MBPP: from
+  the problem text, answered with the reference solution or a stub returning ``None``,
+  ``fixtures/code/<env>.json``) and answers right when
   the skill in its system prompt states the rule the task needs, else wrong. SpreadsheetBench
   answers are the task's reference scripts (``fixtures/spreadsheetbench``: correct, or
   plausibly wrong in one rule); QA answers are the gold answer or the catalogue's wrong one
@@ -32,6 +34,8 @@ from skillopt.envs.base import TaskItem
 from skillopt.envs.registry import load_env_data
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData
 from skillopt.jsonx import extract_json_object
+from skillopt.testing.fixtures.code import CODE_ENVS, sim_code_reply
+from skillopt.testing.fixtures.code import load_catalogue as load_code_catalogue
 from skillopt.testing.fixtures.qa import QA_ENVS, sim_reply
 from skillopt.testing.fixtures.qa import load_catalogue as load_qa_catalogue
 from skillopt.testing.fixtures.spreadsheetbench import load_catalogue, solution_code
@@ -86,14 +90,18 @@ class _Catalogue:
         out = dict(load_catalogue()["rules"])
         for env in QA_ENVS:
             out.update({f"{env}:{k}": v for k, v in load_qa_catalogue(env)["rules"].items()})
+        for env in CODE_ENVS:
+            out.update({f"{env}:{k}": v for k, v in load_code_catalogue(env)["rules"].items()})
         return out
 
     @cached_property
     def tasks(self) -> dict[str, tuple[str, str]]:
         """Task id → (env, rule key)."""
         out = {tid: ("spreadsheetbench", e["rule"]) for tid, e in load_catalogue()["tasks"].items()}
-        for env in QA_ENVS:
-            for tid, e in load_qa_catalogue(env)["tasks"].items():
+        catalogues = [(env, load_qa_catalogue(env)) for env in QA_ENVS]
+        catalogues += [(env, load_code_catalogue(env)) for env in CODE_ENVS]
+        for env, catalogue in catalogues:
+            for tid, e in catalogue["tasks"].items():
                 if tid in out:
                     raise ValueError(f"simulation catalogues: task id {tid!r} appears twice")
                 out[tid] = (env, f"{env}:{e['rule']}")
@@ -114,6 +122,23 @@ class _Catalogue:
                 for item in data.split(split):
                     out.append((_norm(item.task.instruction)[:160], env, item))
         return out
+
+    @cached_property
+    def code_items(self) -> list[tuple[str, str, TaskItem]]:
+        """``(normalised problem prefix, env, item)`` of every code-env sample item."""
+        out = []
+        for env in CODE_ENVS:
+            data = load_env_data(env)
+            for split in ("train", "val", "test"):
+                for item in data.split(split):
+                    out.append((_norm(item.task.instruction)[:160], env, item))
+        return out
+
+    def code_item(self, text: str) -> TaskItem | None:
+        """The code-env sample item whose problem text appears in ``text`` (longest match)."""
+        norm = _norm(text)
+        hits = [(len(key), item.id, item) for key, _env, item in self.code_items if key and key in norm]
+        return max(hits, key=lambda h: (h[0], h[1]))[2] if hits else None
 
     def qa_item(self, text: str) -> tuple[str, TaskItem] | None:
         """The QA sample item whose question appears in ``text`` (the longest match wins)."""
@@ -194,6 +219,9 @@ class SimulatedTarget:
         if task_id is not None:
             kind = "solution" if simulated_pass(task_id, req.system) else "wrong"
             return {"text": f"```python\n{solution_code(task_id, kind)}\n```"}
+        code_item = _CATALOGUE.code_item(user)
+        if code_item is not None:
+            return {"text": sim_code_reply(code_item, solved=simulated_pass(code_item.id, req.system))}
         found = _CATALOGUE.qa_item(user)
         if found is None:
             return _miss()

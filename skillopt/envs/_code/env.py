@@ -112,7 +112,7 @@ class CodeEnv(ComposedEnv):
         """
         return self._parse(CodeGold, attributes, "grading.attributes")
 
-    def plan(self, gold: CodeGold) -> TestPlan:
+    def plan(self, task: CodeTaskPayload, gold: CodeGold) -> TestPlan:
         """The grading plan of the gold tests.
 
         Raises:
@@ -121,7 +121,7 @@ class CodeEnv(ComposedEnv):
         try:
             return plan_tests(
                 gold.test,
-                entry_point=gold.entry_point,
+                entry_point=task.entry_point,
                 check_function=gold.check_function,
                 imports=gold.test_imports,
             )
@@ -138,9 +138,7 @@ class CodeEnv(ComposedEnv):
             raise InvalidRequest(f"{self.name}: task.attributes.{EARLIER_ATTEMPT} must be a string")
         task = self.parse_task(request.task.attributes)
         gold = self.parse_gold(request.grading.attributes)
-        if task.entry_point != gold.entry_point:
-            raise InvalidRequest(f"{self.name}: task and grading name different entry points")
-        self.plan(gold)
+        self.plan(task, gold)
 
     # -- prompts -------------------------------------------------------------------------------
 
@@ -204,8 +202,8 @@ class CodeEnv(ComposedEnv):
             verdict = grade_program(
                 ctx.fresh_grading_sandbox,
                 st.code,
-                self.plan(gold),
-                entry_point=gold.entry_point,
+                self.plan(task, gold),
+                entry_point=task.entry_point,
                 reference=gold.reference,
                 timeout_s=timeout,
             )

@@ -61,8 +61,8 @@ class CodeGold(BaseModel):
     #: The function holding the asserts (HumanEval: ``check``); "" = asserts at module level.
     check_function: str = Field(default="", max_length=200)
     test_imports: tuple[str, ...] = ()
+    #: The benchmark's reference solution (a whole module), for reference runs.
     reference: str = Field(min_length=1, max_length=200_000)
-    entry_point: str = Field(pattern=_IDENT.pattern, max_length=200)
 
 
 def code_lines(code: str) -> int:
@@ -92,7 +92,7 @@ def humaneval_item(
         raise ValueError(f"field 'entry_point' is not a Python name: {entry!r}")
     kind = _category(code_lines(solution), 3, 8)
     payload = CodeTaskPayload(benchmark="humaneval", prompt=prompt, entry_point=entry)
-    gold = CodeGold(test=test, check_function="check", reference=prompt + solution, entry_point=entry)
+    gold = CodeGold(test=test, check_function="check", reference=prompt + solution)
     task = Task(
         id=task_id.replace("/", "-"),
         instruction=prompt,
@@ -179,7 +179,7 @@ def mbpp_item(
     payload = CodeTaskPayload(
         benchmark="mbpp", prompt=prompt, entry_point=entry, signature=_signature(code, entry)
     )
-    gold = CodeGold(test="\n".join(tests), test_imports=tuple(imports), reference=code, entry_point=entry)
+    gold = CodeGold(test="\n".join(tests), test_imports=tuple(imports), reference=code)
     task = Task(
         id=f"mbpp-{task_id}",
         instruction=prompt,

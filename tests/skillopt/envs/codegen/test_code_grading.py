@@ -39,13 +39,13 @@ def grade(fresh, item: TaskItem, code: str, *, timeout_s: float = 30.0):
     gold = CodeGold.model_validate(dict(item.grading.attributes))
     task = CodeTaskPayload.model_validate(dict(item.task.attributes))
     plan = plan_tests(
-        gold.test, entry_point=gold.entry_point, check_function=gold.check_function, imports=gold.test_imports
+        gold.test, entry_point=task.entry_point, check_function=gold.check_function, imports=gold.test_imports
     )
     return grade_program(
         fresh,
         assemble_program(code, task),
         plan,
-        entry_point=gold.entry_point,
+        entry_point=task.entry_point,
         reference=gold.reference,
         timeout_s=timeout_s,
     )

@@ -23,7 +23,10 @@ MBPP = _SHARED / "mbpp" / "sanitized-mbpp.json"
 def _plan(item):
     g = item.grading.attributes
     return plan_tests(
-        g["test"], entry_point=g["entry_point"], check_function=g["check_function"], imports=g["test_imports"]
+        g["test"],
+        entry_point=item.task.attributes["entry_point"],
+        check_function=g["check_function"],
+        imports=g["test_imports"],
     )
 
 
