@@ -333,7 +333,11 @@ class CodeExecRollout:
         self.ctx.require_sandbox().write_file("task.md", task_md.encode("utf-8"))
         folder = ".agents/skills" if cli == "codex" else ".claude/skills"
         name = req.skill.name or "skillopt-target"
-        prompt = fill(self.env.prompt("exec_prompt"), skill_path=f"{folder}/{name}/SKILL.md").strip()
+        prompt = fill(
+            self.env.prompt("exec_prompt"),
+            skill_path=f"{folder}/{name}/SKILL.md",
+            entry_point=self.task.entry_point,
+        ).strip()
         return task_md, prompt
 
     def finish(self, run: CliRun) -> RolloutResult:
