@@ -10,7 +10,9 @@ strictly and compares them with expected values this container never sees.
 Value encoding (tagged JSON, decoded by :mod:`skillopt.envs._code.values`): ``["none"]``,
 ``["bool", b]``, ``["int", "digits"]``, ``["float", "repr"]``, ``["complex", "re", "im"]``,
 ``["str", s]``, ``["bytes", "hex"]``, ``["list"|"tuple"|"set"|"frozenset", [...]]``,
-``["dict", [[k, v], ...]]``, ``["opaque", "type name"]`` (anything else: never equal).
+``["dict", [[k, v], ...]]``, ``["opaque", "type name", truthiness]`` (anything else: never
+equal; its truthiness, ``bool(value)`` as the container saw it, only counts for ``assert f(x)``
+and ``assert not f(x)``, which test nothing more, e.g. MBPP 737's ``re.Match``).
 """
 
 import json
@@ -55,7 +57,11 @@ def encode(value, budget=None, depth=0):
     for kind, base in (("list", list), ("tuple", tuple), ("set", set), ("frozenset", frozenset)):
         if isinstance(value, base):
             return [kind, [encode(v, budget, depth + 1) for v in base.__iter__(value)]]
-    return ["opaque", type(value).__name__[:100]]
+    try:  # only ``assert f(x)`` / ``assert not f(x)`` read this (a truthiness claim)
+        truth = bool(value)
+    except BaseException:  # a __bool__ that raises: no truthiness
+        truth = None
+    return ["opaque", type(value).__name__[:100], truth]
 
 
 def _error(exc):

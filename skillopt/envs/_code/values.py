@@ -28,10 +28,13 @@ _FLOAT = re.compile(r"-?(?:inf|nan|\d+(?:\.\d*)?(?:e[-+]?\d+)?|\.\d+(?:e[-+]?\d+
 class Opaque:
     """A value the container could not (or would not) serialise: equal to nothing."""
 
-    __slots__ = ("what",)
+    __slots__ = ("truth", "what")
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, truth: bool | None = None) -> None:
         self.what = what
+        #: ``bool(value)`` as the container reported it (``None``: unknown); read only by
+        #: truthiness assertions (``assert f(x)``), which test nothing more.
+        self.truth = truth
 
     def __eq__(self, other: object) -> bool:
         return False
@@ -99,8 +102,9 @@ def _decode(obj: Any, budget: list[int], depth: int) -> Any:
             except TypeError as exc:
                 raise _Bad("dict key") from exc
         return out
-    if tag == "opaque" and len(args) == 1 and isinstance(args[0], str):
-        return Opaque(args[0][:100])
+    if tag == "opaque" and 1 <= len(args) <= 2 and isinstance(args[0], str):
+        truth = args[1] if len(args) == 2 and isinstance(args[1], bool) else None
+        return Opaque(args[0][:100], truth)
     raise _Bad(f"unknown tag {tag[:20]!r}")
 
 

@@ -157,3 +157,19 @@ def test_the_grading_container_holds_no_expected_value(fresh):
     # The expected value of the first assertion ("heo") never appears in what the spy read.
     assert all("'heo'" not in r for r in leaked), leaked
     assert any('remove_Occ("hello","l")' in r or "remove_Occ" in r for r in leaked)
+
+
+def test_truthiness_asserts_accept_an_unserialisable_value_and_equality_does_not(fresh):
+    """MBPP 737 returns a ``re.Match``: ``assert f(x)`` tests only its truthiness, which the
+    container reports; an equality against such a value could never pass."""
+    import json
+
+    from skillopt.envs._code.items import mbpp_item
+    from skillopt.testing.shared_data import shared_datasets
+
+    raws = json.loads((shared_datasets() / "mbpp" / "sanitized-mbpp.json").read_text())
+    item = mbpp_item(next(r for r in raws if r["task_id"] == 737))
+    assert grade(fresh, item, item.grading.attributes["reference"]).hard == 1.0
+    always = "import re\ndef check_str(string):\n    return re.search('.*', string)\n"
+    v = grade(fresh, item, always)
+    assert v.hard == 0.0 and v.metrics["n_pass"] == 2  # the "assert not" one fails

@@ -117,3 +117,9 @@ def test_vendored_samples_are_copies_of_the_shared_data():
                 raw = shared[sid]
                 again = (humaneval_item if env == "humaneval" else mbpp_item)(raw)
                 assert again == item
+
+
+def test_an_opaque_claim_keeps_only_its_truthiness():
+    value = decode(["opaque", "Match", True])
+    assert isinstance(value, Opaque) and value.truth is True and value != value
+    assert decode(["opaque", "Match"]).truth is None
