@@ -1,5 +1,5 @@
 """Reference-solution sweep of the code envs (a figure, not a test). Run:
-``python bench/bench_code_grading.py [--env humaneval|mbpp] [--limit N] [--warm 2]``.
+``python bench/bench_code_grading.py [--env humaneval|mbpp] [--limit N] [--ids ID,...] [--warm 2]``.
 
 Grades every reference solution of the shared HumanEval / MBPP data with the real grader
 (fresh grading containers from a warm pool, a reference run where the plan needs one) and
@@ -33,6 +33,7 @@ def main() -> int:
     parser.add_argument("--env", choices=["humaneval", "mbpp", "both"], default="both")
     parser.add_argument("--limit", type=int, default=0, help="first N items per env (0 = all)")
     parser.add_argument("--warm", type=int, default=2, help="idle containers kept ahead")
+    parser.add_argument("--ids", default="", help="only these item ids, comma-separated (e.g. mbpp-123)")
     args = parser.parse_args()
     configure_logging(json=True, level="warning")
     shared = shared_datasets()
@@ -49,7 +50,10 @@ def main() -> int:
     envs = ["humaneval", "mbpp"] if args.env == "both" else [args.env]
     with local_grading_sandboxes(warm=args.warm) as fresh:
         for env in envs:
-            items = sources[env][: args.limit or None]
+            wanted = {i for i in args.ids.split(",") if i}
+            items = [it for it in sources[env] if not wanted or it.id in wanted][: args.limit or None]
+            if not items:
+                continue
             times, failed, modes = [], [], {"probes": 0, "trace": 0}
             t_env = time.monotonic()
             for item in items:
