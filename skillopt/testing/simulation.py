@@ -181,6 +181,8 @@ _MISS = (
 _EXEC_TASK = "Spreadsheet task:"
 _SKILL_PATH = re.compile(r"`([^`\s]*SKILL\.md)`")
 _DONE = "Done: solution.py written and checked with run_solution.py."
+#: In the code envs' CLI prompt (``_code/prompts/exec_prompt.md``).
+_CODE_TASK = "Your task: write the Python function `"
 
 
 def _miss() -> dict:
@@ -232,7 +234,10 @@ class SimulatedTarget:
         prompt = next((m.text for m in req.messages if m.role == "user" and _EXEC_TASK in m.text), "")
         task_id = _CATALOGUE.task_in(prompt.split(_EXEC_TASK, 1)[-1]) if prompt else None
         if task_id is None:
-            return _miss()
+            code_prompt = next(
+                (m.text for m in req.messages if m.role == "user" and _CODE_TASK in m.text), ""
+            )
+            return self._code_cli(req, code_prompt) if code_prompt else _miss()
         step = len(req.tool_results)
         if step == 0:
             skill = _SKILL_PATH.search(prompt)
@@ -244,6 +249,24 @@ class SimulatedTarget:
         if step == 2:
             return {"shell": "python3 run_solution.py"}
         return {"text": _DONE}
+
+    def _code_cli(self, req: ScriptedRequest, prompt: str):
+        """A code env's CLI rollout: read the skill and task.md, write solution.py (the
+        reference or the stub, by the skill just read), load it once, answer."""
+        step = len(req.tool_results)
+        if step == 0:
+            skill = _SKILL_PATH.search(prompt)
+            return {"shell": f"cat {skill.group(1) if skill else 'SKILL.md'} task.md"}
+        item = _CATALOGUE.code_item(req.tool_results[0])
+        if item is None:
+            return _miss()
+        if step == 1:
+            reply = sim_code_reply(item, solved=simulated_pass(item.id, req.tool_results[0]))
+            code = reply.split("```python\n", 1)[1].rsplit("\n```", 1)[0]
+            return {"shell": f"cat > solution.py <<'SKILLOPT_EOF'\n{code}\nSKILLOPT_EOF"}
+        if step == 2:
+            return {"shell": "python3 -c 'import solution'"}
+        return {"text": "Done: solution.py written and loads."}
 
 
 def _section(text: str, title: str) -> str:

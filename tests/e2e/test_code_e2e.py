@@ -129,3 +129,28 @@ def test_a_short_training_run_gates(remote, tmp_path, env):
     assert summary["config"]["env"]["name"] == env and summary["config"]["env"]["agent"] == "codegen_single"
     rows = [json.loads(x) for p in out.rglob("results.jsonl") for x in p.read_text().splitlines()]
     assert rows and all(r["infra_error"] is None for r in rows)
+
+
+def test_the_codex_cli_solves_the_sample_offline_when_the_skill_states_the_rules(tmp_path, docker_client):
+    """The real Codex CLI in its container, driven by the simulation through the gateway: it
+    reads the skill, writes solution.py; the program is graded in a fresh container."""
+    catalogue = load_catalogue("mbpp")
+    rules = "\n".join(f"- {t}" for t in catalogue["rules"].values())
+    for name, skill_text, hard in (("initial", "", None), ("full", f"# Skill\n\n{rules}\n", 1.0)):
+        skill = tmp_path / f"{name}.md"
+        skill.write_text(skill_text or (REPO / "skillopt/envs/mbpp/skills/initial.md").read_text())
+        out = tmp_path / name
+        res = cli(
+            "eval", "--config", "mbpp", "--skill", str(skill), "--split", "val", "--out", str(out),
+            "--simulate", "on", "--set", "env.agent=codex_exec",
+        )  # fmt: skip
+        assert res.returncode == 0, res.stderr[-4000:]
+        summary = json.loads((out / "eval_summary.json").read_text())
+        assert summary["n_infra"] == 0 and summary["env"]["agent"] == "codex_exec"
+        rows = _rows(out)
+        for tid, row in rows.items():
+            right = name == "full" or tid not in catalogue["tasks"]
+            assert row["hard"] == (1.0 if right else 0.0), (tid, row["fail_reason"])
+            assert row["metrics"]["solution_file"] is True
+        if hard is not None:
+            assert summary["hard"] == hard
