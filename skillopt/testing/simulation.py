@@ -200,7 +200,8 @@ class SimulatedTarget:
 
     In-service agents (Chat Completions) get the script in one answer. The agent CLIs (Codex
     over Responses, Claude Code over Messages) are driven through their shell tool like a real
-    agent: read the skill and the task, write ``solution.py``, run the harness's check, answer.
+    agent: read the skill and the task, write ``solution.py``, run the harness's check (code
+    envs: load the module), answer.
     What the script is depends on the skill the CLI read (the first tool output). A request the
     simulation cannot place is a clear model error (HTTP 400), never a silent wrong answer.
     """
