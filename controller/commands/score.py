@@ -13,7 +13,11 @@ Exit status: 0 for right *and* wrong answers; 2 with a message on stderr (and no
 stdout) when a file cannot be read, the env is unknown or the item is malformed.
 
 Envs: gsm8k, hotpotqa, livemathematicianbench (labels as in the file: no choice shuffling),
-math500, searchqa.
+math500, searchqa; and the code envs humaneval, mbpp, where RESPONSE.txt is the model's reply
+(its first ```python block is taken) or a bare program, graded by running it in fresh grading
+containers on the local Docker engine (``answer`` is the program graded; ``soft`` the share of
+tests passed; ``cases`` one entry per test). Without a reachable Docker engine a code env exits
+2 with a message saying how to start it.
 """
 
 from __future__ import annotations
@@ -39,7 +43,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     parser.add_argument(
-        "--env", required=True, help="gsm8k, hotpotqa, livemathematicianbench, math500 or searchqa"
+        "--env",
+        required=True,
+        help="gsm8k, hotpotqa, humaneval, livemathematicianbench, math500, mbpp or searchqa",
     )
     parser.add_argument("--item", required=True, metavar="ITEM.json", help="one raw item (a JSON object)")
     parser.add_argument("--response", required=True, metavar="RESPONSE.txt", help="the model's reply")
@@ -75,8 +81,40 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"cannot read response {args.response}: {exc.strerror or exc}")
     try:
-        out = score_item(args.env, raw, response)
+        out = (
+            _score_code(args.env, raw, response)
+            if _is_code_env(args.env)
+            else score_item(args.env, raw, response)
+        )
     except SkillOptError as exc:
         return _fail(exc.message)
     print(json.dumps(out, ensure_ascii=False))
     return 0
+
+
+def _is_code_env(env: str) -> bool:
+    from skillopt.envs._code.scoring import is_code_env
+    from skillopt.envs.registry import find_spec
+
+    return find_spec(env) is not None and is_code_env(env)
+
+
+def _score_code(env: str, raw: dict, response: str) -> dict:
+    """Grade a code-env response in fresh containers on the local Docker engine.
+
+    Raises:
+        SandboxUnavailable: Docker is not reachable (the message says how to start it).
+    """
+    from sandbox.runtime.fresh import local_grading_sandboxes
+    from skillopt.envs._code.scoring import score_code_item
+    from skillopt.errors import SandboxUnavailable
+    from skillopt.logs import configure_logging
+
+    configure_logging(json=True, level="warning")  # stdout holds exactly one JSON object
+    try:
+        with local_grading_sandboxes() as fresh:
+            return score_code_item(env, raw, response, fresh)
+    except SandboxUnavailable as exc:
+        raise SandboxUnavailable(
+            f"{env} grades programs by running them in a container, and Docker is not reachable: {exc.message}"
+        ) from exc

@@ -8,10 +8,12 @@ turns them into a score.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 import structlog
@@ -310,6 +312,12 @@ class RolloutService:
         sandbox: LeasedSandbox | None = None
         handle = None
         session = None
+        # Every container this rollout holds (its own and its fresh grading ones): cancelling
+        # the rollout kills them all.
+        live: list[LeasedSandbox] = []
+        if set_killer is not None:
+            set_killer(lambda: [box.kill() for box in list(live)])
+        grading = self._grading_factory(request, limits, deadline=deadline, cancel=cancel, live=live)
         try:
             emit(ProgressEvent(phase="accepted", detail=f"host {self.config.host_id}"))
             # Agents that run no code (env declares sandbox "none", e.g. the QA agents) get no
@@ -334,8 +342,7 @@ class RolloutService:
                     deadline=deadline,
                     cancel=cancel,
                 )
-                if set_killer is not None:
-                    set_killer(sandbox.kill)
+                live.append(sandbox)
                 if cancel.is_set():
                     sandbox.kill()
                 render = getattr(env, "skill_file", None)
@@ -375,6 +382,7 @@ class RolloutService:
                 emit=emit,
                 deadline=deadline,
                 gateway=access,
+                grading_sandbox=grading,
             )
             result = env.run(request.agent, ctx)
             if session is not None:
@@ -433,6 +441,42 @@ class RolloutService:
             image_digest=handle.image_digest if handle is not None else self._digest_or_empty(spec.image),
             container_runtime=self.runtime.runtime_name(handle.spec) if handle is not None else "",
         )
+
+    def _grading_factory(
+        self, request: RolloutRequest, limits: Limits, *, deadline: float, cancel, live: list
+    ):
+        """``ctx.grading_sandbox``: leases a fresh container of the host's base spec (never the
+        exec agents' gateway network: ``network_mode`` is forced to ``none``), used for one
+        grading run and released (destroyed) afterwards."""
+        spec = replace(self.config.base_spec, network_mode="none").with_limits(
+            memory_bytes=limits.memory_bytes, cpus=limits.cpus
+        )
+        output_limit = int(limits.output_bytes or DEFAULT_LIMITS.output_bytes)
+
+        @contextlib.contextmanager
+        def fresh() -> Iterator[LeasedSandbox]:
+            wait = min(self.config.acquire_timeout_s, max(0.1, deadline - time.monotonic()))
+            handle = self.pools.acquire(spec, timeout_s=wait, cancel=cancel)
+            try:
+                box = LeasedSandbox(
+                    self.runtime,
+                    handle,
+                    rollout_id=f"{request.rollout_id}#grading",
+                    output_limit_bytes=output_limit,
+                    deadline=deadline,
+                    cancel=cancel,
+                )
+                live.append(box)
+                if cancel.is_set():
+                    box.kill()
+                try:
+                    yield box
+                finally:
+                    live.remove(box)
+            finally:
+                self.pools.release(handle)
+
+        return fresh
 
     @staticmethod
     def _with_exchanges(result: RolloutResult, session, *, full: bool) -> RolloutResult:

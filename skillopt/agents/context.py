@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -60,6 +61,12 @@ class AgentContext:
         emit: progress callback (cheap; never raises).
         deadline: ``time.monotonic()`` after which the rollout is out of time.
         gateway: for exec agents (their container reaches models only through it).
+        grading_sandbox: leases a **fresh** container without network for trusted grading
+            runs (``with ctx.grading_sandbox() as box: ...``): it never held the agent's work,
+            each call gives a new one, released when the block ends. Envs whose tests must
+            run code (HumanEval, MBPP) execute the candidate there, never in the agent's own
+            container, so nothing the agent left behind can touch the grading. ``None`` where
+            the host offers none.
     """
 
     request: RolloutRequest
@@ -69,6 +76,7 @@ class AgentContext:
     emit: Callable[[ProgressEvent], None]
     deadline: float
     gateway: GatewayAccess | None = None
+    grading_sandbox: Callable[[], AbstractContextManager[Sandbox]] | None = None
 
     def remaining_s(self) -> float:
         """Seconds left of the rollout's wall time (negative when it is over)."""
@@ -84,6 +92,19 @@ class AgentContext:
         if self.sandbox is None:
             raise RuntimeError("this agent needs a sandbox but its env declared sandbox='none'")
         return self.sandbox
+
+    def fresh_grading_sandbox(self) -> AbstractContextManager[Sandbox]:
+        """A fresh no-network container for a grading run (see :attr:`grading_sandbox`).
+
+        Raises:
+            SandboxUnavailable: the host offers no grading sandboxes (an infrastructure
+                failure: the row is never scored).
+        """
+        if self.grading_sandbox is None:
+            from skillopt.errors import SandboxUnavailable
+
+            raise SandboxUnavailable("this host offers no fresh grading sandbox")
+        return self.grading_sandbox()
 
 
 class Agent(Protocol):

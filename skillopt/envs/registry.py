@@ -21,8 +21,10 @@ __all__ = ["available_envs", "env_spec", "find_spec", "get_env", "load_env_data"
 _SPECS: dict[str, str] = {
     "gsm8k": "skillopt.envs.gsm8k.spec:SPEC",
     "hotpotqa": "skillopt.envs.hotpotqa.spec:SPEC",
+    "humaneval": "skillopt.envs.humaneval.spec:SPEC",
     "livemathematicianbench": "skillopt.envs.livemathematicianbench.spec:SPEC",
     "math500": "skillopt.envs.math500.spec:SPEC",
+    "mbpp": "skillopt.envs.mbpp.spec:SPEC",
     "searchqa": "skillopt.envs.searchqa.spec:SPEC",
     "spreadsheetbench": "skillopt.envs.spreadsheetbench.spec:SPEC",
 }

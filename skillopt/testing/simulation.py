@@ -5,7 +5,9 @@ and by the end-to-end training tests. Everything else is real: the sandbox servi
 containers, the trusted grader, the trainer and its gate.
 
 * **Target** (model ``sim-target``): it recognises the vendored sample task (SpreadsheetBench:
-  from the instruction; the question-answering envs: from the question) and answers right when
+  from the instruction; the question-answering envs: from the question; HumanEval/MBPP: from
+  the problem text, answered with the reference solution or a stub returning ``None``,
+  ``fixtures/code/<env>.json``) and answers right when
   the skill in its system prompt states the rule the task needs, else wrong. SpreadsheetBench
   answers are the task's reference scripts (``fixtures/spreadsheetbench``: correct, or
   plausibly wrong in one rule); QA answers are the gold answer or the catalogue's wrong one
@@ -32,6 +34,8 @@ from skillopt.envs.base import TaskItem
 from skillopt.envs.registry import load_env_data
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData
 from skillopt.jsonx import extract_json_object
+from skillopt.testing.fixtures.code import CODE_ENVS, sim_code_reply
+from skillopt.testing.fixtures.code import load_catalogue as load_code_catalogue
 from skillopt.testing.fixtures.qa import QA_ENVS, sim_reply
 from skillopt.testing.fixtures.qa import load_catalogue as load_qa_catalogue
 from skillopt.testing.fixtures.spreadsheetbench import load_catalogue, solution_code
@@ -86,14 +90,18 @@ class _Catalogue:
         out = dict(load_catalogue()["rules"])
         for env in QA_ENVS:
             out.update({f"{env}:{k}": v for k, v in load_qa_catalogue(env)["rules"].items()})
+        for env in CODE_ENVS:
+            out.update({f"{env}:{k}": v for k, v in load_code_catalogue(env)["rules"].items()})
         return out
 
     @cached_property
     def tasks(self) -> dict[str, tuple[str, str]]:
         """Task id → (env, rule key)."""
         out = {tid: ("spreadsheetbench", e["rule"]) for tid, e in load_catalogue()["tasks"].items()}
-        for env in QA_ENVS:
-            for tid, e in load_qa_catalogue(env)["tasks"].items():
+        catalogues = [(env, load_qa_catalogue(env)) for env in QA_ENVS]
+        catalogues += [(env, load_code_catalogue(env)) for env in CODE_ENVS]
+        for env, catalogue in catalogues:
+            for tid, e in catalogue["tasks"].items():
                 if tid in out:
                     raise ValueError(f"simulation catalogues: task id {tid!r} appears twice")
                 out[tid] = (env, f"{env}:{e['rule']}")
@@ -114,6 +122,23 @@ class _Catalogue:
                 for item in data.split(split):
                     out.append((_norm(item.task.instruction)[:160], env, item))
         return out
+
+    @cached_property
+    def code_items(self) -> list[tuple[str, str, TaskItem]]:
+        """``(normalised problem prefix, env, item)`` of every code-env sample item."""
+        out = []
+        for env in CODE_ENVS:
+            data = load_env_data(env)
+            for split in ("train", "val", "test"):
+                for item in data.split(split):
+                    out.append((_norm(item.task.instruction)[:160], env, item))
+        return out
+
+    def code_item(self, text: str) -> TaskItem | None:
+        """The code-env sample item whose problem text appears in ``text`` (longest match)."""
+        norm = _norm(text)
+        hits = [(len(key), item.id, item) for key, _env, item in self.code_items if key and key in norm]
+        return max(hits, key=lambda h: (h[0], h[1]))[2] if hits else None
 
     def qa_item(self, text: str) -> tuple[str, TaskItem] | None:
         """The QA sample item whose question appears in ``text`` (the longest match wins)."""
@@ -156,6 +181,8 @@ _MISS = (
 _EXEC_TASK = "Spreadsheet task:"
 _SKILL_PATH = re.compile(r"`([^`\s]*SKILL\.md)`")
 _DONE = "Done: solution.py written and checked with run_solution.py."
+#: In the code envs' CLI prompt (``_code/prompts/exec_prompt.md``).
+_CODE_TASK = "Your task: write the Python function `"
 
 
 def _miss() -> dict:
@@ -173,7 +200,8 @@ class SimulatedTarget:
 
     In-service agents (Chat Completions) get the script in one answer. The agent CLIs (Codex
     over Responses, Claude Code over Messages) are driven through their shell tool like a real
-    agent: read the skill and the task, write ``solution.py``, run the harness's check, answer.
+    agent: read the skill and the task, write ``solution.py``, run the harness's check (code
+    envs: load the module), answer.
     What the script is depends on the skill the CLI read (the first tool output). A request the
     simulation cannot place is a clear model error (HTTP 400), never a silent wrong answer.
     """
@@ -194,6 +222,9 @@ class SimulatedTarget:
         if task_id is not None:
             kind = "solution" if simulated_pass(task_id, req.system) else "wrong"
             return {"text": f"```python\n{solution_code(task_id, kind)}\n```"}
+        code_item = _CATALOGUE.code_item(user)
+        if code_item is not None:
+            return {"text": sim_code_reply(code_item, solved=simulated_pass(code_item.id, req.system))}
         found = _CATALOGUE.qa_item(user)
         if found is None:
             return _miss()
@@ -204,7 +235,10 @@ class SimulatedTarget:
         prompt = next((m.text for m in req.messages if m.role == "user" and _EXEC_TASK in m.text), "")
         task_id = _CATALOGUE.task_in(prompt.split(_EXEC_TASK, 1)[-1]) if prompt else None
         if task_id is None:
-            return _miss()
+            code_prompt = next(
+                (m.text for m in req.messages if m.role == "user" and _CODE_TASK in m.text), ""
+            )
+            return self._code_cli(req, code_prompt) if code_prompt else _miss()
         step = len(req.tool_results)
         if step == 0:
             skill = _SKILL_PATH.search(prompt)
@@ -216,6 +250,24 @@ class SimulatedTarget:
         if step == 2:
             return {"shell": "python3 run_solution.py"}
         return {"text": _DONE}
+
+    def _code_cli(self, req: ScriptedRequest, prompt: str):
+        """A code env's CLI rollout: read the skill and task.md, write solution.py (the
+        reference or the stub, by the skill just read), load it once, answer."""
+        step = len(req.tool_results)
+        if step == 0:
+            skill = _SKILL_PATH.search(prompt)
+            return {"shell": f"cat {skill.group(1) if skill else 'SKILL.md'} task.md"}
+        item = _CATALOGUE.code_item(req.tool_results[0])
+        if item is None:
+            return _miss()
+        if step == 1:
+            reply = sim_code_reply(item, solved=simulated_pass(item.id, req.tool_results[0]))
+            code = reply.split("```python\n", 1)[1].rsplit("\n```", 1)[0]
+            return {"shell": f"cat > solution.py <<'SKILLOPT_EOF'\n{code}\nSKILLOPT_EOF"}
+        if step == 2:
+            return {"shell": "python3 -c 'import solution'"}
+        return {"text": "Done: solution.py written and loads."}
 
 
 def _section(text: str, title: str) -> str:

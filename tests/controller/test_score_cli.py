@@ -94,3 +94,45 @@ def test_unusable_input_is_exit_2_with_a_message_and_nothing_on_stdout(tmp_path)
         res = _score(*args)
         assert res.returncode == 2, (args, res.stdout, res.stderr)
         assert res.stdout == "" and needle in res.stderr, (args, res.stderr)
+
+
+# -- code envs: graded by running the program in fresh grading containers --------------------------
+
+
+def _code_item(env: str) -> dict:
+    if env == "humaneval":
+        return json.loads((shared_datasets() / "humaneval" / "HumanEval.jsonl").read_text().splitlines()[2])
+    return json.loads((shared_datasets() / "mbpp" / "sanitized-mbpp.json").read_text())[5]
+
+
+@pytest.mark.parametrize("env", ["humaneval", "mbpp"])
+def test_a_code_env_grades_the_program_in_a_container(tmp_path, env, docker_client):
+    raw = _code_item(env)
+    reference = raw["prompt"] + raw["canonical_solution"] if env == "humaneval" else raw["code"]
+    item = tmp_path / "item.json"
+    item.write_text(json.dumps(raw), encoding="utf-8")
+    entry = raw.get("entry_point") or reference.split("def ", 1)[1].split("(", 1)[0]
+    wrong = f"def {entry}(*args):\n    return None\n"
+    for response, hard in ((f"Here:\n```python\n{reference}\n```\n", 1.0), (wrong, 0.0)):
+        (tmp_path / "response.txt").write_text(response, encoding="utf-8")
+        res = _score("--env", env, "--item", str(item), "--response", str(tmp_path / "response.txt"))
+        assert res.returncode == 0, res.stderr
+        (line,) = res.stdout.splitlines()
+        out = json.loads(line)
+        assert out["env"] == env and out["hard"] == hard and 0.0 <= out["soft"] <= 1.0
+        assert out["n_tests"] == len(out["cases"]) >= 1 and out["answer"] == out["predicted_answer"]
+        assert bool(out["fail_reason"]) == (hard == 0.0)
+
+
+def test_a_code_env_without_docker_says_so(tmp_path):
+    item = tmp_path / "item.json"
+    item.write_text(json.dumps(_code_item("mbpp")), encoding="utf-8")
+    (tmp_path / "response.txt").write_text("def f():\n    return 1\n", encoding="utf-8")
+    res = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "score", "--env", "mbpp", "--item", str(item), "--response",
+         str(tmp_path / "response.txt")],
+        capture_output=True, text=True, cwd=REPO, timeout=120, check=False,
+        env={**__import__("os").environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"},
+    )  # fmt: skip
+    assert res.returncode == 2 and res.stdout == ""
+    assert "Docker is not reachable" in res.stderr

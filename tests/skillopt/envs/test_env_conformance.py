@@ -48,6 +48,8 @@ def test_the_registry_lists_the_benchmarks():
         "gsm8k",
         "math500",
         "hotpotqa",
+        "humaneval",
+        "mbpp",
     }
 
 
