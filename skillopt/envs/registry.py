@@ -25,6 +25,7 @@ _SPECS: dict[str, str] = {
     "math500": "skillopt.envs.math500.spec:SPEC",
     "searchqa": "skillopt.envs.searchqa.spec:SPEC",
     "spreadsheetbench": "skillopt.envs.spreadsheetbench.spec:SPEC",
+    "textworld": "skillopt.envs.textworld.spec:SPEC",
 }
 
 
