@@ -16,10 +16,13 @@ import sys
 import time
 
 _STATUS = re.compile(r"^\s*>?\s*-= .*? =-\s*\d+/\d+\s*$", re.M)
+# The ASCII-art banner of the first observation: lines drawn only with these characters.
+_ART = re.compile(r"^[\s_|\\/$<>()=-]*[_|$\\/][\s_|\\/$<>()=-]*$", re.M)
 
 
 def _clean(text):
     text = _STATUS.sub("", text or "")
+    text = _ART.sub("", text)
     text = re.sub(r"(?m)^\s*>\s*$", "", text)
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
