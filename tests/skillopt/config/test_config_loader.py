@@ -35,7 +35,15 @@ def write(directory: Path, name: str, text: str) -> Path:
 
 
 def test_builtin_configs_are_listed_and_resolved() -> None:
-    envs = ["gsm8k", "hotpotqa", "livemathematicianbench", "math500", "searchqa", "spreadsheetbench"]
+    envs = [
+        "gsm8k",
+        "hotpotqa",
+        "livemathematicianbench",
+        "math500",
+        "searchqa",
+        "spreadsheetbench",
+        "textworld",
+    ]
     assert list_builtin_configs() == sorted(name for env in envs for name in (env, f"{env}_demo"))
     path = builtin_config("spreadsheetbench_demo")
     assert path.is_file() and path.name == "spreadsheetbench_demo.yaml"
