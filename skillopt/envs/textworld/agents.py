@@ -172,6 +172,11 @@ def _history(steps: list[dict], n: int) -> str:
     return "\n\n".join(lines)
 
 
+def _step_view(step: int, state: GameState) -> str:
+    admissible = ", ".join(state.admissible) or "(none reported)"
+    return f"[step {step}] observation:\n{state.observation}\n\nAdmissible actions: {admissible}"
+
+
 class GameAgent:
     """Plays one TextWorld game per rollout (see the module docstring)."""
 
@@ -213,7 +218,10 @@ class GameAgent:
             )
             if req.diagnostic_instruction.strip():
                 user += f"\n\n# Diagnostic instruction\n{req.diagnostic_instruction.strip()}\n"
-            st.messages.append(Message(role="user", content=user))
+            # The trace keeps the first prompt whole and, after it, what each later prompt
+            # added: the observation and the admissible actions (the skill and the objective
+            # are the same in every step).
+            st.messages.append(Message(role="user", content=user if step == 1 else _step_view(step, state)))
             st.phase = "llm"
             ctx.emit(ProgressEvent(phase="model_call", turn=step))
             t0 = time.monotonic()
