@@ -513,7 +513,8 @@ if want textworld; then
     mkdir -p "$ctx/wheels"
     cp "$here/textworld/Dockerfile" "$here/textworld/requirements.txt" "$ctx/"
     cp -l "$wcache"/*.whl "$ctx/wheels/" 2>/dev/null || cp "$wcache"/*.whl "$ctx/wheels/"
-    docker_build textworld "$ctx" "$textworld_tag" "$textworld_hash" "$runtime_tag"
+    # --network none: the build needs none (and an engine without a default bridge has none).
+    docker_build textworld "$ctx" "$textworld_tag" "$textworld_hash" "$runtime_tag" --network none
     rm -rf "$ctx"
   fi
 fi
