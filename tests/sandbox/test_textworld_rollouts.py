@@ -113,27 +113,30 @@ def test_the_walkthrough_wins_and_forged_text_does_not(service, player, games, t
     prompts = [m.content for m in won.trace.messages if m.role == "user"]
     assert prompts and not any(" > ".join(route) in p for p in prompts)
     lines = [json.loads(x) for x in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
-    assert [x["task_type"] for x in lines] == ["cooking_l1", "coin_collector_l5"]
+    assert {x["id"]: x["task_type"] for x in lines} == {won.id: "cooking_l1", lost.id: "coin_collector_l5"}
 
 
 def test_a_model_slower_than_the_wall_time_is_a_timeout_row(service, player, games, tmp_path):
-    item = games["treasure_hunter_l1"]
-    player.modes[item.id] = "slow"
-    (row,) = stage_for(service, wall=8.0).run([item], "", tmp_path / "r", label="t")
+    slow, quick = games["treasure_hunter_l1"], games["coin_collector_l1"]
+    player.modes[slow.id] = "slow"
+    player.modes[quick.id] = "walk"
+    player.walkthroughs[quick.id] = list(quick.grading.attributes["walkthrough"])
+    row, ok = stage_for(service, wall=8.0).run([slow, quick], "", tmp_path / "r", label="timeout")
     assert row.infra_error is not None and row.infra_error.kind.value == "timeout", row.fail_reason
     assert row.fail_reason.startswith("infra-timeout") and row.hard == 0.0
+    assert ok.infra_error is None and ok.hard == 1.0
 
 
 def test_a_resume_reruns_no_finished_game(service, player, games, tmp_path):
-    first, second = games["treasure_hunter_l5"], games["coin_collector_l1"]
+    first, second = games["treasure_hunter_l5"], games["cooking_l2"]
     for item in (first, second):
         player.walkthroughs[item.id] = list(item.grading.attributes["walkthrough"])
         player.modes[item.id] = "walk"
     stage = stage_for(service)
-    done = stage.run([first], "", tmp_path / "r", label="t")
+    done = stage.run([first], "", tmp_path / "r", label="resume")
     assert done[0].hard == 1.0
     player.calls.clear()
-    rows = stage.run([first, second], "", tmp_path / "r", label="t")
+    rows = stage.run([first, second], "", tmp_path / "r", label="resume")
     assert [r.id for r in rows] == [first.id, second.id] and all(r.hard == 1.0 for r in rows)
     assert set(player.calls) == {second.id}  # the finished game was not played again
     assert len((tmp_path / "r" / "results.jsonl").read_text().splitlines()) == 2

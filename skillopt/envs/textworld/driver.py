@@ -27,12 +27,30 @@ def _clean(text):
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
+def _link_frotz():
+    """Jericho loads a *copy* of its Z-machine library from a temporary folder (so one process
+    can run several games); the container's /tmp and workspace are mounted noexec, where the
+    loader cannot map it. One game per process here: a link to the installed library (on the
+    read-only root, which is executable) does the same."""
+    import os
+
+    import jericho.jericho as jj
+
+    class _Link:
+        @staticmethod
+        def copyfile(src, dst):
+            os.symlink(src, dst)
+
+    jj.shutil = _Link
+
+
 def main():
     t0 = time.monotonic()
     with open("episode.json", encoding="utf-8") as fh:
         episode = json.load(fh)
     import textworld
 
+    _link_frotz()
     infos = textworld.EnvInfos(
         admissible_commands=True, score=True, max_score=True, won=True, lost=True, moves=True
     )
