@@ -15,7 +15,7 @@
 #            (docker/agents/versions.env) and staged layout + the base image ID
 #   service  docker/service/Dockerfile + the project's packaged source (pyproject.toml,
 #            skillopt/, sandbox/, controller/) + the base image ID
-#   textworld docker/textworld/{Dockerfile,requirements.txt} + the runtime image ID. --only
+#   textworld docker/textworld/{Dockerfile,requirements.txt,skillopt_tw_warm.py} + the runtime image ID. --only
 #            textworld never builds the runtime: it needs the runtime image to exist.
 # An image whose tag exists with the expected hash is "up to date" and is not rebuilt; a run with
 # nothing to do costs well under a second. --only X builds X and what it depends on (the base);
@@ -486,7 +486,7 @@ fi
 if want textworld; then
   runtime_id="$(image_id "$runtime_tag")"
   [[ -n "$runtime_id" ]] || die "textworld: $runtime_tag is not built (it is the base of $textworld_tag): run docker/build.sh --only runtime"
-  textworld_hash="$( { (cd "$here/textworld" && sha256sum Dockerfile requirements.txt); echo "runtime $runtime_id"; } | sha)"
+  textworld_hash="$( { (cd "$here/textworld" && sha256sum Dockerfile requirements.txt skillopt_tw_warm.py); echo "runtime $runtime_id"; } | sha)"
   if ! forced textworld && [[ "$(image_hash "$textworld_tag")" == "$textworld_hash" ]]; then
     log "textworld: $textworld_tag up to date"
   else
@@ -511,7 +511,7 @@ if want textworld; then
     ctx="$build_dir/ctx/textworld"
     rm -rf "$ctx"
     mkdir -p "$ctx/wheels"
-    cp "$here/textworld/Dockerfile" "$here/textworld/requirements.txt" "$ctx/"
+    cp "$here/textworld/Dockerfile" "$here/textworld/requirements.txt" "$here/textworld/skillopt_tw_warm.py" "$ctx/"
     cp -l "$wcache"/*.whl "$ctx/wheels/" 2>/dev/null || cp "$wcache"/*.whl "$ctx/wheels/"
     # --network none: the build needs none (and an engine without a default bridge has none).
     docker_build textworld "$ctx" "$textworld_tag" "$textworld_hash" "$runtime_tag" --network none

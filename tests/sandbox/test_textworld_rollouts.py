@@ -15,7 +15,7 @@ import pytest
 
 from controller.client.sandbox_client import ChannelConfig
 from controller.fleet.executor import FleetExecutor
-from skillopt.envs.registry import load_env_data
+from skillopt.envs.registry import get_env, load_env_data
 from skillopt.envs.textworld.spec import IMAGE
 from skillopt.testing.fixtures.textworld import STEP_HEADER
 from skillopt.trainer.rollouts import RolloutSpec, RolloutStage
@@ -121,6 +121,10 @@ def test_a_model_slower_than_the_wall_time_is_a_timeout_row(service, player, gam
     player.modes[slow.id] = "slow"
     player.modes[quick.id] = "walk"
     player.walkthroughs[quick.id] = list(quick.grading.attributes["walkthrough"])
+    # Both containers warm first (a textworld container's runner parses the game logic at
+    # start, ~5-10 s here), so the 8 s go to the game, not to container creation.
+    svc = service.running.service
+    assert svc.pools.wait_ready(svc.agent_spec(get_env("textworld"), "play"), 2, timeout_s=180)
     row, ok = stage_for(service, wall=8.0).run([slow, quick], "", tmp_path / "r", label="timeout")
     assert row.infra_error is not None and row.infra_error.kind.value == "timeout", row.fail_reason
     assert row.fail_reason.startswith("infra-timeout") and row.hard == 0.0
