@@ -3,8 +3,10 @@
 #   base     skillopt-base:bookworm   (debootstrap + docker import; or python:3.11-slim-bookworm)
 #   runtime  skillopt-runtime:latest  (every rollout container runs from it)
 #   service  skillopt-service:latest  (the gRPC sandbox service, `skillopt serve`)
+#   textworld skillopt-textworld:latest (runtime + the TextWorld game engine; the textworld env's
+#            rollouts run from it)
 #
-# usage: docker/build.sh [--only base|runtime|service] [--force] [--verbose]
+# usage: docker/build.sh [--only base|runtime|service|textworld] [--force] [--verbose]
 #        docker/build.sh --print-base-plan      # prints slim | up-to-date | debootstrap, builds nothing
 #
 # Each image carries the label org.skillopt.build-hash, a sha256 of its build inputs:
@@ -13,6 +15,8 @@
 #            (docker/agents/versions.env) and staged layout + the base image ID
 #   service  docker/service/Dockerfile + the project's packaged source (pyproject.toml,
 #            skillopt/, sandbox/, controller/) + the base image ID
+#   textworld docker/textworld/{Dockerfile,requirements.txt,skillopt_tw_warm.py} + the runtime image ID. --only
+#            textworld never builds the runtime: it needs the runtime image to exist.
 # An image whose tag exists with the expected hash is "up to date" and is not rebuilt; a run with
 # nothing to do costs well under a second. --only X builds X and what it depends on (the base);
 # --force rebuilds the named image(s) (all three without --only) even when up to date.
@@ -48,6 +52,7 @@ slim_ref="${SKILLOPT_SLIM_IMAGE:-python:3.11-slim-bookworm}"
 base_tag="skillopt-base:bookworm"
 runtime_tag="skillopt-runtime:latest"
 service_tag="skillopt-service:latest"
+textworld_tag="skillopt-textworld:latest"
 hash_label="org.skillopt.build-hash"
 
 die() { echo "build: error: $*" >&2; exit 1; }
@@ -62,7 +67,7 @@ plan_only=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --only)
-      [[ $# -ge 2 ]] || die "--only needs one of: base, runtime, service"
+      [[ $# -ge 2 ]] || die "--only needs one of: base, runtime, service, textworld"
       only="$2"; shift 2 ;;
     --only=*) only="${1#--only=}"; shift ;;
     --force) force=1; shift ;;
@@ -73,8 +78,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 case "$only" in
-  ""|base|runtime|service) ;;
-  *) die "--only must be base, runtime or service, not '$only'" ;;
+  ""|base|runtime|service|textworld) ;;
+  *) die "--only must be base, runtime, service or textworld, not '$only'" ;;
 esac
 case "$base_mode" in
   auto|slim|debootstrap) ;;
@@ -474,6 +479,46 @@ PY
   fi
 fi
 
+# --- textworld ----------------------------------------------------------------------------------
+# The runtime plus the game engine, for the textworld env's rollouts. The host's pip makes the
+# wheels (jericho has no binary wheel: pip builds it from its sdist, which needs gcc and make on
+# the host; the result is cached in .build/textworld-wheels/ under a key of the requirements).
+if want textworld; then
+  runtime_id="$(image_id "$runtime_tag")"
+  [[ -n "$runtime_id" ]] || die "textworld: $runtime_tag is not built (it is the base of $textworld_tag): run docker/build.sh --only runtime"
+  textworld_hash="$( { (cd "$here/textworld" && sha256sum Dockerfile requirements.txt skillopt_tw_warm.py); echo "runtime $runtime_id"; } | sha)"
+  if ! forced textworld && [[ "$(image_hash "$textworld_tag")" == "$textworld_hash" ]]; then
+    log "textworld: $textworld_tag up to date"
+  else
+    py="$(host_python)"
+    wkey="$( { sha256sum <"$here/textworld/requirements.txt"; "$py" -c 'import sys; print(sys.version_info[:2])'; } | sha)"
+    wcache="$build_dir/textworld-wheels"
+    if forced textworld || [[ "$(cat "$wcache/.key" 2>/dev/null)" != "$wkey" ]]; then
+      rm -rf "$wcache.tmp"
+      mkdir -p "$wcache.tmp"
+      wlog="$build_dir/logs/textworld-pip.log"
+      log "textworld: making the wheels on the host (log $wlog)"
+      "$py" -m pip wheel -q --no-deps -w "$wcache.tmp" -r "$here/textworld/requirements.txt" >"$wlog" 2>&1 \
+        || { tail -n 20 "$wlog" >&2; die "textworld: pip wheel failed (log $wlog)"; }
+      "$py" -m pip download -q --no-deps -d "$wcache.tmp" pip >>"$wlog" 2>&1 \
+        || { tail -n 20 "$wlog" >&2; die "textworld: pip download of pip failed (log $wlog)"; }
+      echo "$wkey" >"$wcache.tmp/.key"
+      rm -rf "$wcache"
+      mv "$wcache.tmp" "$wcache"
+    else
+      log "textworld: wheels unchanged (cached in $wcache)"
+    fi
+    ctx="$build_dir/ctx/textworld"
+    rm -rf "$ctx"
+    mkdir -p "$ctx/wheels"
+    cp "$here/textworld/Dockerfile" "$here/textworld/requirements.txt" "$here/textworld/skillopt_tw_warm.py" "$ctx/"
+    cp -l "$wcache"/*.whl "$ctx/wheels/" 2>/dev/null || cp "$wcache"/*.whl "$ctx/wheels/"
+    # --network none: the build needs none (and an engine without a default bridge has none).
+    docker_build textworld "$ctx" "$textworld_tag" "$textworld_hash" "$runtime_tag" --network none
+    rm -rf "$ctx"
+  fi
+fi
+
 # --- superseded images, record, summary ----------------------------------------------------------
 # Images this script built and then replaced are removed once nothing uses them: an untagged
 # image that a container (e.g. a pool container of the old runtime) or a child image (the old
@@ -520,17 +565,18 @@ show() {  # name ref
   id="$(image_id "$2")"
   [[ -n "$id" ]] || return 0
   size="$(docker image inspect -f '{{.Size}}' "$2")"
-  printf '  %-8s %-27s %s %5d MB\n' "$1" "$2" "$id" $((size / 1000000))
+  printf '  %-9s %-27s %s %5d MB\n' "$1" "$2" "$id" $((size / 1000000))
 }
 echo "images:"
 show base "$base_ref"
 if want runtime; then show runtime "$runtime_tag"; fi
 if want service; then show service "$service_tag"; fi
+if want textworld; then show textworld "$textworld_tag"; fi
 # images.json: this machine's images as of the last build. An image ID is the sha256 digest of
 # the image's config (content-addressed); images built here have no registry digest.
 {
   echo "{"
-  { entry base "$base_ref"; entry runtime "$runtime_tag"; entry service "$service_tag"; } | sed '$!s/$/,/'
+  { entry base "$base_ref"; entry runtime "$runtime_tag"; entry service "$service_tag"; entry textworld "$textworld_tag"; } | sed '$!s/$/,/'
   echo "}"
 } >"$build_dir/images.json.tmp"
 mv "$build_dir/images.json.tmp" "$build_dir/images.json"

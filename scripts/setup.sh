@@ -4,6 +4,7 @@
 #   1. Docker engine: install Debian's docker.io if dockerd is missing (and docker-compose, 1.29)
 #   2. start dockerd in the background if the engine does not answer (no systemd needed)
 #   3. debootstrap: install it if missing and the base image will have to be bootstrapped
+#   3b. gcc and make if missing (jericho, TextWorld's engine, builds from its sdist)
 #   4. .venv with python >= 3.11 and `pip install -e '.[dev]'` (skipped while pyproject.toml is
 #      unchanged: a stamp with its hash is kept in .venv)
 #   5. node/npm: install Debian's nodejs npm if npm is missing (build.sh installs the agent CLIs
@@ -11,7 +12,7 @@
 #   6. chromium: install Debian's chromium if missing (the WebUI's browser tests drive it
 #      with Playwright; nothing is downloaded by Playwright itself)
 #   7. docker/build.sh: base, runtime (with the agent CLIs Codex and Claude Code at the versions in
-#      docker/agents/versions.env) and service images (no-op when up to date)
+#      docker/agents/versions.env), service and textworld images (no-op when up to date)
 #
 # usage: scripts/setup.sh [--agents] [--gvisor]
 #   --agents   accepted for compatibility and otherwise ignored: the agent CLIs are now always
@@ -116,6 +117,16 @@ else
 fi
 
 # 4. Python environment -------------------------------------------------------------------------------
+# 3b. a C toolchain: jericho (TextWorld's game engine, in the dev extras and the textworld image)
+# ships no binary wheel; pip builds it from its sdist with gcc and make ---------------------------
+step "gcc/make"
+if command -v gcc >/dev/null && command -v make >/dev/null; then
+  done_ "present ($(gcc -dumpversion))"
+else
+  apt_install gcc make libc6-dev
+  done_ "installed gcc, make ($(gcc -dumpversion))"
+fi
+
 step "python .venv"
 py_ok() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; }
 if [[ ! -x .venv/bin/python ]]; then

@@ -198,6 +198,17 @@ class RolloutService:
             return f"host {self.config.host_id}: agent {agent!r} {self.exec_runtime_refusal}"
         return ""
 
+    def agent_spec(self, env, agent: str) -> ContainerSpec:
+        """The container spec of an in-service (``isolated``) agent: the host's base spec, with
+        the image (and runner preimports) the env declares for the agent when it has its own.
+        Pools are keyed by spec, so such an agent gets its own warm pool."""
+        image, preimport = getattr(env, "container_image", lambda _a: ("", ()))(agent)
+        if not image:
+            return self.config.base_spec
+        return replace(
+            self.config.base_spec, image=image, preimport=tuple(preimport) or self.config.base_spec.preimport
+        )
+
     def agent_runtime(self, env_name: str, agent: str) -> str:
         """The OCI runtime ``agent``'s containers run under on this host."""
         env = get_env(env_name)
@@ -304,7 +315,7 @@ class RolloutService:
         timings: dict[str, float] = {}
         env = get_env(request.env)
         exec_agent = env.container(request.agent) == "gateway"
-        base = self.exec_spec if exec_agent else self.config.base_spec
+        base = self.exec_spec if exec_agent else self.agent_spec(env, request.agent)
         memory = limits.memory_bytes
         if exec_agent and memory is not None:
             memory = max(memory, base.memory_bytes)  # an agent CLI needs its room (~200 MB each)

@@ -75,12 +75,26 @@ class AgentSpec:
         api: the wire API its CLI speaks (``openai``/``anthropic``); ``""`` = any provider
             (the service makes the calls).
         summary: one line for ``--help`` and the README.
+        image: the container image its rollouts need (e.g. one with a game engine); ``""`` =
+            the host's runtime image. Only for ``isolated`` agents.
+        preimport: modules the container's runner imports before work arrives (with
+            ``image``; ``()`` = the host's default), so each execution forks a warm interpreter.
     """
 
     name: str
     sandbox: SandboxKind
     api: str = ""
     summary: str = ""
+    image: str = ""
+    preimport: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if (self.image or self.preimport) and self.sandbox != "isolated":
+            raise ValueError(
+                f"agent {self.name}: image/preimport need sandbox='isolated', not {self.sandbox!r}"
+            )
+        if self.preimport and not self.image:
+            raise ValueError(f"agent {self.name}: preimport is only for an agent with its own image")
 
 
 class EnvOptions(BaseModel):
@@ -200,6 +214,11 @@ class Environment(Protocol):
         """What a rollout of ``agent`` runs in (see :data:`SandboxKind`)."""
         ...
 
+    def container_image(self, agent: str) -> tuple[str, tuple[str, ...]]:
+        """``(image, preimport)`` a rollout of ``agent`` needs; ``("", ())`` = the host's
+        runtime image and its default preimports (see :attr:`AgentSpec.image`)."""
+        ...
+
     def skill_file(self, agent: str, content: str) -> str:
         """SKILL.md as mounted for ``agent`` (CLIs need front matter; others read the body)."""
         ...
@@ -253,6 +272,10 @@ class ComposedEnv:
 
     def container(self, agent: str) -> SandboxKind:
         return self.spec.agent(agent).sandbox
+
+    def container_image(self, agent: str) -> tuple[str, tuple[str, ...]]:
+        a = self.spec.agent(agent)
+        return a.image, a.preimport
 
     def skill_file(self, agent: str, content: str) -> str:
         return self._agents[agent].skill_file(content)

@@ -27,6 +27,7 @@ _SPECS: dict[str, str] = {
     "mbpp": "skillopt.envs.mbpp.spec:SPEC",
     "searchqa": "skillopt.envs.searchqa.spec:SPEC",
     "spreadsheetbench": "skillopt.envs.spreadsheetbench.spec:SPEC",
+    "textworld": "skillopt.envs.textworld.spec:SPEC",
 }
 
 

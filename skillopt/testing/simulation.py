@@ -13,7 +13,10 @@ containers, the trusted grader, the trainer and its gate.
   plausibly wrong in one rule); QA answers are the gold answer or the catalogue's wrong one
   (``fixtures/qa/<env>.json``), in ``<answer>`` tags. The rule counts as stated when its
   *signature* (its first words, case- and whitespace-insensitive) appears anywhere in the
-  system prompt. Tasks without a catalogue entry are always solved.
+  system prompt. Tasks without a catalogue entry are always solved. TextWorld games (found by
+  the step header of the prompt) are played by their walkthrough when the step's prompt states
+  the rule of the game's challenge, else with ``look`` until the step limit
+  (``fixtures/textworld``).
 * **Optimizer** (model ``sim-optimizer``): a failure analyst that proposes the catalogue rule of
   the failed tasks it is shown (the rules not yet in the skill, most frequent first), a success
   analyst that proposes generic advice that changes nothing (so the gate rejects it unless a
@@ -39,6 +42,10 @@ from skillopt.testing.fixtures.code import load_catalogue as load_code_catalogue
 from skillopt.testing.fixtures.qa import QA_ENVS, sim_reply
 from skillopt.testing.fixtures.qa import load_catalogue as load_qa_catalogue
 from skillopt.testing.fixtures.spreadsheetbench import load_catalogue, solution_code
+from skillopt.testing.fixtures.textworld import STEP_HEADER, sim_action
+from skillopt.testing.fixtures.textworld import game_ids as textworld_games
+from skillopt.testing.fixtures.textworld import load_catalogue as load_textworld_catalogue
+from skillopt.testing.fixtures.textworld import rule_key as textworld_rule
 from skillopt.testing.scripted import ScriptedModelServer, ScriptedRequest
 
 __all__ = [
@@ -92,6 +99,7 @@ class _Catalogue:
             out.update({f"{env}:{k}": v for k, v in load_qa_catalogue(env)["rules"].items()})
         for env in CODE_ENVS:
             out.update({f"{env}:{k}": v for k, v in load_code_catalogue(env)["rules"].items()})
+        out.update({f"textworld:{k}": v for k, v in load_textworld_catalogue()["rules"].items()})
         return out
 
     @cached_property
@@ -105,6 +113,10 @@ class _Catalogue:
                 if tid in out:
                     raise ValueError(f"simulation catalogues: task id {tid!r} appears twice")
                 out[tid] = (env, f"{env}:{e['rule']}")
+        for tid in textworld_games():
+            if tid in out:
+                raise ValueError(f"simulation catalogues: task id {tid!r} appears twice")
+            out[tid] = ("textworld", f"textworld:{textworld_rule(tid)}")
         return out
 
     @cached_property
@@ -217,6 +229,11 @@ class SimulatedTarget:
 
     def _chat(self, req: ScriptedRequest):
         user = next((m.text for m in req.messages if m.role == "user"), "")
+        game = STEP_HEADER.search(user)
+        if game is not None and _CATALOGUE.rule_of(game.group(1)) is not None:
+            # A TextWorld step: the skill is the prompt's "## Skill Knowledge" preamble.
+            game_id, step = game.group(1), int(game.group(2))
+            return {"text": sim_action(game_id, step, solved=simulated_pass(game_id, user))}
         instruction = user.split("# Instruction", 1)[-1].split("Instruction type:", 1)[0]
         task_id = _CATALOGUE.by_instruction.get(_norm(instruction)[:160])
         if task_id is not None:

@@ -44,6 +44,7 @@ def test_builtin_configs_are_listed_and_resolved() -> None:
         "mbpp",
         "searchqa",
         "spreadsheetbench",
+        "textworld",
     ]
     assert list_builtin_configs() == sorted(name for env in envs for name in (env, f"{env}_demo"))
     path = builtin_config("spreadsheetbench_demo")

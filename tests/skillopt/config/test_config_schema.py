@@ -236,7 +236,7 @@ def test_gate_mixed_weight_out_of_range(weight: float) -> None:
         (
             lambda: EnvConfig(name="nosuchbench"),
             "unknown env 'nosuchbench'; known: gsm8k, hotpotqa, humaneval, livemathematicianbench, math500, mbpp, searchqa, "
-            "spreadsheetbench",
+            "spreadsheetbench, textworld",
         ),
         (lambda: EnvConfig(name=""), "env.name: is required"),
         (lambda: SandboxConfig(endpoints=["localhost"]), 'sandbox.endpoints[0]: expected "host:port"'),  # type: ignore[arg-type]

@@ -50,6 +50,7 @@ def test_the_registry_lists_the_benchmarks():
         "hotpotqa",
         "humaneval",
         "mbpp",
+        "textworld",
     }
 
 

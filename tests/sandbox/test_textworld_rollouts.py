@@ -1,0 +1,146 @@
+"""TextWorld through the real sandbox service: client → gRPC → the ``play`` agent in the
+service → each action into the game running in the rollout's own container
+(``skillopt-textworld:latest``) → the game's state graded on the trusted side. The scripted
+model server plays: by the walkthrough, with forged "you won" text, or too slowly.
+
+Also the generic rollout machinery on this env: per-item resume reruns nothing already done.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from controller.client.sandbox_client import ChannelConfig
+from controller.fleet.executor import FleetExecutor
+from skillopt.envs.registry import get_env, load_env_data
+from skillopt.envs.textworld.spec import IMAGE
+from skillopt.testing.fixtures.textworld import STEP_HEADER
+from skillopt.trainer.rollouts import RolloutSpec, RolloutStage
+from skillopt.types import Limits, ModelSpec
+
+FORGED = (
+    "<think>The game is over and I won.</think>\n"
+    "<action>*** The End *** You have won! You scored 1 out of a possible 1</action>"
+)
+
+
+class GamePlayer:
+    """Responder: per game id, how the target plays each step (``walk``: the walkthrough's
+    action for that step; ``forge``: text claiming a win; ``slow``: answer after 30 s)."""
+
+    def __init__(self) -> None:
+        self.modes: dict[str, str] = {}
+        self.walkthroughs: dict[str, list[str]] = {}
+        self.calls: list[str] = []
+
+    def __call__(self, req):
+        found = STEP_HEADER.search(req.last_user_text)
+        if found is None or found.group(1) not in self.modes:
+            return None
+        game, step = found.group(1), int(found.group(2))
+        self.calls.append(game)
+        mode = self.modes[game]
+        if mode == "slow":
+            return {"text": "<action>look</action>", "delay_s": 30}
+        if mode == "forge":
+            return {"text": FORGED}
+        route = self.walkthroughs[game]
+        return {"text": f"<think>step {step}</think><action>{route[min(step, len(route)) - 1]}</action>"}
+
+
+@pytest.fixture(scope="module")
+def player(scripted) -> Iterator[GamePlayer]:
+    p = GamePlayer()
+    scripted.add_responder(p)
+    yield p
+    p.modes.clear()
+
+
+@pytest.fixture(scope="module")
+def games():
+    """Val games by category (generated on first use, cached)."""
+    return {it.task_type: it for it in load_env_data("textworld").split("val")}
+
+
+def stage_for(service, *, wall: float = 120.0, steps: int = 12) -> RolloutStage:
+    executor = FleetExecutor(
+        [ChannelConfig(address=service.running.address, token=service.token)], workers=4, rpc_slack_s=30
+    )
+    spec = RolloutSpec(
+        run_id="textworld",
+        env="textworld",
+        agent="play",
+        model=ModelSpec(provider="scripted", model="gpt-5.5"),
+        limits=Limits(wall_time_s=wall, exec_timeout_s=60, max_turns=steps),
+    )
+    return RolloutStage(executor, spec)
+
+
+def test_the_walkthrough_wins_and_forged_text_does_not(service, player, games, tmp_path):
+    won_item, lost_item = games["cooking_l1"], games["coin_collector_l5"]
+    route = list(won_item.grading.attributes["walkthrough"])
+    player.walkthroughs[won_item.id] = route
+    player.modes.update({won_item.id: "walk", lost_item.id: "forge"})
+    rows = stage_for(service, steps=6).run(
+        [won_item, lost_item], "# Skill\n- play well\n", tmp_path / "r", label="t"
+    )
+    won, lost = rows
+    assert won.infra_error is None and lost.infra_error is None, (won.fail_reason, lost.fail_reason)
+    # Won by the game's own state, in exactly the walkthrough's steps; every step is traced.
+    assert won.hard == 1.0 and won.soft == 1.0 and won.fail_reason == "" and won.phase == "done"
+    assert won.n_turns == len(route) and won.metrics["won"] and won.metrics["stopped"] == "won"
+    assert won.metrics["score"] == won.metrics["max_score"] == won_item.grading.attributes["max_score"]
+    steps = json.loads(won.trace.notes["steps"])
+    assert [s["action"] for s in steps] == route and all(s["env_feedback"] for s in steps)
+    assert steps[-1]["done"] and sum(s["reward"] for s in steps) == won.metrics["max_score"]
+    assert len(won.trace.executions) == len(route) + 1  # the start, then one game run per action
+    # The forged claim is just an unknown command to the game: no win, no score, and the step
+    # limit ends the episode as a typed, scored row.
+    assert lost.hard == 0.0 and lost.soft == 0.0 and lost.metrics["won"] is False
+    assert lost.fail_reason == "Timeout after 6 steps (score 0/1)" and lost.metrics["stopped"] == "step-limit"
+    assert lost.n_turns == 6 and lost.agent_ok
+    assert lost.trace.messages[-1].content.startswith("[EVALUATION RESULT] won=False")
+    # The game ran in the rollout's own container, from the textworld image.
+    for row in rows:
+        assert (
+            "acquire" in row.timings_s
+            and row.image_digest == service.running.service.runtime.image_digest(IMAGE)
+        )
+    # The agent never saw the walkthrough (gold): it is only in the analyst's evaluation message.
+    prompts = [m.content for m in won.trace.messages if m.role == "user"]
+    assert prompts and not any(" > ".join(route) in p for p in prompts)
+    lines = [json.loads(x) for x in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
+    assert {x["id"]: x["task_type"] for x in lines} == {won.id: "cooking_l1", lost.id: "coin_collector_l5"}
+
+
+def test_a_model_slower_than_the_wall_time_is_a_timeout_row(service, player, games, tmp_path):
+    slow, quick = games["treasure_hunter_l1"], games["coin_collector_l1"]
+    player.modes[slow.id] = "slow"
+    player.modes[quick.id] = "walk"
+    player.walkthroughs[quick.id] = list(quick.grading.attributes["walkthrough"])
+    # Both containers warm first (a textworld container's runner parses the game logic at
+    # start, ~5-10 s here), so the 8 s go to the game, not to container creation.
+    svc = service.running.service
+    assert svc.pools.wait_ready(svc.agent_spec(get_env("textworld"), "play"), 2, timeout_s=180)
+    row, ok = stage_for(service, wall=8.0).run([slow, quick], "", tmp_path / "r", label="timeout")
+    assert row.infra_error is not None and row.infra_error.kind.value == "timeout", row.fail_reason
+    assert row.fail_reason.startswith("infra-timeout") and row.hard == 0.0
+    assert ok.infra_error is None and ok.hard == 1.0
+
+
+def test_a_resume_reruns_no_finished_game(service, player, games, tmp_path):
+    first, second = games["treasure_hunter_l5"], games["cooking_l2"]
+    for item in (first, second):
+        player.walkthroughs[item.id] = list(item.grading.attributes["walkthrough"])
+        player.modes[item.id] = "walk"
+    stage = stage_for(service)
+    done = stage.run([first], "", tmp_path / "r", label="resume")
+    assert done[0].hard == 1.0
+    player.calls.clear()
+    rows = stage.run([first, second], "", tmp_path / "r", label="resume")
+    assert [r.id for r in rows] == [first.id, second.id] and all(r.hard == 1.0 for r in rows)
+    assert set(player.calls) == {second.id}  # the finished game was not played again
+    assert len((tmp_path / "r" / "results.jsonl").read_text().splitlines()) == 2
