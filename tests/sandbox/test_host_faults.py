@@ -59,9 +59,17 @@ class PrivateDockerd:
         return f"unix://{self.root}/docker.sock"
 
     def start(self, timeout_s: float = 120.0) -> None:
-        """Start it and wait for its own "API listen on" log line."""
+        """Start it and wait for its own "API listen on" log line.
+
+        It runs in a network namespace of its own (``unshare --net``): a dockerd started with
+        ``--bridge=none`` deletes the default bridge interface ``docker0`` of the namespace it
+        runs in, which would take the host engine's bridge away (every later ``docker build``
+        fails "could not find bridge docker0"). Only its unix socket is used."""
         self.proc = subprocess.Popen(
             [
+                "unshare",
+                "--net",
+                "--",
                 "dockerd",
                 f"--data-root={self.root}/data",
                 f"--exec-root={self.root}/exec",
@@ -101,6 +109,8 @@ class PrivateDockerd:
 def private_dockerd(docker_client) -> Iterator[PrivateDockerd]:
     root = Path(tempfile.mkdtemp(prefix="so-dd-", dir="/tmp"))
     d = PrivateDockerd(root)
+    bridge = Path("/sys/class/net/docker0")
+    had_bridge = bridge.exists()
     t0 = time.monotonic()
     docker_client.images.build(fileobj=io.BytesIO(_DOCKERFILE.encode()), tag=FAULT_IMAGE, rm=True)
     d.start()
@@ -118,6 +128,8 @@ def private_dockerd(docker_client) -> Iterator[PrivateDockerd]:
         d.stop()
         subprocess.run(["umount", "-R", str(root / "exec")], capture_output=True)
         subprocess.run(["rm", "-rf", "--one-file-system", str(root)], capture_output=True)
+    # The host engine keeps its bridge (builds and bridged containers need it).
+    assert bridge.exists() or not had_bridge, "the private dockerd took the host's docker0 away"
 
 
 def _requests(n: int, tag: str) -> list[RolloutRequest]:
