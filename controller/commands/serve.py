@@ -196,7 +196,13 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
                 tmp.write_text(str(running.port))
                 tmp.replace(args.port_file)
             print(f"skillopt sandbox {args.host_id} listening on port {running.port}", flush=True)
-            stop.wait()
+            # Wait with a timeout, not forever: a signal the kernel delivers to one of gRPC's
+            # threads leaves the main thread asleep in the lock, and Python runs signal handlers
+            # only in the main thread, when it next executes bytecode. An unbounded wait could
+            # sleep through SIGTERM (seen in CI: no drain within 60 s); this one notices it
+            # within a quarter of a second.
+            while not stop.wait(0.25):
+                pass
     except SkillOptError as exc:
         print(f"skillopt serve: {exc.message}", file=sys.stderr)
         return 2

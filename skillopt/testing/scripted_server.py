@@ -113,7 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _write_port_file(args.port_file, server.port)
         print(server.base_url, flush=True)
         print(f"anthropic base url: {server.anthropic_base_url}", file=sys.stderr, flush=True)
-        stop.wait()
+        # With a timeout: a signal delivered to a server thread only runs its (main-thread)
+        # handler once the main thread executes bytecode again (see `skillopt serve`).
+        while not stop.wait(0.25):
+            pass
     finally:
         server.stop()
     return 0
