@@ -241,21 +241,10 @@ def _probe_verdict(
     passed = sum(1 for c in cases if c.ok)
     hard = float(passed == n and not problem)
     soft = 0.0 if problem else passed / n
-    if hard:
-        reason = ""
-    elif problem == "tampered":
-        reason = "tampered: the results file holds claims the harness never writes"
-    elif problem:
-        reason = _run_failure(run, timeout_s)
-    elif load_error:
-        reason = f"load-error: {load_error}"
-    elif not got:
-        reason = _run_failure(run, timeout_s) or (
-            f"no-results: the test run ended before reporting anything (exit {run.outcome.exit_code})"
-        )
-    else:
-        timeout = _run_failure(run, timeout_s)
-        reason = timeout or f"wrong-answer: {n - passed} of {n} assertions failed"
+    reason = _fail_reason(
+        run, timeout_s, hard=hard, problem=problem, load_error=load_error, reported=bool(got),
+        wrong=f"{n - passed} of {n} assertions failed",
+    )  # fmt: skip
     report = _report(reason, passed, n, fails)
     metrics.update({"n_tests": n, "n_pass": passed})
     return CodeVerdict(
@@ -300,6 +289,34 @@ def _report(reason: str, passed: int, n: int, fails: list[str]) -> str:
     return head
 
 
+def _fail_reason(
+    run: RunOutput,
+    timeout_s: float,
+    *,
+    hard: float,
+    problem: str,
+    load_error: str,
+    reported: bool,
+    wrong: str,
+) -> str:
+    """The row's ``fail_reason`` for a grading run ("" when it passed), the same in probe and
+    trace mode: tampering first, then the run's own failure, a load error, no report at all,
+    and only then wrong answers."""
+    if hard:
+        return ""
+    if problem == "tampered":
+        return "tampered: the results file holds claims the harness never writes"
+    if problem:
+        return _run_failure(run, timeout_s)
+    if load_error:
+        return f"load-error: {load_error}"
+    if not reported:
+        return _run_failure(run, timeout_s) or (
+            f"no-results: the test run ended before reporting anything (exit {run.outcome.exit_code})"
+        )
+    return _run_failure(run, timeout_s) or f"wrong-answer: {wrong}"
+
+
 def _trace_verdict(
     run: RunOutput, ref: list[Any], plan: TestPlan, timeout_s: float, metrics: dict[str, Any]
 ) -> CodeVerdict:
@@ -326,23 +343,10 @@ def _trace_verdict(
     passed = sum(1 for c in cases if c.ok)
     hard = float(n > 0 and passed == n and not problem)
     soft = 0.0 if problem or n == 0 else passed / n
-    if hard:
-        reason = ""
-    elif problem == "tampered":
-        reason = "tampered: the results file holds claims the harness never writes"
-    elif problem:
-        reason = _run_failure(run, timeout_s)
-    elif load_error:
-        reason = f"load-error: {load_error}"
-    elif not records:
-        reason = _run_failure(run, timeout_s) or (
-            f"no-results: the test run ended before reporting anything (exit {run.outcome.exit_code})"
-        )
-    else:
-        reason = (
-            _run_failure(run, timeout_s)
-            or f"wrong-answer: {n - passed} of {n} calls differ from the reference"
-        )
+    reason = _fail_reason(
+        run, timeout_s, hard=hard, problem=problem, load_error=load_error, reported=bool(records),
+        wrong=f"{n - passed} of {n} calls differ from the reference",
+    )  # fmt: skip
     metrics.update({"n_tests": n, "n_pass": passed, "why_trace": plan.why_trace})
     return CodeVerdict(
         hard=hard,
