@@ -12,6 +12,7 @@ Timings are noisy on a shared 2-core machine: compare the columns of one run, si
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import signal
@@ -22,6 +23,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -35,6 +37,7 @@ from controller.embedded import spawn_service, wait_listening  # noqa: E402
 from sandbox.runtime.docker_runtime import DockerRuntime  # noqa: E402
 from sandbox.runtime.lease import LeasedSandbox  # noqa: E402
 from sandbox.runtime.spec import DEFAULT_IMAGE, ContainerSpec, RuntimeConfig  # noqa: E402
+from skillopt.envs.registry import load_env_data  # noqa: E402
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData, build_task  # noqa: E402
 from skillopt.testing.shared_data import shared_datasets  # noqa: E402
 from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillSpec  # noqa: E402
@@ -89,13 +92,13 @@ def _wait_idle(client: SandboxClient, n: int) -> None:
         time.sleep(0.1)
 
 
-def first_instruction(waves: int, concurrency: int) -> dict[str, float]:
-    """The production shape: service and model server are processes of their own."""
-    sample = SpreadsheetBenchData(SAMPLE_ROOT)
-    task, grading = build_task(sample.task("32255"))
+@contextlib.contextmanager
+def served(reply: str, concurrency: int) -> Iterator[SandboxClient]:
+    """The production shape: a sandbox service and the scripted model server (always answering
+    ``reply``), processes of their own; yields a client of the service."""
     tmp = Path(tempfile.mkdtemp(prefix="so-bench-", dir="/tmp"))
     scenario = tmp / "scenario.json"
-    scenario.write_text(json.dumps({"rules": [], "default": {"reply": {"text": f"```python\n{FIRST}```"}}}))
+    scenario.write_text(json.dumps({"rules": [], "default": {"reply": {"text": reply}}}))
     model = subprocess.Popen(
         [
             sys.executable,
@@ -136,7 +139,27 @@ def first_instruction(waves: int, concurrency: int) -> dict[str, float]:
     )
     port = wait_listening(service, 120)
     client = SandboxClient(ChannelConfig(address=f"127.0.0.1:{port}", token="bench"))
+    try:
+        yield client
+    finally:
+        client.close()
+        for proc in (service, model):
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)
+        shutil.rmtree(tmp, ignore_errors=True)
 
+
+def first_instruction(waves: int, concurrency: int) -> dict[str, float]:
+    """Rollout start -> the generated code's first instruction (its printed clock)."""
+    sample = SpreadsheetBenchData(SAMPLE_ROOT)
+    task, grading = build_task(sample.task("32255"))
+    with served(f"```python\n{FIRST}```", concurrency) as client:
+        return _first_instruction(client, task, grading, waves, concurrency)
+
+
+def _first_instruction(
+    client: SandboxClient, task, grading, waves: int, concurrency: int
+) -> dict[str, float]:
     phases: list[dict[str, float]] = []  # client-side arrival of each progress phase, ms after t0
 
     def one(i: int) -> tuple[float, float, float]:
@@ -163,32 +186,25 @@ def first_instruction(waves: int, concurrency: int) -> dict[str, float]:
             row.timings_s.get("acquire", 0.0) * 1000,
         )
 
-    try:
-        one(0)  # connection set-up and first-use imports are not what we measure
-        phases.clear()
-        warm, model_ms, acquire_ms = [], [], []
-        busy = total = 0
-        with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            for _ in range(waves):
-                _wait_idle(client, concurrency)
-                busy0, total0 = _busy_jiffies()
-                for total_ms, m, a in pool.map(one, range(concurrency)):
-                    warm.append(total_ms)
-                    model_ms.append(m)
-                    acquire_ms.append(a)
-                busy1, total1 = _busy_jiffies()
-                busy, total = busy + busy1 - busy0, total + total1 - total0
-            warm_phases = list(phases)
+    one(0)  # connection set-up and first-use imports are not what we measure
+    phases.clear()
+    warm, model_ms, acquire_ms = [], [], []
+    busy = total = 0
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        for _ in range(waves):
             _wait_idle(client, concurrency)
-            t0 = time.monotonic()
-            sustained = list(pool.map(one, range(waves * concurrency)))
-            wall = time.monotonic() - t0
-    finally:
-        client.close()
-        for proc in (service, model):
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(60)
-        shutil.rmtree(tmp, ignore_errors=True)
+            busy0, total0 = _busy_jiffies()
+            for total_ms, m, a in pool.map(one, range(concurrency)):
+                warm.append(total_ms)
+                model_ms.append(m)
+                acquire_ms.append(a)
+            busy1, total1 = _busy_jiffies()
+            busy, total = busy + busy1 - busy0, total + total1 - total0
+        warm_phases = list(phases)
+        _wait_idle(client, concurrency)
+        t0 = time.monotonic()
+        sustained = list(pool.map(one, range(waves * concurrency)))
+        wall = time.monotonic() - t0
     excl = [t - m for t, m in zip(warm, model_ms, strict=True)]
     # Where the time goes: when each phase's event reached the client (median over warm rollouts).
     order = ["accepted", "sandbox_ready", "model_call", "model_reply", "exec", "first_instruction"]
@@ -212,6 +228,53 @@ def first_instruction(waves: int, concurrency: int) -> dict[str, float]:
         # Share of the machine's CPUs busy while the warm waves ran: near 1.0 means the start
         # latency at this concurrency is CPU-bound (every process on the host counts).
         "machine_cpu_busy_during_waves": busy / total if total else float("nan"),
+    }
+
+
+def grpc_overhead(n: int, in_bytes: int = 200 * 1024) -> dict[str, float]:
+    """What gRPC and the service's door cost a rollout: the client's wall time of ``Run`` minus
+    the rollout's own time on the host (``timings_s.total``: from the worker picking it up to
+    its result). Covers both conversions, serialization, validation, the request fingerprint,
+    admission, the hand-off to the worker thread, the event stream and the result. The request
+    carries ``in_bytes`` of skill; the agent puts it in its prompt, so the trace (and the
+    result) carries it back out. A QA env: no container, an instant scripted model."""
+    item = load_env_data("gsm8k").split("val")[0]
+    skill = ("- " + "Check each step of the arithmetic before answering. " * 20 + "\n") * (
+        in_bytes // 1000 + 1
+    )
+    skill = skill[:in_bytes]
+    with served("The answer is 42.", 1) as client:
+
+        def one() -> tuple[float, float, int]:
+            req = RolloutRequest(
+                rollout_id=f"bench/{uuid.uuid4().hex}",
+                env="gsm8k",
+                agent="qa",
+                task=item.task,
+                grading=item.grading,
+                skill=SkillSpec(content=skill),
+                model=ModelSpec(provider="scripted", model="m"),
+                limits=Limits(wall_time_s=60, max_turns=1),
+            )
+            t0 = time.perf_counter()
+            row = client.run(req, timeout_s=60)
+            wall = time.perf_counter() - t0
+            assert row.infra_error is None, row.infra_error
+            out = sum(len(m.content) for m in row.trace.messages)
+            return wall * 1000, (wall - row.timings_s["total"]) * 1000, out
+
+        for _ in range(5):
+            one()  # channel set-up, first-use imports
+        rows = [one() for _ in range(n)]
+    overhead = [r[1] for r in rows]
+    return {
+        "rollouts": n,
+        "request_skill_bytes": in_bytes,
+        "trace_message_bytes_out": rows[0][2],
+        "rpc_wall_p50_ms": pct([r[0] for r in rows], 50),
+        "grpc_overhead_p50_ms": pct(overhead, 50),
+        "grpc_overhead_p90_ms": pct(overhead, 90),
+        "grpc_overhead_p99_ms": pct(overhead, 99),
     }
 
 
@@ -269,6 +332,7 @@ def main() -> int:
     )
     parser.add_argument("--waves", type=int, default=6, help="waves of 8 concurrent rollouts")
     parser.add_argument("--tasks", type=int, default=24)
+    parser.add_argument("--rpcs", type=int, default=200, help="rollouts for the gRPC overhead")
     args = parser.parse_args()
     print("== cold container (docker SDK) ==")
     for k, v in cold_docker(10).items():
@@ -277,6 +341,9 @@ def main() -> int:
         print(f"== rollout start -> first instruction, concurrency {concurrency} ==")
         for k, v in first_instruction(args.waves, concurrency).items():
             print(f"  {k:32s} {v:9.2f}")
+    print("== gRPC overhead per rollout, 200 KB in, the trace out ==")
+    for k, v in grpc_overhead(args.rpcs).items():
+        print(f"  {k:32s} {v:9.2f}")
     print(f"== same script on {args.tasks} real tasks: sandbox vs bare host subprocess ==")
     for k, v in same_script(args.tasks).items():
         print(f"  {k:32s} {v:9.3f}")

@@ -36,6 +36,7 @@ from typing import Any
 import docker
 import docker.errors
 import structlog
+from docker.models.containers import _create_container_args  # the SDK's run() kwargs -> API
 from docker.types import LogConfig, Mount, Ulimit
 
 from sandbox.runtime.base import RolloutSandbox, SandboxRuntime
@@ -336,30 +337,30 @@ class DockerRuntime(SandboxRuntime):
         sock_path = control / "runner.sock"
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         t0 = time.monotonic()
-        container = None
         conn: RunnerConnection | None = None
         try:
             listener.bind(str(sock_path))
             # The runner runs as an unprivileged uid: it needs write permission to connect.
             sock_path.chmod(0o666)
             listener.listen(1)
-            container = self.client.containers.run(detach=True, **self._run_kwargs(spec, name, cdir))
-            conn_sock = self._accept(listener, container, name, spec)
+            container_id = self._create_and_start(spec, name, cdir)
+            conn_sock = self._accept(listener, container_id, name, spec)
             conn = RunnerConnection(conn_sock)
             hello = self._hello(conn_sock, name)
             if hello.get("type") != "hello" or hello.get("protocol") != wire.PROTOCOL_VERSION:
                 raise ContainerStartFailed(f"runner of {name} spoke an unexpected protocol: {hello}")
-            container.reload()
+            # The one inspect of a creation: the container's host PID, for its memory cgroup.
+            state = self.client.api.inspect_container(container_id).get("State") or {}
             handle = ContainerHandle(
                 name=name,
-                id=container.id,
+                id=container_id,
                 spec=spec,
                 dir=cdir,
                 conn=conn,
                 image_digest=digest,
                 created_at=time.time(),
                 hello=hello,
-                memory_cgroup=_memory_cgroup(container.attrs.get("State", {}).get("Pid", 0)),
+                memory_cgroup=_memory_cgroup(state.get("Pid", 0)),
                 start_s=time.monotonic() - t0,
             )
         except BaseException as exc:
@@ -410,8 +411,18 @@ class DockerRuntime(SandboxRuntime):
             with self._live_lock:
                 self._starting.discard(sock)
 
+    def _create_and_start(self, spec: ContainerSpec, name: str, cdir: Path) -> str:
+        """Create and start the container; its id. The SDK's ``containers.run`` inspects right
+        after the create (to build a model object) and the PID needed another inspect after the
+        runner's hello: the low-level API makes it create + start + that one inspect, a quarter
+        fewer engine round trips per container on the pool's hot path."""
+        kwargs = {**self._run_kwargs(spec, name, cdir), "version": self.client.api._version}
+        container_id = self.client.api.create_container(**_create_container_args(kwargs))["Id"]
+        self.client.api.start(container_id)
+        return container_id
+
     def _accept(
-        self, listener: socket.socket, container: Any, name: str, spec: ContainerSpec
+        self, listener: socket.socket, container_id: str, name: str, spec: ContainerSpec
     ) -> socket.socket:
         deadline = time.monotonic() + self.config.start_timeout_s
         # Wake up now and then to notice a container that died before connecting.
@@ -424,12 +435,12 @@ class DockerRuntime(SandboxRuntime):
                 pass
             if self._aborting.is_set():
                 raise ContainerStartFailed(f"runtime closing: creation of {name} aborted")
-            container.reload()
-            if container.status in ("exited", "dead"):
-                logs = container.logs(tail=20).decode("utf-8", "replace").strip()
+            state = self.client.api.inspect_container(container_id).get("State") or {}
+            if state.get("Status") in ("exited", "dead"):
+                logs = self.client.api.logs(container_id, tail=20).decode("utf-8", "replace").strip()
                 raise ContainerStartFailed(
                     f"container {name} exited before its runner connected "
-                    f"(exit {container.attrs['State'].get('ExitCode')}): {logs[-1500:]}"
+                    f"(exit {state.get('ExitCode')}): {logs[-1500:]}"
                 )
             if time.monotonic() > deadline:
                 raise ContainerStartFailed(

@@ -12,6 +12,7 @@ import contextlib
 import ipaddress
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -340,14 +341,17 @@ def _health_server(
     return server, port
 
 
-def host_problem(runtime: DockerRuntime, pools: PoolManager, min_free_bytes: int) -> str:
-    """Why this host cannot take rollouts now ("" when it can): its engine does not answer, its
-    warm pool cannot be refilled, or its state dir (container control dirs, skills, leases) is
-    nearly full."""
-    try:
-        runtime.client.ping()
-    except Exception as exc:  # any failure to reach the engine
-        return f"container engine unreachable: {exc}"
+def host_problem(
+    runtime: DockerRuntime, pools: PoolManager, min_free_bytes: int, *, ping: bool = True
+) -> str:
+    """Why this host cannot take rollouts now ("" when it can): its engine does not answer
+    (``ping``: one HTTP round trip to the engine), its warm pool cannot be refilled, or its
+    state dir (container control dirs, skills, leases) is nearly full."""
+    if ping:
+        try:
+            runtime.client.ping()
+        except Exception as exc:  # any failure to reach the engine
+            return f"container engine unreachable: {exc}"
     problem = pools.creation_problem()
     if problem:
         return problem
@@ -365,7 +369,16 @@ class HostWatch:
     (a restarting engine, a full disk), SERVING again once it passes, so controllers stop
     placing here meanwhile. Checked every ``host_check_interval_s`` and at every rollout's
     admission (:meth:`check_now`), so a fault is seen by the first rollout it would hit.
-    Draining wins: after it the status no longer changes (``enter_graceful_shutdown``)."""
+    Draining wins: after it the status no longer changes (``enter_graceful_shutdown``).
+
+    At admission the engine is pinged only when no ping succeeded in the last
+    :attr:`PING_MAX_AGE_S`: a ping is an HTTP round trip that cost every rollout 1-3 ms of
+    start latency (and engine CPU under load). The pool's creation failures and the disk check,
+    both local, still run every time; a rollout admitted within that second of an engine fault
+    fails as a retryable infra row, like one that was already running."""
+
+    #: How long a successful engine ping stands for the engine's health at admission.
+    PING_MAX_AGE_S = 1.0
 
     def __init__(
         self,
@@ -377,10 +390,15 @@ class HostWatch:
         self.config, self.runtime, self.pools, self.health = config, runtime, pools, health_servicer
         self._lock = threading.Lock()
         self._serving = True
+        self._pinged_at = float("-inf")  # monotonic time of the last successful engine ping
 
-    def check_now(self) -> str:
-        """The current problem ("" = none), with health updated to match."""
-        problem = host_problem(self.runtime, self.pools, self.config.min_free_bytes)
+    def check_now(self, *, fresh: bool = False) -> str:
+        """The current problem ("" = none), with health updated to match; ``fresh`` pings the
+        engine even when a recent ping succeeded (the periodic check does)."""
+        ping = fresh or not self._serving or time.monotonic() - self._pinged_at > self.PING_MAX_AGE_S
+        problem = host_problem(self.runtime, self.pools, self.config.min_free_bytes, ping=ping)
+        if ping and not problem.startswith("container engine unreachable"):
+            self._pinged_at = time.monotonic()
         with self._lock:
             if bool(problem) != (not self._serving):
                 self._serving = not problem
@@ -400,7 +418,7 @@ class HostWatch:
     def loop(self, stopped: threading.Event) -> None:
         while not stopped.wait(self.config.host_check_interval_s):
             try:
-                if self.check_now():
+                if self.check_now(fresh=True):
                     self.pools.retry_creations()  # no rollout comes to try: probe the recovery
             except Exception:  # the watch must never die
                 log.exception("host.check_failed")
