@@ -418,6 +418,10 @@ class DockerRuntime(SandboxRuntime):
         fewer engine round trips per container on the pool's hot path."""
         kwargs = {**self._run_kwargs(spec, name, cdir), "version": self.client.api._version}
         container_id = self.client.api.create_container(**_create_container_args(kwargs))["Id"]
+        if self._aborting.is_set():
+            # The runtime began closing while the engine created it: close's sweep may have
+            # run already, so nobody else would remove it (the caller's cleanup does now).
+            raise ContainerStartFailed(f"runtime closing: creation of {name} aborted")
         self.client.api.start(container_id)
         return container_id
 
