@@ -1,9 +1,12 @@
 """Sandbox benchmarks (figures, not tests). Run: ``python bench/bench_sandbox.py``.
 
 1. Cold container: ``docker run`` + wait + remove, and ``docker exec true``, via the docker SDK.
-2. Rollout start → the generated code's first instruction, at concurrency 8, through a real
-   sandbox service (gRPC on a socket, warm pool, the scripted model server as the target).
-3. The same generated load-edit-save script on real SpreadsheetBench inputs: in the sandbox
+2. Rollout start → the generated code's first instruction, at concurrency 1 and 8, through a
+   real sandbox service (gRPC on a socket, warm pool, the scripted model server as the target);
+   ``warm_excl_model_*`` is that time without the model call.
+3. gRPC overhead per rollout: the client's wall time of ``Run`` minus the rollout's own time on
+   the host, with a 200 KB skill in and the trace (which carries it) out.
+4. The same generated load-edit-save script on real SpreadsheetBench inputs: in the sandbox
    (warm container, runner fork) vs a bare ``python script.py`` subprocess on the host.
 
 Timings are noisy on a shared 2-core machine: compare the columns of one run, side by side.
