@@ -8,71 +8,26 @@ advice is rejected."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
-from controller.embedded import spawn_service, wait_listening
 from skillopt.testing.fixtures.qa import QA_ENVS
-from skillopt.testing.simulation import SIM_OPTIMIZER, SIM_TARGET, simulation_server
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.e2e.remote import REPO, remote_service
+from tests.e2e.remote import cli as run_cli
 
 
 def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "controller.cli", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "OPENAI_API_KEY": "", "PYTHONUNBUFFERED": "1"},
-    )
+    return run_cli(*args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
-def remote(tmp_path_factory, docker_client) -> Iterator[list[str]]:
+def remote(docker_client) -> Iterator[list[str]]:
     """A sandbox service process on a real socket; yields the CLI flags that use it."""
-    tmp = Path(f"/tmp/so-qa-{uuid.uuid4().hex[:6]}")
-    tmp.mkdir()
-    (tmp / "token").write_text(uuid.uuid4().hex)
-    with simulation_server() as sim:
-        providers = tmp / "providers.yaml"
-        providers.write_text(
-            yaml.safe_dump({"providers": {"sim": {"kind": "openai_compatible", "base_url": sim.base_url}}})
-        )
-        proc = spawn_service(
-            [
-                "--listen", "127.0.0.1:0",
-                "--token-file", str(tmp / "token"),
-                "--host-id", f"qa-{uuid.uuid4().hex[:4]}",
-                "--state-dir", str(tmp / "state"),
-                "--capacity", "4",
-                "--pool-size", "1",
-                "--provider", f"sim=openai_compatible,base_url={sim.base_url},max_retries=0",
-            ]
-        )  # fmt: skip
-        try:
-            port = wait_listening(proc, 120)
-            yield [
-                "--endpoints", f"127.0.0.1:{port}",
-                "--set", "run.simulate=off",
-                "--set", f"model.providers_file={providers}",
-                "--set", "model.optimizer_provider=sim",
-                "--set", "model.target_provider=sim",
-                "--set", f"model.optimizer={SIM_OPTIMIZER}",
-                "--set", f"model.target={SIM_TARGET}",
-                "--set", f"sandbox.token_file={tmp / 'token'}",
-            ]  # fmt: skip
-        finally:
-            proc.terminate()
-            proc.wait(60)
+    with remote_service("qa", pool_size=1) as flags:
+        yield flags
 
 
 def data_categories(env: str) -> list[str]:
