@@ -9,6 +9,7 @@ the ratio killed/undisturbed is the figure (the issue's bar: < 2x).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -24,7 +25,7 @@ import docker
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
 from controller.embedded import spawn_service, wait_listening
 from controller.fleet.executor import FleetEvent, FleetExecutor
-from sandbox.runtime.docker_runtime import LABEL_HOST
+from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData, build_task
 from skillopt.testing.scripted import ScriptedModelServer
 from skillopt.testing.simulation import SIM_TARGET, SimulatedTarget
@@ -152,8 +153,9 @@ def main() -> None:
                     p.send_signal(signal.SIGTERM)
                     p.wait(60)
             for _, _, host_id in locals().get("hosts", []):
-                for c in client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={host_id}"}):
-                    c.remove(force=True)
+                for c in list_containers(client, f"{LABEL_HOST}={host_id}"):
+                    with contextlib.suppress(docker.errors.NotFound):
+                        client.api.remove_container(c.id, force=True)
             shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -193,7 +193,7 @@ def _reap_host(host_id: str) -> None:
     import docker
 
     from sandbox.gateway.network import remove_host_network
-    from sandbox.runtime.docker_runtime import LABEL_HOST
+    from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
 
     try:
         client = docker.from_env()
@@ -201,9 +201,9 @@ def _reap_host(host_id: str) -> None:
         log.warning("embedded.reap_skipped", host=host_id, error=str(exc))
         return
     try:
-        for c in client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={host_id}"}):
+        for c in list_containers(client, f"{LABEL_HOST}={host_id}"):
             with contextlib.suppress(docker.errors.NotFound):
-                c.remove(force=True)
+                client.api.remove_container(c.id, force=True)
         remove_host_network(client, host_id)
     finally:
         client.close()

@@ -53,10 +53,12 @@ __all__ = [
     "LABEL_HOST",
     "LABEL_MANAGED",
     "ContainerHandle",
+    "ContainerSummary",
     "DockerRuntime",
     "ReapReport",
     "RunnerConnection",
     "SlotState",
+    "list_containers",
 ]
 
 log = structlog.get_logger("skillopt.sandbox.runtime")
@@ -214,7 +216,7 @@ class DockerRuntime(SandboxRuntime):
                 f"cannot reach the Docker engine ({exc}); start it (scripts/setup.sh does) or set DOCKER_HOST"
             ) from exc
         self.runner_sha256, self._runner_dir = self._install_runner()
-        self._digests: dict[str, str] = {}
+        self._images: dict[str, tuple[str, dict[str, str]]] = {}  # tag -> (ID, labels)
         self._live: dict[str, ContainerHandle] = {}
         self._live_lock = threading.Lock()
         self._aborting = threading.Event()
@@ -289,30 +291,39 @@ class DockerRuntime(SandboxRuntime):
         return digest, target_dir
 
     def image_digest(self, image: str) -> str:
-        """Image ID (``sha256:…``) of a locally built image.
+        """Image ID (``sha256:…``) of a locally built image, resolved once: this runtime then
+        creates every container of ``image`` from that ID, so the digest it reports is the one
+        its containers run even when the tag is rebuilt meanwhile (a restart picks the new one).
 
         Raises:
             ImageMissing: the image is not on this host.
+            SandboxUnavailable: the engine did not answer.
         """
-        digest = self._digests.get(image)
-        if digest is None:
+        return self._image(image)[0]
+
+    def image_labels(self, image: str) -> dict[str, str]:
+        """The image's ``org.skillopt.*`` labels (build provenance); ``{}`` when unknown."""
+        try:
+            labels = self._image(image)[1]
+        except (ImageMissing, SandboxUnavailable):
+            return {}
+        return {k: v for k, v in labels.items() if k.startswith("org.skillopt.")}
+
+    def _image(self, image: str) -> tuple[str, dict[str, str]]:
+        # One inspect per image for the runtime's life: Describe (polled by every controller's
+        # health watch) used to inspect the image on each call.
+        known = self._images.get(image)
+        if known is None:
             try:
-                digest = self.client.images.get(image).id
+                found = self.client.images.get(image)
             except docker.errors.ImageNotFound as exc:
                 raise ImageMissing(
                     f"runtime image {image!r} is not built on this host; run: bash docker/build.sh"
                 ) from exc
             except docker.errors.DockerException as exc:
                 raise SandboxUnavailable(f"Docker engine error looking up {image!r}: {exc}") from exc
-            self._digests[image] = digest
-        return digest
-
-    def image_labels(self, image: str) -> dict[str, str]:
-        try:
-            labels = self.client.images.get(image).labels or {}
-        except docker.errors.DockerException:
-            return {}
-        return {k: v for k, v in labels.items() if k.startswith("org.skillopt.")}
+            known = self._images[image] = (found.id, dict(found.labels or {}))
+        return known
 
     # -- containers --------------------------------------------------------------------------
 
@@ -343,7 +354,7 @@ class DockerRuntime(SandboxRuntime):
             # The runner runs as an unprivileged uid: it needs write permission to connect.
             sock_path.chmod(0o666)
             listener.listen(1)
-            container_id = self._create_and_start(spec, name, cdir)
+            container_id = self._create_and_start(spec, name, cdir, image_id=digest)
             conn_sock = self._accept(listener, container_id, name, spec)
             conn = RunnerConnection(conn_sock)
             hello = self._hello(conn_sock, name)
@@ -371,6 +382,7 @@ class DockerRuntime(SandboxRuntime):
             if isinstance(exc, ContainerStartFailed | ImageMissing):
                 raise
             if isinstance(exc, docker.errors.ImageNotFound):
+                self._images.pop(spec.image, None)  # the resolved ID is gone: look the tag up again
                 raise ImageMissing(
                     f"runtime image {spec.image!r} is not built; run: bash docker/build.sh"
                 ) from exc
@@ -411,12 +423,16 @@ class DockerRuntime(SandboxRuntime):
             with self._live_lock:
                 self._starting.discard(sock)
 
-    def _create_and_start(self, spec: ContainerSpec, name: str, cdir: Path) -> str:
+    def _create_and_start(self, spec: ContainerSpec, name: str, cdir: Path, *, image_id: str) -> str:
         """Create and start the container; its id. The SDK's ``containers.run`` inspects right
         after the create (to build a model object) and the PID needed another inspect after the
         runner's hello: the low-level API makes it create + start + that one inspect, a quarter
         fewer engine round trips per container on the pool's hot path."""
-        kwargs = {**self._run_kwargs(spec, name, cdir), "version": self.client.api._version}
+        kwargs = {
+            **self._run_kwargs(spec, name, cdir),
+            "image": image_id,
+            "version": self.client.api._version,
+        }
         container_id = self.client.api.create_container(**_create_container_args(kwargs))["Id"]
         if self._aborting.is_set():
             # The runtime began closing while the engine created it: close's sweep may have
@@ -639,29 +655,29 @@ class DockerRuntime(SandboxRuntime):
         removed: list[str] = []
         now = time.time()
         try:
-            containers = self.client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=1"})
+            containers = list_containers(self.client, f"{LABEL_MANAGED}=1")
         except docker.errors.DockerException as exc:
             log.warning("reaper.list_failed", error=str(exc))
             return ReapReport((), ())
         with self._live_lock:
             live = set(self._live)
-        doomed: list[Any] = []
+        doomed: list[str] = []
         for c in containers:
-            labels = c.labels or {}
+            labels = c.labels
             ours = labels.get(LABEL_HOST) == self.config.host_id
             expired = _as_float(labels.get(LABEL_EXPIRES)) < now
             if ours and (startup or labels.get(LABEL_INSTANCE) != self.instance):
                 reason = "previous-instance"
-            elif ours and c.name not in live and self._older_than(c, 120.0):
+            elif ours and c.name not in live and now - c.created > 120.0:
                 reason = "unknown-to-runtime"
             elif expired:
                 reason = "expired"
             else:
                 continue
-            doomed.append(c)
+            doomed.append(c.id)
             removed.append(c.name)
             log.info("reaper.removed", container=c.name, reason=reason)
-        self._remove_all([c.id for c in doomed])
+        self._remove_all(doomed)
         dirs: list[str] = []
         with self._live_lock:
             live_dirs = {h.dir.name for h in self._live.values()}
@@ -671,17 +687,6 @@ class DockerRuntime(SandboxRuntime):
                 shutil.rmtree(d, ignore_errors=True)
                 dirs.append(d.name)
         return ReapReport(tuple(removed), tuple(dirs))
-
-    @staticmethod
-    def _older_than(container: Any, seconds: float) -> bool:
-        created = container.attrs.get("Created", "")
-        try:
-            from datetime import datetime
-
-            ts = datetime.fromisoformat(created.replace("Z", "+00:00")[:26] + "+00:00").timestamp()
-        except ValueError:
-            return True
-        return time.time() - ts > seconds
 
     def close(self) -> None:
         """Remove every container this runtime still knows, then sweep by label (a create that
@@ -699,6 +704,40 @@ class DockerRuntime(SandboxRuntime):
         with contextlib.suppress(OSError):
             os.close(self._lock_fd)
         self.client.close()
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerSummary:
+    """One container as the engine's list call reports it (no per-container inspect)."""
+
+    id: str
+    name: str
+    state: str  # created | running | exited | dead | ...
+    labels: dict[str, str]
+    created: float  # unix time
+
+
+def list_containers(client: docker.DockerClient, label: str) -> list[ContainerSummary]:
+    """Every container (running or not) carrying ``label`` (``key=value``), in one engine call.
+
+    docker-py's ``containers.list`` inspects each container after listing it: a container
+    removed in between raises ``NotFound`` for the whole call (seen in CI while rollouts
+    churned), and N inspects per reap cost the engine. The list call alone has what we need.
+
+    Raises:
+        docker.errors.DockerException: the engine did not answer.
+    """
+    rows = client.api.containers(all=True, filters={"label": label})
+    return [
+        ContainerSummary(
+            id=r["Id"],
+            name=(r.get("Names") or ["/"])[0].lstrip("/"),
+            state=str(r.get("State", "")),
+            labels=dict(r.get("Labels") or {}),
+            created=float(r.get("Created", 0)),
+        )
+        for r in rows
+    ]
 
 
 def _as_float(value: str | None) -> float:

@@ -15,7 +15,7 @@ import docker
 
 from controller.embedded import embedded_sandbox, reap_dead_embedded
 from sandbox.gateway.network import network_name
-from sandbox.runtime.docker_runtime import LABEL_HOST
+from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -85,14 +85,14 @@ def test_kill_9_of_controller_and_embedded_sandbox_is_reaped_by_the_next_start(d
     finally:
         if ctl.poll() is None:
             ctl.kill()
-    assert docker_client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={host_id}"})
+    assert list_containers(docker_client, f"{LABEL_HOST}={host_id}")
 
     # A live embedded sandbox is left alone while the dead one is reaped.
     with embedded_sandbox(capacity=1, pool_size=0) as live:
         assert live.host_id not in reap_dead_embedded()
         assert _dirs_of(live.host_id)
         # (its own start-up already reaped the dead instance)
-        assert docker_client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={host_id}"}) == []
+        assert list_containers(docker_client, f"{LABEL_HOST}={host_id}") == []
         assert docker_client.networks.list(names=[network_name(host_id)]) == []
         assert _iptables_rules(network_name(host_id)) == []
         assert not state_dirs[0].exists()

@@ -17,12 +17,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
 from controller.embedded import spawn_service, wait_listening
 from controller.fleet.executor import FleetEvent, FleetExecutor, HostHealth
-from sandbox.runtime.docker_runtime import LABEL_HOST
+from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData, build_task
 from skillopt.errors import SandboxUnavailable
 from skillopt.testing.scripted import ScriptedModelServer
@@ -69,8 +70,9 @@ def _stop(host: Host, docker_client) -> None:
         host.proc.send_signal(signal.SIGTERM)
         host.proc.wait(60)
     # A SIGKILLed host cannot clean up after itself; its successor's reaper would. Do it here.
-    for c in docker_client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={host.host_id}"}):
-        c.remove(force=True)
+    for c in list_containers(docker_client, f"{LABEL_HOST}={host.host_id}"):
+        with contextlib.suppress(docker.errors.NotFound):
+            docker_client.api.remove_container(c.id, force=True)
 
 
 @pytest.fixture

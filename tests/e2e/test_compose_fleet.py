@@ -32,7 +32,7 @@ import yaml
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
 from sandbox.gateway.network import network_name
-from sandbox.runtime.docker_runtime import LABEL_HOST
+from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
 from skillopt.testing.simulation import SIM_ANTHROPIC_PROVIDER, SIM_PROVIDER, SIM_TARGET, simulation_server
 from skillopt.types import Limits, ModelSpec
 from tests.sandbox.conftest import request_for
@@ -191,11 +191,9 @@ def test_compose_fleet_trains_runs_exec_agents_and_leaves_nothing(docker_client,
     down_s = time.monotonic() - t_down
     assert down.returncode == 0, down.stderr[-3000:]
     # Nothing left: service containers, rollout containers, networks, firewall rules, state.
-    assert not docker_client.containers.list(
-        all=True, filters={"label": f"com.docker.compose.project={project}"}
-    )
+    assert not list_containers(docker_client, f"com.docker.compose.project={project}")
     for host in hosts:
-        assert not docker_client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={host}"}), host
+        assert not list_containers(docker_client, f"{LABEL_HOST}={host}"), host
         assert not docker_client.networks.list(names=[network_name(host)]), host
         state = root / "state" / host
         assert state.is_dir() and not any((state / "c").iterdir()), sorted(

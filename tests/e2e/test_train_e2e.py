@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.runtime.docker_runtime import list_containers
+
 REPO = Path(__file__).resolve().parents[2]
 VOLATILE = {"timing", "tokens", "wall_time_s"}
 
@@ -158,7 +160,7 @@ def test_kill_9_mid_step_then_resume_gives_the_same_records(full_run, tmp_path, 
     full = json.loads((full_run / "summary.json").read_text())
     assert counted >= sum(v["calls"] for v in full["token_summary"]["optimizer"].values())
     # The killed controller's embedded sandbox went away with it, and so did its containers.
-    left = docker_client.containers.list(all=True, filters={"label": "skillopt.managed=1"})
+    left = list_containers(docker_client, "skillopt.managed=1")
     assert [c.name for c in left if c.labels.get("skillopt.host", "").startswith("embedded-")] == []
 
 

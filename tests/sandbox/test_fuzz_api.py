@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sandbox.api.v1 import sandbox_pb2 as pb
-from sandbox.runtime.docker_runtime import LABEL_HOST
+from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
 from tests.sandbox.conftest import rss_bytes
 from tests.sandbox.test_service_process import ServiceProcess
 
@@ -242,7 +242,7 @@ def test_fuzz_the_grpc_api(live, docker_client, capsys):
     with svc.client(token) as client:
         d = client.describe()
     assert d.running == 0
-    containers = docker_client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={host_id}"})
+    containers = list_containers(docker_client, f"{LABEL_HOST}={host_id}")
     assert len(containers) <= sum(d.pool_idle.values()) + 1  # only the warm pool (+1 being made)
     rss_after = rss_bytes(svc.proc.pid)
     with capsys.disabled():

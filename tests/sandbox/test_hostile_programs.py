@@ -23,7 +23,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox.runtime.docker_runtime import LABEL_HOST
+from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
 from sandbox.runtime.lease import LeasedSandbox
 from skillopt.envs.base import ProgressEvent
 from skillopt.executor import ExecOutcome
@@ -82,7 +82,7 @@ def _wait_destroyed(client: docker.DockerClient, name: str, since: float, timeou
     """Block until container ``name`` is gone, on the engine's own ``destroy`` event (the pool
     removes a used container in the background). Events from ``since`` on are replayed, so a
     removal that already happened is seen at once."""
-    if not client.containers.list(all=True, filters={"name": f"^{name}$"}):
+    if not client.api.containers(all=True, filters={"name": f"^{name}$"}):
         return
     events = client.events(since=int(since), filters={"container": name, "event": "destroy"}, decode=True)
     timer = threading.Timer(timeout_s, events.close)
@@ -93,7 +93,7 @@ def _wait_destroyed(client: docker.DockerClient, name: str, since: float, timeou
     finally:
         timer.cancel()
         events.close()
-    assert not client.containers.list(all=True, filters={"name": f"^{name}$"}), f"{name} leaked"
+    assert not client.api.containers(all=True, filters={"name": f"^{name}$"}), f"{name} leaked"
 
 
 def _assert_contained(h: Hostility, docker_client: docker.DockerClient, container: str, since: float) -> None:
@@ -108,8 +108,8 @@ def _assert_contained(h: Hostility, docker_client: docker.DockerClient, containe
     short = container.rsplit("-", 1)[-1]
     assert not (state_dir / "c" / short).exists(), "the container's host directory leaked"
     # No dead container of this host is left behind (pool containers are all up).
-    left = docker_client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={svc.host_id}"})
-    assert all(c.status in ("created", "running") for c in left), [(c.name, c.status) for c in left]
+    left = list_containers(docker_client, f"{LABEL_HOST}={svc.host_id}")
+    assert all(c.state in ("created", "running") for c in left), [(c.name, c.state) for c in left]
 
 
 def _run_codegen(h: Hostility, scripts, sample, prog: Hostile) -> tuple[RolloutResult, str]:

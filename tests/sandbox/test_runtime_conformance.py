@@ -14,7 +14,7 @@ import pytest
 
 from sandbox.runtime.base import SandboxRuntime
 from sandbox.runtime.conformance import CHECKS, Conformance
-from sandbox.runtime.docker_runtime import DockerRuntime
+from sandbox.runtime.docker_runtime import DockerRuntime, list_containers
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from skillopt.errors import ContainerStartFailed
 
@@ -59,4 +59,4 @@ def test_closing_aborts_creations_and_leaves_nothing(docker_client, short_tmp):
         rt.create(ContainerSpec())
     rt.close()
     assert not rt.alive(handle)
-    assert docker_client.containers.list(all=True, filters={"label": "skillopt.host=test-conf-close"}) == []
+    assert list_containers(docker_client, "skillopt.host=test-conf-close") == []

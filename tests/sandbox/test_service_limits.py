@@ -17,7 +17,7 @@ from sandbox.api import convert
 from sandbox.api.status import DETAIL_KEY
 from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
-from sandbox.runtime.docker_runtime import LABEL_HOST
+from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
 from sandbox.service.registry import RolloutRegistry
 from sandbox.service.rollout import exec_runtime_choice
 from skillopt.errors import InvalidRequest, UnknownRollout
@@ -208,7 +208,7 @@ def test_tls_misconfiguration_is_refused_at_start(docker_client, short_tmp, flag
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], out.stderr
-    assert docker_client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={host_id}"}) == []
+    assert list_containers(docker_client, f"{LABEL_HOST}={host_id}") == []
 
 
 def test_retained_results_are_counted_whole():
@@ -244,10 +244,10 @@ def test_pools_and_idle_containers_are_bounded_whatever_the_limits(docker_client
         stats = pools.stats()
         assert len(stats) <= config.max_warm_pools, stats
         assert sum(s.idle for s in stats) <= config.idle_cap, stats
-        live = docker_client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={host_id}"})
+        live = list_containers(docker_client, f"{LABEL_HOST}={host_id}")
         # Idle containers plus, at most, used ones still being removed in the background.
-        assert len([c for c in live if c.status == "running"]) <= config.idle_cap + 2, [c.name for c in live]
+        assert len([c for c in live if c.state == "running"]) <= config.idle_cap + 2, [c.name for c in live]
     finally:
         pools.close()
         runtime.close()
-    assert docker_client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={host_id}"}) == []
+    assert list_containers(docker_client, f"{LABEL_HOST}={host_id}") == []

@@ -16,7 +16,7 @@ import pytest
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
 from controller.embedded import spawn_service, wait_listening
-from sandbox.runtime.docker_runtime import LABEL_HOST
+from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
 from skillopt.errors import SkillOptError
 from skillopt.types import Limits
 from tests.sandbox.conftest import fenced, request_for
@@ -47,7 +47,7 @@ class ServiceProcess:
 
 
 def _containers(docker_client, host_id: str) -> list:
-    return docker_client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={host_id}"})
+    return list_containers(docker_client, f"{LABEL_HOST}={host_id}")
 
 
 def test_kill_9_then_restart_leaves_no_container_behind(docker_client, scripted, scripts, sample, short_tmp):
