@@ -1,17 +1,24 @@
 """Fleet-at-scale figures (issue 13 item 7; figures, not tests). Prints one JSON object.
 
-Run: ``python bench/bench_fleet_scale.py [--quick]``. Every host is a separate ``skillopt serve``
-process on this machine's engine, driven by the real fleet client over gRPC; the target is the
-offline simulation (correct reference scripts), optionally behind a fixed model latency.
+Run: ``python bench/bench_fleet_scale.py [--quick] [--scaling-latency S]``. Every host is a
+separate ``skillopt serve`` process on this machine's engine, driven by the real fleet client
+over gRPC; the target is the offline simulation (each task's correct reference script),
+optionally behind a fixed model latency. Every timed batch starts on a host in steady state:
+its warm pool full (pool size = capacity, the serve default) after a warm-up batch.
 
-1. ``per_host``: rollouts per minute of one host (capacity 2) with an instant model, next to the
-   same generated scripts run as bare host subprocesses (2 at a time) and graded on the host.
+1. ``per_host``: rollouts per minute of one host (capacity 2) with an instant model, next to
+   the same generated scripts run as bare host subprocesses (2 at a time, each case a fresh
+   ``python``) and graded on the host, separately for 1-case and 3-case tasks (SpreadsheetBench
+   has both: 121 and 135 of the 256 shared tasks). A rollout pays one container (its creation,
+   the runner's start and openpyxl import) plus a fork per execution; a bare run pays a Python
+   start and the imports per execution. ``machine_cpu_s_per_rollout`` counts every process.
 2. ``latency_32``: 32 concurrent rollouts on one host (capacity 32) with a 1 s model: failures,
-   and the wall time of a rollout over the model's 1 s.
-3. ``scaling``: 1 -> 2 -> 4 hosts on a model-latency-bound batch (1 s per call, capacity 4 each).
+   and a rollout's wall time over the model's 1 s.
+3. ``scaling``: 1 -> 2 -> 4 hosts (capacity 4 each) on a model-latency-bound batch.
 
-All hosts share this machine's 2 cores and engine: a host here is a process, not capacity, so
-read the ratios of one run side by side (per-host overhead, latency overhead), not absolutes.
+All hosts share this machine's 2 cores and engine: a host here is a process, not capacity. A
+phase whose ``machine_cpu_busy`` is near 1.0 was bound by the shared CPU, not by its hosts:
+read the ratios of one run side by side, not absolutes.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -32,12 +40,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from controller.client.sandbox_client import ChannelConfig  # noqa: E402
+from controller.client.sandbox_client import ChannelConfig, SandboxClient  # noqa: E402
 from controller.embedded import spawn_service, wait_listening  # noqa: E402
 from controller.fleet.executor import FleetExecutor  # noqa: E402
 from skillopt.envs.spreadsheetbench.cases import prepare_script  # noqa: E402
 from skillopt.envs.spreadsheetbench.evaluator import grade_case  # noqa: E402
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData, build_task  # noqa: E402
+from skillopt.logs import configure_logging  # noqa: E402
 from skillopt.testing.fixtures.spreadsheetbench import load_catalogue, solution_code  # noqa: E402
 from skillopt.testing.scripted import ScriptedModelServer  # noqa: E402
 from skillopt.testing.simulation import SIM_TARGET, SimulatedTarget  # noqa: E402
@@ -48,12 +57,13 @@ DATA = SpreadsheetBenchData(SAMPLE_ROOT)
 SKILL = "\n".join(f"- {text}" for text in load_catalogue()["rules"].values())
 
 
-def _tasks() -> list[str]:
-    return [tid for tid in load_catalogue()["tasks"] if tid in DATA.ids]
+def _tasks(cases: int | None = None) -> list[str]:
+    ids = [tid for tid in load_catalogue()["tasks"] if tid in DATA.ids]
+    return [tid for tid in ids if cases is None or len(DATA.task(tid).cases) == cases]
 
 
-def requests(n: int) -> list[RolloutRequest]:
-    ids, run, out = _tasks(), uuid.uuid4().hex[:6], []
+def requests(n: int, ids: list[str]) -> list[RolloutRequest]:
+    run, out = uuid.uuid4().hex[:6], []
     for k in range(n):
         task, grading = build_task(DATA.task(ids[k % len(ids)]))
         out.append(
@@ -83,28 +93,54 @@ class Delayed:
         return self.target(req)
 
 
-def serve(tmp: Path, model_url: str, capacity: int, pool: int) -> tuple[subprocess.Popen, str]:
-    host = f"bench-{uuid.uuid4().hex[:6]}"
-    proc = spawn_service(
-        [
-            "--listen", "127.0.0.1:0", "--token-file", str(tmp / "token"), "--host-id", host,
-            "--state-dir", str(tmp / host), "--capacity", str(capacity), "--pool-size", str(pool),
-            "--provider", f"sim=openai_compatible,base_url={model_url},max_retries=0",
-            "--exec-agents", "off", "--drain-grace", "5",
-        ]
-    )  # fmt: skip
-    return proc, f"127.0.0.1:{wait_listening(proc, 180)}"
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(fields) - fields[3] - fields[4]) / hz, sum(fields) / hz
 
 
-def batch(addresses: list[str], token: str, reqs: list[RolloutRequest], workers: int) -> tuple[list, float]:
+class Host:
+    """One ``skillopt serve`` process (pool size = capacity, the default)."""
+
+    def __init__(self, tmp: Path, model_url: str, capacity: int) -> None:
+        self.host_id, self.capacity = f"bench-{uuid.uuid4().hex[:6]}", capacity
+        self.proc = spawn_service(
+            [
+                "--listen", "127.0.0.1:0", "--token-file", str(tmp / "token"), "--host-id", self.host_id,
+                "--state-dir", str(tmp / self.host_id), "--capacity", str(capacity),
+                "--provider", f"sim=openai_compatible,base_url={model_url},max_retries=0",
+                "--exec-agents", "off", "--drain-grace", "5", "--log-level", "warning",
+            ]
+        )  # fmt: skip
+        self.address = f"127.0.0.1:{wait_listening(self.proc, 180)}"
+        self.token = (tmp / "token").read_text()
+
+    def wait_warm(self) -> None:
+        """Until the host's warm pool is full (a benchmark may poll)."""
+        with SandboxClient(ChannelConfig(address=self.address, token=self.token)) as client:
+            for _ in range(1200):
+                if sum(client.describe().pool_idle.values()) >= self.capacity:
+                    return
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(120)
+
+
+def batch(hosts: list[Host], reqs: list[RolloutRequest], workers: int) -> dict:
+    """Run ``reqs`` over ``hosts`` (each warm first); throughput, latency, CPU."""
+    for h in hosts:
+        h.wait_warm()
     rows: list[RolloutResult] = []
-    with FleetExecutor([ChannelConfig(address=a, token=token) for a in addresses], workers=workers) as fleet:
+    channels = [ChannelConfig(address=h.address, token=h.token) for h in hosts]
+    with FleetExecutor(channels, workers=workers) as fleet:
+        busy0, total0 = machine_cpu()
         t0 = time.monotonic()
         fleet.run(reqs, on_result=rows.append, stop=threading.Event())
-        return rows, time.monotonic() - t0
-
-
-def summary(rows: list[RolloutResult], seconds: float) -> dict:
+        seconds = time.monotonic() - t0
+        busy1, total1 = machine_cpu()
     lat = sorted(r.timings_s.get("total", 0.0) for r in rows)
     return {
         "rollouts": len(rows),
@@ -113,12 +149,13 @@ def summary(rows: list[RolloutResult], seconds: float) -> dict:
         "per_min": round(60 * len(rows) / seconds, 1),
         "latency_p50_s": round(statistics.median(lat), 3) if lat else None,
         "latency_p95_s": round(lat[int(0.95 * (len(lat) - 1))], 3) if lat else None,
+        "machine_cpu_s_per_rollout": round((busy1 - busy0) / max(1, len(rows)), 3),
+        "machine_cpu_busy": round((busy1 - busy0) / max(1e-9, total1 - total0), 2),
     }
 
 
-def bare_subprocesses(n: int, workers: int) -> dict:
+def bare_subprocesses(n: int, ids: list[str], workers: int) -> dict:
     """The same generated scripts as bare host subprocesses, graded on the host."""
-    ids = _tasks()
 
     def one(k: int) -> float:
         tid = ids[k % len(ids)]
@@ -135,69 +172,90 @@ def bare_subprocesses(n: int, workers: int) -> dict:
                 assert verdict.ok, (tid, verdict.reason)
         return time.monotonic() - t0
 
+    busy0, total0 = machine_cpu()
     t0 = time.monotonic()
     with ThreadPoolExecutor(workers) as ex:
         lat = list(ex.map(one, range(n)))
     seconds = time.monotonic() - t0
-    return {"rollouts": n, "seconds": round(seconds, 2), "per_min": round(60 * n / seconds, 1),
-            "latency_p50_s": round(statistics.median(lat), 3)}  # fmt: skip
+    busy1, total1 = machine_cpu()
+    return {
+        "rollouts": n,
+        "seconds": round(seconds, 2),
+        "per_min": round(60 * n / seconds, 1),
+        "latency_p50_s": round(statistics.median(lat), 3),
+        "machine_cpu_s_per_rollout": round((busy1 - busy0) / n, 3),
+        "machine_cpu_busy": round((busy1 - busy0) / max(1e-9, total1 - total0), 2),
+    }
+
+
+def per_host(tmp: Path, n: int) -> dict:
+    out: dict = {}
+    with ScriptedModelServer(responders=[Delayed(0.0)]) as model:
+        host = Host(tmp, model.base_url, capacity=2)
+        try:
+            for cases in (1, 3):
+                ids = _tasks(cases)
+                batch([host], requests(2, ids), workers=2)  # warm-up: connections, first imports
+                sandboxed = batch([host], requests(n, ids), workers=2)
+                bare = bare_subprocesses(n, ids, workers=2)
+                out[f"{cases}_case_tasks"] = {
+                    "sandboxed": sandboxed,
+                    "bare_subprocess": bare,
+                    "ratio_sandboxed_over_bare": round(sandboxed["per_min"] / bare["per_min"], 2),
+                }
+        finally:
+            host.stop()
+    return out
+
+
+def latency_32(tmp: Path) -> dict:
+    with ScriptedModelServer(responders=[Delayed(1.0)]) as model:
+        host = Host(tmp, model.base_url, capacity=32)
+        try:
+            s = batch([host], requests(32, _tasks()), workers=32)
+        finally:
+            host.stop()
+    s["overhead_over_model_p50_s"] = round(s["latency_p50_s"] - 1.0, 3)
+    s["overhead_over_model_p95_s"] = round(s["latency_p95_s"] - 1.0, 3)
+    return s
+
+
+def scaling(tmp: Path, n: int, latency_s: float) -> dict:
+    out: dict = {"model_latency_s": latency_s}
+    with ScriptedModelServer(responders=[Delayed(latency_s)]) as model:
+        for count in (1, 2, 4):
+            hosts = [Host(tmp, model.base_url, capacity=4) for _ in range(count)]
+            try:
+                out[f"{count}_hosts"] = batch(hosts, requests(n, _tasks()), workers=4 * count)
+            finally:
+                for h in hosts:
+                    h.stop()
+    base = out["1_hosts"]["per_min"]
+    out["speedup"] = {f"{c}_hosts": round(out[f"{c}_hosts"]["per_min"] / base, 2) for c in (1, 2, 4)}
+    return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller batches")
+    parser.add_argument(
+        "--scaling-latency", type=float, default=1.0, help="model latency of the scaling batch (s)"
+    )
+    parser.add_argument("--only", choices=["per_host", "latency_32", "scaling"], help="one section")
     args = parser.parse_args()
+    configure_logging(json=True, level="warning", stream=sys.stderr)
     n = 8 if args.quick else 16
-    out: dict = {
-        "machine": {"cpus": __import__("os").cpu_count(), "load_1m": __import__("os").getloadavg()[0]}
-    }
+    out: dict = {"machine": {"cpus": os.cpu_count(), "load_1m": os.getloadavg()[0]}}
     tmp = Path(tempfile.mkdtemp(prefix="so-bfs-", dir="/tmp"))
-    token = uuid.uuid4().hex
-    (tmp / "token").write_text(token)
-    procs: list[subprocess.Popen] = []
+    (tmp / "token").write_text(uuid.uuid4().hex)
     try:
-        # 1. one host, instant model, vs bare subprocesses
-        with ScriptedModelServer(responders=[Delayed(0.0)]) as model:
-            proc, addr = serve(tmp, model.base_url, capacity=2, pool=2)
-            procs.append(proc)
-            batch([addr], token, requests(2), workers=2)  # warm-up
-            rows, secs = batch([addr], token, requests(n), workers=2)
-            sandboxed = summary(rows, secs)
-            bare = bare_subprocesses(n, workers=2)
-            out["per_host"] = {"sandboxed": sandboxed, "bare_subprocess": bare,
-                               "ratio_sandboxed_over_bare": round(sandboxed["per_min"] / bare["per_min"], 2)}  # fmt: skip
-            proc.terminate()
-            proc.wait(120)
-        # 2. 32 concurrent rollouts, 1 s model, one host
-        with ScriptedModelServer(responders=[Delayed(1.0)]) as model:
-            proc, addr = serve(tmp, model.base_url, capacity=32, pool=8)
-            procs.append(proc)
-            rows, secs = batch([addr], token, requests(32), workers=32)
-            s = summary(rows, secs)
-            s["overhead_over_model_p50_s"] = round(s["latency_p50_s"] - 1.0, 3)
-            out["latency_32"] = s
-            proc.terminate()
-            proc.wait(120)
-        # 3. 1 -> 2 -> 4 hosts, model-latency-bound
-        out["scaling"] = {}
-        with ScriptedModelServer(responders=[Delayed(1.0)]) as model:
-            for hosts in (1, 2, 4):
-                started = [serve(tmp, model.base_url, capacity=4, pool=2) for _ in range(hosts)]
-                procs += [p for p, _ in started]
-                rows, secs = batch([a for _, a in started], token, requests(4 * n // 2), workers=4 * hosts)
-                out["scaling"][f"{hosts}_hosts"] = summary(rows, secs)
-                for p, _ in started:
-                    p.terminate()
-                    p.wait(120)
-        base = out["scaling"]["1_hosts"]["per_min"]
-        out["scaling"]["speedup"] = {
-            k: round(v["per_min"] / base, 2) for k, v in out["scaling"].items() if k != "speedup"
-        }
+        if args.only in (None, "per_host"):
+            out["per_host"] = per_host(tmp, n)
+        if args.only in (None, "latency_32"):
+            out["latency_32"] = latency_32(tmp)
+        if args.only in (None, "scaling"):
+            out["scaling"] = scaling(tmp, 2 * n, args.scaling_latency)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                p.wait(120)
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
     print(json.dumps(out, indent=2))
     return 0

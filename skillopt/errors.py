@@ -34,6 +34,7 @@
     │   │   └── DeadlineExceeded    the caller's deadline expired before the rollout could run
     │   ├── Cancelled
     │   ├── GatewayError
+    │   ├── GraderFailed            the trusted grader's worker died or overran its time
     │   └── OutputLimitExceeded
     └── SystemicFailure             every row failed before any model reply: stop the run
 
@@ -55,6 +56,7 @@ __all__ = [
     "Draining",
     "EditError",
     "GatewayError",
+    "GraderFailed",
     "HostFull",
     "ImageMissing",
     "InfraError",
@@ -268,6 +270,14 @@ class GatewayError(InfraError):
     """The model gateway failed (not the model's answer)."""
 
     kind = InfraErrorKind.GATEWAY_ERROR
+
+
+class GraderFailed(InfraError):
+    """Grading did not finish: its worker process died (a crash, its memory limit) or was
+    killed for overrunning its time. The host's fault or a pathological output, never a
+    verdict on the skill; another attempt may succeed."""
+
+    kind = InfraErrorKind.INTERNAL
 
 
 class OutputLimitExceeded(InfraError):

@@ -60,6 +60,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--pool-size", type=int, default=None, help="idle warm containers per spec (default: capacity)"
     )
     p.add_argument("--max-creations", type=int, default=2, help="containers created at once")
+    p.add_argument(
+        "--grader-workers",
+        type=int,
+        default=min(4, os.cpu_count() or 1),
+        help="processes that grade outputs off the rollout threads (0: grade in the rollout's thread)",
+    )
     p.add_argument("--image", default="skillopt-runtime:latest", help="rollout runtime image")
     p.add_argument("--runtime", default="", help="OCI runtime, e.g. runsc (gVisor); default: engine default")
     p.add_argument(
@@ -138,6 +144,8 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
     from skillopt.models.profiles import load_profiles, validate_profiles
 
     try:
+        if args.grader_workers < 0:
+            raise ConfigError(f"--grader-workers must be 0 or more, got {args.grader_workers}")
         token = None
         if args.token_file:
             token = Path(args.token_file).read_text().strip()
@@ -171,6 +179,7 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
                 base_spec=spec,
                 default_limits=limits,
                 require_runtime=args.require_runtime,
+                grader_workers=args.grader_workers,
             ),
             providers=providers,
             gateway_cache_dir=args.gateway_cache_dir,

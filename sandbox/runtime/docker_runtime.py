@@ -493,6 +493,8 @@ class DockerRuntime(SandboxRuntime):
                 "/control/runner.sock",
                 "--preimport",
                 ",".join(spec.preimport),
+                "--import-on-demand",
+                ",".join(spec.import_on_demand),
             ],
             "user": spec.user,
             "working_dir": "/workspace",

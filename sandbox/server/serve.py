@@ -38,7 +38,9 @@ from sandbox.server.servicer import SandboxServicer
 from sandbox.service.registry import RolloutRegistry
 from sandbox.service.rollout import RolloutService, ServiceConfig
 from sandbox.service.validation import host_cpus
+from skillopt.envs.registry import available_envs, env_spec
 from skillopt.errors import ConfigError
+from skillopt.grader_pool import GraderPool
 from skillopt.models.profiles import ProviderProfile
 
 __all__ = ["RunningServer", "ServerConfig", "check_listen_address", "serve", "server_credentials"]
@@ -209,6 +211,13 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
         pools = PoolManager(runtime, default_spec=spec)
         cleanup.callback(pools.close)
         network, front, unavailable = _exec_network(config, runtime, gateway, after_containers)
+        grader = None
+        if config.service.grader_workers > 0:
+            grader = GraderPool(
+                config.service.grader_workers,
+                preload=sorted({m for name in available_envs() for m in env_spec(name).grader_modules}),
+            )
+            cleanup.callback(grader.close)  # after the drain: running rollouts still grade
         service = RolloutService(
             config.service,
             runtime,
@@ -218,6 +227,7 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
             gateway_url=front.url if front else None,
             exec_network=network.name if network else "none",
             exec_unavailable=unavailable,
+            grader=grader,
         )
         registry = RolloutRegistry(capacity=config.service.capacity)
         servicer = SandboxServicer(service, registry)

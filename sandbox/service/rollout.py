@@ -30,6 +30,7 @@ from skillopt.envs.base import AgentContext, GatewayAccess, ProgressEvent, inter
 from skillopt.envs.registry import available_envs, get_env
 from skillopt.errors import DeadlineExceeded, InfraError, InvalidRequest, ModelError, RolloutTimeout
 from skillopt.files import shorten
+from skillopt.grader_pool import GraderPool
 from skillopt.models.base import ChatModel
 from skillopt.models.profiles import ProviderProfile, build_model
 from skillopt.types import HostDescription, InfraErrorKind, Limits, RolloutRequest, RolloutResult
@@ -84,6 +85,9 @@ class ServiceConfig:
     #: the engine default, which every result and Describe would report).
     require_runtime: bool = False
     base_spec: ContainerSpec = field(default_factory=ContainerSpec)
+    #: Worker processes that grade outputs off the rollout threads (``skillopt.grader_pool``);
+    #: 0 = grade in the rollout's own thread.
+    grader_workers: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))
 
 
 def exec_runtime_choice(base_runtime: str, *, has_network: bool, required: bool) -> tuple[str, str]:
@@ -118,6 +122,7 @@ class RolloutService:
         gateway_url: str | None = None,
         exec_network: str = "none",
         exec_unavailable: str = "",
+        grader: GraderPool | None = None,
     ) -> None:
         self.config = config
         self.runtime = runtime
@@ -129,6 +134,8 @@ class RolloutService:
         #: The gateway's URL as exec-agent containers see it; None: exec agents unavailable.
         self.gateway_url = gateway_url
         self.exec_unavailable = exec_unavailable
+        #: Grading off the rollout threads (None: in them).
+        self.grader = grader
         base_runtime = config.base_spec.runtime
         runtime.check_runtime(base_runtime)
         #: Exec agents need the gateway network: a runtime registered without networking (gVisor
@@ -394,6 +401,7 @@ class RolloutService:
                 deadline=deadline,
                 gateway=access,
                 grading_sandbox=grading,
+                grader=self.grader.call if self.grader is not None else None,
             )
             result = env.run(request.agent, ctx)
             if session is not None:

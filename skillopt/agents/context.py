@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from skillopt.executor import Sandbox
 from skillopt.models.base import ChatModel
@@ -19,6 +19,8 @@ from skillopt.types import InfraError as InfraErrorInfo
 from skillopt.types import Limits, RolloutRequest, RolloutResult
 
 __all__ = ["Agent", "AgentContext", "GatewayAccess", "ProgressEvent", "interrupted_info"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -67,6 +69,10 @@ class AgentContext:
             run code (HumanEval, MBPP) execute the candidate there, never in the agent's own
             container, so nothing the agent left behind can touch the grading. ``None`` where
             the host offers none.
+        grader: runs a trusted grading function in the host's grader processes, off the
+            service's threads (``grader(fn, *args, **kwargs)``, a
+            :meth:`skillopt.grader_pool.GraderPool.call`); ``None`` = in this thread. Use
+            :meth:`run_grader`.
     """
 
     request: RolloutRequest
@@ -77,6 +83,7 @@ class AgentContext:
     deadline: float
     gateway: GatewayAccess | None = None
     grading_sandbox: Callable[[], AbstractContextManager[Sandbox]] | None = None
+    grader: Callable[..., Any] | None = None
 
     def remaining_s(self) -> float:
         """Seconds left of the rollout's wall time (negative when it is over)."""
@@ -92,6 +99,19 @@ class AgentContext:
         if self.sandbox is None:
             raise RuntimeError("this agent needs a sandbox but its env declared sandbox='none'")
         return self.sandbox
+
+    def run_grader(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` in the host's grader processes when it has them (else here).
+        ``fn`` and its arguments must be picklable (a module-level function, plain data); the
+        call may take at most what is left of the rollout's time.
+
+        Raises:
+            GraderFailed: the grader's worker died or overran its time (infrastructure).
+            Exception: whatever ``fn`` raised.
+        """
+        if self.grader is None:
+            return fn(*args, **kwargs)
+        return self.grader(fn, *args, timeout_s=max(1.0, self.remaining_s()), **kwargs)
 
     def fresh_grading_sandbox(self) -> AbstractContextManager[Sandbox]:
         """A fresh no-network container for a grading run (see :attr:`grading_sandbox`).

@@ -145,6 +145,9 @@ class EnvSpec:
             labels mean what they mean in the file).
         data_root_problem: says what is wrong with a data root for a split mode (``""`` = ok);
             checked when the config is built.
+        grader_modules: modules holding the functions the env's agents run in the host's
+            grader processes (:meth:`AgentContext.run_grader`); the workers import them before
+            work arrives.
     """
 
     name: str
@@ -157,6 +160,7 @@ class EnvSpec:
     raw_item: str = ""
     score_options: Mapping[str, Any] = field(default_factory=dict)
     data_root_problem: Callable[[Path, str], str] | None = field(default=None, compare=False)
+    grader_modules: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.agents]

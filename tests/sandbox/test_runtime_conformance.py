@@ -60,3 +60,27 @@ def test_closing_aborts_creations_and_leaves_nothing(docker_client, short_tmp):
     rt.close()
     assert not rt.alive(handle)
     assert list_containers(docker_client, "skillopt.host=test-conf-close") == []
+
+
+def test_pandas_is_imported_into_the_runner_only_when_a_program_uses_it(runtime):
+    """On-demand imports: the runner's parent loads pandas the first time a program mentions
+    it (so later forks have it), never for programs that do not, and never blocks on a hostile
+    "program" file (a FIFO)."""
+    handle = runtime.create(ContainerSpec())
+    try:
+        box = runtime.lease(handle, "test/on-demand")
+        probe = b"import sys\nprint('pandas' in sys.modules)\n"
+        box.write_file("probe.py", probe)
+        box.write_file(
+            "uses.py", probe + b"import numpy as np, pandas as pd\nprint(pd.DataFrame({'a': [1]}).shape)\n"
+        )
+        # A FIFO as the program: the parent's scan must not block on it (the child then blocks
+        # reading it and is killed at its timeout, as any program would be).
+        box.exec(["mkfifo", "fifo.py"], timeout_s=30)
+        out = box.run_python("fifo.py", timeout_s=1.5)
+        assert out.timed_out, out
+        assert box.run_python("probe.py", timeout_s=60).stdout_tail.split() == ["False"]
+        assert box.run_python("uses.py", timeout_s=60).stdout_tail.split() == ["True", "(1,", "1)"]
+        assert box.run_python("probe.py", timeout_s=60).stdout_tail.split() == ["True"]
+    finally:
+        runtime.destroy(handle)

@@ -196,6 +196,7 @@ def test_draining_is_told_apart_by_its_typed_detail(service, sample):
         (["--tls-client-ca", "ca.pem"], "--tls-client-ca needs --tls-cert"),
         (["--tls-cert", "c.pem"], "--tls-cert needs --tls-key"),
         (["--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"], "cannot read it"),
+        (["--grader-workers", "-1"], "--grader-workers must be 0 or more"),
     ],
 )
 def test_tls_misconfiguration_is_refused_at_start(docker_client, short_tmp, flags, expected):

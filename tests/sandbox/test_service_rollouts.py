@@ -18,6 +18,9 @@ SOLVED = ["32255", "42354", "32902", "66-24", "82-30", "56563", "416-15", "50755
 
 
 def test_real_tasks_are_solved_by_correct_scripts(service, scripts, sample):
+    grader = service.running.service.grader
+    assert grader is not None
+    graded_before = grader.stats().calls
     for task_id in SOLVED:
         scripts.scripts[sample.task(task_id).instruction[:120]] = [fenced(solution_code(task_id))]
 
@@ -37,6 +40,29 @@ def test_real_tasks_are_solved_by_correct_scripts(service, scripts, sample):
         assert r.timings_s["total"] >= r.timings_s["exec"] > 0
     # 50755 has three test cases: the same code ran and was graded on each.
     assert len(results["50755"].cases) == 3
+    # Every case was graded in the host's grader processes, not on a rollout thread.
+    assert grader.stats().calls - graded_before == sum(len(r.cases) for r in results.values())
+
+
+def test_a_grader_worker_killed_between_rollouts_costs_no_row(service, scripts, sample):
+    """A grader process that died while idle (the OOM killer, an operator's kill) is replaced
+    before it is used: the next rollout grades as usual."""
+    import os
+    import signal
+
+    grader = service.running.service.grader
+    killed = grader.pids()
+    for pid in killed:
+        os.kill(pid, signal.SIGKILL)
+    for pid in killed:
+        os.waitpid(pid, 0)  # wait until each is dead (kill is asynchronous)
+    restarts = grader.stats().restarts
+    scripts.scripts[sample.task("50755").instruction[:120]] = [fenced(solution_code("50755"))]
+    r = service.client.run(request_for(sample, "50755"), timeout_s=120)
+    assert r.infra_error is None and r.hard == 1.0, (r.infra_error, r.fail_reason)
+    assert len(r.cases) == 3
+    assert grader.stats().restarts > restarts
+    assert len(grader.pids()) == grader.workers
 
 
 def test_wrong_script_fails_with_the_first_wrong_cell(service, scripts, sample):

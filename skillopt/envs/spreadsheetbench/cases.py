@@ -175,7 +175,8 @@ class CaseRunner:
         if output is None:
             return CaseVerdict(ok=False, reason="output-not-found", stage="output")
         t0 = time.monotonic()
-        verdict = grade_case(
+        verdict = self.ctx.run_grader(
+            grade_case,
             output,
             self.gold[name].files[0].content,
             self.answer_position,

@@ -60,4 +60,5 @@ SPEC = EnvSpec(
     data="skillopt.envs.spreadsheetbench.data:SpreadsheetBenchEnvData",
     options=SpreadsheetBenchOptions,
     data_root_problem=_data_root_problem,
+    grader_modules=("skillopt.envs.spreadsheetbench.evaluator",),
 )
