@@ -244,6 +244,12 @@ class Gateway:
 
     # -- the shared exchange logic -----------------------------------------------------------
 
+    @staticmethod
+    def _cache_key(session: GatewaySession, api: str, body: Any) -> str:
+        """The record/replay key, computed only when the session records or replays: the
+        canonical form of a request with a 200 KB skill in it took 1.8 ms per model call."""
+        return canonical_key(api, body) if session.cache_mode in ("record", "replay") else ""
+
     def _lookup(self, session: GatewaySession, key: str, api: str) -> StoredResponse | None:
         if session.cache_mode == "replay":
             assert self.cache is not None
@@ -304,7 +310,7 @@ class Gateway:
         payload = json.loads(body or b"{}")
         if isinstance(payload, dict) and session.model and "model" in payload:
             payload["model"] = session.model  # the agent cannot switch to another model
-        key = canonical_key(api, payload)
+        key = self._cache_key(session, api, payload)
         t0 = time.monotonic()
         hit = self._lookup(session, key, api)
         if hit is not None:
@@ -470,7 +476,7 @@ class Gateway:
         """An in-service agent's call: the same budget, recording and replay as HTTP calls."""
         session.check_budget()
         canonical = _request_json(request)
-        key = canonical_key("chat-neutral", canonical)
+        key = self._cache_key(session, "chat-neutral", canonical)
         t0 = time.monotonic()
         hit = self._lookup(session, key, "chat")
         if hit is not None:

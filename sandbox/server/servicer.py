@@ -9,7 +9,6 @@ when it was the last one. Every failure leaves through the proto's status table
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +22,7 @@ from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from sandbox.service.registry import RolloutHandle, RolloutRegistry
 from sandbox.service.rollout import RolloutService
+from sandbox.service.validation import fingerprint
 from skillopt.errors import Cancelled, Draining, ImageMissing, SkillOptError, UnknownRollout
 from skillopt.types import InfraErrorKind, RolloutRequest, RolloutResult
 
@@ -66,8 +66,7 @@ class SandboxServicer(pb_grpc.SandboxServicer):
             problem = self.host_check() if self.host_check is not None else ""
             if problem:
                 raise Draining(f"host {self.service.config.host_id} cannot take rollouts now: {problem}")
-            fingerprint = hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest()
-            handle, is_new = self.registry.admit(domain.rollout_id, fingerprint)
+            handle, is_new = self.registry.admit(domain.rollout_id, fingerprint(domain))
         except Exception as exc:
             self._abort(context, exc)
         if is_new:
