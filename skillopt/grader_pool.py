@@ -210,37 +210,53 @@ class GraderPool:
         limit = self.timeout_s if timeout_s is None else timeout_s
         worker = self._idle.get()
         if worker is not None and worker.proc.poll() is not None:
-            worker = self._replace(
-                worker
-            )  # it died while idle (the OOM killer, a kill): not this call's fault
+            # It died while idle (the OOM killer, an operator's kill): not this call's fault.
+            worker = self._replace(worker)
         if worker is None or self._closed:
             self._idle.put(None)  # wake the next waiter too
             raise GraderFailed("the grader pool is closed (the host is shutting down)")
+        healthy = False  # whether the worker goes back to the pool after this call
         try:
-            worker.conn.send((fn, args, kwargs))
+            try:
+                worker.conn.send((fn, args, kwargs))
+            except (EOFError, OSError) as exc:
+                raise self._crashed(worker, exc) from exc
+            except Exception:  # the call did not pickle: nothing was sent, the worker is fine
+                healthy = True
+                raise
             if not worker.conn.poll(max(0.0, limit)):
                 with self._lock:
                     self._timeouts += 1
-                self._retire(worker)
                 raise GraderFailed(f"grading took longer than {limit:g}s; its worker was killed")
-            kind, value = worker.conn.recv()
-        except (EOFError, OSError, BrokenPipeError) as exc:
-            reason = worker.exit_reason()
+            try:
+                kind, value = worker.conn.recv()
+            except (EOFError, OSError) as exc:
+                raise self._crashed(worker, exc) from exc
+            except Exception as exc:  # the reply arrived whole but does not unpickle here
+                healthy = True
+                raise GraderFailed(
+                    f"the grader's reply could not be read: {type(exc).__name__}: {exc}"
+                ) from exc
+            if kind == "crash":
+                with self._lock:
+                    self._crashes += 1
+                raise GraderFailed(f"grading failed: {value}")
+            healthy = True
             with self._lock:
-                self._crashes += 1
-            self._retire(worker)
-            raise GraderFailed(f"grading failed: {reason}") from exc
-        if kind == "crash":
-            with self._lock:
-                self._crashes += 1
-            self._retire(worker)
-            raise GraderFailed(f"grading failed: {value}")
-        with self._lock:
-            self._calls += 1
-        self._idle.put(worker)
+                self._calls += 1
+        finally:
+            if healthy:
+                self._idle.put(worker)
+            else:
+                self._retire(worker)
         if kind == "raise":
             raise value
         return value
+
+    def _crashed(self, worker: _Worker, exc: BaseException) -> GraderFailed:
+        with self._lock:
+            self._crashes += 1
+        return GraderFailed(f"grading failed: {worker.exit_reason()}")
 
     def stats(self) -> GraderPoolStats:
         with self._lock:

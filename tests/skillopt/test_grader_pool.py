@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import time
 
 import pytest
@@ -155,3 +156,11 @@ def test_a_worker_killed_while_idle_is_replaced_before_it_is_used(pool):
             os.waitpid(pid, 0)  # wait until each is dead (kill is asynchronous)
     assert [pool.call(_add, k, 1) for k in range(4)] == [1, 2, 3, 4]
     assert pool.stats().restarts == 2 and pool.stats().crashes == 0
+
+
+def test_an_argument_that_does_not_pickle_fails_here_and_keeps_the_worker(pool):
+    before = set(pool.pids())
+    with pytest.raises((pickle.PicklingError, AttributeError)):  # what pickle raises varies
+        pool.call(_add, lambda: 1, 2)
+    assert set(pool.pids()) == before
+    assert [pool.call(_add, 1, 1) for _ in range(3)] == [2, 2, 2]
