@@ -252,3 +252,34 @@ def test_pools_and_idle_containers_are_bounded_whatever_the_limits(docker_client
         pools.close()
         runtime.close()
     assert list_containers(docker_client, f"{LABEL_HOST}={host_id}") == []
+
+
+def test_a_burst_defers_refills_and_removals_but_never_a_waiting_rollout(docker_client, short_tmp):
+    """With a long ``refill_delay_s``: the warm pool is not refilled and used containers are not
+    removed while the burst lasts, a rollout that finds the pool empty still gets a container
+    at once (creations for waiters are never deferred), and closing cuts every deferral short."""
+    from sandbox.runtime.docker_runtime import DockerRuntime
+    from sandbox.runtime.pool import PoolManager
+    from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
+
+    host_id = f"test-burst-{uuid.uuid4().hex[:6]}"
+    config = RuntimeConfig(host_id=host_id, state_dir=str(short_tmp), pool_size=1, refill_delay_s=60)
+    runtime = DockerRuntime(config)
+    spec = ContainerSpec()
+    pools = PoolManager(runtime, default_spec=spec)
+    try:
+        assert pools.wait_ready(spec, 1, timeout_s=120)
+        first = pools.acquire(spec, timeout_s=120)  # the warm one: the burst begins
+        second = pools.acquire(spec, timeout_s=120)  # none idle: created for this waiter now
+        pools.release(first)
+        (stats,) = pools.stats()
+        assert stats.idle == 0 and stats.creating == 0, stats  # no refill during the burst
+        assert stats.created_total == 2 and stats.acquired_warm == 1, stats
+        # The released container is still there (its removal waits for the burst to pass).
+        names = {c.name for c in list_containers(docker_client, f"{LABEL_HOST}={host_id}")}
+        assert {first.name, second.name} <= names
+        pools.release(second)
+    finally:
+        pools.close()
+        runtime.close()
+    assert list_containers(docker_client, f"{LABEL_HOST}={host_id}") == []
