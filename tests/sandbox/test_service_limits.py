@@ -4,11 +4,13 @@ bounded host memory (issue 10, items 2-8)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 
 import grpc
 import pytest
@@ -226,17 +228,29 @@ def test_retained_results_are_counted_whole():
     assert sum(h.size_bytes for h in kept) <= 64 * MiB
 
 
-def test_pools_and_idle_containers_are_bounded_whatever_the_limits(docker_client, short_tmp):
+@contextlib.contextmanager
+def _pools(docker_client, short_tmp, name: str, **runtime_kw) -> Iterator[tuple]:
+    """A runtime and its pool manager of their own (default spec prewarmed); on exit both are
+    closed and no container of theirs may be left."""
     from sandbox.runtime.docker_runtime import DockerRuntime
     from sandbox.runtime.pool import PoolManager
     from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 
-    host_id = f"test-pools-{uuid.uuid4().hex[:6]}"
-    config = RuntimeConfig(host_id=host_id, state_dir=str(short_tmp), pool_size=1, max_warm_pools=2)
+    host_id = f"test-{name}-{uuid.uuid4().hex[:6]}"
+    config = RuntimeConfig(host_id=host_id, state_dir=str(short_tmp), **runtime_kw)
     runtime = DockerRuntime(config)
-    default = ContainerSpec()
-    pools = PoolManager(runtime, default_spec=default)
+    spec = ContainerSpec()
+    pools = PoolManager(runtime, default_spec=spec)
     try:
+        yield config, spec, pools
+    finally:
+        pools.close()
+        runtime.close()
+    assert list_containers(docker_client, f"{LABEL_HOST}={host_id}") == []
+
+
+def test_pools_and_idle_containers_are_bounded_whatever_the_limits(docker_client, short_tmp):
+    with _pools(docker_client, short_tmp, "pools", pool_size=1, max_warm_pools=2) as (config, default, pools):
         # A token holder sends rollouts with 5 distinct memory limits, one after another.
         for mib in (100, 200, 300, 400, 500):
             handle = pools.acquire(default.with_limits(memory_bytes=mib * MiB), timeout_s=120)
@@ -245,29 +259,16 @@ def test_pools_and_idle_containers_are_bounded_whatever_the_limits(docker_client
         stats = pools.stats()
         assert len(stats) <= config.max_warm_pools, stats
         assert sum(s.idle for s in stats) <= config.idle_cap, stats
-        live = list_containers(docker_client, f"{LABEL_HOST}={host_id}")
+        live = list_containers(docker_client, f"{LABEL_HOST}={config.host_id}")
         # Idle containers plus, at most, used ones still being removed in the background.
         assert len([c for c in live if c.state == "running"]) <= config.idle_cap + 2, [c.name for c in live]
-    finally:
-        pools.close()
-        runtime.close()
-    assert list_containers(docker_client, f"{LABEL_HOST}={host_id}") == []
 
 
 def test_a_burst_defers_refills_and_removals_but_never_a_waiting_rollout(docker_client, short_tmp):
     """With a long ``refill_delay_s``: the warm pool is not refilled and used containers are not
     removed while the burst lasts, a rollout that finds the pool empty still gets a container
     at once (creations for waiters are never deferred), and closing cuts every deferral short."""
-    from sandbox.runtime.docker_runtime import DockerRuntime
-    from sandbox.runtime.pool import PoolManager
-    from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
-
-    host_id = f"test-burst-{uuid.uuid4().hex[:6]}"
-    config = RuntimeConfig(host_id=host_id, state_dir=str(short_tmp), pool_size=1, refill_delay_s=60)
-    runtime = DockerRuntime(config)
-    spec = ContainerSpec()
-    pools = PoolManager(runtime, default_spec=spec)
-    try:
+    with _pools(docker_client, short_tmp, "burst", pool_size=1, refill_delay_s=60) as (config, spec, pools):
         assert pools.wait_ready(spec, 1, timeout_s=120)
         first = pools.acquire(spec, timeout_s=120)  # the warm one: the burst begins
         second = pools.acquire(spec, timeout_s=120)  # none idle: created for this waiter now
@@ -276,10 +277,6 @@ def test_a_burst_defers_refills_and_removals_but_never_a_waiting_rollout(docker_
         assert stats.idle == 0 and stats.creating == 0, stats  # no refill during the burst
         assert stats.created_total == 2 and stats.acquired_warm == 1, stats
         # The released container is still there (its removal waits for the burst to pass).
-        names = {c.name for c in list_containers(docker_client, f"{LABEL_HOST}={host_id}")}
+        names = {c.name for c in list_containers(docker_client, f"{LABEL_HOST}={config.host_id}")}
         assert {first.name, second.name} <= names
         pools.release(second)
-    finally:
-        pools.close()
-        runtime.close()
-    assert list_containers(docker_client, f"{LABEL_HOST}={host_id}") == []
