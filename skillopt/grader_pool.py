@@ -50,7 +50,7 @@ import structlog
 
 from skillopt.errors import GraderFailed
 
-__all__ = ["GraderPool", "GraderPoolStats"]
+__all__ = ["GraderPool", "GraderPoolStats", "default_workers"]
 
 log = structlog.get_logger("skillopt.grader_pool")
 
@@ -59,6 +59,11 @@ T = TypeVar("T")
 #: Default address-space cap of a worker: generous for openpyxl on a large workbook, small
 #: enough that a decompression or entity bomb that slipped past the checks fails in the worker.
 DEFAULT_MEMORY_BYTES = 3 * 1024**3
+
+
+def default_workers() -> int:
+    """A host's default number of grader workers: one per core, at most four."""
+    return min(4, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +232,7 @@ class GraderPool:
             if not worker.conn.poll(max(0.0, limit)):
                 with self._lock:
                     self._timeouts += 1
+                log.warning("grader.timeout", fn=getattr(fn, "__name__", "?"), limit_s=limit)
                 raise GraderFailed(f"grading took longer than {limit:g}s; its worker was killed")
             try:
                 kind, value = worker.conn.recv()
@@ -240,6 +246,7 @@ class GraderPool:
             if kind == "crash":
                 with self._lock:
                     self._crashes += 1
+                log.warning("grader.failed", fn=getattr(fn, "__name__", "?"), reason=str(value)[:300])
                 raise GraderFailed(f"grading failed: {value}")
             healthy = True
             with self._lock:
@@ -256,7 +263,9 @@ class GraderPool:
     def _crashed(self, worker: _Worker, exc: BaseException) -> GraderFailed:
         with self._lock:
             self._crashes += 1
-        return GraderFailed(f"grading failed: {worker.exit_reason()}")
+        reason = worker.exit_reason()
+        log.warning("grader.worker_died", reason=reason, error=type(exc).__name__)
+        return GraderFailed(f"grading failed: {reason}")
 
     def stats(self) -> GraderPoolStats:
         with self._lock:

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 from skillopt.errors import ConfigError, SkillOptError
+from skillopt.grader_pool import default_workers
 
 __all__ = ["register"]
 
@@ -63,8 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--grader-workers",
         type=int,
-        default=min(4, os.cpu_count() or 1),
-        help="processes that grade outputs off the rollout threads (0: grade in the rollout's thread)",
+        default=default_workers(),
+        help="processes that grade outputs off the rollout threads (default: one per core, at most 4; "
+        "0: grade in the rollout's thread)",
     )
     p.add_argument("--image", default="skillopt-runtime:latest", help="rollout runtime image")
     p.add_argument("--runtime", default="", help="OCI runtime, e.g. runsc (gVisor); default: engine default")

@@ -30,7 +30,7 @@ from skillopt.envs.base import AgentContext, GatewayAccess, ProgressEvent, inter
 from skillopt.envs.registry import available_envs, get_env
 from skillopt.errors import DeadlineExceeded, InfraError, InvalidRequest, ModelError, RolloutTimeout
 from skillopt.files import shorten
-from skillopt.grader_pool import GraderPool
+from skillopt.grader_pool import GraderPool, default_workers
 from skillopt.models.base import ChatModel
 from skillopt.models.profiles import ProviderProfile, build_model
 from skillopt.types import HostDescription, InfraErrorKind, Limits, RolloutRequest, RolloutResult
@@ -87,7 +87,7 @@ class ServiceConfig:
     base_spec: ContainerSpec = field(default_factory=ContainerSpec)
     #: Worker processes that grade outputs off the rollout threads (``skillopt.grader_pool``);
     #: 0 = grade in the rollout's own thread.
-    grader_workers: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))
+    grader_workers: int = field(default_factory=default_workers)
 
 
 def exec_runtime_choice(base_runtime: str, *, has_network: bool, required: bool) -> tuple[str, str]:
