@@ -387,6 +387,10 @@ class GatewayServer:
                 if self._closed.is_set():
                     return
                 continue
+            # A response is sent as headers, then body: with Nagle's algorithm the body waits
+            # for the client's delayed ACK (40 ms per model call of an exec agent).
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             peer = str(addr[0])
             with self._lock:
                 too_many = len(self._open) >= self.limits.max_connections

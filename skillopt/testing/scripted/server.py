@@ -89,6 +89,9 @@ class _HTTPServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: the SDKs pool connections
+    # Headers and body go out in two writes: with Nagle's algorithm the body waited for the
+    # client's delayed ACK, 40 ms per response (measured: 45 ms per target call, 4 ms without).
+    disable_nagle_algorithm = True
     server: _HTTPServer
     timeout = 300  # idle keep-alive connections end eventually
 
