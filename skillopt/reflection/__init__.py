@@ -6,8 +6,9 @@ or :func:`autonomous_budget`) → update (``skillopt.skill.apply_edits``, :func:
 update and meta skill (:mod:`~skillopt.reflection.longitudinal`), the diagnostic probe
 (:mod:`~skillopt.reflection.probe`) and skill-aware appendix helpers.
 
-No gRPC, no Docker, no global state; files are touched only through the cache paths passed in.
-The trainer orchestrates these stages and owns the run directory.
+No gRPC, no Docker, no global state, no files: what a stage keeps for a resumed run goes through
+the :class:`~skillopt.reflection.cache.StageCache` it is given. The trainer orchestrates these
+stages and owns the run directory.
 """
 
 from skillopt.reflection.aggregate import MergeResult, merge_patches
@@ -21,6 +22,7 @@ from skillopt.reflection.analyst import (
     parse_analyst_reply,
     reflect,
 )
+from skillopt.reflection.cache import NoCache, Slot, StageCache, cache_key, memoized
 from skillopt.reflection.longitudinal import (
     MetaSkillProposal,
     Pair,
@@ -65,6 +67,7 @@ __all__ = [
     "LRDecision",
     "MergeResult",
     "MetaSkillProposal",
+    "NoCache",
     "Pair",
     "PairSide",
     "ProtectionCheck",
@@ -72,12 +75,15 @@ __all__ = [
     "ReflectResult",
     "RewriteResult",
     "Selection",
+    "Slot",
     "SlowUpdateProposal",
+    "StageCache",
     "StepBuffer",
     "StepEntry",
     "analyst_system_prompt",
     "analyst_user_message",
     "autonomous_budget",
+    "cache_key",
     "comparison_pairs",
     "comparison_text",
     "consolidate_appendix",
@@ -90,6 +96,7 @@ __all__ = [
     "is_failure",
     "load_prompt",
     "make_minibatches",
+    "memoized",
     "merge_patches",
     "meta_skill_block",
     "missing_changed_pairs",

@@ -1,7 +1,6 @@
 """Small helpers shared by the reflection stages (private).
 
-Nothing here calls a model. The JSON helpers write atomically (:mod:`skillopt.durable`) so a
-run killed mid-write never leaves a half file that a resume would trust.
+Nothing here calls a model or touches a file.
 """
 
 from __future__ import annotations
@@ -11,10 +10,8 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from skillopt.durable import atomic_write_json
 from skillopt.skill import Edit
 
 __all__ = [
@@ -23,10 +20,8 @@ __all__ = [
     "fingerprint",
     "item_to_dict",
     "items_to_dicts",
-    "read_json",
     "safe_text",
     "section",
-    "write_json",
 ]
 
 _INT_RE = re.compile(r"[-+]?\d+")
@@ -130,16 +125,3 @@ def fingerprint(value: Any) -> str:
     """Stable 16-hex hash of a JSON-able value (cache keys for resume)."""
     blob = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as indented UTF-8 JSON, atomically (:mod:`skillopt.durable`)."""
-    atomic_write_json(path, data)
-
-
-def read_json(path: Path) -> Any | None:
-    """The JSON in ``path``, or ``None`` when it is missing or unreadable (recompute then)."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None

@@ -15,7 +15,7 @@ category and exception type only, never the exception text, which may quote the 
 Usage::
 
     merged = merge_patches(skill, result.failure_patches, result.success_patches,
-                           model=optimizer, merge_batch_size=8, cache_path=step_dir / "merged_patch.json")
+                           model=optimizer, merge_batch_size=8, cache=Slot(run_cache, "merged_patch.json"))
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -33,14 +32,8 @@ import structlog
 from skillopt.errors import ModelError
 from skillopt.jsonx import extract_json_object
 from skillopt.models.roles import RoleModel
-from skillopt.reflection._common import (
-    fingerprint,
-    item_to_dict,
-    read_json,
-    safe_text,
-    skill_section,
-    write_json,
-)
+from skillopt.reflection._common import item_to_dict, safe_text, skill_section
+from skillopt.reflection.cache import Slot, cache_key
 from skillopt.reflection.longitudinal import meta_skill_block
 from skillopt.reflection.modes import PayloadKind, normalize_update_mode, payload_key, prompt_suffix
 from skillopt.reflection.patches import AnalystReplyError, Item, RawPatch, parse_items, stamp
@@ -259,7 +252,7 @@ def merge_patches(
     merge_batch_size: int = 8,
     workers: int = 16,
     meta_skill_text: str = "",
-    cache_path: Path | None = None,
+    cache: Slot | None = None,
     max_output_tokens: int | None = None,
 ) -> MergeResult:
     """Merge the step's raw patches into one list of update items.
@@ -274,7 +267,8 @@ def merge_patches(
             of one can never shrink the list: the reference looped forever, issue #194).
         workers: Concurrent merge calls within a level.
         meta_skill_text: The active meta skill (bare or wrapped), prepended to every call.
-        cache_path: ``merged_patch.json``; reused when it was made from the same inputs.
+        cache: Where the result is kept (``merged_patch.json``); reused when it was made from
+            the same inputs.
         max_output_tokens: Completion budget per call (16384; 64000 in full-rewrite mode).
 
     Returns:
@@ -287,7 +281,9 @@ def merge_patches(
     kind = payload_key(mode)
     group_size = max(2, int(merge_batch_size))
     fail_pools, succ_pools = _pools(failure_patches, kind), _pools(success_patches, kind)
-    key = fingerprint(
+    key = cache_key(
+        "merge",
+        _CACHE_VERSION,
         {
             "skill": skill,
             "mode": mode,
@@ -295,12 +291,11 @@ def merge_patches(
             "meta": meta_skill_text,
             "fail": [[item_to_dict(i) for i in p.items] for p in fail_pools],
             "succ": [[item_to_dict(i) for i in p.items] for p in succ_pools],
-        }
+        },
     )
-    if cache_path is not None:
-        cached = _load(cache_path, key, kind)
-        if cached is not None:
-            return cached
+    cached = _load(cache.load(key), kind) if cache is not None else None
+    if cached is not None:
+        return cached
     tokens = max_output_tokens or (64000 if mode == "full_rewrite_minibatch" else 16384)
     merger = _Merger(
         skill, model=model, mode=mode, meta=meta_skill_text, workers=workers, max_output_tokens=tokens
@@ -326,14 +321,13 @@ def merge_patches(
         payload_kind=kind,
         fallback_reasons=tuple(merger.counter.reasons),
     )
-    if cache_path is not None:
-        write_json(cache_path, {"version": _CACHE_VERSION, "inputs": key, **result.to_dict()})
+    if cache is not None:
+        cache.save(key, result.to_dict())
     return result
 
 
-def _load(path: Path, key: str, kind: PayloadKind) -> MergeResult | None:
-    data = read_json(path)
-    if not isinstance(data, Mapping) or data.get("version") != _CACHE_VERSION or data.get("inputs") != key:
+def _load(data: Mapping[str, Any] | None, kind: PayloadKind) -> MergeResult | None:
+    if data is None:
         return None
     raw = data.get(kind)
     if not isinstance(raw, list):

@@ -7,15 +7,15 @@ makes one optimizer call per chunk, all chunks concurrently. Each answer becomes
 :class:`RawPatch`; a chunk whose call fails or whose answer cannot be parsed yields ``None``,
 is logged with its reason and counted, and never raises.
 
-Resume: with ``cache_dir`` each parsed chunk is written to
-``cache_dir/minibatch_{fail|succ}_{idx:03d}.json`` (parsed patch, raw answer, ids) and an
-existing file is reused instead of calling the model, provided it was made for the same chunk
-(same ids, same payload kind); otherwise the chunk is recomputed and the file replaced.
+Resume: with ``cache`` (a :class:`~skillopt.reflection.cache.StageCache`) each parsed chunk
+is kept as entry ``minibatch_{fail|succ}_{idx:03d}`` (parsed patch, raw answer, ids), keyed by
+everything the chunk's prompt is made of, and reused instead of calling the model; a chunk
+made from other inputs is recomputed and its entry replaced.
 
 Usage::
 
     result = reflect(rows, skill, model=optimizer, env="spreadsheetbench", budget=4, seed=17,
-                     cache_dir=batch_dir / "patches")
+                     cache=run_dir.stage_cache("steps/step_0001/patches"))
     patches = [*result.failure_patches, *result.success_patches]
 """
 
@@ -25,14 +25,14 @@ import random
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import structlog
 
 from skillopt.errors import ModelError
 from skillopt.models.roles import RoleModel
-from skillopt.reflection._common import read_json, section, skill_section, write_json
+from skillopt.reflection._common import section, skill_section
+from skillopt.reflection.cache import StageCache, cache_key
 from skillopt.reflection.longitudinal import meta_skill_block
 from skillopt.reflection.modes import PayloadKind, normalize_update_mode, payload_key
 from skillopt.reflection.patches import (
@@ -90,7 +90,7 @@ class ReflectResult:
         n_failed_chunks: Chunks that yielded no patch.
         appendix_notes: Skill-aware notes of all patches, deduplicated in order.
         n_chunks: Chunks in total (failure + success).
-        n_cached: Chunks reloaded from ``cache_dir``.
+        n_cached: Chunks reloaded from ``cache``.
         failures: Why each failed chunk failed.
     """
 
@@ -221,12 +221,8 @@ class _Outcome:
     reason: str = ""
 
 
-def _load_cached(path: Path, job: _Job, kind: PayloadKind) -> RawPatch | None:
-    data = read_json(path)
-    if not isinstance(data, Mapping) or data.get("version") != _CACHE_VERSION:
-        return None
-    if list(data.get("ids") or []) != list(job.ids):
-        log.info("reflect.cache_mismatch", file=path.name, reason="ids differ; recomputing")
+def _load_cached(data: Mapping[str, Any] | None, job: _Job, kind: PayloadKind) -> RawPatch | None:
+    if data is None:
         return None
     try:
         patch = RawPatch.from_dict(data)
@@ -251,7 +247,7 @@ def reflect(
     seed: int | None,
     step_buffer_text: str = "",
     meta_skill_text: str = "",
-    cache_dir: Path | None = None,
+    cache: StageCache | None = None,
     task_texts: Mapping[str, tuple[str, str]] | None = None,
     skill_aware: bool = False,
     skill_aware_source: str = "failure",
@@ -274,7 +270,8 @@ def reflect(
         seed: Minibatch shuffling seed (the batch seed); ``None`` keeps row order.
         step_buffer_text: :meth:`StepBuffer.format_for_prompt` output, or ``""``.
         meta_skill_text: The active meta skill (bare or wrapped), or ``""``.
-        cache_dir: Where chunk results are written and reused (the step's ``patches/``).
+        cache: Where chunk results are kept and reused (the batch's ``patches/``: one entry
+            per chunk, ``minibatch_{fail|succ}_NNN.json``, keyed by the chunk's inputs).
         task_texts: ``id → (task text, task type)``.
         skill_aware: Skill-aware reflection (adds the prompt sections, reads appendix notes).
         skill_aware_source: ``failure`` (default) or ``both`` (success analysts too).
@@ -300,10 +297,27 @@ def reflect(
     jobs += [_Job("success", i, tuple(c)) for i, c in enumerate(succ_chunks)]
     texts = task_texts or {}
 
+    def key_of(job: _Job) -> str:
+        return cache_key(
+            "analyst",
+            _CACHE_VERSION,
+            {
+                "skill": skill,
+                "source": job.source_type,
+                "rows": [[r.id, r.hard, r.soft, r.fail_reason] for r in job.rows],
+                "mode": mode,
+                "budget": budget,
+                "buffer": step_buffer_text,
+                "meta": meta_skill_text,
+                "skill_aware": [skill_aware, skill_aware_source],
+                "env": env,
+            },
+        )
+
     def run(job: _Job) -> _Outcome:
-        path = cache_dir / job.cache_name() if cache_dir is not None else None
-        if path is not None and path.exists():
-            cached = _load_cached(path, job, kind)
+        key = key_of(job)
+        if cache is not None:
+            cached = _load_cached(cache.load(job.cache_name(), key), job, kind)
             if cached is not None:
                 return _Outcome(cached, called=False, cached=True)
         blocks = []
@@ -346,11 +360,8 @@ def reflect(
             )
         except AnalystReplyError as exc:
             return _Outcome(None, called=True, reason=str(exc))
-        if path is not None:
-            write_json(
-                path,
-                {"version": _CACHE_VERSION, **patch.to_dict(), "raw_text": raw},
-            )
+        if cache is not None:
+            cache.save(job.cache_name(), key, {**patch.to_dict(), "raw_text": raw})
         return _Outcome(patch, called=True)
 
     def guarded(job: _Job) -> _Outcome:

@@ -30,6 +30,7 @@ from skillopt.errors import ConfigError, ModelError
 from skillopt.jsonx import extract_json_object, extraction_error
 from skillopt.models.roles import RoleModel
 from skillopt.reflection._common import safe_text
+from skillopt.reflection.cache import Slot, cache_key, memoized
 from skillopt.reflection.prompts import load_prompt
 from skillopt.reflection.trajectory import format_trajectory, is_failure, task_info
 from skillopt.skill import extract_slow_update_field, remove_protected_markers, replace_slow_update_field
@@ -55,6 +56,8 @@ __all__ = [
 ]
 
 log = structlog.get_logger("skillopt.reflection")
+
+_CACHE_VERSION = 1
 
 Category = Literal["improved", "regressed", "persistent_fail", "stable_success"]
 CATEGORIES: tuple[Category, ...] = ("regressed", "persistent_fail", "improved", "stable_success")
@@ -101,6 +104,12 @@ class PairSide:
     def to_dict(self) -> dict[str, Any]:
         return {"hard": self.hard, "soft": self.soft, "fail_reason": self.fail_reason}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PairSide:
+        return cls(
+            hard=float(data["hard"]), soft=float(data["soft"]), fail_reason=str(data.get("fail_reason", ""))
+        )
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Pair:
@@ -140,6 +149,26 @@ class Pair:
             out["prev_trajectory"] = self.prev_trajectory
             out["curr_trajectory"] = self.curr_trajectory
         return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Pair:
+        """Inverse of :meth:`to_dict` (trajectories are empty unless they were included).
+
+        Raises:
+            KeyError, TypeError, ValueError: not a pair's JSON form.
+        """
+        category = str(data["category"])
+        if category not in _SECTION_TITLES:
+            raise ValueError(f"unknown pair category {category!r}")
+        return cls(
+            id=str(data["id"]),
+            task=str(data.get("task", "")),
+            category=category,  # type: ignore[arg-type]
+            prev=PairSide.from_dict(data["prev"]),
+            curr=PairSide.from_dict(data["curr"]),
+            prev_trajectory=str(data.get("prev_trajectory", "")),
+            curr_trajectory=str(data.get("curr_trajectory", "")),
+        )
 
 
 def _category(prev_ok: bool, curr_ok: bool) -> Category:
@@ -355,6 +384,7 @@ def propose_slow_update(
     *,
     model: RoleModel,
     max_output_tokens: int = 16384,
+    cache: Slot | None = None,
 ) -> SlowUpdateProposal:
     """Ask for new slow-update guidance from the epoch comparison (§1.4 step 5-6).
 
@@ -362,9 +392,43 @@ def propose_slow_update(
     current skill's protected block (or a "no previous guidance" placeholder) and
     :func:`comparison_text`. The answer is ``{"reasoning", "slow_update_content"}``.
 
+    With ``cache`` (``proposal.json``) a proposal made from the same skills and pairs is reused;
+    one without content is not kept.
+
     Returns:
         The proposal; never raises for model or parse failures (``error`` says what happened).
     """
+    key = cache_key("slow_update", _CACHE_VERSION, _pair_inputs(prev_skill, curr_skill, pairs))
+    return memoized(
+        cache,
+        key,
+        lambda: _slow_update(prev_skill, curr_skill, pairs, model=model, max_output_tokens=max_output_tokens),
+        encode=_proposal_json,
+        decode=lambda d: SlowUpdateProposal(
+            content=str(d["content"]),
+            reasoning=str(d.get("reasoning", "")),
+            candidate=None if d.get("candidate") is None else str(d["candidate"]),
+            error=str(d.get("error", "")),
+        ),
+        keep=lambda p: bool(p.candidate),
+    )
+
+
+def _pair_inputs(prev_skill: str, curr_skill: str, pairs: Sequence[Pair]) -> dict[str, Any]:
+    return {
+        "prev": prev_skill,
+        "curr": curr_skill,
+        "pairs": [p.to_dict(include_trajectories=True) for p in pairs],
+    }
+
+
+def _proposal_json(proposal: SlowUpdateProposal | MetaSkillProposal) -> dict[str, Any]:
+    return {f: getattr(proposal, f) for f in proposal.__dataclass_fields__}
+
+
+def _slow_update(
+    prev_skill: str, curr_skill: str, pairs: Sequence[Pair], *, model: RoleModel, max_output_tokens: int
+) -> SlowUpdateProposal:
     guidance = extract_slow_update_field(curr_skill) or _NO_GUIDANCE
     user = (
         "\n\n".join(
@@ -398,15 +462,43 @@ def propose_meta_skill(
     *,
     model: RoleModel,
     max_output_tokens: int = 16384,
+    cache: Slot | None = None,
 ) -> MetaSkillProposal:
     """Ask for the next meta skill: compact optimizer-facing lessons (§1.5).
 
     ``curr_skill`` is the epoch's last-step skill before slow-update injection. The answer is
     ``{"reasoning", "meta_skill_content"}``.
 
+    With ``cache`` (``proposal.json``) a proposal made from the same inputs is reused; one
+    without content is not kept.
+
     Returns:
         The proposal; never raises for model or parse failures.
     """
+    inputs = {**_pair_inputs(prev_skill, curr_skill, pairs), "meta": previous_meta}
+    return memoized(
+        cache,
+        cache_key("meta_skill", _CACHE_VERSION, inputs),
+        lambda: _meta_skill(
+            prev_skill, curr_skill, pairs, previous_meta, model=model, tokens=max_output_tokens
+        ),
+        encode=_proposal_json,
+        decode=lambda d: MetaSkillProposal(
+            content=str(d["content"]), reasoning=str(d.get("reasoning", "")), error=str(d.get("error", ""))
+        ),
+        keep=lambda p: bool(p.content),
+    )
+
+
+def _meta_skill(
+    prev_skill: str,
+    curr_skill: str,
+    pairs: Sequence[Pair],
+    previous_meta: str,
+    *,
+    model: RoleModel,
+    tokens: int,
+) -> MetaSkillProposal:
     user = (
         "\n\n".join(
             [
@@ -417,7 +509,7 @@ def propose_meta_skill(
         )
         + "\n"
     )
-    obj, error = _ask_json(model, "meta_skill", user, stage="meta_skill", max_output_tokens=max_output_tokens)
+    obj, error = _ask_json(model, "meta_skill", user, stage="meta_skill", max_output_tokens=tokens)
     if obj is None:
         return MetaSkillProposal(content="", error=error)
     content = safe_text(obj.get("meta_skill_content")).strip()

@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import structlog
 
 from skillopt.errors import ConfigError, ModelError
 from skillopt.jsonx import extract_json_object, extraction_error
 from skillopt.models.roles import RoleModel
-from skillopt.reflection._common import read_json, safe_text, section, skill_section, write_json
+from skillopt.reflection._common import safe_text, section, skill_section
 from skillopt.reflection.analyst import budget_section
+from skillopt.reflection.cache import Slot, cache_key, memoized
 from skillopt.reflection.longitudinal import meta_skill_block
 from skillopt.reflection.modes import normalize_update_mode
 from skillopt.reflection.patches import AnalystReplyError, RawPatch, parse_analyst_reply
@@ -109,11 +109,13 @@ def diagnostic_instruction(
     model: RoleModel,
     task_texts: Mapping[str, tuple[str, str]] | None = None,
     max_output_tokens: int = 4096,
+    cache: Slot | None = None,
 ) -> str | None:
     """Ask the optimizer for one short diagnostic instruction for the probe re-run.
 
     The answer is ``{"reasoning", "diagnostic_instruction"}``; the instruction is stripped
-    and cut to :data:`MAX_DIAGNOSTIC_CHARS`.
+    and cut to :data:`MAX_DIAGNOSTIC_CHARS`. With ``cache`` an instruction made for the same
+    skill and rows is reused (the re-runs must see the same one after a resume).
 
     Returns:
         The instruction, or ``None`` (no rows, model error, unusable answer; logged).
@@ -121,19 +123,42 @@ def diagnostic_instruction(
     rows = reflectable(probe_rows)
     if not rows:
         return None
+    key = cache_key(
+        "probe_diagnostic",
+        _CACHE_VERSION,
+        {"skill": skill, "rows": [[r.id, r.hard, r.fail_reason] for r in rows]},
+    )
+    return memoized(
+        cache,
+        key,
+        lambda: _ask_diagnostic(
+            skill, rows, model=model, task_texts=task_texts or {}, tokens=max_output_tokens
+        ),
+        encode=lambda text: {"diagnostic_instruction": text},
+        decode=lambda data: str(data["diagnostic_instruction"]) or None,
+        keep=lambda text: text is not None,
+    )
+
+
+def _ask_diagnostic(
+    skill: str,
+    rows: Sequence[RolloutResult],
+    *,
+    model: RoleModel,
+    task_texts: Mapping[str, tuple[str, str]],
+    tokens: int,
+) -> str | None:
     user = (
         "\n\n".join(
             [
                 skill_section(skill),
-                f"## Trajectories to Probe ({len(rows)} total)\n{_blocks(rows, skill, task_texts or {})}",
+                f"## Trajectories to Probe ({len(rows)} total)\n{_blocks(rows, skill, task_texts)}",
             ]
         )
         + "\n"
     )
     try:
-        text = model.ask(
-            load_prompt("probe_diagnostic"), user, stage="probe", max_output_tokens=max_output_tokens
-        )
+        text = model.ask(load_prompt("probe_diagnostic"), user, stage="probe", max_output_tokens=tokens)
     except ModelError as exc:
         log.warning("probe.diagnostic_failed", reason="model_error", error_type=type(exc).__name__)
         return None
@@ -178,7 +203,7 @@ def reflect_on_probe(
     step_buffer_text: str = "",
     meta_skill_text: str = "",
     task_texts: Mapping[str, tuple[str, str]] | None = None,
-    cache_path: Path | None = None,
+    cache: Slot | None = None,
     max_output_tokens: int = 16384,
 ) -> RawPatch | None:
     """One analyst call over original and diagnostic runs of the probed items.
@@ -197,7 +222,8 @@ def reflect_on_probe(
         update_mode: ``patch`` or the rewrite mode (full rewrite is not supported).
         step_buffer_text, meta_skill_text: As for :func:`~skillopt.reflection.analyst.reflect`.
         task_texts: ``id → (task text, task type)``.
-        cache_path: ``probe_patch.json``; reused when made for the same ids and instruction.
+        cache: Where the patch is kept (``probe_patch.json``); reused when made from the same
+            rows, skill and instruction.
         max_output_tokens: Completion budget.
 
     Returns:
@@ -214,18 +240,25 @@ def reflect_on_probe(
     if not pairs:
         return None
     ids = [r.id for r, _ in pairs]
-    if cache_path is not None:
-        data = read_json(cache_path)
-        if (
-            isinstance(data, Mapping)
-            and data.get("version") == _CACHE_VERSION
-            and data.get("ids") == ids
-            and data.get("diagnostic_text") == diagnostic_text
-        ):
-            try:
-                return RawPatch.from_dict(data)
-            except AnalystReplyError:
-                pass
+    key = cache_key(
+        "probe",
+        _CACHE_VERSION,
+        {
+            "ids": ids,
+            "diagnostic": diagnostic_text,
+            "skill": skill,
+            "budget": budget,
+            "mode": mode,
+            "buffer": step_buffer_text,
+            "meta": meta_skill_text,
+            "rows": [[o.hard, o.fail_reason, d.hard, d.fail_reason] for o, d in pairs],
+        },
+    )
+    if cache is not None and (data := cache.load(key)) is not None:
+        try:
+            return RawPatch.from_dict(data)
+        except AnalystReplyError:
+            pass
     texts = task_texts or {}
     blocks = []
     for i, (orig, rerun) in enumerate(pairs, 1):
@@ -294,14 +327,6 @@ def reflect_on_probe(
         success_patterns=patch.success_patterns,
         dropped_items=tuple(dropped),
     )
-    if cache_path is not None:
-        write_json(
-            cache_path,
-            {
-                "version": _CACHE_VERSION,
-                **patch.to_dict(),
-                "diagnostic_text": diagnostic_text,
-                "raw_text": raw,
-            },
-        )
+    if cache is not None:
+        cache.save(key, {**patch.to_dict(), "diagnostic_text": diagnostic_text, "raw_text": raw})
     return patch

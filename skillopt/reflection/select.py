@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -24,16 +23,8 @@ import structlog
 from skillopt.errors import ModelError
 from skillopt.jsonx import extract_json_object, extraction_error
 from skillopt.models.roles import RoleModel
-from skillopt.reflection._common import (
-    as_int,
-    fingerprint,
-    item_to_dict,
-    read_json,
-    safe_text,
-    section,
-    skill_section,
-    write_json,
-)
+from skillopt.reflection._common import as_int, item_to_dict, safe_text, section, skill_section
+from skillopt.reflection.cache import Slot, cache_key, memoized
 from skillopt.reflection.longitudinal import meta_skill_block
 from skillopt.reflection.modes import normalize_update_mode
 from skillopt.reflection.patches import Item
@@ -128,7 +119,7 @@ def rank_and_select(
     model: RoleModel,
     update_mode: str = "patch",
     meta_skill_text: str = "",
-    cache_path: Path | None = None,
+    cache: Slot | None = None,
     max_output_tokens: int = 16384,
 ) -> Selection:
     """Clip ``items`` to ``budget``, letting the optimizer rank when there are too many.
@@ -140,7 +131,8 @@ def rank_and_select(
         model: The optimizer.
         update_mode: ``patch`` uses ``ranking``, the rewrite mode ``ranking_rewrite``.
         meta_skill_text: The active meta skill (bare or wrapped).
-        cache_path: ``ranked_edits.json``; reused when made from the same pool and budget.
+        cache: Where the ranking is kept (``ranked_edits.json``); reused when made from the
+            same pool and budget.
         max_output_tokens: Completion budget of the call.
 
     Returns:
@@ -166,18 +158,20 @@ def rank_and_select(
             ranking_details={"pool_size": n, "budget": 0, "selected_indices": []},
         )
     mode = normalize_update_mode(update_mode)
-    key = fingerprint(
+    key = cache_key(
+        "ranking",
+        _CACHE_VERSION,
         {
             "skill": skill,
             "mode": mode,
             "budget": budget,
             "meta": meta_skill_text,
             "pool": [item_to_dict(i) for i in pool],
-        }
+        },
     )
-    if cache_path is not None:
-        data = read_json(cache_path)
-        if isinstance(data, Mapping) and data.get("version") == _CACHE_VERSION and data.get("inputs") == key:
+    if cache is not None:
+        data = cache.load(key)
+        if data is not None:
             indices = [
                 i for i in data.get("ranking_details", {}).get("selected_indices", []) if isinstance(i, int)
             ]
@@ -192,8 +186,8 @@ def rank_and_select(
     selection = _rank(
         skill, pool, budget, model=model, mode=mode, meta=meta_skill_text, tokens=max_output_tokens
     )
-    if cache_path is not None:
-        write_json(cache_path, {"version": _CACHE_VERSION, "inputs": key, **selection.to_dict()})
+    if cache is not None:
+        cache.save(key, selection.to_dict())
     return selection
 
 
@@ -296,6 +290,26 @@ class LRDecision:
             out["error"] = self.error
         return out
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LRDecision:
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            KeyError, TypeError, ValueError: not a decision's JSON form.
+        """
+        return cls(
+            learning_rate=int(data["learning_rate"]),
+            raw_learning_rate=data.get("raw_learning_rate"),
+            available_update_items=int(data.get("available_update_items", 0)),
+            clamped=bool(data.get("clamped")),
+            fallback=bool(data.get("fallback")),
+            reasoning=str(data.get("reasoning", "")),
+            confidence=data.get("confidence"),
+            risk_notes=tuple(str(n) for n in data.get("risk_notes") or ()),
+            raw_response=str(data.get("raw_response", "")),
+            error=str(data.get("error", "")),
+        )
+
 
 def _json_scalar(value: Any) -> Any:
     if isinstance(value, str):
@@ -319,14 +333,62 @@ def autonomous_budget(
     meta_skill_text: str = "",
     update_mode: str = "patch",
     max_output_tokens: int = 4096,
+    cache: Slot | None = None,
 ) -> LRDecision:
     """Let the optimizer decide how many of the merged items to apply this step.
 
     The answer is ``{learning_rate, reasoning, confidence, risk_notes}``. ``learning_rate`` is
     coerced (bools rejected; ints, integral floats, or the first integer in a string) and
     clamped to ``[0, len(items)]``; anything unusable gives 0 with ``fallback=True``. An empty
-    pool needs no call (0, not a fallback).
+    pool needs no call (0, not a fallback). With ``cache`` (``lr_decision.json``) a decision
+    made from the same inputs is reused; a fallback is not kept.
     """
+    key = cache_key(
+        "lr_autonomous",
+        _CACHE_VERSION,
+        {
+            "skill": skill,
+            "pool": [item_to_dict(i) for i in items],
+            "rollout": [rollout_n, rollout_hard, rollout_soft],
+            "buffer": step_buffer_text,
+            "meta": meta_skill_text,
+            "mode": update_mode,
+        },
+    )
+    return memoized(
+        cache,
+        key,
+        lambda: _ask_budget(
+            skill,
+            items,
+            model=model,
+            rollout_n=rollout_n,
+            rollout_hard=rollout_hard,
+            rollout_soft=rollout_soft,
+            step_buffer_text=step_buffer_text,
+            meta_skill_text=meta_skill_text,
+            update_mode=update_mode,
+            max_output_tokens=max_output_tokens,
+        ),
+        encode=LRDecision.to_dict,
+        decode=LRDecision.from_dict,
+        keep=lambda d: not d.fallback,
+    )
+
+
+def _ask_budget(
+    skill: str,
+    items: Sequence[Item],
+    *,
+    model: RoleModel,
+    rollout_n: int,
+    rollout_hard: float,
+    rollout_soft: float,
+    step_buffer_text: str,
+    meta_skill_text: str,
+    update_mode: str,
+    max_output_tokens: int,
+) -> LRDecision:
     pool = tuple(items)
     available = len(pool)
     if not available:

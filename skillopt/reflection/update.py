@@ -26,6 +26,7 @@ from skillopt.errors import ModelError
 from skillopt.jsonx import extract_json_object, extraction_error
 from skillopt.models.roles import RoleModel
 from skillopt.reflection._common import item_to_dict, safe_text, section, skill_section
+from skillopt.reflection.cache import Slot, cache_key, memoized
 from skillopt.reflection.prompts import load_prompt
 from skillopt.skill import (
     APPENDIX_END,
@@ -41,6 +42,8 @@ from skillopt.skill import (
 __all__ = ["ProtectionCheck", "RewriteResult", "full_rewrite_candidate", "protect", "rewrite_skill"]
 
 log = structlog.get_logger("skillopt.reflection")
+
+_CACHE_VERSION = 1
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -129,6 +132,18 @@ class RewriteResult:
             "repaired_appendix": self.repaired_appendix,
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RewriteResult:
+        """Inverse of :meth:`to_dict`."""
+        new = data["new_skill"]
+        return cls(
+            new_skill=None if new is None else str(new),
+            change_summary=tuple(str(c) for c in data.get("change_summary") or ()),
+            reasoning=str(data.get("reasoning", "")),
+            error=str(data.get("error", "")),
+            repaired_appendix=bool(data.get("repaired_appendix")),
+        )
+
 
 def _summary(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
@@ -146,6 +161,7 @@ def rewrite_skill(
     step_buffer_text: str = "",
     reasoning_effort: str | None = None,
     max_tokens: int | None = None,
+    cache: Slot | None = None,
 ) -> RewriteResult:
     """Rewrite the whole skill from the selected suggestions (one optimizer call, stage ``rewrite``).
 
@@ -153,11 +169,45 @@ def rewrite_skill(
     checked with :func:`protect` and ends with exactly one newline. The meta skill is not
     shown to the rewriter (as in the reference).
 
+    With ``cache`` (``rewrite_result.json``) a rewrite made from the same skill, suggestions and
+    step buffer is reused; a failed one is not kept.
+
     Returns:
         The result; never raises for model or parse failures (``new_skill`` is then ``None``).
     """
     if not suggestions:
         return RewriteResult(new_skill=None, error="no suggestions to apply")
+    key = cache_key(
+        "rewrite",
+        _CACHE_VERSION,
+        {"skill": skill, "suggestions": [item_to_dict(s) for s in suggestions], "buffer": step_buffer_text},
+    )
+    return memoized(
+        cache,
+        key,
+        lambda: _rewrite(
+            skill,
+            suggestions,
+            model=model,
+            step_buffer_text=step_buffer_text,
+            reasoning_effort=reasoning_effort,
+            max_tokens=max_tokens,
+        ),
+        encode=RewriteResult.to_dict,
+        decode=RewriteResult.from_dict,
+        keep=lambda r: r.new_skill is not None,
+    )
+
+
+def _rewrite(
+    skill: str,
+    suggestions: Sequence[Mapping[str, Any]],
+    *,
+    model: RoleModel,
+    step_buffer_text: str,
+    reasoning_effort: str | None,
+    max_tokens: int | None,
+) -> RewriteResult:
     payload = json.dumps([item_to_dict(s) for s in suggestions], ensure_ascii=False, indent=2)
     parts = [
         skill_section(skill),

@@ -12,6 +12,7 @@ from skillopt.errors import ModelError
 from skillopt.reflection.aggregate import merge_patches
 from skillopt.reflection.analyst import RawPatch
 from skillopt.skill import Edit
+from skillopt.trainer.rundir import RunDirectory
 
 SKILL = "# Skill\n- a rule\n"
 
@@ -185,15 +186,16 @@ def test_payload_kind_mismatch_raises(fake) -> None:
 
 def test_cache_reuse_and_invalidation(fake, tmp_path) -> None:
     path = tmp_path / "merged_patch.json"
+    cache = RunDirectory(tmp_path).slot("", "merged_patch.json")
     chat, model = fake(_merged)
     patches = [_patch("a"), _patch("b")]
-    first = merge_patches(SKILL, patches, [], model=model, cache_path=path)
+    first = merge_patches(SKILL, patches, [], model=model, cache=cache)
     assert chat.calls == 1
     stored = json.loads(path.read_text())
     assert stored["edits"][0]["merge_level"] == 1 and "reasoning" in stored
     again_chat, again = fake([])
-    second = merge_patches(SKILL, patches, [], model=again, cache_path=path)
+    second = merge_patches(SKILL, patches, [], model=again, cache=cache)
     assert again_chat.calls == 0 and second.items == first.items and second.n_calls == 0
     other_chat, other = fake(_merged)
-    merge_patches(SKILL, [_patch("a"), _patch("c")], [], model=other, cache_path=path)
+    merge_patches(SKILL, [_patch("a"), _patch("c")], [], model=other, cache=cache)
     assert other_chat.calls == 1

@@ -19,6 +19,7 @@ from skillopt.reflection.analyst import (
 )
 from skillopt.reflection.longitudinal import meta_skill_block
 from skillopt.skill import Edit
+from skillopt.trainer.rundir import RunDirectory
 
 SKILL = "# Skill\n- read every sheet\n"
 
@@ -273,7 +274,14 @@ def test_cache_reuse_and_recompute_on_id_mismatch(row, fake, tmp_path) -> None:
     rows = _rows(row, 5, 3)
     _chat, model = fake(lambda req: _answer())
     first = reflect(
-        rows, SKILL, model=model, env=None, budget=4, minibatch_size=4, seed=11, cache_dir=tmp_path
+        rows,
+        SKILL,
+        model=model,
+        env=None,
+        budget=4,
+        minibatch_size=4,
+        seed=11,
+        cache=RunDirectory(tmp_path).stage_cache(""),
     )
     assert first.n_calls == 3
     files = sorted(p.name for p in tmp_path.iterdir())
@@ -285,18 +293,33 @@ def test_cache_reuse_and_recompute_on_id_mismatch(row, fake, tmp_path) -> None:
 
     chat2, model2 = fake([])  # any call would fail the test
     second = reflect(
-        rows, SKILL, model=model2, env=None, budget=4, minibatch_size=4, seed=11, cache_dir=tmp_path
+        rows,
+        SKILL,
+        model=model2,
+        env=None,
+        budget=4,
+        minibatch_size=4,
+        seed=11,
+        cache=RunDirectory(tmp_path).stage_cache(""),
     )
     assert chat2.calls == 0 and second.n_calls == 0 and second.n_cached == 3
     assert second.failure_patches == first.failure_patches
     assert second.success_patches == first.success_patches
 
-    # A file made for a different chunk (other ids) is recomputed and replaced; others reused.
-    stored["ids"] = ["someone", "else"]
+    # A file made from other inputs (another chunk, skill or prompt) is recomputed and
+    # replaced; the others are reused.
+    stored["cache_key"] = "analyst/v1/made-for-another-chunk"
     (tmp_path / "minibatch_fail_000.json").write_text(json.dumps(stored))
     chat3, model3 = fake(lambda req: _answer(2))
     third = reflect(
-        rows, SKILL, model=model3, env=None, budget=4, minibatch_size=4, seed=11, cache_dir=tmp_path
+        rows,
+        SKILL,
+        model=model3,
+        env=None,
+        budget=4,
+        minibatch_size=4,
+        seed=11,
+        cache=RunDirectory(tmp_path).stage_cache(""),
     )
     assert chat3.calls == 1 and third.n_cached == 2
     assert _ids_in(chat3.user()) == list(first.failure_patches[0].ids)
@@ -307,7 +330,14 @@ def test_cache_reuse_and_recompute_on_id_mismatch(row, fake, tmp_path) -> None:
     # A different seed changes the composition: no stale file is trusted.
     _chat4, model4 = fake(lambda req: _answer())
     fourth = reflect(
-        rows, SKILL, model=model4, env=None, budget=4, minibatch_size=4, seed=99, cache_dir=tmp_path
+        rows,
+        SKILL,
+        model=model4,
+        env=None,
+        budget=4,
+        minibatch_size=4,
+        seed=99,
+        cache=RunDirectory(tmp_path).stage_cache(""),
     )
     for patch in fourth.failure_patches + fourth.success_patches:
         name = f"minibatch_{'fail' if patch.source_type == 'failure' else 'succ'}_{patch.minibatch:03d}.json"
@@ -317,13 +347,29 @@ def test_cache_reuse_and_recompute_on_id_mismatch(row, fake, tmp_path) -> None:
 def test_corrupt_cache_file_is_recomputed(row, fake, tmp_path) -> None:
     (tmp_path / "minibatch_fail_000.json").write_text("{ not json")
     chat, model = fake(lambda req: _answer())
-    result = reflect([row("f0", 0.0)], SKILL, model=model, env=None, budget=4, seed=0, cache_dir=tmp_path)
+    result = reflect(
+        [row("f0", 0.0)],
+        SKILL,
+        model=model,
+        env=None,
+        budget=4,
+        seed=0,
+        cache=RunDirectory(tmp_path).stage_cache(""),
+    )
     assert chat.calls == 1 and len(result.failure_patches) == 1
 
 
 def test_failed_chunk_is_not_cached(row, fake, tmp_path) -> None:
     _chat, model = fake([ModelError("down")])
-    result = reflect([row("f0", 0.0)], SKILL, model=model, env=None, budget=4, seed=0, cache_dir=tmp_path)
+    result = reflect(
+        [row("f0", 0.0)],
+        SKILL,
+        model=model,
+        env=None,
+        budget=4,
+        seed=0,
+        cache=RunDirectory(tmp_path).stage_cache(""),
+    )
     assert result.n_failed_chunks == 1 and not list(tmp_path.iterdir())
 
 

@@ -14,6 +14,7 @@ from skillopt.reflection.probe import (
     pick_probe_items,
     reflect_on_probe,
 )
+from skillopt.trainer.rundir import RunDirectory
 from skillopt.types import Message
 
 SKILL = "# Skill\n- read the header row\n"
@@ -147,15 +148,16 @@ def test_probe_reflect_failures_and_cache(row, fake, tmp_path) -> None:
     assert reflect_on_probe(originals, reruns, SKILL, model=model, budget=2) is None
     assert reflect_on_probe(originals, reruns, SKILL, model=model, budget=2) is None
     assert reflect_on_probe(originals, [row("z", 0.0)], SKILL, model=model, budget=2) is None
-    path = tmp_path / "probe_patch.json"
+    cache = RunDirectory(tmp_path).slot("probe", "probe_patch.json")
     _chat, model = fake([_answer("- one")])
     first = reflect_on_probe(
-        originals, reruns, SKILL, model=model, budget=2, diagnostic_text=DIAG, cache_path=path
+        originals, reruns, SKILL, model=model, budget=2, diagnostic_text=DIAG, cache=cache
     )
     again_chat, again = fake([])
     second = reflect_on_probe(
-        originals, reruns, SKILL, model=again, budget=2, diagnostic_text=DIAG, cache_path=path
+        originals, reruns, SKILL, model=again, budget=2, diagnostic_text=DIAG, cache=cache
     )
+    assert (tmp_path / "probe" / "probe_patch.json").exists()
     assert again_chat.calls == 0 and second == first
     with pytest.raises(ConfigError):
         reflect_on_probe(originals, reruns, SKILL, model=model, budget=2, update_mode="full_rewrite")

@@ -9,6 +9,7 @@ import pytest
 from skillopt.errors import ModelError
 from skillopt.reflection.select import autonomous_budget, format_pool, rank_and_select
 from skillopt.skill import Edit
+from skillopt.trainer.rundir import RunDirectory
 
 SKILL = "# Skill\n- a rule\n"
 POOL = tuple(Edit("append", f"- e{i}", target="", support_count=i + 1) for i in range(5))
@@ -89,13 +90,14 @@ def test_rewrite_mode_uses_ranking_rewrite(fake) -> None:
 def test_rank_cache(fake, tmp_path) -> None:
     path = tmp_path / "ranked_edits.json"
     _chat, model = fake(['{"reasoning": "r", "selected_indices": [2, 0]}'])
-    first = rank_and_select(SKILL, POOL, budget=2, model=model, cache_path=path)
+    cache = RunDirectory(tmp_path).slot("", "ranked_edits.json")
+    first = rank_and_select(SKILL, POOL, budget=2, model=model, cache=cache)
     again_chat, again = fake([])
-    second = rank_and_select(SKILL, POOL, budget=2, model=again, cache_path=path)
+    second = rank_and_select(SKILL, POOL, budget=2, model=again, cache=cache)
     assert again_chat.calls == 0 and second.items == first.items
     assert json.loads(path.read_text())["ranking_details"]["selected_indices"] == [2, 0]
     third_chat, third = fake(['{"selected_indices": [1]}'])
-    rank_and_select(SKILL, POOL, budget=1, model=third, cache_path=path)
+    rank_and_select(SKILL, POOL, budget=1, model=third, cache=cache)
     assert third_chat.calls == 1
 
 
