@@ -26,6 +26,7 @@ from skillopt.models.openai_chat import OpenAIChatModel
 from skillopt.models.profiles import load_profiles, validate_profiles
 from skillopt.models.roles import RoleModel, UsageTracker
 from skillopt.trainer.rollouts import RolloutSpec, RolloutStage
+from skillopt.trainer.rundir import layout
 from skillopt.trainer.state import RunMode
 from skillopt.types import Limits, ModelSpec
 
@@ -94,7 +95,7 @@ def decide_simulation(cfg: Config) -> RunMode:
 
 def run_id_for(out_dir: Path) -> str:
     """A stable id of this run (kept in the run dir), prefixing every rollout id."""
-    path = out_dir / "run_id"
+    path = out_dir / layout.RUN_ID
     if path.exists():
         return path.read_text().strip()
     rid = f"{out_dir.name[:40]}-{secrets.token_hex(4)}"

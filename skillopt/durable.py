@@ -1,9 +1,6 @@
 """Durable file writes: a crash (even ``kill -9``) leaves either the old file or the new one,
-never a torn one. Every run-directory file that resume reads back is written through here.
-
-Crash injection for the resume tests: ``SKILLOPT_FAILPOINT="<file name>:<n>"`` makes the
-process exit (status 137, as if killed) just before it writes a file of that name for the n-th
-time. Unset in normal use; read once at import.
+never a torn one. Every run-directory file that resume reads back is written through here
+(by :class:`skillopt.trainer.rundir.RunDirectory`, which also injects crashes for the tests).
 """
 
 from __future__ import annotations
@@ -16,17 +13,6 @@ from typing import Any
 
 __all__ = ["atomic_write_json", "atomic_write_text"]
 
-_FAILPOINT_NAME, _, _FAILPOINT_N = os.environ.get("SKILLOPT_FAILPOINT", "").partition(":")
-_failpoint_hits = 0
-
-
-def _failpoint(path: Path) -> None:
-    global _failpoint_hits
-    if _FAILPOINT_NAME and path.name == _FAILPOINT_NAME:
-        _failpoint_hits += 1
-        if str(_failpoint_hits) == _FAILPOINT_N:
-            os._exit(137)
-
 
 def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
     """Write via a unique temp file in the same directory, fsync, and rename over ``path``.
@@ -35,7 +21,6 @@ def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
         durable: fsync before the rename; off only for files rewritten many times a minute that
             nothing reads back (``live.json``, progress for the WebUI): still never torn.
     """
-    _failpoint(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from skillopt.logs import configure_logging
     from skillopt.trainer.manifest import data_manifest
     from skillopt.trainer.rollouts import score_rows
+    from skillopt.trainer.rundir import layout
 
     overrides = list(args.set)
     if args.endpoints:
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         "sandbox_hosts": hosts,
         "environment": environment,
     }
-    (out / "eval_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / layout.EVAL_SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
     print(
         f"skillopt eval: {args.split}: hard {s.hard:.3f}, soft {s.soft:.3f} over {s.n} scored rollouts; "
         f"{s.n_infra} of {len(rows)} failed on infrastructure (not scored)",
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"skillopt eval: more than {limit:.0%} of the rollouts failed on infrastructure "
             f"(evaluation.max_infra_fraction): these numbers are not a measurement. See "
-            f"{out / f'eval_{args.split}' / 'results.jsonl'}; fix the sandbox and rerun with --out {out}: "
+            f"{out / f'eval_{args.split}' / layout.RESULTS}; fix the sandbox and rerun with --out {out}: "
             "finished rollouts are kept, failed ones run again",
             file=sys.stderr,
         )

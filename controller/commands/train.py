@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -49,6 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _load(args: argparse.Namespace):
     from skillopt.config import Config, load_config
+    from skillopt.trainer.rundir import RunDirectory, layout
 
     overrides = list(args.set)
     if args.endpoints:
@@ -57,10 +57,15 @@ def _load(args: argparse.Namespace):
         overrides.append(f"run.simulate={args.simulate}")
     if args.resume:
         out = Path(args.resume)
-        saved = out / "config.json"
+        saved = out / layout.CONFIG
         if not saved.exists():
-            raise ConfigError(f"{out} is not a run directory (no config.json)")
-        data = json.loads(saved.read_text())
+            raise ConfigError(f"{out} is not a run directory (no {layout.CONFIG})")
+        data = RunDirectory(out).read_json(layout.CONFIG)
+        if not isinstance(data, dict):
+            raise ConfigError(
+                f"{saved} is damaged (not a JSON object); the run's config cannot be recovered from it. "
+                "Start a new run with the same --config"
+            )
         data.pop("derived", None)
         cfg = Config.from_dict(data, source=str(saved))
         if overrides:
@@ -72,7 +77,7 @@ def _load(args: argparse.Namespace):
         )
     cfg = load_config(args.config, overrides)
     out = Path(args.out or cfg.run.out_root or f"runs/{cfg.env.name}_{time.strftime('%Y%m%d_%H%M%S')}")
-    if (out / "runtime_state.json").exists():
+    if (out / layout.STATE).exists():
         raise ConfigError(f"{out} already holds a run; continue it with: skillopt train --resume {out}")
     return cfg, out
 
@@ -85,14 +90,16 @@ def run(args: argparse.Namespace) -> int:
     from controller.ui.progress import ProgressDisplay
     from skillopt.envs.registry import load_env_data
     from skillopt.logs import configure_logging
-    from skillopt.trainer.loop import Trainer
+    from skillopt.trainer import Trainer
+    from skillopt.trainer.rundir import RunDirectory, layout
     from skillopt.trainer.state import refuse_mode_change
 
     try:
         cfg, out = _load(args)
         mode = decide_simulation(cfg)
-        state = out / "runtime_state.json"
-        recorded = json.loads(state.read_text(encoding="utf-8")) if args.resume and state.exists() else {}
+        recorded = RunDirectory(out).read_json(layout.STATE) if args.resume else None
+        if not isinstance(recorded, dict):
+            recorded = {}  # a new run, or a damaged state (the trainer says so when it resumes)
         if recorded:
             refuse_mode_change(out, recorded.get("mode"), mode)
         pinned = (recorded.get("environment") or {}).get("runtime_image_digest", "")
@@ -107,13 +114,13 @@ def run(args: argparse.Namespace) -> int:
     except SkillOptError as exc:
         print(f"skillopt train: {exc.message}", file=sys.stderr)
         return 2
-    log_file = open(out / "train.log", "a", encoding="utf-8")  # noqa: SIM115 - for the whole run
+    log_file = open(out / layout.TRAIN_LOG, "a", encoding="utf-8")  # noqa: SIM115 - for the whole run
     configure_logging(json=True, level=cfg.run.log_level, stream=log_file)
     progress = ProgressDisplay()
     callbacks = [progress] if cfg.run.progress else []
     if cfg.run.plot:
         callbacks.append(CurvePlotter())
-    callbacks += [LiveStatus(out), StopWatcher(out)]
+    callbacks += [StopWatcher(out)]
     try:
         data = load_env_data(
             cfg.env.name,
@@ -129,6 +136,9 @@ def run(args: argparse.Namespace) -> int:
             else data.initial_skill()
         )
         with open_session(cfg, out_dir=out, mode=mode, pinned_digest=pinned) as session:
+            executor = session.rollouts.executor
+            hosts = (lambda: executor.hosts_state) if hasattr(executor, "hosts_state") else None
+            callbacks.append(LiveStatus(out, hosts=hosts))
             trainer = Trainer(
                 cfg,
                 data=data,
@@ -140,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
                 mode=session.mode,
                 environment=session.environment,
             )
-            summary = trainer.fit()
+            result = trainer.fit()
     except SkillOptError as exc:
         progress._stop()
         print(f"skillopt train: {exc.message}", file=sys.stderr)
@@ -149,15 +159,15 @@ def run(args: argparse.Namespace) -> int:
     finally:
         log_file.close()
         lock.release()
-    if summary.get("status") == "stopped" and summary["stop_reason"].startswith("stop requested"):
+    if result.status == "stopped" and result.stop_reason.startswith("stop requested"):
         print(
-            f"skillopt train: stopped after step {summary['total_steps']}: {summary['stop_reason']}\n"
+            f"skillopt train: stopped after step {result.total_steps}: {result.stop_reason}\n"
             f"(continue with: skillopt train --resume {out})",
             file=sys.stderr,
         )
-    elif summary.get("status") == "stopped":
+    elif result.status == "stopped":
         print(
-            f"skillopt train: stopped after step {summary['total_steps']}: {summary['stop_reason']}\n"
+            f"skillopt train: stopped after step {result.total_steps}: {result.stop_reason}\n"
             f"(continue with a larger budget: skillopt train --resume {out} --set train.max_tokens=N "
             "or --set train.max_cost_usd=X)",
             file=sys.stderr,

@@ -6,8 +6,8 @@
   and throttled (at most one per ``min_interval_s``; the last change is always written), so
   the trainer's hot path pays for a dict update and, rarely, one small file write.
 * :class:`StopWatcher` honours a stop request (:func:`controller.rundir.lock.request_stop`) at
-  the next stage boundary by setting ``trainer.should_stop``; the trainer then stops cleanly
-  and writes a ``stopped`` summary that ``--resume`` continues.
+  the next stage boundary through the run's :class:`~skillopt.trainer.callbacks.RunControl`;
+  the trainer then stops cleanly and writes a ``stopped`` summary that ``--resume`` continues.
 
 Both are registered by ``skillopt train`` like the progress display; the WebUI and
 :mod:`controller.rundir.reader` only read what they write.
@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,21 +30,26 @@ from skillopt.logs import redact_text
 from skillopt.trainer.callbacks import (
     BatchEvent,
     Callback,
-    EpochEvent,
+    EpochEndEvent,
+    EpochStartEvent,
+    ExceptionEvent,
     FitEndEvent,
     FitStartEvent,
     GateEvent,
     RowEvent,
+    RunControl,
+    Spend,
     StageEvent,
     StepEndEvent,
     StepStartEvent,
 )
+from skillopt.trainer.rundir import layout
 
 __all__ = ["LIVE_NAME", "LiveStatus", "StopWatcher"]
 
 log = structlog.get_logger("skillopt.controller.rundir")
 
-LIVE_NAME = "live.json"
+LIVE_NAME = layout.LIVE
 LIVE_VERSION = 1
 
 
@@ -52,15 +58,24 @@ class LiveStatus(Callback):
 
     Args:
         run_dir: the run directory.
+        hosts: the sandbox hosts and their in-flight rollouts, read at every write (the fleet
+            executor's ``hosts_state``); ``None`` for an executor without that view.
         min_interval_s: the least time between two writes (stage changes are written at once).
     """
 
-    def __init__(self, run_dir: Path, *, min_interval_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        hosts: Callable[[], Sequence[Any]] | None = None,
+        min_interval_s: float = 0.5,
+    ) -> None:
         self.path = run_dir / LIVE_NAME
         self.min_interval_s = min_interval_s
+        self._hosts = hosts
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
-        self._trainer: Any = None
+        self._spend: Spend | None = None
         self._last_write = 0.0
         self._timer: threading.Timer | None = None
         self._data: dict[str, Any] = {
@@ -85,9 +100,8 @@ class LiveStatus(Callback):
 
     def _snapshot(self) -> dict[str, Any]:
         data = dict(self._data)
-        t = self._trainer
-        if t is not None:
-            hosts = getattr(t.rollouts.executor, "hosts_state", None) or []
+        if self._hosts is not None:
+            hosts = list(self._hosts())
             data["hosts"] = [
                 {
                     "address": h.address,
@@ -99,8 +113,8 @@ class LiveStatus(Callback):
                 for h in hosts
             ]
             data["running"] = sum(h.in_flight for h in hosts)
-            data["tokens"] = t.usage.total().total_tokens + t.target_usage.total().total_tokens
-            data["cost_usd"] = round(t.cost(), 6)
+        if self._spend is not None:
+            data["tokens"], data["cost_usd"] = self._spend.tokens, self._spend.cost_usd
         data["updated_at"] = time.time()
         return data
 
@@ -137,29 +151,29 @@ class LiveStatus(Callback):
 
     # -- hooks -------------------------------------------------------------------------------
 
-    def on_fit_start(self, trainer: Any, event: FitStartEvent) -> None:
-        self._trainer = trainer
+    def on_fit_start(self, event: FitStartEvent) -> None:
+        self._spend = event.spend
         self._set(
             now=True,
-            phase="baseline" if trainer.state.current_score is None else "training",
+            phase="baseline" if event.baseline_score is None else "training",
             num_epochs=event.num_epochs,
             total_steps=event.total_steps,
             step=event.resume_from,
             resume_from=event.resume_from,
             simulated=event.simulated,
             mode=event.mode,
-            baseline_score=trainer.baseline_score(),
+            baseline_score=event.baseline_score,
         )
 
-    def on_epoch_start(self, trainer: Any, event: EpochEvent) -> None:
+    def on_epoch_start(self, event: EpochStartEvent) -> None:
         self._set(epoch=event.epoch, num_epochs=event.num_epochs)
 
-    def on_step_start(self, trainer: Any, event: StepStartEvent) -> None:
+    def on_step_start(self, event: StepStartEvent) -> None:
         self._set(
             now=True, phase="training", step=event.step, epoch=event.epoch, stages=[], batch=None, stage=""
         )
 
-    def on_stage_start(self, trainer: Any, event: StageEvent) -> None:
+    def on_stage_start(self, event: StageEvent) -> None:
         phase = {
             "baseline": "baseline",
             "test": "test",
@@ -175,17 +189,19 @@ class LiveStatus(Callback):
             if event.stage in phase:
                 fields["stages"] = []
             self._data.update(fields)
+            self._spend = event.spend
         self._changed(now=True)
 
-    def on_stage_end(self, trainer: Any, event: StageEvent) -> None:
+    def on_stage_end(self, event: StageEvent) -> None:
         with self._lock:
             stages = [*self._data["stages"], {"name": event.stage, "seconds": round(event.seconds or 0.0, 3)}]
             self._data["stages"] = stages
             if event.stage == "baseline":
-                self._data["baseline_score"] = trainer.baseline_score()
+                self._data["baseline_score"] = event.baseline_score
+            self._spend = event.spend
         self._changed(now=True)
 
-    def on_rollout_batch(self, trainer: Any, event: BatchEvent) -> None:
+    def on_rollout_batch(self, event: BatchEvent) -> None:
         self._set(
             now=True,
             batch={
@@ -199,7 +215,7 @@ class LiveStatus(Callback):
             },
         )
 
-    def on_rollout_result(self, trainer: Any, event: RowEvent) -> None:
+    def on_rollout_result(self, event: RowEvent) -> None:
         with self._lock:
             b = self._data.get("batch")
             if not b or b.get("label") != event.label:
@@ -212,7 +228,7 @@ class LiveStatus(Callback):
             self._data["batch"] = b
         self._changed()
 
-    def on_gate_decision(self, trainer: Any, event: GateEvent) -> None:
+    def on_gate_decision(self, event: GateEvent) -> None:
         self._set(
             last_gate={
                 "step": event.step,
@@ -225,22 +241,26 @@ class LiveStatus(Callback):
             }
         )
 
-    def on_step_end(self, trainer: Any, event: StepEndEvent) -> None:
+    def on_step_end(self, event: StepEndEvent) -> None:
+        with self._lock:
+            self._spend = event.spend
         self._set(now=True, stage="", last_completed_step=event.step)
 
-    def on_fit_end(self, trainer: Any, event: FitEndEvent) -> None:
-        status = event.summary.get("status", "complete")
+    def on_fit_end(self, event: FitEndEvent) -> None:
+        status = event.result.status
         self._set(
             now=True, phase="done" if status == "complete" else "stopped", stage="", batch=None, status=status
         )
 
-    def on_exception(self, trainer: Any, exc: BaseException) -> None:
+    def on_exception(self, event: ExceptionEvent) -> None:
+        exc = event.error
         message = getattr(exc, "message", "") or f"{type(exc).__name__}: {exc}"
         self._set(now=True, phase="failed", error=redact_text(str(message))[:2000])
 
 
 class StopWatcher(Callback):
-    """Sets ``trainer.should_stop`` when a stop request for this process appears.
+    """Asks the run to stop (its :class:`RunControl`) when a stop request for this process
+    appears.
 
     Looked for at every stage and step boundary (one ``stat`` and a small read), which is
     where the trainer can stop cleanly.
@@ -249,40 +269,44 @@ class StopWatcher(Callback):
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         self.pid = os.getpid()
+        self._control: RunControl | None = None
 
-    def _check(self, trainer: Any) -> None:
-        if trainer.should_stop:
+    def _check(self) -> None:
+        control = self._control
+        if control is None or control.stop_requested:
             return
         req = read_stop_request(self.run_dir, self.pid)
         if req is None:
             return
-        trainer.should_stop = True
         by = str(req.get("by") or "request")
-        trainer.stop_reason = f"stop requested ({by}): {str(req.get('reason') or 'no reason given')[:300]}"
-        log.warning("trainer.stop_requested", by=by, reason=trainer.stop_reason)
+        why = str(req.get("reason") or "no reason given")[:300]
+        reason = f"stop requested ({by}): {why}"
+        control.request_stop(reason)
+        log.warning("trainer.stop_requested", by=by, reason=reason)
 
-    def on_fit_start(self, trainer: Any, event: FitStartEvent) -> None:
+    def on_fit_start(self, event: FitStartEvent) -> None:
+        self._control = event.control
         # A request left for an earlier session of this run is not meant for this one.
         stale = read_stop_request(self.run_dir)
         if stale is not None and stale.get("pid") != self.pid:
             clear_stop_request(self.run_dir)
-        self._check(trainer)
+        self._check()
 
-    def on_step_start(self, trainer: Any, event: StepStartEvent) -> None:
-        self._check(trainer)
+    def on_step_start(self, event: StepStartEvent) -> None:
+        self._check()
 
-    def on_stage_start(self, trainer: Any, event: StageEvent) -> None:
-        self._check(trainer)
+    def on_stage_start(self, event: StageEvent) -> None:
+        self._check()
 
-    def on_stage_end(self, trainer: Any, event: StageEvent) -> None:
-        self._check(trainer)
+    def on_stage_end(self, event: StageEvent) -> None:
+        self._check()
 
-    def on_step_end(self, trainer: Any, event: StepEndEvent) -> None:
-        self._check(trainer)
+    def on_step_end(self, event: StepEndEvent) -> None:
+        self._check()
 
-    def on_epoch_end(self, trainer: Any, event: EpochEvent) -> None:
-        self._check(trainer)
+    def on_epoch_end(self, event: EpochEndEvent) -> None:
+        self._check()
 
-    def on_fit_end(self, trainer: Any, event: FitEndEvent) -> None:
+    def on_fit_end(self, event: FitEndEvent) -> None:
         if read_stop_request(self.run_dir, self.pid) is not None:
             clear_stop_request(self.run_dir)

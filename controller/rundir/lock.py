@@ -30,6 +30,7 @@ from typing import Any
 
 from skillopt.durable import atomic_write_json
 from skillopt.errors import ConfigError
+from skillopt.trainer.rundir import layout
 
 __all__ = [
     "LOCK_NAME",
@@ -43,8 +44,8 @@ __all__ = [
     "request_stop",
 ]
 
-LOCK_NAME = ".lock"
-STOP_NAME = "stop_request.json"
+LOCK_NAME = layout.LOCK
+STOP_NAME = layout.STOP
 
 
 @dataclass(frozen=True)

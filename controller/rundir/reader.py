@@ -26,8 +26,7 @@ from controller.rundir.live import LIVE_NAME
 from controller.rundir.lock import LOCK_NAME, LockHolder, lock_holder, read_stop_request
 from skillopt.logs import redact_text
 from skillopt.models.roles import PriceTable
-from skillopt.trainer.records import row_from_json, trace_from_json
-from skillopt.trainer.rollouts import prediction_dir
+from skillopt.trainer.rundir import layout, prediction_dir, read_result_lines, row_from_json, trace_from_json
 from skillopt.types import RolloutResult, Usage
 
 __all__ = [
@@ -42,10 +41,7 @@ __all__ = [
 ]
 
 #: Written by the WebUI when it starts a process in a run directory (argv, pid, time).
-LAUNCH_NAME = "launch.json"
-_MARKERS = ("config.json", "runtime_state.json", LOCK_NAME, LAUNCH_NAME, "eval_summary.json")
-_STEP_DIR = re.compile(r"^step_(\d{4,})$")
-_SKILL_FILE = re.compile(r"^skill_v(\d{4,})\.md$")
+LAUNCH_NAME = layout.LAUNCH
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
@@ -113,7 +109,7 @@ def run_status(path: Path) -> StatusInfo:
         pid = int(launch.get("pid") or 0)
         state = RunStatus.STARTING if pid and _alive(pid) else RunStatus.FAILED
         return StatusInfo(state, pid=pid, session_started_at=launched_at)
-    for name in ("summary.json", "eval_summary.json"):
+    for name in (layout.SUMMARY, layout.EVAL_SUMMARY):
         summary = _json(path / name)
         if isinstance(summary, dict) and (_mtime(path / name) or 0.0) >= started:
             if summary.get("status", "complete") == "stopped":
@@ -234,20 +230,20 @@ class RunDir:
         return run_status(self.path)
 
     def config(self) -> dict[str, Any]:
-        return self.json("config.json") or {}
+        return self.json(layout.CONFIG) or {}
 
     def state(self) -> dict[str, Any]:
-        return self.json("runtime_state.json") or {}
+        return self.json(layout.STATE) or {}
 
     def history(self) -> list[dict[str, Any]]:
-        hist = self.json("history.json")
+        hist = self.json(layout.HISTORY)
         if not isinstance(hist, list):
             return []
         last = self.state().get("last_completed_step")
         return [r for r in hist if last is None or r.get("step", 0) <= last]
 
     def summary(self) -> dict[str, Any] | None:
-        return self.json("summary.json")
+        return self.json(layout.SUMMARY)
 
     def live(self) -> dict[str, Any] | None:
         return self.json(LIVE_NAME)
@@ -256,8 +252,8 @@ class RunDir:
         return self.json(LAUNCH_NAME) or {}
 
     def is_eval(self) -> bool:
-        return not self.exists("config.json") and (
-            self.exists("eval_summary.json") or self.launch().get("kind") == "eval"
+        return not self.exists(layout.CONFIG) and (
+            self.exists(layout.EVAL_SUMMARY) or self.launch().get("kind") == "eval"
         )
 
     def baseline_score(self) -> float | None:
@@ -312,12 +308,14 @@ class RunDir:
             if st_info.status is RunStatus.RUNNING
         }
         kind = "eval" if self.is_eval() else "train"
-        eval_summary = self.json("eval_summary.json") or {}
+        eval_summary = self.json(layout.EVAL_SUMMARY) or {}
         if kind == "eval" and eval_summary:
             mode = eval_summary.get("mode") or mode
             hosts |= set(eval_summary.get("sandbox_hosts") or [])
-        started = [t for t in (self.launch().get("first_launched_at"), _mtime(self.path / "run_id")) if t]
-        updated = [t for t in (_mtime(self.path / LIVE_NAME), _mtime(self.path / "runtime_state.json")) if t]
+        started = [
+            t for t in (self.launch().get("first_launched_at"), _mtime(self.path / layout.RUN_ID)) if t
+        ]
+        updated = [t for t in (_mtime(self.path / LIVE_NAME), _mtime(self.path / layout.STATE)) if t]
         return RunInfo(
             name=self.name,
             path=self.path,
@@ -346,38 +344,41 @@ class RunDir:
     # -- steps, rollouts, skills ---------------------------------------------------------------
 
     def steps(self) -> list[int]:
-        root = self.path / "steps"
+        root = self.path / layout.STEPS
         if not root.is_dir():
             return []
-        return sorted(int(m.group(1)) for p in root.iterdir() if (m := _STEP_DIR.match(p.name)))
+        return sorted(int(m.group(1)) for p in root.iterdir() if (m := layout.STEP_DIR_RE.match(p.name)))
 
     def step(self, n: int) -> dict[str, Any]:
         """Everything a step wrote: record, patches, merged and ranked edits, apply report,
         the skill before and the candidate, its rollout directories."""
-        rel = f"steps/step_{n:04d}"
+        rel = layout.step_dir(n)
         base = self.path / rel
+        S = layout.Step
         patches = []
-        for pdir in sorted(base.glob("**/patches")):
+        for pdir in sorted(base.glob(f"**/{S.PATCHES}")):
             for f in sorted(pdir.glob("*.json")):
                 data = _json(f) or {}
                 patches.append({"file": str(f.relative_to(self.path)), **data})
-        probe = self.json(f"{rel}/probe/probe_patch.json")
-        if probe:
-            patches.append({"file": f"{rel}/probe/probe_patch.json", "source_type": "probe", **probe})
-        before = self.text(f"skills/skill_v{n - 1:04d}.md") if n > 0 else None
+        for probe_file in sorted(base.glob(f"**/{S.PROBE_PATCH}")):
+            probe = _json(probe_file)
+            if probe:
+                patches.append(
+                    {"file": str(probe_file.relative_to(self.path)), "source_type": "probe", **probe}
+                )
+        before = self.text(layout.skill_file(n - 1)) if n > 0 else None
         return {
             "step": n,
             "rel": rel,
-            "record": self.json(f"{rel}/step_record.json"),
+            "record": self.json(f"{rel}/{S.RECORD}"),
             "patches": patches,
-            "merged": self.json(f"{rel}/merged_patch.json"),
-            "ranked": self.json(f"{rel}/ranked_edits.json"),
-            "apply_report": self.json(f"{rel}/edit_apply_report.json"),
-            "rewrite": self.json(f"{rel}/rewrite_result.json")
-            or self.json(f"{rel}/full_rewrite_result.json"),
-            "lr_decision": self.json(f"{rel}/lr_decision.json"),
+            "merged": self.json(f"{rel}/{S.MERGED}"),
+            "ranked": self.json(f"{rel}/{S.RANKED}"),
+            "apply_report": self.json(f"{rel}/{S.APPLY_REPORT}"),
+            "rewrite": self.json(f"{rel}/{S.REWRITE}") or self.json(f"{rel}/{S.FULL_REWRITE}"),
+            "lr_decision": self.json(f"{rel}/{S.LR_DECISION}"),
             "skill_before": before,
-            "candidate": self.text(f"{rel}/candidate_skill.md"),
+            "candidate": self.text(f"{rel}/{S.CANDIDATE}"),
             "rollout_dirs": self.rollout_dirs(rel),
         }
 
@@ -386,23 +387,13 @@ class RunDir:
         root = self.resolve(under) if under else self.path.resolve()
         if root is None or not root.is_dir():
             return []
-        found = sorted(p.parent for p in root.rglob("results.jsonl"))
+        found = sorted(p.parent for p in root.rglob(layout.RESULTS))
         return [str(p.relative_to(self.path.resolve())) for p in found]
 
     def rows(self, rel: str) -> list[dict[str, Any]]:
         """The rows of a rollout directory (first occurrence of an id wins; a torn line is skipped)."""
-        path = self.resolve(f"{rel}/results.jsonl")
-        rows: dict[str, dict[str, Any]] = {}
-        if path is None or not path.is_file():
-            return []
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(obj, dict) and "id" in obj:
-                rows.setdefault(str(obj["id"]), obj)
-        return list(rows.values())
+        root = self.resolve(rel)
+        return read_result_lines(root) if root is not None else []
 
     def rollout(self, rel: str, item_id: str) -> tuple[RolloutResult, list[str]] | None:
         """One rollout, typed (row, trace, case reports), and its files relative to the run."""
@@ -423,24 +414,27 @@ class RunDir:
     def skill_versions(self) -> list[tuple[str, str]]:
         """(label, file relative to the run) of every skill the run wrote, in order."""
         out: list[tuple[str, str]] = []
-        skills = self.path / "skills"
+        skills = self.path / layout.SKILLS
         if skills.is_dir():
             for p in sorted(skills.iterdir()):
-                if m := _SKILL_FILE.match(p.name):
-                    out.append((f"v{int(m.group(1))} (after step {int(m.group(1))})", f"skills/{p.name}"))
+                if m := layout.SKILL_FILE_RE.match(p.name):
+                    out.append(
+                        (f"v{int(m.group(1))} (after step {int(m.group(1))})", f"{layout.SKILLS}/{p.name}")
+                    )
         if out:
             out[0] = ("v0 (initial)", out[0][1])
         for n in self.steps():
-            if self.exists(f"steps/step_{n:04d}/candidate_skill.md"):
-                out.append((f"step {n} candidate", f"steps/step_{n:04d}/candidate_skill.md"))
-        for p in sorted((self.path / "slow_update").glob("epoch_*/candidate_skill.md")):
+            candidate = f"{layout.step_dir(n)}/{layout.Step.CANDIDATE}"
+            if self.exists(candidate):
+                out.append((f"step {n} candidate", candidate))
+        for p in sorted((self.path / "slow_update").glob(f"epoch_*/{layout.Epoch.CANDIDATE}")):
             out.append((f"slow update {p.parent.name} candidate", str(p.relative_to(self.path))))
-        if self.exists("best_skill.md"):
-            out.append(("best", "best_skill.md"))
+        if self.exists(layout.BEST_SKILL):
+            out.append(("best", layout.BEST_SKILL))
         return out
 
     def evals(self) -> list[RunInfo]:
-        root = self.path / "evals"
+        root = self.path / layout.EVALS
         if not root.is_dir():
             return []
         return sorted(
@@ -451,7 +445,7 @@ class RunDir:
 
     # -- logs --------------------------------------------------------------------------------
 
-    def log_tail(self, rel: str = "train.log", n: int = 200) -> list[str]:
+    def log_tail(self, rel: str = layout.TRAIN_LOG, n: int = 200) -> list[str]:
         """The last ``n`` lines of a log of the run (ANSI codes removed, secrets masked)."""
         path = self.resolve(rel)
         if path is None or not path.is_file():
@@ -472,6 +466,6 @@ def list_runs(runs_dir: Path) -> list[RunDir]:
     runs = [
         RunDir(p)
         for p in runs_dir.iterdir()
-        if p.is_dir() and not p.name.startswith(".") and any((p / m).exists() for m in _MARKERS)
+        if p.is_dir() and not p.name.startswith(".") and any((p / m).exists() for m in layout.MARKERS)
     ]
-    return sorted(runs, key=lambda r: _mtime(r.path / "run_id") or _mtime(r.path) or 0.0, reverse=True)
+    return sorted(runs, key=lambda r: _mtime(r.path / layout.RUN_ID) or _mtime(r.path) or 0.0, reverse=True)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from skillopt.trainer.callbacks import Callback, StepEndEvent
+from skillopt.trainer.callbacks import Callback, FitStartEvent, StepEndEvent
+from skillopt.trainer.rundir import layout
 
 __all__ = ["CurvePlotter", "plot_history"]
 
 
-def plot_history(history: list[dict[str, Any]], baseline: float | None, path: Path) -> None:
+def plot_history(history: Sequence[Mapping[str, Any]], baseline: float | None, path: Path) -> None:
     """Selection score of the current skill per step with accept/reject marks for each
     candidate, and rollout accuracy of the training batches."""
     import matplotlib
@@ -61,5 +63,14 @@ def plot_history(history: list[dict[str, Any]], baseline: float | None, path: Pa
 
 
 class CurvePlotter(Callback):
-    def on_step_end(self, trainer: Any, event: StepEndEvent) -> None:
-        plot_history(list(event.history), trainer.baseline_score(), trainer.out / "training_curve.png")
+    """Writes ``training_curve.png`` into the run directory after every step."""
+
+    def __init__(self) -> None:
+        self.path: Path | None = None
+
+    def on_fit_start(self, event: FitStartEvent) -> None:
+        self.path = event.out_dir / layout.CURVE
+
+    def on_step_end(self, event: StepEndEvent) -> None:
+        if self.path is not None:
+            plot_history([r.to_json() for r in event.history], event.baseline_score, self.path)

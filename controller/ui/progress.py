@@ -16,7 +16,9 @@ from rich.text import Text
 
 from skillopt.trainer.callbacks import (
     Callback,
-    EpochEvent,
+    EpochEndEvent,
+    EpochStartEvent,
+    ExceptionEvent,
     FitEndEvent,
     FitStartEvent,
     GateEvent,
@@ -78,7 +80,7 @@ class ProgressDisplay(Callback):
         else:
             self.console.print(text)
 
-    def on_fit_start(self, trainer: Any, event: FitStartEvent) -> None:
+    def on_fit_start(self, event: FitStartEvent) -> None:
         self.num_epochs, self.total = event.num_epochs, event.total_steps
         if event.simulated:
             self._print(
@@ -96,36 +98,36 @@ class ProgressDisplay(Callback):
             self.live = Live(self._status(), console=self.console, refresh_per_second=4, transient=True)
             self.live.start()
 
-    def on_epoch_start(self, trainer: Any, event: EpochEvent) -> None:
+    def on_epoch_start(self, event: EpochStartEvent) -> None:
         with self._lock:
             self.epoch = event.epoch
             self._refresh()
 
-    def on_step_start(self, trainer: Any, event: StepStartEvent) -> None:
+    def on_step_start(self, event: StepStartEvent) -> None:
         with self._lock:
             self.step = event.step
             self.rows_done = self.rows_ok = 0
             self._refresh()
 
-    def on_stage_start(self, trainer: Any, event: StageEvent) -> None:
+    def on_stage_start(self, event: StageEvent) -> None:
         with self._lock:
             self.stage = event.stage
             self.rows_done = self.rows_ok = 0
             self._refresh()
 
-    def on_stage_end(self, trainer: Any, event: StageEvent) -> None:
-        score = trainer.state.current_score
+    def on_stage_end(self, event: StageEvent) -> None:
+        score = event.current_score
         if event.stage == "baseline" and score is not None:  # None: the baseline failed
             self.sel = self.best = score
             self._print(f"baseline selection score {score:.3f} ({event.seconds or 0.0:.1f}s)")
 
-    def on_rollout_result(self, trainer: Any, event: RowEvent) -> None:
+    def on_rollout_result(self, event: RowEvent) -> None:
         with self._lock:
             self.rows_done += 1
             self.rows_ok += 1 if event.row.ok else 0
             self._refresh()
 
-    def on_gate_decision(self, trainer: Any, event: GateEvent) -> None:
+    def on_gate_decision(self, event: GateEvent) -> None:
         with self._lock:
             self.last_action = event.action
             self.sel, self.best = event.current_score, event.best_score
@@ -135,11 +137,11 @@ class ProgressDisplay(Callback):
             t.append(f" ({event.reason})", style="dim")
         self._print(t)
 
-    def on_step_end(self, trainer: Any, event: StepEndEvent) -> None:
-        r = event.record
+    def on_step_end(self, event: StepEndEvent) -> None:
+        r = event.record.to_json()
         with self._lock:
-            self.tokens = int(event.usage_total.get("_total", {}).get("total_tokens", 0))
-            self.cost = event.cost_usd
+            self.tokens = event.spend.tokens
+            self.cost = event.spend.cost_usd
             self.stage = "done"
             self._refresh()
         edits = r.get("edit_apply_summary") or {}
@@ -151,17 +153,17 @@ class ProgressDisplay(Callback):
             f"{r.get('wall_time_s', 0):.1f}s"
         )
 
-    def on_epoch_end(self, trainer: Any, event: EpochEvent) -> None:
-        s = event.stats
-        slow = trainer.state.epoch_stages.get(f"slow_update_{event.epoch}", "-")
+    def on_epoch_end(self, event: EpochEndEvent) -> None:
+        s = event.record.to_json()
+        slow = event.stages.get("slow_update", "-")
         self._print(
             f"epoch {event.epoch}: {s.get('accepts', 0)} accepted, {s.get('rejects', 0)} rejected, "
             f"{s.get('skips', 0)} skipped; slow update {slow}; best selection {s.get('best_score_at_epoch_end', 0):.3f}"
         )
 
-    def on_fit_end(self, trainer: Any, event: FitEndEvent) -> None:
+    def on_fit_end(self, event: FitEndEvent) -> None:
         self._stop()
-        s = event.summary
+        s = event.result.to_json()
         what = "done" if s.get("status", "complete") == "complete" else "stopped early"
         best = s.get("best_selection_score")
         lines = [
@@ -176,7 +178,7 @@ class ProgressDisplay(Callback):
         for line in lines:
             self._print(line)
 
-    def on_exception(self, trainer: Any, exc: BaseException) -> None:
+    def on_exception(self, event: ExceptionEvent) -> None:
         self._stop()
 
     def _stop(self) -> None:

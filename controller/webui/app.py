@@ -50,6 +50,7 @@ from controller.webui.security import COOKIE, SecurityMiddleware, session_value
 from controller.webui.snapshot import RunsList, run_signature, run_snapshot, runs_signature, runs_snapshot
 from skillopt.durable import atomic_write_json
 from skillopt.errors import ConfigError, SkillOptError
+from skillopt.trainer.rundir import layout
 
 __all__ = ["create_app"]
 
@@ -275,7 +276,7 @@ class WebUI:
             return JSONResponse(
                 {"ok": False, "error": f"{run.name} finished: nothing to resume"}, status_code=409
             )
-        if not run.exists("config.json"):
+        if not run.exists(layout.CONFIG):
             return JSONResponse(
                 {"ok": False, "error": f"{run.name} never started training (no config.json): launch it anew"},
                 status_code=409,

@@ -23,6 +23,7 @@ import structlog
 
 from controller.rundir.reader import LAUNCH_NAME
 from skillopt.durable import atomic_write_json
+from skillopt.trainer.rundir import layout
 
 __all__ = ["Launcher", "eval_argv", "resume_argv", "train_argv"]
 
@@ -76,7 +77,7 @@ class Launcher:
         with contextlib.suppress(OSError, ValueError):
             previous = json.loads((run_dir / LAUNCH_NAME).read_text(encoding="utf-8"))
         launched_at = time.time()
-        console = open(run_dir / "console.log", "ab")  # noqa: SIM115 - handed to the child
+        console = open(run_dir / layout.CONSOLE_LOG, "ab")  # noqa: SIM115 - handed to the child
         try:
             console.write(f"\n== {time.strftime('%Y-%m-%d %H:%M:%S')} webui: {' '.join(argv[2:])}\n".encode())
             console.flush()

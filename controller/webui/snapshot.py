@@ -13,26 +13,25 @@ import json
 from pathlib import Path
 from typing import Any
 
-from controller.rundir.live import LIVE_NAME
-from controller.rundir.lock import LOCK_NAME, STOP_NAME
-from controller.rundir.reader import LAUNCH_NAME, RunDir, RunStatus, list_runs
+from controller.rundir.reader import RunDir, RunStatus, list_runs
+from skillopt.trainer.rundir import layout
 
 __all__ = ["RunsList", "run_signature", "run_snapshot", "runs_signature", "runs_snapshot"]
 
 _WATCHED = (
-    LIVE_NAME,
-    "runtime_state.json",
-    "history.json",
-    "summary.json",
-    "eval_summary.json",
-    "train.log",
-    "console.log",
-    LOCK_NAME,
-    STOP_NAME,
-    LAUNCH_NAME,
-    "evals",
-    "steps",
-    "skills",
+    layout.LIVE,
+    layout.STATE,
+    layout.HISTORY,
+    layout.SUMMARY,
+    layout.EVAL_SUMMARY,
+    layout.TRAIN_LOG,
+    layout.CONSOLE_LOG,
+    layout.LOCK,
+    layout.STOP,
+    layout.LAUNCH,
+    layout.EVALS,
+    layout.STEPS,
+    layout.SKILLS,
 )
 _RECORD_KEYS = (
     "step",
@@ -68,7 +67,9 @@ def run_signature(run: RunDir) -> tuple[Any, ...]:
     st = run.status()
     evals = run.path / "evals"
     eval_sigs = (
-        tuple((p.name, _stat(p / "eval_summary.json"), _stat(p / LOCK_NAME)) for p in sorted(evals.iterdir()))
+        tuple(
+            (p.name, _stat(p / layout.EVAL_SUMMARY), _stat(p / layout.LOCK)) for p in sorted(evals.iterdir())
+        )
         if evals.is_dir()
         else ()
     )
@@ -110,8 +111,8 @@ def run_snapshot(run: RunDir) -> dict[str, Any]:
         "steps": run.steps(),
         "skills": [{"label": label, "rel": rel} for label, rel in run.skill_versions()],
         "evals": [e.to_dict() for e in run.evals()],
-        "log": [_format_log_line(line) for line in run.log_tail("train.log", 80)],
-        "console": run.log_tail("console.log", 60),
+        "log": [_format_log_line(line) for line in run.log_tail(layout.TRAIN_LOG, 80)],
+        "console": run.log_tail(layout.CONSOLE_LOG, 60),
         "stop_reason": summary.get("stop_reason") or state.get("stop_reason") or "",
         "summary": {
             k: summary.get(k)

@@ -138,6 +138,11 @@ class UsageTracker:
             for s, u in self.snapshot().items()
         }
 
+    def load(self, totals: Mapping[str, Usage]) -> None:
+        """Replace the totals (e.g. with what a ledger of the run sums to)."""
+        with self._lock:
+            self._by_stage = dict(totals)
+
     def load_json(self, data: Mapping[str, Mapping[str, int]]) -> None:
         with self._lock:
             self._by_stage = {

@@ -128,6 +128,11 @@ class EditBudgetSchedule:
         self._step += 1
         return budget_at(self.mode, self._step, self.total_steps, self.max_budget, self.min_budget)
 
+    def peek(self) -> int:
+        """The budget :meth:`step` would return, without advancing (a stage computes with it;
+        the schedule advances when the step commits)."""
+        return budget_at(self.mode, self._step + 1, self.total_steps, self.max_budget, self.min_budget)
+
     def state_dict(self) -> dict[str, int]:
         """Resume state, ``{"current_step": n}`` (the reference's shape)."""
         return {"current_step": self._step}

@@ -30,7 +30,7 @@ import collections
 import contextlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import cached_property
 
 from skillopt.envs.base import TaskItem
@@ -46,7 +46,7 @@ from skillopt.testing.fixtures.textworld import STEP_HEADER, sim_action
 from skillopt.testing.fixtures.textworld import game_ids as textworld_games
 from skillopt.testing.fixtures.textworld import load_catalogue as load_textworld_catalogue
 from skillopt.testing.fixtures.textworld import rule_key as textworld_rule
-from skillopt.testing.scripted import ScriptedModelServer, ScriptedRequest
+from skillopt.testing.scripted import Responder, ScriptedModelServer, ScriptedRequest
 
 __all__ = [
     "SIM_ANTHROPIC_PROVIDER",
@@ -418,10 +418,16 @@ def simulation_target_provider(api: str) -> str:
 
 
 @contextlib.contextmanager
-def simulation_server(**kwargs) -> Iterator[ScriptedModelServer]:
-    """A scripted model server answering as the simulated target and optimizer."""
+def simulation_server(*, before: Sequence[Responder] = (), **kwargs) -> Iterator[ScriptedModelServer]:
+    """A scripted model server answering as the simulated target and optimizer.
+
+    Args:
+        before: responders asked first (a test's provider faults: an answer, or ``None`` to
+            let the simulation answer).
+        kwargs: for :class:`ScriptedModelServer`.
+    """
     with ScriptedModelServer(
-        responders=[SimulatedTarget(), SimulatedOptimizer(), _unknown_model], **kwargs
+        responders=[*before, SimulatedTarget(), SimulatedOptimizer(), _unknown_model], **kwargs
     ) as server:
         yield server
 

@@ -1,12 +1,31 @@
 """Hooks into the training loop: one frozen event per hook, order-independent callbacks.
 
-The progress display, the JSON log, the curve plotter and the WebUI stream are callbacks; the
-gate is not (accepting a skill is part of the method, not an observation). A callback may ask
-the loop to stop by setting ``trainer.should_stop``; it never raises to stop it.
+The progress display, the JSON log, the curve plotter, the WebUI's live status and stop
+watcher are callbacks; the gate is not (accepting a skill is part of the method, not an
+observation). A callback sees events, never the loop: every event carries what a callback
+may read (scores, records, usage). To stop the run, a callback keeps the
+:class:`RunControl` of :class:`FitStartEvent` and calls :meth:`RunControl.request_stop`; the
+loop honours it at the next stage boundary. Adding a field to an event breaks no callback.
+
+Order of hooks in a fit (resumed steps and epochs are skipped, not announced)::
+
+    on_fit_start
+      on_stage_start/end(baseline)                    (once per run)
+      on_epoch_start
+        on_step_start
+          on_stage_start/end(rollout, reflect[, rollout, reflect ...], aggregate, select,
+                             update, evaluate)         on_rollout_batch / on_rollout_result
+          on_gate_decision                             inside as rows arrive
+        on_step_end
+        on_stage_start/end(slow_update), on_stage_start/end(meta_skill)
+      on_epoch_end
+      on_stage_start/end(test)
+    on_fit_end                   (or on_exception, when the fit fails)
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,17 +33,23 @@ from typing import Any
 
 import structlog
 
+from skillopt.trainer.records import StepRecord
+from skillopt.trainer.summary import EpochRecord, FitResult
 from skillopt.types import RolloutResult
 
 __all__ = [
     "BatchEvent",
     "Callback",
     "CallbackList",
-    "EpochEvent",
+    "EpochEndEvent",
+    "EpochStartEvent",
+    "ExceptionEvent",
     "FitEndEvent",
     "FitStartEvent",
     "GateEvent",
     "RowEvent",
+    "RunControl",
+    "Spend",
     "StageEvent",
     "StepEndEvent",
     "StepStartEvent",
@@ -33,24 +58,72 @@ __all__ = [
 log = structlog.get_logger("skillopt.trainer.callbacks")
 
 
+class RunControl:
+    """The one thing a callback may change: ask the run to stop (thread-safe).
+
+    The loop stops at the next stage boundary; inside a step the step is left uncommitted and
+    reruns on ``--resume`` from its committed stages and caches.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reason = ""
+        self._stop = False
+
+    def request_stop(self, reason: str) -> None:
+        """Ask to stop; the first reason given is kept."""
+        with self._lock:
+            if not self._stop:
+                self._stop, self._reason = True, reason
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop
+
+    @property
+    def reason(self) -> str:
+        return self._reason
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spend:
+    """Tokens (optimizer + target) and cost so far."""
+
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
 @dataclass(frozen=True, kw_only=True)
 class FitStartEvent:
     out_dir: Path
     num_epochs: int
     steps_per_epoch: int
     total_steps: int
+    #: The last committed step (0 for a new run).
     resume_from: int
     simulated: bool
     config: Mapping[str, Any]
     #: Human-readable run mode and its reason (``RunMode.describe()``).
-    mode: str = ""
+    mode: str
+    #: The baseline's gate score, when a resumed run measured it already.
+    baseline_score: float | None
+    control: RunControl
+    spend: Spend = field(default_factory=Spend)
 
 
 @dataclass(frozen=True, kw_only=True)
-class EpochEvent:
+class EpochStartEvent:
     epoch: int
     num_epochs: int
-    stats: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpochEndEvent:
+    epoch: int
+    num_epochs: int
+    record: EpochRecord
+    #: Outcome of each epoch-end stage of this epoch (``slow_update``, ``meta_skill``).
+    stages: Mapping[str, str]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,14 +142,16 @@ class StageEvent:
     stage: str
     seconds: float | None = None
     detail: str = ""
+    #: The current skill's gate score (None until the baseline was measured).
+    current_score: float | None = None
+    baseline_score: float | None = None
+    spend: Spend = field(default_factory=Spend)
 
 
 @dataclass(frozen=True, kw_only=True)
 class RowEvent:
     label: str
     row: RolloutResult
-    done: int = 0
-    total: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,67 +177,74 @@ class GateEvent:
 @dataclass(frozen=True, kw_only=True)
 class StepEndEvent:
     step: int
-    record: Mapping[str, Any]
-    history: Sequence[Mapping[str, Any]]
+    record: StepRecord
+    history: Sequence[StepRecord]
+    baseline_score: float | None
     usage_total: Mapping[str, Any]
-    cost_usd: float
+    spend: Spend
 
 
 @dataclass(frozen=True, kw_only=True)
 class FitEndEvent:
-    summary: Mapping[str, Any]
+    result: FitResult
     out_dir: Path
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExceptionEvent:
+    error: BaseException
 
 
 class Callback:
     """Base class: every hook is a no-op. Override what you need."""
 
-    def on_fit_start(self, trainer: Any, event: FitStartEvent) -> None:
-        """Before the baseline evaluation."""
+    def on_fit_start(self, event: FitStartEvent) -> None:
+        """Before the baseline evaluation (or the first step a resumed run reruns)."""
 
-    def on_epoch_start(self, trainer: Any, event: EpochEvent) -> None:
-        """At the start of every epoch (also a resumed one)."""
+    def on_epoch_start(self, event: EpochStartEvent) -> None:
+        """At the start of every epoch that still has work (also a resumed one)."""
 
-    def on_step_start(self, trainer: Any, event: StepStartEvent) -> None:
+    def on_step_start(self, event: StepStartEvent) -> None:
         """Before a step's rollout."""
 
-    def on_stage_start(self, trainer: Any, event: StageEvent) -> None:
+    def on_stage_start(self, event: StageEvent) -> None:
         """A stage (rollout, reflect, aggregate, select, update, evaluate, slow_update…) starts."""
 
-    def on_stage_end(self, trainer: Any, event: StageEvent) -> None:
+    def on_stage_end(self, event: StageEvent) -> None:
         """A stage ended (``event.seconds`` is its wall time)."""
 
-    def on_rollout_batch(self, trainer: Any, event: BatchEvent) -> None:
+    def on_rollout_batch(self, event: BatchEvent) -> None:
         """A batch of rollouts starts (any stage); its rows follow as ``on_rollout_result``."""
 
-    def on_rollout_result(self, trainer: Any, event: RowEvent) -> None:
+    def on_rollout_result(self, event: RowEvent) -> None:
         """A rollout row arrived (any stage: training, selection, slow update, test)."""
 
-    def on_gate_decision(self, trainer: Any, event: GateEvent) -> None:
+    def on_gate_decision(self, event: GateEvent) -> None:
         """The gate decided on a candidate."""
 
-    def on_step_end(self, trainer: Any, event: StepEndEvent) -> None:
-        """A step's record was persisted."""
+    def on_step_end(self, event: StepEndEvent) -> None:
+        """A step's record was committed."""
 
-    def on_epoch_end(self, trainer: Any, event: EpochEvent) -> None:
+    def on_epoch_end(self, event: EpochEndEvent) -> None:
         """After the epoch's slow update and meta skill."""
 
-    def on_fit_end(self, trainer: Any, event: FitEndEvent) -> None:
+    def on_fit_end(self, event: FitEndEvent) -> None:
         """After the test evaluations and summary.json."""
 
-    def on_exception(self, trainer: Any, exc: BaseException) -> None:
-        """The loop is failing with ``exc`` (then it re-raises)."""
+    def on_exception(self, event: ExceptionEvent) -> None:
+        """The fit is failing with ``event.error`` (then it re-raises)."""
 
 
 class CallbackList:
-    """Dispatch to every callback; a failing callback is logged, never fatal."""
+    """Dispatch to every callback; a callback's ``Exception`` is logged, never fatal (a
+    ``BaseException`` such as ``KeyboardInterrupt`` passes through)."""
 
     def __init__(self, callbacks: Sequence[Callback]) -> None:
         self.callbacks = list(callbacks)
 
-    def __call__(self, hook: str, trainer: Any, event: Any) -> None:
+    def __call__(self, hook: str, event: Any) -> None:
         for cb in self.callbacks:
             try:
-                getattr(cb, hook)(trainer, event)
+                getattr(cb, hook)(event)
             except Exception:
                 log.exception("callback.failed", callback=type(cb).__name__, hook=hook)

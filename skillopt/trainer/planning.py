@@ -1,16 +1,18 @@
-"""Epoch and batch planning (reference §1.2): deterministic given the seed."""
+"""What a run is made of, decided once from the config and the data (reference §1.2): the
+splits it uses, steps per epoch, and the epoch's batches (deterministic given the seed)."""
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from skillopt.envs.base import TaskItem
+from skillopt.config import Config
+from skillopt.envs.base import EnvData, TaskItem
 from skillopt.errors import ConfigError
 
-__all__ = ["Batch", "plan_epoch", "sample_items", "steps_per_epoch"]
+__all__ = ["Batch", "RunPlan", "first", "plan_epoch", "sample_items", "steps_per_epoch"]
 
 
 @dataclass(frozen=True)
@@ -20,10 +22,68 @@ class Batch:
     items: tuple[TaskItem, ...]
 
 
+def first(items: Sequence[TaskItem], n: int) -> list[TaskItem]:
+    """The first ``n`` items (all of them when ``n`` is 0 or negative)."""
+    return list(items[:n] if n and n > 0 else items)
+
+
 def steps_per_epoch(train_size: int, batch_size: int, accumulation: int) -> int:
     if train_size <= 0:
         raise ConfigError("the train split is empty; check env.data_root and the split settings")
     return math.ceil(train_size / (batch_size * accumulation))
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunPlan:
+    """The splits and the step counts of a run.
+
+    Raises (from :meth:`of`):
+        ConfigError: ``train.train_size`` disagrees with the split, or the selection split is
+            empty (the gate needs held-out items).
+    """
+
+    train: tuple[TaskItem, ...]
+    selection: tuple[TaskItem, ...]
+    test: tuple[TaskItem, ...]
+    #: ``id → (instruction, task type)`` of the train and selection items (reflection prompts).
+    task_texts: Mapping[str, tuple[str, str]]
+    steps_per_epoch: int
+    total_steps: int
+    num_epochs: int
+    #: ``none`` in full-rewrite mode (no edit budget), else ``optimizer.lr_control_mode``.
+    lr_mode: str
+    full_rewrite: bool
+
+    @classmethod
+    def of(cls, config: Config, data: EnvData) -> RunPlan:
+        train = data.split("train")
+        selection = first(data.split("val"), config.evaluation.sel_env_num)
+        n_train = config.train.train_size or len(train)
+        if n_train != len(train):
+            raise ConfigError(
+                f"train.train_size is {config.train.train_size} but the train split has {len(train)} items; "
+                "set train.train_size=0 to use the split"
+            )
+        if not selection:
+            raise ConfigError("the selection (val) split is empty: the gate needs held-out items")
+        t = config.train
+        per_epoch = steps_per_epoch(n_train, t.batch_size, t.accumulation)
+        full_rewrite = config.optimizer.skill_update_mode == "full_rewrite_minibatch"
+        return cls(
+            train=tuple(train),
+            selection=tuple(selection),
+            test=tuple(first(data.split("test"), config.evaluation.test_env_num)),
+            task_texts={it.id: (it.task.instruction, it.task_type) for it in [*train, *selection]},
+            steps_per_epoch=per_epoch,
+            total_steps=t.num_epochs * per_epoch,
+            num_epochs=t.num_epochs,
+            lr_mode="none" if full_rewrite else config.optimizer.lr_control_mode,
+            full_rewrite=full_rewrite,
+        )
+
+    def epoch_steps(self, epoch: int) -> range:
+        """The global step numbers of ``epoch``."""
+        return range((epoch - 1) * self.steps_per_epoch + 1, epoch * self.steps_per_epoch + 1)
 
 
 def plan_epoch(

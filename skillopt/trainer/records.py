@@ -1,154 +1,256 @@
-"""JSON forms of result rows and traces (``results.jsonl``, ``predictions/<id>/``)."""
+"""Typed, frozen records of a run's steps (:class:`StepRecord` and its parts); the epoch and
+fit records are in :mod:`skillopt.trainer.summary`.
+
+Their JSON forms are the run directory's contract (``steps/*/step_record.json``, the list in
+``history.json``, ``summary.json``): the WebUI, ``skillopt runs`` and other teams' tools read
+them, so ``to_json`` keeps the flat shape and key order they have always had, and adds a
+``schema_version``. Parts that only some steps have (a step without patches has no proposal,
+one without a candidate no selection) are sub-records that are ``None`` when absent, so "absent"
+and "null" stay distinct (``edit_budget`` is ``null`` in full-rewrite mode, but present).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
-from skillopt.types import (
-    CaseResult,
-    ExecRecord,
-    InfraError,
-    InfraErrorKind,
-    Message,
-    RolloutResult,
-    Trace,
-    Usage,
-)
+__all__ = [
+    "SCHEMA_VERSION",
+    "BatchStats",
+    "ProposalStats",
+    "RolloutStats",
+    "SelectionStats",
+    "StepRecord",
+    "pick_fields",
+]
 
-__all__ = ["row_from_json", "row_to_json", "trace_from_json", "trace_to_json"]
+#: Version of the JSON forms below (records without one are version 0: same keys).
+SCHEMA_VERSION = 1
 
 
-def row_to_json(row: RolloutResult, *, task_type: str = "") -> dict[str, Any]:
-    """The ``results.jsonl`` line of a row: scores and provenance, no trace or file bytes."""
-    out: dict[str, Any] = {
-        "id": row.id,
-        "rollout_id": row.rollout_id,
-        "hard": row.hard,
-        "soft": row.soft,
-        "fail_reason": row.fail_reason,
-        "phase": row.phase,
-        "agent_ok": row.agent_ok,
-        "n_turns": row.n_turns,
-        "task_type": task_type or str(row.metrics.get("task_type", "")) or "other",
-        "cases": [{"name": c.name, "ok": c.ok, "stage": c.stage, "reason": c.reason} for c in row.cases],
-        "metrics": dict(row.metrics),
-        "usage": {
-            "calls": row.usage.calls,
-            "prompt_tokens": row.usage.prompt_tokens,
-            "completion_tokens": row.usage.completion_tokens,
-        },
-        "timings_s": {k: round(v, 4) for k, v in row.timings_s.items()},
-        "host": row.host,
-        "image_digest": row.image_digest,
-        "container_runtime": row.container_runtime,
-        "infra_error": None,
-    }
-    if row.infra_error is not None:
-        out["infra_error"] = {
-            "kind": row.infra_error.kind.value,
-            "message": row.infra_error.message,
-            "retryable": row.infra_error.is_retryable,
+def pick_fields(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    return {f.name: data[f.name] for f in fields(cls) if f.name in data}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchStats:
+    """One accumulation batch of a step (``accumulation_batches[i]``)."""
+
+    batch_idx: int
+    batch_seed: int
+    n_envs: int
+    hard: float
+    soft: float
+    n_infra: int
+    n_failure_patches: int
+    n_success_patches: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolloutStats:
+    """The step's training rollouts (infra rows masked out of the means) and its patches."""
+
+    hard: float
+    soft: float
+    n: int
+    n_infra: int
+    batches: tuple[BatchStats, ...]
+    n_failure_patches: int
+    n_success_patches: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rollout_hard": self.hard,
+            "rollout_soft": self.soft,
+            "rollout_n": self.n,
+            "rollout_n_infra": self.n_infra,
+            "accumulation_batches": [b.to_json() for b in self.batches],
+            "n_patches": self.n_failure_patches + self.n_success_patches,
+            "n_failure_patches": self.n_failure_patches,
+            "n_success_patches": self.n_success_patches,
         }
-    return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> RolloutStats:
+        return cls(
+            hard=d["rollout_hard"],
+            soft=d["rollout_soft"],
+            n=d["rollout_n"],
+            n_infra=d["rollout_n_infra"],
+            batches=tuple(
+                BatchStats(**pick_fields(BatchStats, b)) for b in d.get("accumulation_batches") or ()
+            ),
+            n_failure_patches=d.get("n_failure_patches", 0),
+            n_success_patches=d.get("n_success_patches", 0),
+        )
 
 
-def row_from_json(
-    obj: Mapping[str, Any], trace: Trace | None = None, reports: Mapping[str, str] | None = None
-) -> RolloutResult:
-    infra = obj.get("infra_error")
-    usage = obj.get("usage") or {}
-    reports = reports or {}
-    return RolloutResult(
-        id=str(obj["id"]),
-        rollout_id=str(obj.get("rollout_id", "")),
-        hard=float(obj.get("hard", 0.0)),
-        soft=float(obj.get("soft", 0.0)),
-        fail_reason=str(obj.get("fail_reason", "")),
-        phase=str(obj.get("phase", "")),
-        agent_ok=bool(obj.get("agent_ok", False)),
-        n_turns=int(obj.get("n_turns", 0)),
-        cases=tuple(
-            CaseResult(
-                name=c["name"],
-                ok=bool(c["ok"]),
-                stage=c.get("stage", ""),
-                reason=c.get("reason", ""),
-                report=reports.get(c["name"], ""),
-            )
-            for c in obj.get("cases", [])
-        ),
-        metrics=dict(obj.get("metrics") or {}),
-        trace=trace or Trace(),
-        usage=Usage(
-            calls=int(usage.get("calls", 0)),
-            prompt_tokens=int(usage.get("prompt_tokens", 0)),
-            completion_tokens=int(usage.get("completion_tokens", 0)),
-        ),
-        timings_s=dict(obj.get("timings_s") or {}),
-        host=str(obj.get("host", "")),
-        image_digest=str(obj.get("image_digest", "")),
-        container_runtime=str(obj.get("container_runtime", "")),
-        infra_error=None
-        if not infra
-        else InfraError(
-            kind=InfraErrorKind(infra["kind"]),
-            message=infra.get("message", ""),
-            retryable=infra.get("retryable"),
-        ),
-    )
+@dataclass(frozen=True, kw_only=True)
+class ProposalStats:
+    """Aggregate, select and update (present when the step had patches)."""
+
+    n_edits_merged: int
+    lr_decision: Mapping[str, Any] | None = None  # autonomous edit budget only
+    edit_budget: int | None = None
+    lr_control_mode: str = ""
+    n_edits_ranked: int = 0
+    support_counts: tuple[Any, ...] = ()
+    edit_apply_summary: Mapping[str, Any] | None = None  # patch mode
+    rewrite_change_summary: tuple[str, ...] | None = None  # rewrite mode
+    candidate_hash: str | None = None  # the update produced a candidate
+    candidate_skill_len: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"n_edits_merged": self.n_edits_merged}
+        if self.lr_decision is not None:
+            out["lr_decision"] = dict(self.lr_decision)
+        out.update(
+            edit_budget=self.edit_budget,
+            lr_control_mode=self.lr_control_mode,
+            n_edits_ranked=self.n_edits_ranked,
+            support_counts=list(self.support_counts),
+        )
+        if self.edit_apply_summary is not None:
+            out["edit_apply_summary"] = dict(self.edit_apply_summary)
+        if self.rewrite_change_summary is not None:
+            out["rewrite_change_summary"] = list(self.rewrite_change_summary)
+        if self.candidate_hash is not None:
+            out.update(candidate_hash=self.candidate_hash, candidate_skill_len=self.candidate_skill_len)
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ProposalStats:
+        summary = d.get("rewrite_change_summary")
+        return cls(
+            n_edits_merged=d["n_edits_merged"],
+            lr_decision=d.get("lr_decision"),
+            edit_budget=d.get("edit_budget"),
+            lr_control_mode=d.get("lr_control_mode", ""),
+            n_edits_ranked=d.get("n_edits_ranked", 0),
+            support_counts=tuple(d.get("support_counts") or ()),
+            edit_apply_summary=d.get("edit_apply_summary"),
+            rewrite_change_summary=None if summary is None else tuple(summary),
+            candidate_hash=d.get("candidate_hash"),
+            candidate_skill_len=d.get("candidate_skill_len"),
+        )
 
 
-def trace_to_json(trace: Trace, cases: tuple[CaseResult, ...] = ()) -> dict[str, Any]:
-    return {
-        "system_prompt": trace.system_prompt,
-        "user_prompt": trace.user_prompt,
-        "code": trace.code,
-        "notes": dict(trace.notes),
-        "messages": [
-            {
-                "role": m.role,
-                "content": m.content,
-                **({"name": m.name} if m.name else {}),
-                **({"tool_call_id": m.tool_call_id} if m.tool_call_id else {}),
-                **({"tool_calls": [dict(c) for c in m.tool_calls]} if m.tool_calls else {}),
-            }
-            for m in trace.messages
-        ],
-        "executions": [
-            {
-                "turn": e.turn,
-                "case": e.case,
-                "code": e.code,
-                "exit_code": e.exit_code,
-                "stdout_tail": e.stdout_tail,
-                "stderr_tail": e.stderr_tail,
-                "duration_s": e.duration_s,
-                "timed_out": e.timed_out,
-                "oom_killed": e.oom_killed,
-            }
-            for e in trace.executions
-        ],
-        "case_reports": {c.name: c.report for c in cases if c.report},
-    }
+@dataclass(frozen=True, kw_only=True)
+class SelectionStats:
+    """The candidate's selection evaluation and the gate's decision on it."""
+
+    hard: float
+    soft: float
+    cached: bool
+    n_infra: int
+    gate_metric: str
+    candidate_score: float
+    current_score_before: float | None
+    gate_reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "selection_hard": self.hard,
+            "selection_soft": self.soft,
+            "selection_cached": self.cached,
+            "selection_n_infra": self.n_infra,
+            "gate_metric": self.gate_metric,
+            "candidate_gate_score": self.candidate_score,
+            "current_score_before": self.current_score_before,
+            "gate_reason": self.gate_reason,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SelectionStats:
+        return cls(
+            hard=d["selection_hard"],
+            soft=d["selection_soft"],
+            cached=d.get("selection_cached", False),
+            n_infra=d.get("selection_n_infra", 0),
+            gate_metric=d.get("gate_metric", "hard"),
+            candidate_score=d["candidate_gate_score"],
+            current_score_before=d.get("current_score_before"),
+            gate_reason=d.get("gate_reason", ""),
+        )
 
 
-def trace_from_json(obj: Mapping[str, Any]) -> tuple[Trace, dict[str, str]]:
-    trace = Trace(
-        system_prompt=obj.get("system_prompt", ""),
-        user_prompt=obj.get("user_prompt", ""),
-        code=obj.get("code", ""),
-        notes=dict(obj.get("notes") or {}),
-        messages=tuple(
-            Message(
-                role=m["role"],
-                content=m.get("content", ""),
-                name=m.get("name", ""),
-                tool_call_id=m.get("tool_call_id", ""),
-                tool_calls=tuple(m.get("tool_calls") or ()),
-            )
-            for m in obj.get("messages", [])
-        ),
-        executions=tuple(ExecRecord(**e) for e in obj.get("executions", [])),
-    )
-    return trace, dict(obj.get("case_reports") or {})
+@dataclass(frozen=True, kw_only=True)
+class StepRecord:
+    """One committed step (``steps/step_NNNN/step_record.json`` and ``history.json``)."""
+
+    step: int
+    epoch: int
+    step_in_epoch: int
+    timing: Mapping[str, float]
+    rollout: RolloutStats
+    proposal: ProposalStats | None
+    selection: SelectionStats | None
+    action: str
+    current_score: float | None
+    best_score: float | None
+    best_step: int
+    current_origin: str
+    best_origin: str
+    skill_len: int
+    tokens: Mapping[str, Any]
+    wall_time_s: float
+
+    @property
+    def accepted(self) -> bool:
+        return "accept" in self.action
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "step": self.step,
+            "epoch": self.epoch,
+            "step_in_epoch": self.step_in_epoch,
+            "timing": dict(self.timing),
+            **self.rollout.to_json(),
+        }
+        if self.proposal is not None:
+            out.update(self.proposal.to_json())
+        if self.selection is not None:
+            out.update(self.selection.to_json())
+        out.update(
+            action=self.action,
+            current_score=self.current_score,
+            best_score=self.best_score,
+            best_step=self.best_step,
+            current_origin=self.current_origin,
+            best_origin=self.best_origin,
+            skill_len=self.skill_len,
+            tokens=dict(self.tokens),
+            wall_time_s=self.wall_time_s,
+            schema_version=SCHEMA_VERSION,
+        )
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> StepRecord:
+        """Parse a record of any schema version.
+
+        Raises:
+            KeyError, TypeError, ValueError: not a step record.
+        """
+        return cls(
+            step=int(d["step"]),
+            epoch=int(d["epoch"]),
+            step_in_epoch=int(d.get("step_in_epoch", 0)),
+            timing=dict(d.get("timing") or {}),
+            rollout=RolloutStats.from_json(d),
+            proposal=ProposalStats.from_json(d) if "n_edits_merged" in d else None,
+            selection=SelectionStats.from_json(d) if "candidate_gate_score" in d else None,
+            action=str(d["action"]),
+            current_score=d.get("current_score"),
+            best_score=d.get("best_score"),
+            best_step=int(d.get("best_step", 0)),
+            current_origin=str(d.get("current_origin", "")),
+            best_origin=str(d.get("best_origin", "")),
+            skill_len=int(d.get("skill_len", 0)),
+            tokens=dict(d.get("tokens") or {}),
+            wall_time_s=float(d.get("wall_time_s", 0.0)),
+        )

@@ -1,23 +1,32 @@
-"""Run state persisted after every step and epoch stage (``runtime_state.json``).
+"""The run state: everything a resumed run needs, and the progress counters that decide what
+a resume reruns (``runtime_state.json``; written by :class:`~skillopt.trainer.rundir.RunDirectory`).
 
-Everything a resumed run needs to continue exactly where it stopped: the current and best
-skills with their scores and origins, the edit-budget schedule, the in-epoch step buffer (the
-reference lost it on resume, §14.9), the selection cache, the meta skill, which epoch-end
-stages are done, and the optimizer's usage so far.
+Progress is counted, never guessed from which files exist:
+
+* ``last_completed_step``: the last committed step (its record is in ``history.json``);
+* ``step_stages``: the stages of the *next* step that committed their outputs (to the stage
+  cache) before the run stopped; a resume replays them from there and runs the rest;
+* ``epoch_stages``: the epoch-end stages that committed, with their outcome
+  (``slow_update_2: accept``); ``epochs_done``: epochs whose end committed.
+
+The rest is what the next commit builds on: the current and best skills with their scores and
+origins, the edit-budget schedule, the in-epoch step buffer (the reference lost it on resume,
+§14.9), the selection cache, the meta skill, usage, the run mode and the pinned environment.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from skillopt.durable import atomic_write_json, atomic_write_text
+from skillopt.errors import ConfigError
+from skillopt.trainer.records import StepRecord
 
-__all__ = ["RunMode", "TrainerState", "atomic_write_json", "atomic_write_text", "refuse_mode_change"]
+__all__ = ["STATE_VERSION", "RunMode", "TrainerState", "refuse_mode_change"]
 
-STATE_VERSION = 1
+#: 2: ``step_stages`` (the committed stages of the step in progress) and ``epoch_records``.
+STATE_VERSION = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,8 +58,6 @@ def refuse_mode_change(out_dir: Path, recorded: dict[str, Any] | None, mode: Run
     Raises:
         ConfigError: naming both modes and the flag that keeps the recorded one.
     """
-    from skillopt.errors import ConfigError
-
     before = RunMode.from_dict(recorded)
     if before is not None and before.simulated != mode.simulated:
         raise ConfigError(
@@ -62,7 +69,7 @@ def refuse_mode_change(out_dir: Path, recorded: dict[str, Any] | None, mode: Run
 
 @dataclass
 class TrainerState:
-    """Mutable state of one run; the trainer owns it and persists it."""
+    """Mutable state of one run; the run context owns it and commits it."""
 
     last_completed_step: int = 0
     current_skill: str = ""
@@ -78,6 +85,10 @@ class TrainerState:
     meta_skill: str = ""
     epochs_done: list[int] = field(default_factory=list)
     epoch_stages: dict[str, str] = field(default_factory=dict)
+    #: Each finished epoch's record (``EpochRecord.to_json()``), by epoch number as a string.
+    epoch_records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Stages of step ``last_completed_step + 1`` whose outputs are committed (replayed on resume).
+    step_stages: list[str] = field(default_factory=list)
     usage: dict[str, Any] = field(default_factory=dict)
     target_usage: dict[str, Any] = field(default_factory=dict)
     #: RunMode.to_dict() of the session that started the run.
@@ -90,27 +101,27 @@ class TrainerState:
     #: ``--resume`` keeps using that digest.
     environment: dict[str, Any] = field(default_factory=dict)
     #: Step records; persisted in ``history.json`` next to the state (not inside it).
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: list[StepRecord] = field(default_factory=list)
     version: int = STATE_VERSION
 
-    def save(self, path: Path) -> None:
-        # Fields hold plain JSON values already: no dataclasses.asdict deep copy (it dominated
-        # the controller's per-step overhead).
+    @property
+    def started(self) -> bool:
+        """The baseline was measured (every later decision compares against it)."""
+        return self.current_score is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """``runtime_state.json`` (without the history). Fields hold plain JSON values already:
+        no deep copy (it dominated the controller's per-step overhead)."""
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "history"}
-        atomic_write_json(path, data)
+        data["version"] = STATE_VERSION
+        return data
 
     @classmethod
-    def load(cls, path: Path) -> TrainerState | None:
-        if not path.exists():
-            return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-        known = {f for f in cls.__dataclass_fields__}
-        state = cls(**{k: v for k, v in data.items() if k in known and k != "history"})
-        hist = path.with_name("history.json")
-        if hist.exists():
-            state.history = [
-                r
-                for r in json.loads(hist.read_text(encoding="utf-8"))
-                if r["step"] <= state.last_completed_step
-            ]
+    def from_json(cls, data: dict[str, Any], history: list[StepRecord]) -> TrainerState:
+        """The state from ``runtime_state.json`` of any version (unknown keys are ignored; a
+        version 1 state has no ``step_stages``: a resume then reruns the whole next step,
+        reusing what its stage caches hold)."""
+        known = {f.name for f in fields(cls)} - {"history", "version"}
+        state = cls(**{k: v for k, v in data.items() if k in known})
+        state.history = [r for r in history if r.step <= state.last_completed_step]
         return state

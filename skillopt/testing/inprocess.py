@@ -1,0 +1,205 @@
+"""An in-process rollout executor, for trainer tests and controller benchmarks: no sandbox
+host, no gRPC, no container.
+
+It runs an env's real agent and real trusted grader in this process, against a real model
+endpoint (the scripted model server over HTTP in tests), for the agents that execute no code
+(the env declares ``sandbox="none"``: the question-answering agents). Everything the trainer
+sees is what a sandbox host would send: the same rows, traces, usage and typed failures (a
+provider error becomes a ``model-…`` infrastructure row, never a score). Code agents need a
+sandbox; asking this executor for one is a configuration error, never a host subprocess.
+
+Usage::
+
+    with simulation_server() as sim:
+        executor = InProcessExecutor(OpenAIChatModel("sim", base_url=sim.base_url, api_key=""))
+        stage = RolloutStage(executor, RolloutSpec(run_id="t", env="searchqa", agent="qa", ...))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from skillopt.agents.context import AgentContext
+from skillopt.envs.registry import get_env
+from skillopt.errors import ConfigError, InfraError, ModelError
+from skillopt.models.base import ChatModel
+from skillopt.types import InfraError as InfraErrorInfo
+from skillopt.types import InfraErrorKind, Limits, ModelSpec, RolloutRequest, RolloutResult
+
+if TYPE_CHECKING:
+    from skillopt.config import Config
+    from skillopt.trainer import Trainer
+    from skillopt.trainer.callbacks import Callback
+    from skillopt.trainer.rundir import Failpoint
+
+__all__ = ["InProcessExecutor", "simulated_trainer"]
+
+_DEFAULT_WALL_S = 60.0
+
+
+class InProcessExecutor:
+    """:class:`~skillopt.trainer.executor.RolloutExecutor` running no-sandbox agents here.
+
+    Args:
+        model: the target model every rollout calls.
+        host: the host id stamped on rows.
+        workers: rollouts run at once (1: in request order, the same file order every run).
+
+    Attributes:
+        requests: every request it was asked to run, in order (tests count them).
+    """
+
+    def __init__(self, model: ChatModel, *, host: str = "in-process", workers: int = 1) -> None:
+        self.model = model
+        self.host = host
+        self.workers = max(1, workers)
+        self.requests: list[RolloutRequest] = []
+        self._lock = threading.Lock()
+
+    def hosts(self) -> list[str]:
+        return [self.host]
+
+    def run(
+        self,
+        requests: Sequence[RolloutRequest],
+        *,
+        on_result: Callable[[RolloutResult], None],
+        stop: threading.Event,
+    ) -> None:
+        """Run ``requests`` (every row delivered through ``on_result``); stops early when
+        ``stop`` is set.
+
+        Raises:
+            ConfigError: an agent needs a sandbox (a container), which this executor has not.
+        """
+        for req in requests:
+            env = get_env(req.env)
+            if env.container(req.agent) != "none":
+                raise ConfigError(
+                    f"the in-process executor runs agents without a sandbox only; {req.env}/{req.agent} "
+                    "runs code: use the embedded sandbox or --endpoints"
+                )
+        with self._lock:
+            self.requests += requests
+
+        def one(req: RolloutRequest) -> None:
+            if not stop.is_set():
+                on_result(self._run(req))
+
+        if self.workers == 1:
+            for req in requests:
+                one(req)
+            return
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            list(pool.map(one, requests))
+
+    def _run(self, req: RolloutRequest) -> RolloutResult:
+        t0 = time.monotonic()
+        wall = float(req.limits.wall_time_s or _DEFAULT_WALL_S)
+        ctx = AgentContext(
+            request=req,
+            sandbox=None,
+            model=self.model,
+            limits=dataclasses.replace(req.limits, wall_time_s=wall),
+            emit=lambda _event: None,
+            deadline=t0 + wall,
+        )
+        try:
+            row = get_env(req.env).run(req.agent, ctx)
+        except (InfraError, ModelError) as exc:
+            row = _infra_row(req, exc.info())
+        except Exception as exc:  # a bug: infrastructure, as a host reports it
+            row = _infra_row(
+                req,
+                InfraErrorInfo(
+                    kind=InfraErrorKind.INTERNAL, message=f"internal error: {type(exc).__name__}: {exc}"
+                ),
+            )
+        return dataclasses.replace(
+            row,
+            id=row.id or req.task.id,
+            rollout_id=req.rollout_id,
+            host=self.host,
+            timings_s={**dict(row.timings_s), "total": time.monotonic() - t0},
+        )
+
+
+def _infra_row(req: RolloutRequest, info: InfraErrorInfo) -> RolloutResult:
+    return RolloutResult(
+        id=req.task.id,
+        rollout_id=req.rollout_id,
+        phase="infra",
+        fail_reason=info.fail_reason,
+        infra_error=info,
+    )
+
+
+def simulated_trainer(
+    config: Config,
+    out_dir: Path,
+    *,
+    base_url: str,
+    callbacks: Sequence[Callback] = (),
+    failpoint: Failpoint | None = None,
+    workers: int = 1,
+) -> tuple[Trainer, InProcessExecutor]:
+    """A :class:`Trainer` over ``config``'s env with the simulation's target and optimizer at
+    ``base_url`` (a :func:`~skillopt.testing.simulation.simulation_server`), rolling out in
+    this process: the wiring ``skillopt train`` does, without a sandbox (QA envs only).
+
+    Returns:
+        The trainer and its executor (``executor.requests`` lists every rollout asked for).
+    """
+    from skillopt.envs.registry import load_env_data
+    from skillopt.models.openai_chat import OpenAIChatModel
+    from skillopt.models.roles import RoleModel, UsageTracker
+    from skillopt.testing.simulation import SIM_OPTIMIZER, SIM_PROVIDER, SIM_TARGET
+    from skillopt.trainer import Trainer
+    from skillopt.trainer.rollouts import RolloutSpec, RolloutStage
+    from skillopt.trainer.state import RunMode
+
+    e = config.env
+    data = load_env_data(
+        e.name,
+        data_root=e.data_root,
+        split_mode=e.split_mode,
+        split_ratio=e.split_ratio,
+        split_seed=e.split_seed,
+        options=e.options,
+    )
+    executor = InProcessExecutor(
+        OpenAIChatModel(SIM_PROVIDER, base_url=base_url, api_key="", max_retries=0), workers=workers
+    )
+    optimizer = RoleModel(
+        OpenAIChatModel(SIM_PROVIDER, base_url=base_url, api_key="", max_retries=0),
+        ModelSpec(provider=SIM_PROVIDER, model=SIM_OPTIMIZER),
+        UsageTracker(),
+    )
+    stage = RolloutStage(
+        executor,
+        RolloutSpec(
+            run_id=out_dir.name,
+            env=e.name,
+            agent=e.agent,
+            model=ModelSpec(provider=SIM_PROVIDER, model=SIM_TARGET),
+            limits=Limits(),
+        ),
+    )
+    trainer = Trainer(
+        config,
+        data=data,
+        rollouts=stage,
+        optimizer=optimizer,
+        out_dir=out_dir,
+        initial_skill=data.initial_skill(),
+        callbacks=callbacks,
+        mode=RunMode(simulated=True, reason="in-process simulation"),
+        failpoint=failpoint,
+    )
+    return trainer, executor

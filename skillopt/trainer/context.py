@@ -1,0 +1,295 @@
+"""Everything a stage of a run may use, in one object built before any stage runs.
+
+:class:`RunContext` holds the run's inputs (config, plan, the rollout stage, the optimizer
+model, the run directory, the hooks) and its mutable state (the committed
+:class:`~skillopt.trainer.state.TrainerState`, the edit-budget schedule, the step buffer, the
+selection cache, usage). Stages compute from it and return their outputs; only the loop's
+commits change the state, and :meth:`RunContext.persist` writes it. Stages live in
+``skillopt.trainer.stages`` and import this module, never the loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import structlog
+
+from skillopt.config import Config
+from skillopt.envs.base import EnvData, TaskItem
+from skillopt.gate import GateCache, gate_score
+from skillopt.models.roles import PriceTable, RoleModel, UsageTracker
+from skillopt.reflection import StepBuffer, meta_skill_block
+from skillopt.reflection.cache import Slot
+from skillopt.skill.schedule import EditBudgetSchedule
+from skillopt.trainer.callbacks import BatchEvent, CallbackList, RowEvent, RunControl, Spend, StageEvent
+from skillopt.trainer.planning import RunPlan
+from skillopt.trainer.records import StepRecord
+from skillopt.trainer.rollouts import RolloutStage
+from skillopt.trainer.rundir import RunDirectory, layout, target_usage_on_disk
+from skillopt.trainer.state import RunMode, TrainerState, refuse_mode_change
+from skillopt.types import RolloutResult, skill_hash
+
+__all__ = ["STEP_STAGES", "RunContext", "StopAtStage", "Timer"]
+
+log = structlog.get_logger("skillopt.trainer")
+
+#: The named stages inside a step. A stop asked for is honoured before each of them, not only
+#: between steps: the step is then left uncommitted, as a crash would leave it, and ``--resume``
+#: reruns it from its committed stages and caches, so it reaches the same decisions.
+STEP_STAGES = frozenset({"rollout", "reflect", "aggregate", "select", "update", "evaluate"})
+
+
+class StopAtStage(Exception):
+    """Raised at a stage boundary inside a step when a stop was requested."""
+
+    def __init__(self, step: int, stage: str) -> None:
+        super().__init__(f"stop before {stage} of step {step}")
+        self.step, self.stage = step, stage
+
+
+class Timer:
+    """Wall time of a stage (``seconds`` once it ended)."""
+
+    seconds: float = 0.0
+
+
+class RunContext:
+    """The run's inputs, its committed state, and the services every stage uses.
+
+    Args:
+        config: the run configuration.
+        data: the env's splits.
+        rollouts: runs rollouts (embedded or remote sandbox hosts) into rollout dirs.
+        optimizer: the optimizer model.
+        run: the run directory.
+        initial_skill: the skill to start from.
+        hooks: the callbacks.
+        mode: real models or the offline simulation.
+        environment: the sandbox side of the environment manifest.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        data: EnvData,
+        rollouts: RolloutStage,
+        optimizer: RoleModel,
+        run: RunDirectory,
+        initial_skill: str,
+        hooks: CallbackList,
+        mode: RunMode,
+        environment: Mapping[str, Any],
+    ) -> None:
+        self.cfg = config
+        self.data = data
+        self.plan = RunPlan.of(config, data)
+        self.rollouts = rollouts
+        self.optimizer = optimizer
+        self.run = run
+        self.initial_skill = initial_skill
+        self.hooks = hooks
+        self.mode = mode
+        self.environment = dict(environment)
+        self.control = RunControl()
+        self.prices = PriceTable(prices=config.model.price_pairs())
+        self.usage: UsageTracker = optimizer.tracker
+        self.target_usage = UsageTracker()
+        self.state = TrainerState()
+        self.schedule = self._new_schedule()
+        self.buffer = StepBuffer()
+        self.gate_cache = GateCache()
+        rollouts.on_row = self._on_row
+        rollouts.on_batch = lambda label, total, done: hooks(
+            "on_rollout_batch", BatchEvent(label=label, total=total, done=done)
+        )
+
+    def _on_row(self, row: RolloutResult, label: str) -> None:
+        """A new row arrived (never one reloaded from disk): its target usage is spent."""
+        if row.usage.calls:
+            self.target_usage.add(layout.target_stage(label), row.usage)
+        self.hooks("on_rollout_result", RowEvent(label=label, row=row))
+
+    def _new_schedule(self) -> EditBudgetSchedule:
+        o = self.cfg.optimizer
+        return EditBudgetSchedule(
+            o.lr_scheduler,
+            total_steps=self.plan.total_steps,
+            max_budget=o.learning_rate,
+            min_budget=o.min_learning_rate,
+        )
+
+    # -- scores and spend --------------------------------------------------------------------------
+
+    def score(self, hard: float, soft: float, skill: str) -> float:
+        """The gate's score of a skill's selection means (``evaluation.gate_metric``)."""
+        e = self.cfg.evaluation
+        return gate_score(
+            hard,
+            soft,
+            metric=e.gate_metric,
+            mixed_weight=e.gate_mixed_weight,
+            skill_content=skill if e.use_semantic_density else None,
+            semantic_density_weight=e.semantic_density_weight if e.use_semantic_density else 0.0,
+            leading_words=e.leading_words,
+        )
+
+    def too_many_infra(self, n_infra: int, n_rows: int) -> bool:
+        """More rows lost to infrastructure than ``evaluation.max_infra_fraction`` allows: the
+        mean is then over a different subset than the other skill's, not evidence enough."""
+        return n_infra > self.cfg.evaluation.max_infra_fraction * max(1, n_rows)
+
+    def baseline_score(self) -> float | None:
+        """Gate score of the initial skill on the selection split (None before the baseline)."""
+        hit = self.gate_cache.get(skill_hash(self.initial_skill))
+        return None if hit is None else self.score(hit.hard, hit.soft, self.initial_skill)
+
+    def cost(self) -> float:
+        m = self.cfg.model
+        return self.prices.cost(m.optimizer, self.usage.total()) + self.prices.cost(
+            m.target, self.target_usage.total()
+        )
+
+    def spend(self) -> Spend:
+        tokens = self.usage.total().total_tokens + self.target_usage.total().total_tokens
+        return Spend(tokens=tokens, cost_usd=round(self.cost(), 6))
+
+    def usage_summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"optimizer": self.usage.to_json(), "target": self.target_usage.to_json()}
+        total = self.usage.total() + self.target_usage.total()
+        out["_total"] = {
+            "calls": total.calls,
+            "prompt_tokens": total.prompt_tokens,
+            "completion_tokens": total.completion_tokens,
+            "total_tokens": total.total_tokens,
+        }
+        return out
+
+    def meta_text(self) -> str:
+        return meta_skill_block(self.state.meta_skill) if self.state.meta_skill else ""
+
+    # -- stages ------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def stage(self, step: int, name: str) -> Iterator[Timer]:
+        """Time a named stage and announce it; a stop requested before a step's stage raises
+        :class:`StopAtStage` instead of starting it."""
+        if self.control.stop_requested and name in STEP_STAGES:
+            raise StopAtStage(step, name)
+        timer = Timer()
+        t0 = time.monotonic()
+        self.hooks("on_stage_start", self._stage_event(step, name))
+        try:
+            yield timer
+        finally:
+            timer.seconds = time.monotonic() - t0
+            self.hooks("on_stage_end", self._stage_event(step, name, timer.seconds))
+
+    def _stage_event(self, step: int, name: str, seconds: float | None = None) -> StageEvent:
+        return StageEvent(
+            step=step,
+            stage=name,
+            seconds=seconds,
+            current_score=self.state.current_score,
+            baseline_score=self.baseline_score(),
+            spend=self.spend(),
+        )
+
+    def rollout(
+        self, items: Sequence[TaskItem], skill: str, rel: str, *, train: bool, diagnostic: str = ""
+    ) -> list[RolloutResult]:
+        """Roll ``skill`` out on ``items`` into the rollout dir ``rel`` (resumable row by row)."""
+        return self.rollouts.run(
+            items, skill, self.run.path(rel), label=rel, use_eval_feedback=train, diagnostic=diagnostic
+        )
+
+    def slot(self, under: str, name: str) -> Slot:
+        """A named entry of the stage cache of ``under`` (see :mod:`skillopt.reflection.cache`)."""
+        return self.run.slot(under, name)
+
+    # -- commits, resume, stop -----------------------------------------------------------------------
+
+    def persist(self, record: StepRecord | None = None) -> None:
+        """Commit the state (with a new step's record, whose commit has cleared ``step_stages``)."""
+        st = self.state
+        st.scheduler = self.schedule.state_dict()
+        st.step_buffer = self.buffer.to_json()
+        st.gate_cache = {"json": self.gate_cache.to_json()}
+        st.usage = self.usage.to_json()
+        st.target_usage = self.target_usage.to_json()
+        st.mode = st.mode or self.mode.to_dict()
+        st.environment = st.environment or self.environment
+        st.hosts = sorted({*st.hosts, *self.rollouts.executor.hosts()})
+        self.run.commit(st, record)
+
+    def commit_stage(self, name: str) -> None:
+        """Record that a stage of the step in progress committed its outputs (they are in the
+        stage cache): a resume replays it from there instead of asking again."""
+        self.state.step_stages = [*self.state.step_stages, name]
+        self.run.commit_progress(self.state)
+
+    def restore(self, *, event: str = "trainer.resumed") -> int:
+        """Load the committed state (a new run has none); returns the last committed step.
+
+        Raises:
+            ConfigError: the run was started in the other mode (real models or simulation).
+            RunDirectoryDamaged: the run state is unreadable.
+        """
+        # The rows on disk are the target's ledger (also those of a run that never committed).
+        self.target_usage.load(target_usage_on_disk(self.run.root))
+        st = self.run.load_state()
+        if st is None:
+            return 0
+        refuse_mode_change(self.run.root, st.mode, self.mode)
+        self.state = st
+        self.schedule = self._new_schedule()
+        if st.scheduler:
+            self.schedule.load_state_dict(st.scheduler)
+        self.buffer = StepBuffer.from_json(st.step_buffer) if st.step_buffer else StepBuffer()
+        self.gate_cache = (
+            GateCache.from_json(st.gate_cache["json"]) if st.gate_cache.get("json") else GateCache()
+        )
+        if st.usage:
+            self.usage.load_json(st.usage)
+        log.info(
+            event,
+            last_completed_step=st.last_completed_step,
+            step_stages=st.step_stages,
+            current_score=st.current_score,
+        )
+        return st.last_completed_step
+
+    def rollback(self, stop: StopAtStage) -> str:
+        """Back to the last commit after a stop inside a step, so the resumed run redoes
+        exactly the uncommitted stages. What the step spent stays counted (the optimizer's
+        ledger and the rows on disk are its record). Returns the stop reason to report."""
+        self.restore(event="trainer.rolled_back")
+        ledger = self.run.path(layout.OPTIMIZER_LEDGER)
+        if ledger.exists():
+            self.usage.load_ledger(ledger)
+        reason = (
+            f"{self.control.reason or 'stop requested'}; stopped before the {stop.stage} stage of step "
+            f"{stop.step}, which reruns on resume from its cached outputs"
+        )
+        log.warning("trainer.stopped_in_step", step=stop.step, stage=stop.stage, reason=reason)
+        return reason
+
+    def check_budget(self) -> bool:
+        """Whether the loop must stop at this boundary: a callback asked, or a run budget
+        (``train.max_tokens``, ``train.max_cost_usd``) is used up (the stop's reason says so)."""
+        if self.control.stop_requested:
+            return True
+        t = self.cfg.train
+        used = self.usage.total().total_tokens + self.target_usage.total().total_tokens
+        if t.max_tokens and used >= t.max_tokens:
+            reason = f"token budget reached: {used} tokens used of train.max_tokens={t.max_tokens}"
+        elif t.max_cost_usd and (cost := self.cost()) >= t.max_cost_usd:
+            reason = f"cost budget reached: ${cost:.4f} spent of train.max_cost_usd={t.max_cost_usd}"
+        else:
+            return False
+        self.control.request_stop(reason)
+        log.warning("trainer.budget_stop", reason=reason, step=self.state.last_completed_step)
+        return True

@@ -1,0 +1,194 @@
+"""A rollout directory on disk: ``results.jsonl``, ``infra_attempts.jsonl``, ``predictions/``.
+
+Each rollout directory holds ``results.jsonl`` (one line per finished item, appended as rows
+arrive) and ``predictions/<id>/`` (trace, prompts, code, produced files). A row is appended
+only after its prediction files are written, so on resume every id in ``results.jsonl`` is
+complete and is not sent again; a torn last line from a crash is dropped. Rows that ended on
+infrastructure are the exception: a resumed batch moves them to ``infra_attempts.jsonl`` and
+runs those items again.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import structlog
+
+from skillopt.durable import atomic_write_text
+from skillopt.trainer.rundir.layout import INFRA_ATTEMPTS, PREDICTIONS, RESULTS, target_stage
+from skillopt.trainer.rundir.rowjson import row_from_json, row_to_json, trace_from_json, trace_to_json
+from skillopt.types import RolloutResult, Usage
+
+__all__ = [
+    "append_row",
+    "load_rows",
+    "prediction_dir",
+    "read_result_lines",
+    "set_aside_infra_rows",
+    "target_usage_on_disk",
+]
+
+log = structlog.get_logger("skillopt.trainer.rundir")
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _safe(name: str) -> str:
+    return _SAFE.sub("_", name)[:120] or "item"
+
+
+def prediction_dir(out_dir: Path, item_id: str) -> Path:
+    """Where the trace and files of item ``item_id`` of the rollout dir ``out_dir`` are kept."""
+    return out_dir / PREDICTIONS / _safe(item_id)
+
+
+def read_result_lines(out_dir: Path) -> list[dict]:
+    """The rows of ``out_dir/results.jsonl`` as JSON objects, first occurrence of an id winning;
+    a torn or foreign line is skipped (read-only: for readers that follow a running run)."""
+    path = out_dir / RESULTS
+    rows: dict[str, dict] = {}
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    for line in text.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and "id" in obj:
+            rows.setdefault(str(obj["id"]), obj)
+    return list(rows.values())
+
+
+def load_rows(out_dir: Path, *, with_traces: bool = True) -> dict[str, RolloutResult]:
+    """Rows already in ``out_dir/results.jsonl`` (first occurrence of an id wins); a torn last
+    line is dropped and the file rewritten without it (the writer's repair on resume)."""
+    path = out_dir / RESULTS
+    rows: dict[str, RolloutResult] = {}
+    if not path.exists():
+        return rows
+    good_lines: list[str] = []
+    torn = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            torn = True  # only the last line can be torn (appends are sequential)
+            continue
+        if obj["id"] in rows:
+            continue
+        trace, reports = None, {}
+        tpath = prediction_dir(out_dir, obj["id"]) / "trace.json"
+        if with_traces and tpath.exists():
+            trace, reports = trace_from_json(json.loads(tpath.read_text(encoding="utf-8")))
+        rows[obj["id"]] = row_from_json(obj, trace, reports)
+        good_lines.append(line)
+    if torn:
+        _rewrite(path, good_lines)
+    return rows
+
+
+def _rewrite(path: Path, lines: Sequence[str]) -> None:
+    atomic_write_text(path, "".join(line + "\n" for line in lines))
+
+
+def set_aside_infra_rows(out_dir: Path, rows: dict[str, RolloutResult]) -> dict[str, int]:
+    """Move rows that ended on infrastructure out of ``results.jsonl`` (into
+    ``infra_attempts.jsonl``, kept as a record) so the batch reruns them; ``rows`` loses them too.
+
+    Returns:
+        Per id, how many of its attempts ended on infrastructure so far (reruns get a new
+        rollout id from it).
+    """
+    path = out_dir / RESULTS
+    aside = out_dir / INFRA_ATTEMPTS
+    failed = {k for k, r in rows.items() if r.infra_error is not None}
+    if failed:
+        keep, move = [], []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                (move if json.loads(line)["id"] in failed else keep).append(line)
+        # Record first, then drop: a crash in between leaves the row in both, which only
+        # counts one attempt too many.
+        with open(aside, "a", encoding="utf-8") as fh:
+            fh.write("".join(line + "\n" for line in move))
+        _rewrite(path, keep)
+        for k in failed:
+            del rows[k]
+        log.info("rollouts.rerun_infra", dir=str(out_dir), n=len(failed))
+    counts: dict[str, int] = collections.Counter()
+    if aside.exists():
+        for line in aside.read_text(encoding="utf-8").splitlines():
+            try:
+                counts[json.loads(line)["id"]] += 1
+            except (json.JSONDecodeError, KeyError):
+                continue
+    return counts
+
+
+def append_row(out_dir: Path, row: RolloutResult, task_type: str) -> None:
+    """Write a row's prediction files, then append its line to ``results.jsonl``."""
+    pdir = prediction_dir(out_dir, row.id)
+    pdir.mkdir(parents=True, exist_ok=True)
+    t = row.trace
+    (pdir / "trace.json").write_text(
+        json.dumps(trace_to_json(t, row.cases), ensure_ascii=False), encoding="utf-8"
+    )
+    (pdir / "conversation.json").write_text(
+        json.dumps(
+            [{"role": m.role, "content": m.content} for m in t.messages], ensure_ascii=False, indent=1
+        ),
+        encoding="utf-8",
+    )
+    if t.system_prompt:
+        (pdir / "target_system_prompt.txt").write_text(t.system_prompt, encoding="utf-8")
+    if t.user_prompt:
+        (pdir / "target_user_prompt.txt").write_text(t.user_prompt, encoding="utf-8")
+    if t.code:
+        (pdir / "code.py").write_text(t.code, encoding="utf-8")
+    for key, text in t.notes.items():
+        (pdir / f"{_safe(key)}.txt").write_text(text, encoding="utf-8")
+    for art in row.artifacts:
+        target = pdir / "artifacts" / art.name
+        if target.resolve().is_relative_to(pdir.resolve()):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(art.content)
+    line = json.dumps(row_to_json(row, task_type=task_type), ensure_ascii=False) + "\n"
+    # One write() per row: a crash (even kill -9) leaves at most a torn last line, which
+    # load_rows drops. No fsync per row: after a power loss a row is re-run, never doubled.
+    with open(out_dir / RESULTS, "a", encoding="utf-8") as fh:
+        fh.write(line)
+
+
+def target_usage_on_disk(run_root: Path) -> dict[str, Usage]:
+    """The target model's usage of every row the run has on disk (``results.jsonl`` and the
+    infrastructure attempts set aside), per stage (:func:`~.layout.target_stage`): the rows
+    are the target's ledger, so a crash loses no spend and a resume counts none twice."""
+    totals: dict[str, Usage] = {}
+    for name in (RESULTS, INFRA_ATTEMPTS):
+        for path in run_root.rglob(name):
+            stage = target_stage(str(path.parent.relative_to(run_root)))
+            try:
+                lines = path.read_text(encoding="utf-8").splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                try:
+                    u = json.loads(line).get("usage") or {}
+                    usage = Usage(
+                        calls=int(u.get("calls", 0)),
+                        prompt_tokens=int(u.get("prompt_tokens", 0)),
+                        completion_tokens=int(u.get("completion_tokens", 0)),
+                    )
+                except (ValueError, AttributeError, TypeError):
+                    continue  # a torn last line
+                if usage.calls:
+                    totals[stage] = totals.get(stage, Usage()) + usage
+    return totals

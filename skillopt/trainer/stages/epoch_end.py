@@ -1,0 +1,244 @@
+"""The epoch-end stages: the slow update (a protected block of longer-term guidance, gated or
+force-injected) and the meta skill (lessons for the optimizer itself), both from one
+comparison of the previous epoch's last skill with the current one on the same train items.
+
+The comparison is made once per epoch and passed to both stages; it is cached
+(``comparison.json``), so a resume between the two stages gives the meta skill the very pairs
+the slow update saw (made with the skill *before* the slow update changed it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import structlog
+
+from skillopt.reflection import (
+    Pair,
+    comparison_pairs,
+    filter_pairs,
+    missing_changed_pairs,
+    propose_meta_skill,
+    propose_slow_update,
+)
+from skillopt.reflection.cache import cache_key, memoized
+from skillopt.skill.document import inject_empty_slow_update_field
+from skillopt.trainer.context import RunContext
+from skillopt.trainer.planning import sample_items
+from skillopt.trainer.rundir.layout import Epoch, epoch_dir
+from skillopt.trainer.stages.gate import decide_gate
+from skillopt.trainer.stages.selection import SelectionEval, evaluate_selection, promote, remember
+from skillopt.types import skill_hash
+
+__all__ = ["Comparison", "EpochEndState", "MetaSkillStage", "SlowUpdateStage", "StageOutcome"]
+
+log = structlog.get_logger("skillopt.trainer")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    prev_skill: str
+    curr_skill: str
+    pairs: tuple[Pair, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageOutcome:
+    """An epoch-end stage's result: its action, the skill it leaves current, and its record."""
+
+    action: str
+    skill: str | None = None
+    evaluation: SelectionEval | None = None
+    accepted: bool = False
+    meta_skill: str = ""
+    result: Mapping[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpochEndState:
+    epoch: int
+    last_step: int
+    comparison: Comparison | None = None
+    slow_update: StageOutcome | None = None
+    meta_skill: StageOutcome | None = None
+
+
+def _compare(ctx: RunContext, state: EpochEndState) -> Comparison:
+    """The epoch's comparison pairs (made once, cached in the first epoch-end stage's folder)."""
+    if state.comparison is not None:
+        return state.comparison
+    o = ctx.cfg.optimizer
+    rel = epoch_dir("slow_update" if o.use_slow_update else "meta_skill", state.epoch)
+    prev_step = (state.epoch - 1) * ctx.plan.steps_per_epoch
+    prev_skill = ctx.run.read_skill(prev_step)
+    if prev_skill is None:
+        log.warning("epoch_end.previous_skill_missing", step=prev_step, using="the initial skill")
+        prev_skill = ctx.initial_skill
+    return memoized(
+        ctx.slot(rel, Epoch.COMPARISON),
+        cache_key("comparison", 1, {"epoch": state.epoch, "prev": skill_hash(prev_skill)}),
+        lambda: _pairs(ctx, state.epoch, rel, prev_skill, ctx.state.current_skill),
+        encode=lambda c: {
+            "prev_skill": c.prev_skill,
+            "curr_skill": c.curr_skill,
+            "pairs": [p.to_dict(include_trajectories=True) for p in c.pairs],
+        },
+        decode=lambda d: Comparison(
+            prev_skill=str(d["prev_skill"]),
+            curr_skill=str(d["curr_skill"]),
+            pairs=tuple(Pair.from_dict(p) for p in d["pairs"]),
+        ),
+    )
+
+
+def _pairs(ctx: RunContext, epoch: int, rel: str, prev_skill: str, curr_skill: str) -> Comparison:
+    """Roll both skills out on the same train sample (topped up for the ``changed`` policy)."""
+    o, seed = ctx.cfg.optimizer, ctx.cfg.train.seed + epoch * 2000
+    texts = ctx.plan.task_texts
+    sample = sample_items(ctx.plan.train, o.slow_update_samples, seed)
+    prev_rows = ctx.rollout(sample, prev_skill, f"{rel}/{Epoch.ROLLOUT_PREV}", train=False)
+    curr_rows = ctx.rollout(sample, curr_skill, f"{rel}/{Epoch.ROLLOUT_CURR}", train=False)
+    pairs = comparison_pairs(
+        prev_rows, curr_rows, task_texts=texts, prev_skill=prev_skill, curr_skill=curr_skill
+    )
+    policy = o.longitudinal_pair_policy
+    need = missing_changed_pairs(pairs, policy, target=o.slow_update_samples)
+    used = {it.id for it in sample}
+    while need > 0:
+        extra = sample_items(ctx.plan.train, need, seed + len(used), exclude=used)
+        if not extra:
+            break
+        used |= {it.id for it in extra}
+        p = ctx.rollout(extra, prev_skill, f"{rel}/{Epoch.ROLLOUT_PREV}/topup", train=False)
+        c = ctx.rollout(extra, curr_skill, f"{rel}/{Epoch.ROLLOUT_CURR}/topup", train=False)
+        pairs += comparison_pairs(p, c, task_texts=texts, prev_skill=prev_skill, curr_skill=curr_skill)
+        need = missing_changed_pairs(pairs, policy, target=o.slow_update_samples)
+    kept = filter_pairs(pairs, policy)
+    ctx.run.write_json(f"{rel}/{Epoch.PAIRS}", [p.to_dict() for p in kept])
+    if len(kept) != len(pairs):
+        ctx.run.write_json(f"{rel}/{Epoch.PAIRS_ALL}", [p.to_dict() for p in pairs])
+    return Comparison(prev_skill=prev_skill, curr_skill=curr_skill, pairs=tuple(kept))
+
+
+class SlowUpdateStage:
+    """Epoch 1: an empty slow-update block is injected; later epochs propose its content from
+    the comparison, then gate it (``optimizer.slow_update_gate_with_selection``) or force it
+    in with a re-measured score (the reference left the score stale here, §14.6)."""
+
+    name = "slow_update"
+
+    def run(self, ctx: RunContext, state: EpochEndState) -> EpochEndState:
+        t0 = time.monotonic()
+        rel = epoch_dir(self.name, state.epoch)
+        with ctx.stage(state.last_step, self.name):
+            if state.epoch == 1:
+                skill = inject_empty_slow_update_field(ctx.state.current_skill)
+                outcome = StageOutcome(
+                    action="inject_placeholder", skill=skill, result={"action": "inject_placeholder"}
+                )
+            else:
+                state = replace(state, comparison=_compare(ctx, state))
+                outcome = self._propose(ctx, state, rel)
+        result = {**outcome.result, "time_s": round(time.monotonic() - t0, 3)}
+        return replace(state, slow_update=replace(outcome, result=result))
+
+    def _propose(self, ctx: RunContext, state: EpochEndState, rel: str) -> StageOutcome:
+        comp = state.comparison
+        assert comp is not None
+        proposal = propose_slow_update(
+            comp.prev_skill,
+            comp.curr_skill,
+            comp.pairs,
+            model=ctx.optimizer,
+            cache=ctx.slot(rel, Epoch.PROPOSAL),
+        )
+        if not proposal.candidate:
+            return StageOutcome(action="no_content", result={"action": "no_content", "error": proposal.error})
+        ctx.run.write_text(f"{rel}/{Epoch.CANDIDATE}", proposal.candidate)
+        ev = evaluate_selection(ctx, proposal.candidate, f"{rel}/{Epoch.SELECTION}")
+        if ctx.cfg.optimizer.slow_update_gate_with_selection:
+            origin = f"slow_update_epoch_{state.epoch:02d}"
+            gate = decide_gate(ctx, state.last_step, origin, proposal.candidate, ev)
+            action, accepted = gate.action, gate.accepted
+        else:
+            action, accepted = "force_accept", True
+        n = max(1, len(comp.pairs))
+        result = {
+            "action": action,
+            "content": proposal.content,
+            "reasoning": proposal.reasoning,
+            "candidate_hash": skill_hash(proposal.candidate),
+            "selection_hard": ev.hard,
+            "candidate_gate_score": ev.score,
+            "prev_hard": sum(p.prev.hard for p in comp.pairs) / n,
+            "curr_hard": sum(p.curr.hard for p in comp.pairs) / n,
+            "update_origin": "slow_update_momentum",
+        }
+        return StageOutcome(
+            action=action, skill=proposal.candidate, evaluation=ev, accepted=accepted, result=result
+        )
+
+    def commit(self, ctx: RunContext, state: EpochEndState) -> None:
+        """Apply the outcome; the slow update and the skill it produced commit together."""
+        o, st = state.slow_update, ctx.state
+        assert o is not None
+        if o.action == "inject_placeholder" and o.skill is not None:
+            # An empty protected block changes the hash, not the behaviour: carry the measured
+            # selection scores over to the new text.
+            before = ctx.gate_cache.get(skill_hash(st.current_skill))
+            st.current_skill = o.skill
+            if before is not None:
+                ctx.gate_cache.put(skill_hash(o.skill), before.hard, before.soft, dict(before.items or {}))
+        elif o.evaluation is not None and o.skill is not None:
+            remember(ctx, o.evaluation)
+            if o.accepted:
+                origin = f"slow_update_epoch_{state.epoch:02d}"
+                promote(st, o.skill, o.evaluation.score, step=state.last_step, origin=origin)
+        ctx.run.save_skill(state.last_step, st.current_skill)
+        st.epoch_stages[f"{self.name}_{state.epoch}"] = o.action
+        ctx.persist()
+        ctx.run.write_json(f"{epoch_dir(self.name, state.epoch)}/{Epoch.SLOW_RESULT}", dict(o.result))
+
+
+class MetaSkillStage:
+    """Epoch 2 on: the optimizer's own lessons, from the epoch's comparison and the previous
+    meta skill (epoch 1 has nothing to compare)."""
+
+    name = "meta_skill"
+
+    def run(self, ctx: RunContext, state: EpochEndState) -> EpochEndState:
+        with ctx.stage(state.last_step, self.name):
+            if state.epoch == 1:
+                return replace(
+                    state,
+                    meta_skill=StageOutcome(action="skip_first_epoch", result={"action": "skip_first_epoch"}),
+                )
+            state = replace(state, comparison=_compare(ctx, state))
+            comp = state.comparison
+            assert comp is not None
+            proposal = propose_meta_skill(
+                comp.prev_skill,
+                comp.curr_skill,
+                comp.pairs,
+                ctx.state.meta_skill,
+                model=ctx.optimizer,
+                cache=ctx.slot(epoch_dir(self.name, state.epoch), Epoch.PROPOSAL),
+            )
+        action = "updated" if proposal.content else "no_content"
+        result = {"action": action, "meta_skill_content": proposal.content, "reasoning": proposal.reasoning}
+        return replace(
+            state, meta_skill=StageOutcome(action=action, meta_skill=proposal.content, result=result)
+        )
+
+    def commit(self, ctx: RunContext, state: EpochEndState) -> None:
+        """The meta skill and the stage's outcome commit together."""
+        o = state.meta_skill
+        assert o is not None
+        if o.meta_skill:
+            ctx.state.meta_skill = o.meta_skill
+        ctx.state.epoch_stages[f"{self.name}_{state.epoch}"] = o.action
+        ctx.persist()
+        ctx.run.write_json(f"{epoch_dir(self.name, state.epoch)}/{Epoch.META_RESULT}", dict(o.result))

@@ -1,0 +1,160 @@
+"""The finish stage: check the final skill against the best one, evaluate the initial, best
+and final skills on the test split, and write the run's result (``summary.json``).
+
+A run stopped early (a budget, a stop request) writes the result of what it did, without the
+final evaluations, with ``status: stopped`` and the reason; ``--resume`` continues it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from skillopt import __version__
+from skillopt.trainer.context import RunContext
+from skillopt.trainer.manifest import data_manifest
+from skillopt.trainer.rollouts import score_rows
+from skillopt.trainer.rundir import layout, read_result_lines
+from skillopt.trainer.stages.selection import evaluate_selection, promote, remember
+from skillopt.trainer.summary import EpochRecord, FitResult, TestScores
+from skillopt.types import skill_hash
+
+__all__ = ["FinishStage"]
+
+
+class FinishStage:
+    """Final selection check and promotion, test evaluations, the run's :class:`FitResult`."""
+
+    name = "finish"
+
+    def run(self, ctx: RunContext, *, wall_s: float, complete: bool, stop_reason: str = "") -> FitResult:
+        st = ctx.state
+        final_score: float | None = st.best_score
+        if complete and skill_hash(st.current_skill) != skill_hash(st.best_skill):
+            # The final skill becomes best only if it scores strictly higher (earlier skills win ties).
+            ev = evaluate_selection(ctx, st.current_skill, layout.FINAL_SELECTION)
+            remember(ctx, ev)
+            final_score = ev.score
+            promote(
+                st,
+                st.current_skill,
+                ev.score,
+                step=st.last_completed_step,
+                origin=st.current_origin,
+                make_current=False,
+            )
+        elif not complete:
+            final_score = st.current_score
+        st.stop_reason = "" if complete else stop_reason or "stopped"
+        ctx.persist()
+        tests = self._tests(ctx) if complete and ctx.cfg.evaluation.eval_test else None
+        result = self._result(ctx, wall_s=wall_s, complete=complete, final_score=final_score, tests=tests)
+        ctx.run.write_json(layout.SUMMARY, result.to_json())
+        return result
+
+    def _tests(self, ctx: RunContext) -> TestScores:
+        st = ctx.state
+        with ctx.stage(st.last_completed_step, "test"):
+            baseline = self._test_eval(ctx, ctx.initial_skill, layout.TEST_BASELINE)
+            best = self._test_eval(ctx, st.best_skill, layout.TEST_BEST)
+            final = (
+                best
+                if skill_hash(st.current_skill) == skill_hash(st.best_skill)
+                else self._test_eval(ctx, st.current_skill, layout.TEST_FINAL)
+            )
+        return TestScores(
+            baseline_hard=baseline["hard"],
+            baseline_soft=baseline["soft"],
+            best_hard=best["hard"],
+            best_soft=best["soft"],
+            final_hard=final["hard"],
+            final_soft=final["soft"],
+            n_infra={"baseline": baseline["n_infra"], "best": best["n_infra"], "final": final["n_infra"]},
+        )
+
+    @staticmethod
+    def _test_eval(ctx: RunContext, skill: str, rel: str) -> dict[str, Any]:
+        items = ctx.plan.test
+        rows = ctx.rollout(items, skill, rel, train=False)
+        types = {it.id: it.task_type for it in items}
+        by_type: dict[str, dict[str, Any]] = {}
+        for t in [*ctx.data.task_types(), "overall"]:
+            sel = [r for r in rows if r.infra_error is None and (t == "overall" or types.get(r.id) == t)]
+            by_type[t] = {"total": len(sel), "hard_acc": sum(r.hard for r in sel) / len(sel) if sel else 0.0}
+        s = score_rows(rows)
+        summary = {
+            **by_type,
+            "hard": s.hard,
+            "soft": s.soft,
+            "n": s.n,
+            "n_infra": s.n_infra,
+            "env_options": dict(ctx.cfg.env.options),  # e.g. SpreadsheetBench's grading mode
+        }
+        ctx.run.write_json(f"{rel}/{layout.TEST_SUMMARY}", summary)
+        return summary
+
+    @staticmethod
+    def _result(
+        ctx: RunContext, *, wall_s: float, complete: bool, final_score: float | None, tests: TestScores | None
+    ) -> FitResult:
+        st, cfg = ctx.state, ctx.cfg
+
+        def hard_of(skill: str) -> float | None:
+            entry = ctx.gate_cache.get(skill_hash(skill))
+            return entry.hard if entry else None
+
+        actions = [r.action for r in st.history]
+        return FitResult(
+            version=f"skillopt-{__version__}",
+            status="complete" if complete else "stopped",
+            stop_reason=st.stop_reason,
+            simulated=ctx.mode.simulated,
+            mode=ctx.mode.to_dict(),
+            config=cfg.to_dict(redacted=True),
+            baseline_selection_hard=hard_of(ctx.initial_skill),
+            baseline_selection_score=ctx.baseline_score(),
+            best_selection_hard=hard_of(st.best_skill),
+            best_selection_score=st.best_score,
+            final_selection_hard=hard_of(st.current_skill),
+            final_selection_score=final_score,
+            best_step=st.best_step,
+            current_origin=st.current_origin,
+            best_origin=st.best_origin,
+            total_steps=len(st.history),
+            total_accepts=sum("accept" in a for a in actions),
+            total_rejects=sum(a == "reject" for a in actions),
+            total_skips=sum(a == "skip_no_patches" for a in actions),
+            epoch_stats=tuple(_epoch_record(ctx, e) for e in range(1, cfg.train.num_epochs + 1)),
+            epoch_stages=dict(st.epoch_stages),
+            total_wall_time_s=round(wall_s, 3),
+            token_summary=ctx.usage_summary(),
+            cost_usd=round(ctx.cost(), 6),
+            sandbox_hosts=tuple(st.hosts),
+            image_digests=tuple(sorted(_digests(ctx))),
+            environment={
+                **ctx.environment,
+                "pinned_runtime_image_digest": st.environment.get("runtime_image_digest", ""),
+                "data": data_manifest(
+                    {"train": ctx.plan.train, "selection": ctx.plan.selection, "test": ctx.plan.test}
+                ),
+            },
+            tests=tests,
+        )
+
+
+def _epoch_record(ctx: RunContext, epoch: int) -> EpochRecord:
+    """The record made when the epoch ended (an epoch the run did not finish: as it stands)."""
+    st = ctx.state
+    saved = st.epoch_records.get(str(epoch))
+    if saved is not None:
+        return EpochRecord(**saved)
+    return EpochRecord.of(epoch, st.history, best=st.best_score, current=st.current_score)
+
+
+def _digests(ctx: RunContext) -> set[str]:
+    """The image digests every row of the run was made with."""
+    return {
+        d
+        for p in ctx.run.root.rglob(layout.RESULTS)
+        for r in read_result_lines(p.parent)
+        if (d := r.get("image_digest"))
+    }

@@ -1,0 +1,163 @@
+"""The propose stage: merge the step's patches (aggregate), clip them to the edit budget
+(select), and build the candidate skill (update: apply the edits, or rewrite the skill from
+the selected suggestions, or take the full-rewrite candidate).
+
+The budget comes from the schedule (peeked: it advances when the step commits), from the
+optimizer (``lr_control_mode: autonomous``, cached in ``lr_decision.json``), or is unlimited
+in full-rewrite mode. Every optimizer answer is cached in the step's folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from skillopt.reflection import (
+    autonomous_budget,
+    full_rewrite_candidate,
+    merge_patches,
+    rank_and_select,
+    rewrite_skill,
+)
+from skillopt.skill import SkillDocument, apply_edits
+from skillopt.trainer.context import RunContext
+from skillopt.trainer.records import ProposalStats
+from skillopt.trainer.rollouts import score_rows
+from skillopt.trainer.rundir import layout
+from skillopt.trainer.rundir.layout import Step
+from skillopt.trainer.stages.state import Proposal, StepState
+from skillopt.types import skill_hash
+
+__all__ = ["ProposeStage"]
+
+
+class ProposeStage:
+    """Aggregate → select → update."""
+
+    name = "propose"
+
+    def run(self, ctx: RunContext, state: StepState) -> StepState:
+        refl = state.reflection
+        if refl is None or not refl.has_patches:
+            return state
+        inp, cfg = state.inputs, ctx.cfg
+        sdir = layout.step_dir(inp.step)
+        mode = cfg.optimizer.skill_update_mode
+        timing = dict(state.timing)
+        with ctx.stage(inp.step, "aggregate") as t:
+            merged = merge_patches(
+                inp.skill,
+                refl.failure_patches,
+                refl.success_patches,
+                model=ctx.optimizer,
+                update_mode=mode,
+                merge_batch_size=cfg.gradient.merge_batch_size,
+                workers=cfg.gradient.analyst_workers,
+                meta_skill_text=inp.meta_text,
+                cache=ctx.slot(sdir, Step.MERGED),
+            )
+        timing["aggregate_s"] = t.seconds
+        with ctx.stage(inp.step, "select") as t:
+            budget, lr_decision = self._budget(ctx, state, merged.items)
+            selection = rank_and_select(
+                inp.skill,
+                merged.items,
+                budget=budget,
+                model=ctx.optimizer,
+                update_mode=mode,
+                meta_skill_text=inp.meta_text,
+                cache=ctx.slot(sdir, Step.RANKED),
+            )
+            if not ctx.run.exists(f"{sdir}/{Step.RANKED}"):  # the pool fit the budget: no call, on record
+                ctx.run.write_json(f"{sdir}/{Step.RANKED}", selection.to_dict())
+        timing["select_s"] = t.seconds
+        with ctx.stage(inp.step, "update") as t:
+            candidate, report = _update(ctx, state, selection.items)
+        timing["update_s"] = t.seconds
+        if candidate is not None:
+            ctx.run.write_text(f"{sdir}/{Step.CANDIDATE}", candidate)
+        stats = ProposalStats(
+            n_edits_merged=len(merged.items),
+            lr_decision=lr_decision,
+            edit_budget=budget,
+            lr_control_mode=ctx.plan.lr_mode,
+            n_edits_ranked=len(selection.items),
+            support_counts=tuple(_support(i) for i in selection.items),
+            edit_apply_summary=report.get("edit_apply_summary"),
+            rewrite_change_summary=report.get("rewrite_change_summary"),
+            candidate_hash=skill_hash(candidate) if candidate is not None else None,
+            candidate_skill_len=len(candidate) if candidate is not None else None,
+        )
+        proposal = Proposal(
+            stats=stats,
+            candidate=candidate,
+            selected_items=tuple(selection.items),
+            used_schedule=not ctx.plan.full_rewrite and ctx.plan.lr_mode != "autonomous",
+        )
+        return replace(state, proposal=proposal, timing=timing)
+
+    @staticmethod
+    def _budget(ctx: RunContext, state: StepState, items: Sequence[Any]) -> tuple[int | None, dict | None]:
+        """The edit budget, and the optimizer's decision when it chose it."""
+        if ctx.plan.full_rewrite:
+            return None, None
+        if ctx.plan.lr_mode != "autonomous":
+            return ctx.schedule.peek(), None
+        refl, inp = state.reflection, state.inputs
+        assert refl is not None
+        s = score_rows(refl.rows)
+        sdir = layout.step_dir(inp.step)
+        decision = autonomous_budget(
+            inp.skill,
+            items,
+            model=ctx.optimizer,
+            rollout_n=s.n,
+            rollout_hard=s.hard,
+            rollout_soft=s.soft,
+            step_buffer_text=inp.buffer_text,
+            meta_skill_text=inp.meta_text,
+            update_mode=ctx.cfg.optimizer.skill_update_mode,
+            cache=ctx.slot(sdir, Step.LR_DECISION),
+        )
+        if not ctx.run.exists(f"{sdir}/{Step.LR_DECISION}"):  # a fallback is not cached: on record
+            ctx.run.write_json(f"{sdir}/{Step.LR_DECISION}", decision.to_dict())
+        return decision.learning_rate, decision.to_dict()
+
+
+def _support(item: Any) -> Any:
+    return getattr(item, "support_count", None) or (
+        item.get("support_count") if isinstance(item, Mapping) else None
+    )
+
+
+def _update(ctx: RunContext, state: StepState, items: Sequence[Any]) -> tuple[str | None, dict[str, Any]]:
+    """The candidate skill and what the record keeps about how it was made."""
+    inp, cfg = state.inputs, ctx.cfg
+    sdir = layout.step_dir(inp.step)
+    mode = cfg.optimizer.skill_update_mode
+    if mode == "patch":
+        result = apply_edits(
+            SkillDocument(inp.skill), list(items), whitespace_tolerant=cfg.optimizer.whitespace_tolerant_edits
+        )
+        ctx.run.write_json(
+            f"{sdir}/{Step.APPLY_REPORT}",
+            {"reports": [r.to_dict() for r in result.reports], "summary": result.summary.to_dict()},
+        )
+        return result.document.content, {"edit_apply_summary": result.summary.to_dict()}
+    if mode == "rewrite_from_suggestions":
+        rw = rewrite_skill(
+            inp.skill,
+            list(items),
+            model=ctx.optimizer,
+            step_buffer_text=inp.buffer_text,
+            reasoning_effort=cfg.model.rewrite_reasoning_effort or None,
+            max_tokens=cfg.model.rewrite_max_completion_tokens,
+            cache=ctx.slot(sdir, Step.REWRITE),
+        )
+        if rw.new_skill is None:  # a failed rewrite is not cached: on record
+            ctx.run.write_json(f"{sdir}/{Step.REWRITE}", rw.to_dict())
+        return rw.new_skill, {"rewrite_change_summary": tuple(rw.change_summary)}
+    new = full_rewrite_candidate(list(items), skill=inp.skill)
+    ctx.run.write_json(f"{sdir}/{Step.FULL_REWRITE}", {"new_skill": new})
+    return new, {}

@@ -1,0 +1,111 @@
+"""What flows through the stages of one step: frozen inputs, then each stage's output.
+
+A stage takes a :class:`StepState` and returns a new one with its output filled in; nothing
+else changes until the step commits (``skillopt.trainer.loop``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from skillopt.reflection import RawPatch
+from skillopt.trainer.planning import Batch
+from skillopt.trainer.records import BatchStats, ProposalStats, RolloutStats, SelectionStats
+from skillopt.trainer.rollouts import score_rows
+from skillopt.trainer.stages.selection import SelectionEval
+from skillopt.types import RolloutResult
+
+__all__ = ["GateOutcome", "Proposal", "Reflection", "StepInputs", "StepState"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepInputs:
+    """What a step starts from (the committed state at its start)."""
+
+    step: int
+    epoch: int
+    step_in_epoch: int
+    skill: str
+    batches: tuple[Batch, ...]
+    #: The step buffer and the meta skill as the optimizer's prompts show them.
+    buffer_text: str
+    meta_text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reflection:
+    """The rollout + reflect stage's output, over every accumulation batch."""
+
+    rows: tuple[RolloutResult, ...]
+    failure_patches: tuple[RawPatch, ...]
+    success_patches: tuple[RawPatch, ...]
+    failure_summaries: tuple[Mapping[str, Any], ...]
+    batches: tuple[BatchStats, ...]
+
+    @property
+    def has_patches(self) -> bool:
+        return bool(self.failure_patches or self.success_patches)
+
+    def stats(self) -> RolloutStats:
+        """The step record's rollout part (infra rows masked out of the means)."""
+        s = score_rows(self.rows)
+        return RolloutStats(
+            hard=s.hard,
+            soft=s.soft,
+            n=s.n,
+            n_infra=s.n_infra,
+            batches=self.batches,
+            n_failure_patches=len(self.failure_patches),
+            n_success_patches=len(self.success_patches),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Proposal:
+    """The propose stage's output: the candidate skill (``None``: the update produced none)."""
+
+    stats: ProposalStats
+    candidate: str | None
+    #: The selected edits or suggestions (the step buffer keeps them when the gate rejects).
+    selected_items: tuple[Any, ...]
+    #: The edit-budget schedule gave the budget: it advances when the step commits.
+    used_schedule: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateOutcome:
+    """What the gate decided on a candidate, and the scores after it."""
+
+    origin: str
+    action: str  # accept_new_best | accept | reject | force_accept
+    reason: str
+    candidate: str
+    evaluation: SelectionEval
+    current_score_after: float
+    best_score_after: float
+
+    @property
+    def accepted(self) -> bool:
+        return self.action != "reject"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepState:
+    inputs: StepInputs
+    reflection: Reflection | None = None
+    proposal: Proposal | None = None
+    selection: SelectionStats | None = None
+    gate: GateOutcome | None = None
+    #: Seconds per stage (``rollout_s``, ``reflect_s``, ``aggregate_s`` ...).
+    timing: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def action(self) -> str:
+        """The step's action once its stages ran."""
+        if self.gate is not None:
+            return self.gate.action
+        if self.reflection is None or not self.reflection.has_patches:
+            return "skip_no_patches"
+        return "skip_no_rewrite"

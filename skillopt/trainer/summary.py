@@ -1,0 +1,170 @@
+"""Typed, frozen records of a whole run: :class:`EpochRecord` per epoch, :class:`TestScores`,
+and :class:`FitResult`, what :meth:`Trainer.fit` returns and ``summary.json`` holds (its JSON
+form keeps the shape it has always had, plus a ``schema_version``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from skillopt.trainer.records import SCHEMA_VERSION, StepRecord, pick_fields
+
+__all__ = ["EpochRecord", "FitResult", "TestScores"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpochRecord:
+    """An epoch's decisions (``summary.json``'s ``epoch_stats``)."""
+
+    epoch: int
+    steps: int
+    accepts: int
+    rejects: int
+    skips: int
+    best_score_at_epoch_end: float | None
+    current_score_at_epoch_end: float | None
+
+    @classmethod
+    def of(
+        cls, epoch: int, history: list[StepRecord], *, best: float | None, current: float | None
+    ) -> EpochRecord:
+        recs = [r for r in history if r.epoch == epoch]
+        return cls(
+            epoch=epoch,
+            steps=len(recs),
+            accepts=sum(r.accepted for r in recs),
+            rejects=sum(r.action == "reject" for r in recs),
+            skips=sum(r.action.startswith("skip") for r in recs),
+            best_score_at_epoch_end=best,
+            current_score_at_epoch_end=current,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestScores:
+    """The test-split evaluations of the initial, best and final skills."""
+
+    __test__ = False  # not a pytest class
+
+    baseline_hard: float
+    baseline_soft: float
+    best_hard: float
+    best_soft: float
+    final_hard: float
+    final_soft: float
+    n_infra: Mapping[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "baseline_test_hard": self.baseline_hard,
+            "baseline_test_soft": self.baseline_soft,
+            "test_hard": self.best_hard,
+            "test_soft": self.best_soft,
+            "final_test_hard": self.final_hard,
+            "final_test_soft": self.final_soft,
+            "test_delta_hard": self.best_hard - self.baseline_hard,
+            "final_test_delta_hard": self.final_hard - self.baseline_hard,
+            "test_n_infra": dict(self.n_infra),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> TestScores | None:
+        if "test_hard" not in d:
+            return None
+        return cls(
+            baseline_hard=d["baseline_test_hard"],
+            baseline_soft=d["baseline_test_soft"],
+            best_hard=d["test_hard"],
+            best_soft=d["test_soft"],
+            final_hard=d["final_test_hard"],
+            final_soft=d["final_test_soft"],
+            n_infra=dict(d.get("test_n_infra") or {}),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitResult:
+    """What :meth:`Trainer.fit` returns and ``summary.json`` holds.
+
+    ``*_hard`` is the hard accuracy on the selection split; ``*_score`` the gate's score
+    (``evaluation.gate_metric``, with the semantic-density bonus when enabled).
+    """
+
+    version: str
+    status: str  # complete | stopped
+    stop_reason: str
+    simulated: bool
+    mode: Mapping[str, Any]
+    config: Mapping[str, Any]
+    baseline_selection_hard: float | None
+    baseline_selection_score: float | None
+    best_selection_hard: float | None
+    best_selection_score: float | None
+    final_selection_hard: float | None
+    final_selection_score: float | None
+    best_step: int
+    current_origin: str
+    best_origin: str
+    total_steps: int
+    total_accepts: int
+    total_rejects: int
+    total_skips: int
+    epoch_stats: tuple[EpochRecord, ...]
+    epoch_stages: Mapping[str, str]
+    total_wall_time_s: float
+    token_summary: Mapping[str, Any]
+    cost_usd: float
+    sandbox_hosts: tuple[str, ...]
+    image_digests: tuple[str, ...]
+    environment: Mapping[str, Any]
+    tests: TestScores | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("tests", "extra"):
+                continue
+            if f.name == "epoch_stats":
+                value = [e.to_json() for e in value]
+            elif isinstance(value, tuple):
+                value = list(value)
+            elif isinstance(value, Mapping):
+                value = dict(value)
+            out[f.name] = value
+        if self.tests is not None:
+            out.update(self.tests.to_json())
+        out.update(self.extra)
+        out["schema_version"] = SCHEMA_VERSION
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> FitResult:
+        """Parse ``summary.json`` (any schema version; keys this version does not know are kept
+        in ``extra``).
+
+        Raises:
+            KeyError, TypeError, ValueError: not a summary.
+        """
+        names = {f.name for f in fields(cls)} - {"tests", "extra"}
+        kwargs = {k: d[k] for k in names if k in d}
+        kwargs["epoch_stats"] = tuple(
+            EpochRecord(**pick_fields(EpochRecord, e)) for e in d.get("epoch_stats") or ()
+        )
+        kwargs["sandbox_hosts"] = tuple(d.get("sandbox_hosts") or ())
+        kwargs["image_digests"] = tuple(d.get("image_digests") or ())
+        tests = TestScores.from_json(d)
+        test_keys = set(tests.to_json()) if tests else set()
+        extra = {
+            k: v for k, v in d.items() if k not in names and k not in test_keys and k != "schema_version"
+        }
+        return cls(**kwargs, tests=tests, extra=extra)
