@@ -25,7 +25,11 @@ def demo_run(tmp_path_factory, docker_client) -> Path:
     load_env_data("textworld").split("train")  # generate (or find) the games before timing the run
     out = tmp_path_factory.mktemp("tw") / "demo"
     res = subprocess.run(
-        [sys.executable, "-m", "controller.cli", "train", "--config", "textworld_demo", "--out", str(out)],
+        # One epoch of the shipped demo: it gates (accepts and rejects) and evaluates on test.
+        [
+            sys.executable, "-m", "controller.cli", "train", "--config", "textworld_demo", "--out", str(out),
+            "--set", "train.num_epochs=1",
+        ],  # fmt: skip
         cwd=REPO,
         capture_output=True,
         text=True,
