@@ -310,6 +310,17 @@ class RolloutResult:
     def ok(self) -> bool:
         return self.infra_error is None and self.hard >= 1.0 - 1e-9
 
+    @classmethod
+    def of_infra(cls, request: RolloutRequest, info: InfraError) -> RolloutResult:
+        """The row of ``request`` when it ended on infrastructure (never scored)."""
+        return cls(
+            id=request.task.id,
+            rollout_id=request.rollout_id,
+            phase="infra",
+            fail_reason=info.fail_reason,
+            infra_error=info,
+        )
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HostDescription:

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from skillopt.envs.registry import load_env_data
     from skillopt.logs import configure_logging
     from skillopt.trainer.manifest import data_manifest
-    from skillopt.trainer.rollouts import score_rows
+    from skillopt.trainer.rollouts import by_category, score_rows
     from skillopt.trainer.rundir import layout
 
     overrides = list(args.set)
@@ -93,10 +93,7 @@ def run(args: argparse.Namespace) -> int:
                 progress.close()
     s = score_rows(rows)
     types = {it.id: it.task_type for it in items}
-    by_type = {}
-    for t in sorted(set(types.values())):
-        sel = [r for r in rows if r.infra_error is None and types[r.id] == t]
-        by_type[t] = {"total": len(sel), "hard_acc": sum(r.hard for r in sel) / len(sel) if sel else 0.0}
+    by_type = by_category(rows, types, sorted(set(types.values())))
     limit = cfg.evaluation.max_infra_fraction
     too_many = s.n_infra > limit * max(1, len(rows))
     summary = {

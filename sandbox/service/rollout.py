@@ -408,15 +408,15 @@ class RolloutService:
                 result = self._with_exchanges(result, session, full=exec_agent)
         except InfraError as exc:
             log.warning("rollout.infra_error", kind=exc.kind.value, error=exc.message)
-            result = self._infra_row(request, exc.info())
+            result = RolloutResult.of_infra(request, exc.info())
         except DeadlineExceeded:
             raise  # nothing ran: the caller gets DEADLINE_EXCEEDED, not a row
         except ModelError as exc:
             # The SDK already retried: a typed model failure, not the skill's fault.
             log.warning("rollout.model_error", kind=exc.kind.value, error=exc.message)
-            result = self._infra_row(request, exc.info())
+            result = RolloutResult.of_infra(request, exc.info())
         except InvalidRequest as exc:
-            result = self._infra_row(
+            result = RolloutResult.of_infra(
                 request,
                 InfraErrorInfo(
                     kind=InfraErrorKind.INTERNAL, message=f"invalid input: {exc.message}", retryable=False
@@ -424,7 +424,7 @@ class RolloutService:
             )
         except Exception as exc:  # a bug: report it as infrastructure, keep the service alive
             log.exception("rollout.crashed")
-            result = self._infra_row(
+            result = RolloutResult.of_infra(
                 request,
                 InfraErrorInfo(
                     kind=InfraErrorKind.INTERNAL,
@@ -440,7 +440,7 @@ class RolloutService:
         if cancel.is_set() and (
             result.infra_error is None or result.infra_error.kind != InfraErrorKind.CANCELLED
         ):
-            result = self._infra_row(
+            result = RolloutResult.of_infra(
                 request, InfraErrorInfo(kind=InfraErrorKind.CANCELLED, message="rollout cancelled")
             )
         timings = {**dict(result.timings_s), **timings, "total": time.monotonic() - t_start}
@@ -526,13 +526,3 @@ class RolloutService:
             return self.runtime.image_digest(image)
         except InfraError:
             return ""
-
-    @staticmethod
-    def _infra_row(request: RolloutRequest, info: InfraErrorInfo) -> RolloutResult:
-        return RolloutResult(
-            id=request.task.id,
-            rollout_id=request.rollout_id,
-            phase="infra",
-            fail_reason=info.fail_reason,
-            infra_error=info,
-        )

@@ -113,9 +113,9 @@ class InProcessExecutor:
         try:
             row = get_env(req.env).run(req.agent, ctx)
         except (InfraError, ModelError) as exc:
-            row = _infra_row(req, exc.info())
+            row = RolloutResult.of_infra(req, exc.info())
         except Exception as exc:  # a bug: infrastructure, as a host reports it
-            row = _infra_row(
+            row = RolloutResult.of_infra(
                 req,
                 InfraErrorInfo(
                     kind=InfraErrorKind.INTERNAL, message=f"internal error: {type(exc).__name__}: {exc}"
@@ -128,16 +128,6 @@ class InProcessExecutor:
             host=self.host,
             timings_s={**dict(row.timings_s), "total": time.monotonic() - t0},
         )
-
-
-def _infra_row(req: RolloutRequest, info: InfraErrorInfo) -> RolloutResult:
-    return RolloutResult(
-        id=req.task.id,
-        rollout_id=req.rollout_id,
-        phase="infra",
-        fail_reason=info.fail_reason,
-        infra_error=info,
-    )
 
 
 def simulated_trainer(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from skillopt.trainer.executor import RolloutExecutor
 from skillopt.trainer.rundir.results import append_row, load_rows, set_aside_infra_rows
 from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillSpec
 
-__all__ = ["BatchScore", "RolloutSpec", "RolloutStage", "score_rows"]
+__all__ = ["BatchScore", "RolloutSpec", "RolloutStage", "by_category", "score_rows"]
 
 log = structlog.get_logger("skillopt.trainer.rollouts")
 
@@ -47,6 +47,18 @@ class BatchScore:
     n: int
     n_infra: int
     n_failed: int
+
+
+def by_category(
+    rows: Sequence[RolloutResult], types: Mapping[str, str], categories: Sequence[str]
+) -> dict[str, dict[str, float | int]]:
+    """Per category, the scored rows and their hard accuracy (``{"total", "hard_acc"}``);
+    the category ``overall`` counts every scored row. Infrastructure rows are left out."""
+    out: dict[str, dict[str, float | int]] = {}
+    for t in categories:
+        sel = [r for r in rows if r.infra_error is None and (t == "overall" or types.get(r.id) == t)]
+        out[t] = {"total": len(sel), "hard_acc": sum(r.hard for r in sel) / len(sel) if sel else 0.0}
+    return out
 
 
 def score_rows(rows: Sequence[RolloutResult]) -> BatchScore:

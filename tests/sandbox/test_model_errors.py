@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -38,12 +39,15 @@ def svc(docker_client, scripted):
 
 
 @pytest.fixture(scope="module")
-def errors(scripted, sample) -> TaskScripts:
+def errors(scripted, sample) -> Iterator[TaskScripts]:
     ts = TaskScripts()
     for task_id, (reply, _, _) in CASES.items():
         ts.scripts[sample.task(task_id).instruction[:120]] = [reply]
     scripted.add_responder(ts)
-    return ts
+    yield ts
+    # The server outlives this module: later modules ask about the same tasks and must get
+    # the simulation's answers, not these errors.
+    ts.scripts.clear()
 
 
 def _run_all(svc, sample, agent: str) -> dict:

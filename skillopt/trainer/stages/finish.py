@@ -12,7 +12,7 @@ from typing import Any
 from skillopt import __version__
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.manifest import data_manifest
-from skillopt.trainer.rollouts import score_rows
+from skillopt.trainer.rollouts import by_category, score_rows
 from skillopt.trainer.rundir import layout, read_result_lines
 from skillopt.trainer.stages.selection import evaluate_selection, promote, remember
 from skillopt.trainer.summary import EpochRecord, FitResult, TestScores
@@ -76,13 +76,9 @@ class FinishStage:
         items = ctx.plan.test
         rows = ctx.rollout(items, skill, rel, train=False)
         types = {it.id: it.task_type for it in items}
-        by_type: dict[str, dict[str, Any]] = {}
-        for t in [*ctx.data.task_types(), "overall"]:
-            sel = [r for r in rows if r.infra_error is None and (t == "overall" or types.get(r.id) == t)]
-            by_type[t] = {"total": len(sel), "hard_acc": sum(r.hard for r in sel) / len(sel) if sel else 0.0}
         s = score_rows(rows)
         summary = {
-            **by_type,
+            **by_category(rows, types, [*ctx.data.task_types(), "overall"]),
             "hard": s.hard,
             "soft": s.soft,
             "n": s.n,
