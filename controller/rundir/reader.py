@@ -26,7 +26,14 @@ from controller.rundir.live import LIVE_NAME
 from controller.rundir.lock import LOCK_NAME, LockHolder, lock_holder, read_stop_request
 from skillopt.logs import redact_text
 from skillopt.models.roles import PriceTable
-from skillopt.trainer.rundir import layout, prediction_dir, read_result_lines, row_from_json, trace_from_json
+from skillopt.trainer.rundir import (
+    RunDirectory,
+    layout,
+    prediction_dir,
+    read_result_lines,
+    row_from_json,
+    trace_from_json,
+)
 from skillopt.types import RolloutResult, Usage
 
 __all__ = [
@@ -58,6 +65,10 @@ def _json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _mtime(path: Path) -> float | None:
@@ -229,21 +240,23 @@ class RunDir:
     def status(self) -> StatusInfo:
         return run_status(self.path)
 
+    @property
+    def store(self) -> RunDirectory:
+        """The run directory's own reader (``skillopt.trainer.rundir``)."""
+        return RunDirectory(self.path, failpoint=None)
+
     def config(self) -> dict[str, Any]:
-        return self.json(layout.CONFIG) or {}
+        return _dict(self.store.read_json(layout.CONFIG))
 
     def state(self) -> dict[str, Any]:
-        return self.json(layout.STATE) or {}
+        return _dict(self.store.read_json(layout.STATE))
 
     def history(self) -> list[dict[str, Any]]:
-        hist = self.json(layout.HISTORY)
-        if not isinstance(hist, list):
-            return []
-        last = self.state().get("last_completed_step")
-        return [r for r in hist if last is None or r.get("step", 0) <= last]
+        return self.store.committed_history()
 
     def summary(self) -> dict[str, Any] | None:
-        return self.json(layout.SUMMARY)
+        data = self.store.read_json(layout.SUMMARY)
+        return data if isinstance(data, dict) else None
 
     def live(self) -> dict[str, Any] | None:
         return self.json(LIVE_NAME)

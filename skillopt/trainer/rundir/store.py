@@ -175,6 +175,16 @@ class RunDirectory:
         last = int(data.get("last_completed_step", 0))
         return TrainerState.from_json(data, self._history(last))
 
+    def committed_history(self) -> list[dict[str, Any]]:
+        """The committed step records of ``history.json`` as JSON (what the WebUI and
+        ``skillopt runs`` show; a record past the committed step is left out)."""
+        hist = self.read_json(layout.HISTORY)
+        if not isinstance(hist, list):
+            return []
+        state = self.read_json(layout.STATE)
+        last = state.get("last_completed_step") if isinstance(state, dict) else None
+        return [r for r in hist if isinstance(r, dict) and (last is None or r.get("step", 0) <= last)]
+
     def _history(self, last_step: int) -> list[StepRecord]:
         raw = self.read_json(layout.HISTORY)
         if isinstance(raw, list):
