@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
     from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
     from sandbox.server.serve import ServerConfig, serve, server_credentials
-    from sandbox.service.rollout import DEFAULT_LIMITS, ServiceConfig
+    from sandbox.service.config import DEFAULT_LIMITS, ServiceConfig
     from skillopt.models.profiles import load_profiles, validate_profiles
 
     try:

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _load(args: argparse.Namespace):
-    from skillopt.config import Config, load_config
+    from skillopt.config import config_from_dict, load_config, with_overrides
     from skillopt.trainer.rundir import RunDirectory, layout
 
     overrides = list(args.set)
@@ -67,9 +67,9 @@ def _load(args: argparse.Namespace):
                 "Start a new run with the same --config"
             )
         data.pop("derived", None)
-        cfg = Config.from_dict(data, source=str(saved))
+        cfg = config_from_dict(data, source=str(saved))
         if overrides:
-            cfg = cfg.with_overrides(overrides)
+            cfg = with_overrides(cfg, overrides)
         return cfg, out
     if not args.config:
         raise ConfigError(

@@ -35,8 +35,9 @@ from sandbox.runtime.pool import PoolManager
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from sandbox.server.interceptors import TokenAuthInterceptor
 from sandbox.server.servicer import SandboxServicer
+from sandbox.service.config import ServiceConfig
 from sandbox.service.registry import RolloutRegistry
-from sandbox.service.rollout import RolloutService, ServiceConfig
+from sandbox.service.rollout import RolloutService
 from sandbox.service.validation import host_cpus
 from skillopt.envs.registry import available_envs, env_spec
 from skillopt.errors import ConfigError

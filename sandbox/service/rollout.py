@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import structlog
 
@@ -23,6 +23,7 @@ from sandbox.runtime.base import SandboxRuntime
 from sandbox.runtime.lease import LeasedSandbox
 from sandbox.runtime.pool import PoolManager
 from sandbox.runtime.spec import EXEC_SKILL_MOUNTS, ContainerSpec
+from sandbox.service.config import DEFAULT_LIMITS, MiB, ServiceConfig
 from sandbox.service.registry import RolloutRegistry
 from sandbox.service.validation import effective_limits, validate_request
 from skillopt import __version__
@@ -30,64 +31,15 @@ from skillopt.envs.base import AgentContext, GatewayAccess, ProgressEvent, inter
 from skillopt.envs.registry import available_envs, get_env
 from skillopt.errors import DeadlineExceeded, InfraError, InvalidRequest, ModelError, RolloutTimeout
 from skillopt.files import shorten
-from skillopt.grader_pool import GraderPool, default_workers
+from skillopt.grader_pool import GraderPool
 from skillopt.models.base import ChatModel
 from skillopt.models.profiles import ProviderProfile, build_model
 from skillopt.types import HostDescription, InfraErrorKind, Limits, RolloutRequest, RolloutResult
 from skillopt.types import InfraError as InfraErrorInfo
 
-__all__ = ["DEFAULT_LIMITS", "MAX_LIMITS", "RolloutService", "ServiceConfig", "exec_runtime_choice"]
+__all__ = ["RolloutService", "exec_runtime_choice"]
 
 log = structlog.get_logger("skillopt.sandbox.service")
-
-MiB = 1024 * 1024
-DEFAULT_LIMITS = Limits(
-    wall_time_s=600.0,
-    max_turns=30,
-    exec_timeout_s=120.0,
-    memory_bytes=1024 * MiB,
-    cpus=1.0,
-    output_bytes=64 * 1024,
-)
-MAX_LIMITS = Limits(
-    wall_time_s=3 * 3600.0,
-    max_turns=200,
-    exec_timeout_s=1800.0,
-    memory_bytes=16 * 1024 * MiB,
-    cpus=8.0,
-    output_bytes=4 * MiB,
-)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ServiceConfig:
-    """Host policy for rollouts."""
-
-    host_id: str
-    #: Maximum concurrent rollouts (further Runs get RESOURCE_EXHAUSTED).
-    capacity: int = 4
-    default_limits: Limits = DEFAULT_LIMITS
-    max_limits: Limits = MAX_LIMITS
-    #: Largest single input/gold file accepted.
-    max_file_bytes: int = 32 * MiB
-    #: Largest request accepted (all files together).
-    max_request_bytes: int = 64 * MiB
-    #: Largest skill accepted.
-    max_skill_bytes: int = 1 * MiB
-    #: Most test cases per side (task, grading) and files in all cases of a request.
-    max_cases: int = 64
-    max_files: int = 256
-    #: Longest wait for a container before the rollout fails as infrastructure.
-    acquire_timeout_s: float = 180.0
-    #: A Run whose gRPC deadline leaves less than this is refused with DEADLINE_EXCEEDED.
-    min_deadline_s: float = 2.0
-    #: Refuse agents that cannot run under ``base_spec.runtime`` (instead of running them under
-    #: the engine default, which every result and Describe would report).
-    require_runtime: bool = False
-    base_spec: ContainerSpec = field(default_factory=ContainerSpec)
-    #: Worker processes that grade outputs off the rollout threads (``skillopt.grader_pool``);
-    #: 0 = grade in the rollout's own thread.
-    grader_workers: int = field(default_factory=default_workers)
 
 
 def exec_runtime_choice(base_runtime: str, *, has_network: bool, required: bool) -> tuple[str, str]:

@@ -18,14 +18,12 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from sandbox.service.config import ServiceConfig
 from skillopt.errors import InvalidRequest
 from skillopt.files import check_relative_name, shorten
 from skillopt.types import Limits, RolloutRequest
-
-if TYPE_CHECKING:
-    from sandbox.service.rollout import ServiceConfig
 
 __all__ = [
     "MIN_CPUS",

@@ -3,18 +3,44 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skillopt.config._tree import apply_overrides, check_tree, merge_into
+from skillopt.config._tree import apply_overrides, build, check_tree, merge_into
 from skillopt.config._yaml import YamlSyntaxError, parse_yaml
 from skillopt.config.builtin import builtin_config, builtin_dir, list_builtin_configs
 from skillopt.config.schema import Config
 from skillopt.errors import ConfigError
 
-__all__ = ["load_config"]
+__all__ = ["config_from_dict", "load_config", "with_overrides"]
+
+
+def config_from_dict(data: Mapping[str, Any], *, source: str = "config") -> Config:
+    """Build a :class:`Config` from ``{section: {key: value}}`` data, strictly: unknown or
+    legacy keys are errors.
+
+    Args:
+        data: nested plain data, e.g. :meth:`Config.to_dict`'s output or a parsed YAML file
+            (without ``_base_``, which only :func:`load_config` resolves).
+        source: names the data's origin in error messages.
+
+    Raises:
+        ConfigError: an unknown key (with a suggestion), a bad type or value.
+    """
+    check_tree(data, source=source)
+    return build(data, origins={})
+
+
+def with_overrides(config: Config, overrides: Sequence[str]) -> Config:
+    """A copy of ``config`` with ``--set``-style ``key=value`` overrides applied (see
+    :func:`load_config`).
+
+    Raises:
+        ConfigError: an unknown key or a bad value, naming the ``--set`` that gave it.
+    """
+    return apply_overrides(config.to_dict(redacted=False), overrides, origins={})
 
 
 @dataclass(frozen=True)

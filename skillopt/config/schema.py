@@ -2,7 +2,8 @@
 
 Every section coerces its fields to their declared types and validates them in
 ``__post_init__``, so a :class:`Config` that exists is a valid one, whether it came from YAML
-(:func:`skillopt.config.load_config`), from a dict (:meth:`Config.from_dict`) or from Python.
+(:func:`skillopt.config.load_config`), from a dict (:func:`skillopt.config.config_from_dict`) or from
+Python.
 Enum fields are stored in their canonical spelling (aliases are resolved here, once); path
 fields that are set are stored as absolute paths and must exist.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from functools import cache
 from pathlib import Path
@@ -745,7 +746,7 @@ class Config:
             if not isinstance(value, cls):
                 raise ConfigError(
                     f"Config.{name} must be a {cls.__name__}, got {type(value).__name__}; "
-                    "build from plain data with Config.from_dict"
+                    "build from plain data with skillopt.config.config_from_dict"
                 )
 
     def to_dict(self, *, redacted: bool = True) -> dict[str, Any]:
@@ -766,26 +767,3 @@ class Config:
                 }
             out[name] = data
         return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, source: str = "config") -> Config:
-        """Build from ``{section: {key: value}}`` data, strictly: unknown or legacy keys are errors.
-
-        Args:
-            data: nested plain data, e.g. :meth:`to_dict`'s output or a parsed YAML file
-                (without ``_base_``, which only :func:`load_config` resolves).
-            source: names the data's origin in error messages.
-
-        Raises:
-            ConfigError: an unknown key (with a suggestion), a bad type or value.
-        """
-        from skillopt.config._tree import build, check_tree  # _tree imports this module
-
-        check_tree(data, source=source)
-        return build(data, origins={})
-
-    def with_overrides(self, overrides: Sequence[str]) -> Config:
-        """A copy with ``--set``-style ``key=value`` overrides applied (see :func:`load_config`)."""
-        from skillopt.config._tree import apply_overrides  # _tree imports this module
-
-        return apply_overrides(self.to_dict(redacted=False), overrides, origins={})

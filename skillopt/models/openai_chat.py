@@ -20,6 +20,7 @@ from typing import Any
 from skillopt.errors import ConfigError, ModelError
 from skillopt.models._errors import ErrorContext, map_sdk_error
 from skillopt.models.base import ChatRequest, ChatResponse
+from skillopt.models.responses_wire import needs_responses_api, parse_response, responses_kwargs
 from skillopt.types import Message, Usage
 
 __all__ = ["OPENAI_BASE_URL", "OpenAIChatModel", "chat_extra", "to_openai_messages"]
@@ -158,8 +159,6 @@ class OpenAIChatModel:
     def uses_responses(self, model: str) -> bool:
         """Whether a call for ``model`` goes to the Responses API."""
         if self.api == "auto":
-            from skillopt.models.openai_responses import needs_responses_api
-
             return needs_responses_api(model)
         return self.api == "responses"
 
@@ -178,8 +177,6 @@ class OpenAIChatModel:
         model = self.wire_model(request.model)
         try:
             if self.uses_responses(request.model):
-                from skillopt.models.openai_responses import parse_response, responses_kwargs
-
                 kwargs = responses_kwargs(
                     request, model=model, extra={**self.default_extra, **dict(request.extra)}
                 )

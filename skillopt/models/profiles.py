@@ -54,7 +54,7 @@ import yaml
 
 from skillopt.errors import ConfigError
 from skillopt.models.base import ChatModel
-from skillopt.models.providers import KINDS, build_model, kind_of
+from skillopt.models.providers import KINDS, kind_of, model_class
 
 __all__ = [
     "API_MODES",
@@ -459,6 +459,50 @@ _AUTO_HINTS = {
     "anthropic": ("ANTHROPIC_API_KEY",),
     "azure": ("AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_KEY"),
 }
+
+
+def build_model(profile: ProviderProfile) -> ChatModel:
+    """Instantiate the SDK client for a profile (no network traffic).
+
+    A profile built in code whose key is not resolved yet (``api_key_env`` set, ``api_key``
+    empty) is resolved from the environment first.
+
+    Raises:
+        ConfigError: an unknown kind, a missing credential or a missing optional package.
+    """
+    p = resolve_secrets(profile)
+    kind = kind_of(p.kind, profile=p.name)
+    kwargs = {arg: getattr(p, arg) for arg in kind.args}
+    if kind.key == "by_auth":  # Azure: exactly the credential ``auth`` names
+        from skillopt.models.azure_openai import entra_token_provider
+
+        kwargs.update(
+            api_key=p.api_key if p.auth == "api_key" else "",
+            ad_token=p.ad_token if p.auth == "ad_token" else "",
+            token_provider=entra_token_provider(p.entra_scope, profile=p.name)
+            if p.auth == "entra_id"
+            else None,
+        )
+    return model_class(kind)(
+        p.name,
+        max_retries=p.max_retries,
+        timeout_s=p.timeout_s,
+        default_extra=p.extra,
+        key_hint=_key_hint(p),
+        **kwargs,
+    )
+
+
+def _key_hint(p: ProviderProfile) -> str:
+    if p.api_key_file:
+        return f"the key file {p.api_key_file} (api_key_file of provider {p.name!r})"
+    if p.api_key_env:
+        return f"the environment variable {p.api_key_env} (api_key_env of provider {p.name!r})"
+    if p.azure_ad_token_env:
+        return f"the Entra token in {p.azure_ad_token_env} (azure_ad_token_env of provider {p.name!r})"
+    if p.auth == "entra_id":
+        return "the Entra ID login of this host (azure-identity DefaultAzureCredential)"
+    return f"the credential of provider {p.name!r} (set api_key_env or api_key_file)"
 
 
 def validate_profiles(

@@ -24,12 +24,10 @@ REPO = Path(__file__).resolve().parents[2]
 def demo_run(tmp_path_factory, docker_client) -> Path:
     load_env_data("textworld").split("train")  # generate (or find) the games before timing the run
     out = tmp_path_factory.mktemp("tw") / "demo"
+    # One epoch of the shipped demo: it gates (accepts and rejects) and evaluates on test.
+    argv = ["train", "--config", "textworld_demo", "--out", str(out), "--set", "train.num_epochs=1"]
     res = subprocess.run(
-        # One epoch of the shipped demo: it gates (accepts and rejects) and evaluates on test.
-        [
-            sys.executable, "-m", "controller.cli", "train", "--config", "textworld_demo", "--out", str(out),
-            "--set", "train.num_epochs=1",
-        ],  # fmt: skip
+        [sys.executable, "-m", "controller.cli", *argv],
         cwd=REPO,
         capture_output=True,
         text=True,

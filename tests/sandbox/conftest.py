@@ -13,7 +13,7 @@ import pytest
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from sandbox.server.serve import RunningServer, ServerConfig, serve
-from sandbox.service.rollout import ServiceConfig
+from sandbox.service.config import ServiceConfig
 from skillopt.envs.spreadsheetbench.loader import SpreadsheetBenchData, build_task
 from skillopt.models.profiles import ProviderProfile
 from skillopt.testing.fixtures.spreadsheetbench import solution_code

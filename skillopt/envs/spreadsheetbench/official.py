@@ -39,7 +39,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, get_args
 
-from skillopt.envs.spreadsheetbench import evaluator as ev
+from skillopt.envs.spreadsheetbench import workbook as wb
 from skillopt.envs.spreadsheetbench.spec import GradingMode
 
 __all__ = [
@@ -175,8 +175,8 @@ def _empty(value: Any) -> bool:
 
 
 def grade_official(
-    pred: ev.WorkbookSource, gold: ev.WorkbookSource, answer_position: str, *, limits: ev.GradingLimits
-) -> ev.CaseVerdict:
+    pred: wb.WorkbookSource, gold: wb.WorkbookSource, answer_position: str, *, limits: wb.GradingLimits
+) -> wb.CaseVerdict:
     """Grade one case as the official grader would (see the module docstring).
 
     Raises:
@@ -184,39 +184,39 @@ def grade_official(
             refused in both modes rather than scored).
     """
     try:
-        pred_data = ev._read_prediction_bytes(pred, limits)
-        ev._check_zip(pred_data, limits)
-    except ev._Unreadable as exc:
-        return ev.CaseVerdict(ok=False, reason=exc.reason, stage="output")
-    book = ev._gold_book(ev._read_gold_bytes(gold))
+        pred_data = wb.read_prediction_bytes(pred, limits)
+        wb.check_zip(pred_data, limits)
+    except wb.Unreadable as exc:
+        return wb.CaseVerdict(ok=False, reason=exc.reason, stage="output")
+    book = wb.gold_book(wb.read_gold_bytes(gold))
     with book.lock:
         try:
             try:
                 pieces = official_pieces(answer_position, book.titles())
-                pred_wb = ev._pred_call(ev.open_workbook, pred_data)
+                pred_wb = wb.pred_call(wb.open_workbook, pred_data)
             except OfficialCrash as exc:
-                return ev.CaseVerdict(ok=False, reason=f"official-grader-error: {exc}")
+                return wb.CaseVerdict(ok=False, reason=f"official-grader-error: {exc}")
             try:
                 return _compare(book, pred_wb, pieces, limits)
             finally:
                 pred_wb.close()
-        except ev._Unreadable as exc:
-            return ev.CaseVerdict(ok=False, reason=exc.reason, stage="output")
+        except wb.Unreadable as exc:
+            return wb.CaseVerdict(ok=False, reason=exc.reason, stage="output")
         except OfficialCrash as exc:
-            return ev.CaseVerdict(ok=False, reason=f"official-grader-error: {exc}")
+            return wb.CaseVerdict(ok=False, reason=f"official-grader-error: {exc}")
         finally:
             book.release()
 
 
 def _compare(
-    book: Any, pred_wb: Any, pieces: list[tuple[str, list[tuple[int, int]]]], limits: ev.GradingLimits
-) -> ev.CaseVerdict:
-    gold_titles, pred_titles = book.titles(), ev._worksheet_titles(pred_wb)
+    book: Any, pred_wb: Any, pieces: list[tuple[str, list[tuple[int, int]]]], limits: wb.GradingLimits
+) -> wb.CaseVerdict:
+    gold_titles, pred_titles = book.titles(), wb.worksheet_titles(pred_wb)
     if sum(len(cells) for _, cells in pieces) > limits.max_cells:
-        return ev.CaseVerdict(ok=False, reason=f"answer area exceeds the cap of {limits.max_cells} cells")
+        return wb.CaseVerdict(ok=False, reason=f"answer area exceeds the cap of {limits.max_cells} cells")
     reason = ""
-    checks: list[ev.CellCheck] = []
-    mismatches: list[ev.CellCheck] = []
+    checks: list[wb.CellCheck] = []
+    mismatches: list[wb.CellCheck] = []
     n_cells = n_empty = 0
     missing: list[str] = []
     for sheet, cells in pieces:
@@ -235,8 +235,8 @@ def _compare(
             max(r for _, r in cells),
         )
         gold_block = book.blocks(sheet, [bounds])[bounds]
-        pred_block = ev._pred_call(
-            ev._read_blocks, pred_wb[sheet], [bounds], ev._pred_call(ev.merged_ranges, pred_wb[sheet])
+        pred_block = wb.pred_call(
+            wb.read_blocks, pred_wb[sheet], [bounds], wb.pred_call(wb.merged_ranges, pred_wb[sheet])
         )[bounds]
         for col, row in cells:
             expected = official_transform(gold_block.get(row, col))
@@ -246,15 +246,17 @@ def _compare(
                 n_empty += 1
                 continue
             ok = official_equal(expected, got)
-            check = ev.CellCheck(
+            check = wb.CellCheck(
                 sheet=sheet, cell=f"{_col_name(col)}{row}", expected=expected, got=got, ok=ok
             )
             checks.append(check)
             if not ok:
                 mismatches.append(check)
                 if not reason:
-                    reason = f"value@{sheet}!{check.cell}: gt={ev._short_repr(expected)} pred={ev._short_repr(got)}"
-    return ev.CaseVerdict(
+                    reason = (
+                        f"value@{sheet}!{check.cell}: gt={wb.short_repr(expected)} pred={wb.short_repr(got)}"
+                    )
+    return wb.CaseVerdict(
         ok=not reason,
         reason=reason,
         n_cells=n_cells,

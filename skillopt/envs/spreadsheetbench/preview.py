@@ -23,8 +23,8 @@ from typing import Any
 
 from openpyxl.worksheet._read_only import ReadOnlyWorksheet
 
-from skillopt.envs.spreadsheetbench.evaluator import merged_ranges, open_workbook
 from skillopt.envs.spreadsheetbench.positions import column_letter
+from skillopt.envs.spreadsheetbench.workbook import merged_ranges, open_workbook
 
 __all__ = ["preview_workbook"]
 

@@ -14,6 +14,7 @@ from skillopt.config import (
     Config,
     EnvConfig,
     builtin_config,
+    config_from_dict,
     list_builtin_configs,
     load_config,
 )
@@ -381,4 +382,4 @@ def test_loaded_config_round_trips(tmp_path: Path) -> None:
     )
     saved = tmp_path / "config.json"
     saved.write_text(json.dumps(cfg.to_dict(redacted=True)))
-    assert Config.from_dict(json.loads(saved.read_text())) == cfg
+    assert config_from_dict(json.loads(saved.read_text())) == cfg

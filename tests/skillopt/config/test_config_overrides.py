@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from skillopt.config import Config, load_config
+from skillopt.config import Config, load_config, with_overrides
 from skillopt.errors import ConfigError
 
 SECRET = "sk-" + "Qx7" * 12
@@ -162,8 +162,8 @@ def test_override_errors_never_echo_secrets(override: str) -> None:
 
 def test_with_overrides_on_a_built_config() -> None:
     cfg = sb()
-    changed = cfg.with_overrides(["run.resume=true", "train.batch_size=8"])
+    changed = with_overrides(cfg, ["run.resume=true", "train.batch_size=8"])
     assert changed.run.resume is True and changed.train.batch_size == 8
     assert cfg.run.resume is False  # the original is untouched
     with pytest.raises(ConfigError, match=r"did you mean 'run\.resume'"):
-        cfg.with_overrides(["run.resum=true"])
+        with_overrides(cfg, ["run.resum=true"])

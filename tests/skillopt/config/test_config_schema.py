@@ -22,6 +22,7 @@ from skillopt.config import (
     RunConfig,
     SandboxConfig,
     TrainConfig,
+    config_from_dict,
 )
 from skillopt.config.schema import GateMetric
 from skillopt.envs.registry import available_envs, env_spec, get_env
@@ -304,8 +305,8 @@ def test_to_dict_round_trips_through_from_dict() -> None:
     assert data["sandbox"]["endpoints"] == ["a:1", "b:2"]
     assert data["model"]["prices"] == {"gpt-5.5": {"input": 1.25, "output": 10.0}}
     json.dumps(data)  # plain data
-    assert Config.from_dict(json.loads(json.dumps(data))) == cfg
-    assert Config.from_dict(cfg.to_dict(redacted=False)) == cfg
+    assert config_from_dict(json.loads(json.dumps(data))) == cfg
+    assert config_from_dict(cfg.to_dict(redacted=False)) == cfg
 
 
 def test_to_dict_redacts_secret_shaped_values() -> None:
@@ -325,16 +326,16 @@ def test_from_dict_is_strict() -> None:
     with pytest.raises(
         ConfigError, match=r"unknown key 'train\.batch_sise' in config; did you mean 'train\.batch_size'\?"
     ):
-        Config.from_dict({"env": {"name": "spreadsheetbench"}, "train": {"batch_sise": 3}})
+        config_from_dict({"env": {"name": "spreadsheetbench"}, "train": {"batch_sise": 3}})
     with pytest.raises(ConfigError, match="_base_"):
-        Config.from_dict({"_base_": "x.yaml", "env": {"name": "spreadsheetbench"}})
+        config_from_dict({"_base_": "x.yaml", "env": {"name": "spreadsheetbench"}})
     with pytest.raises(ConfigError, match=r"env\.name is required"):
-        Config.from_dict({})
+        config_from_dict({})
     with pytest.raises(
         ConfigError,
         match=r"unknown key 'model\.prices\.gpt\.inptu'.*did you mean 'model\.prices\.gpt\.input'",
     ):
-        Config.from_dict(
+        config_from_dict(
             {"env": {"name": "spreadsheetbench"}, "model": {"prices": {"gpt": {"inptu": 1, "output": 1}}}}
         )
 

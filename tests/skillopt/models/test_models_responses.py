@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from skillopt.models.base import ChatRequest
-from skillopt.models.openai_responses import RESPONSES_ONLY_MODELS, needs_responses_api
 from skillopt.models.profiles import build_model, load_profiles
+from skillopt.models.responses_wire import RESPONSES_ONLY_MODELS, needs_responses_api
 from skillopt.testing.scripted import ScriptedModelServer
 from skillopt.types import Message
 from tests.skillopt.models.conftest import KEY, WEATHER, conversation, with_tool_result

@@ -11,7 +11,7 @@ import openpyxl
 import pytest
 from sb_xlsx import build_xlsx
 
-from skillopt.envs.spreadsheetbench import evaluator
+from skillopt.envs.spreadsheetbench import evaluator, workbook
 from skillopt.envs.spreadsheetbench.evaluator import (
     CaseVerdict,
     GradingDataError,
@@ -31,7 +31,7 @@ def test_defusedxml_protects_openpyxl() -> None:
     import defusedxml.ElementTree
     from openpyxl.xml import functions
 
-    assert evaluator.DEFUSEDXML_ACTIVE
+    assert workbook.DEFUSEDXML_ACTIVE
     assert functions.iterparse is defusedxml.ElementTree.iterparse
 
 
@@ -188,7 +188,7 @@ def test_bytes_and_paths_are_interchangeable(make_xlsx: MakeXlsx) -> None:
 
 
 def test_gold_cache_does_not_leak_between_golds(make_xlsx: MakeXlsx) -> None:
-    evaluator.clear_gold_cache()
+    workbook.clear_gold_cache()
     gold_a = make_xlsx({"S": {"A1": "a"}})
     gold_b = make_xlsx({"S": {"A1": "b"}})
     pred = make_xlsx({"S": {"A1": "a"}})

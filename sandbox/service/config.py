@@ -1,0 +1,61 @@
+"""A sandbox host's policy for rollouts (:class:`ServiceConfig`) and the default and maximum
+limits of a rollout: plain data, imported by the service, its validation and its registry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sandbox.runtime.spec import ContainerSpec
+from skillopt.grader_pool import default_workers
+from skillopt.types import Limits
+
+__all__ = ["DEFAULT_LIMITS", "MAX_LIMITS", "MiB", "ServiceConfig"]
+
+MiB = 1024 * 1024
+DEFAULT_LIMITS = Limits(
+    wall_time_s=600.0,
+    max_turns=30,
+    exec_timeout_s=120.0,
+    memory_bytes=1024 * MiB,
+    cpus=1.0,
+    output_bytes=64 * 1024,
+)
+MAX_LIMITS = Limits(
+    wall_time_s=3 * 3600.0,
+    max_turns=200,
+    exec_timeout_s=1800.0,
+    memory_bytes=16 * 1024 * MiB,
+    cpus=8.0,
+    output_bytes=4 * MiB,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceConfig:
+    """Host policy for rollouts."""
+
+    host_id: str
+    #: Maximum concurrent rollouts (further Runs get RESOURCE_EXHAUSTED).
+    capacity: int = 4
+    default_limits: Limits = DEFAULT_LIMITS
+    max_limits: Limits = MAX_LIMITS
+    #: Largest single input/gold file accepted.
+    max_file_bytes: int = 32 * MiB
+    #: Largest request accepted (all files together).
+    max_request_bytes: int = 64 * MiB
+    #: Largest skill accepted.
+    max_skill_bytes: int = 1 * MiB
+    #: Most test cases per side (task, grading) and files in all cases of a request.
+    max_cases: int = 64
+    max_files: int = 256
+    #: Longest wait for a container before the rollout fails as infrastructure.
+    acquire_timeout_s: float = 180.0
+    #: A Run whose gRPC deadline leaves less than this is refused with DEADLINE_EXCEEDED.
+    min_deadline_s: float = 2.0
+    #: Refuse agents that cannot run under ``base_spec.runtime`` (instead of running them under
+    #: the engine default, which every result and Describe would report).
+    require_runtime: bool = False
+    base_spec: ContainerSpec = field(default_factory=ContainerSpec)
+    #: Worker processes that grade outputs off the rollout threads (``skillopt.grader_pool``);
+    #: 0 = grade in the rollout's own thread.
+    grader_workers: int = field(default_factory=default_workers)

@@ -1,0 +1,126 @@
+"""The shape of the house, checked: no import cycle between the project's modules, and the
+arrows of import point one way (``controller → sandbox → skillopt``; ``skillopt`` imports
+neither, ``sandbox`` never imports ``controller``).
+
+Every import counts, also one inside a function or under ``TYPE_CHECKING``: each is a
+dependency a reader has to follow, and a circle of them is one definition in the wrong file.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("skillopt", "sandbox", "controller")
+GENERATED = ("sandbox/api/v1",)
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for path in (REPO / pkg).rglob("*.py"):
+            rel = path.relative_to(REPO)
+            if any(str(rel).startswith(g) for g in GENERATED):
+                continue
+            name = ".".join(rel.with_suffix("").parts)
+            out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules ``name`` imports (a package's ``__init__`` for names it exports)."""
+    found: set[str] = set()
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = name.split(".")
+                keep = len(parts) - node.level + (1 if is_package else 0)
+                base = ".".join([*parts[:keep], *([node.module] if node.module else [])])
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    counter = 0
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_of_the_project_is_part_of_an_import_cycle():
+    cycles = _cycles(_graph())
+    assert cycles == [], "import cycles (move the shared definition into a module both import):\n" + "\n".join(
+        " <-> ".join(c) for c in cycles
+    )
+
+
+def test_imports_point_one_way():
+    graph = _graph()
+    allowed = {"skillopt": {"skillopt"}, "sandbox": {"sandbox", "skillopt"}, "controller": set(PACKAGES)}
+    wrong = sorted(
+        f"{name} imports {target}"
+        for name, targets in graph.items()
+        for target in targets
+        if target.split(".")[0] not in allowed[name.split(".")[0]]
+    )
+    assert wrong == []
