@@ -44,8 +44,7 @@ Errors carry ``rollout_id``, ``host`` and ``phase`` where known. Errors of depen
 
 from __future__ import annotations
 
-from skillopt.types import InfraError as InfraErrorInfo
-from skillopt.types import InfraErrorKind
+from skillopt.types import InfraErrorKind, InfraFailure
 
 __all__ = [
     "BudgetExceeded",
@@ -147,9 +146,9 @@ class ModelError(SkillOptError):
     retryable: bool = True
     status: int = 0
 
-    def info(self) -> InfraErrorInfo:
+    def info(self) -> InfraFailure:
         """The plain-data form carried on a result row."""
-        return InfraErrorInfo(kind=self.kind, message=self.message, retryable=self.retryable)
+        return InfraFailure(kind=self.kind, message=self.message, retryable=self.retryable)
 
 
 class ModelAuthError(ModelError):
@@ -204,9 +203,9 @@ class InfraError(SkillOptError):
     kind: InfraErrorKind = InfraErrorKind.INTERNAL
     retryable: bool = True
 
-    def info(self) -> InfraErrorInfo:
+    def info(self) -> InfraFailure:
         """The plain-data form carried on a result row."""
-        return InfraErrorInfo(kind=self.kind, message=self.message, retryable=self.retryable)
+        return InfraFailure(kind=self.kind, message=self.message, retryable=self.retryable)
 
 
 class SandboxUnavailable(InfraError):

@@ -23,8 +23,8 @@ __all__ = [
     "File",
     "Grading",
     "HostDescription",
-    "InfraError",
     "InfraErrorKind",
+    "InfraFailure",
     "Limits",
     "Message",
     "ModelSpec",
@@ -187,7 +187,7 @@ MODEL_ERROR_KINDS = frozenset(
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class InfraError:
+class InfraFailure:
     """A typed infrastructure failure attached to a result instead of a score."""
 
     kind: InfraErrorKind
@@ -301,7 +301,7 @@ class RolloutResult:
     timings_s: Mapping[str, float] = field(default_factory=dict)
     host: str = ""
     image_digest: str = ""
-    infra_error: InfraError | None = None
+    infra_error: InfraFailure | None = None
     #: OCI runtime the rollout's container actually ran under (``runc``, ``runsc``); "" when
     #: no container was acquired.
     container_runtime: str = ""
@@ -311,7 +311,7 @@ class RolloutResult:
         return self.infra_error is None and self.hard >= 1.0 - 1e-9
 
     @classmethod
-    def of_infra(cls, request: RolloutRequest, info: InfraError) -> RolloutResult:
+    def of_infra(cls, request: RolloutRequest, info: InfraFailure) -> RolloutResult:
         """The row of ``request`` when it ended on infrastructure (never scored)."""
         return cls(
             id=request.task.id,

@@ -109,8 +109,9 @@ def test_the_cycle_finder_finds_a_cycle():
 
 def test_no_module_of_the_project_is_part_of_an_import_cycle():
     cycles = _cycles(_graph())
-    assert cycles == [], "import cycles (move the shared definition into a module both import):\n" + "\n".join(
-        " <-> ".join(c) for c in cycles
+    assert cycles == [], (
+        "import cycles (move the shared definition into a module both import):\n"
+        + "\n".join(" <-> ".join(c) for c in cycles)
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,9 +16,9 @@ from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from skillopt.envs.base import ProgressEvent
 from skillopt.errors import SandboxUnavailable, SkillOptError, Unauthenticated
-from skillopt.types import RolloutRequest, RolloutResult
+from skillopt.types import HostDescription, RolloutRequest, RolloutResult
 
-__all__ = ["ChannelConfig", "SandboxClient", "map_rpc_error"]
+__all__ = ["ChannelConfig", "HealthWatch", "SandboxClient", "map_rpc_error"]
 
 MiB = 1024 * 1024
 
@@ -58,6 +58,29 @@ def map_rpc_error(exc: grpc.RpcError, *, address: str, rollout_id: str = "") -> 
     if isinstance(err, Unauthenticated):
         err.message = f"{err.message} (check the sandbox token)"
     return err
+
+
+class HealthWatch:
+    """A host's health as it changes: iterating yields ``True`` (serving) or ``False`` (not
+    serving, e.g. draining) at every change; :meth:`cancel` ends it from another thread.
+
+    Raises (while iterating):
+        SkillOptError: the stream broke (the host went away; mapped from the gRPC status), or
+            :class:`~skillopt.errors.Cancelled` after :meth:`cancel`.
+    """
+
+    def __init__(self, call: grpc.Call, address: str) -> None:
+        self._call, self._address = call, address
+
+    def __iter__(self) -> Iterator[bool]:
+        try:
+            for reply in self._call:
+                yield reply.status == health_pb2.HealthCheckResponse.SERVING
+        except grpc.RpcError as exc:
+            raise map_rpc_error(exc, address=self._address) from exc
+
+    def cancel(self) -> None:
+        self._call.cancel()
 
 
 class SandboxClient:
@@ -154,11 +177,17 @@ class SandboxClient:
             phase="stream",
         )
 
-    def describe(self, *, timeout_s: float = 10.0) -> pb.DescribeResponse:
+    def describe(self, *, timeout_s: float = 10.0) -> HostDescription:
+        """What the host reports about itself (capacity, agents, image digests, versions).
+
+        Raises:
+            SkillOptError: mapped from the gRPC status (:func:`map_rpc_error`).
+        """
         try:
-            return self._stub.Describe(pb.DescribeRequest(), timeout=timeout_s, metadata=self._metadata)
+            reply = self._stub.Describe(pb.DescribeRequest(), timeout=timeout_s, metadata=self._metadata)
         except grpc.RpcError as exc:
             raise map_rpc_error(exc, address=self.config.address) from exc
+        return convert.description_from_proto(reply)
 
     def cancel(self, rollout_id: str, *, timeout_s: float = 10.0) -> bool:
         try:
@@ -176,10 +205,9 @@ class SandboxClient:
             return False
         return reply.status == health_pb2.HealthCheckResponse.SERVING
 
-    def watch_health(self) -> grpc.Call:
-        """The health ``Watch`` stream (no deadline): iterate it for status changes, ``cancel()``
-        it to stop. It ends with an ``RpcError`` when the host goes away."""
-        return self._health.Watch(health_pb2.HealthCheckRequest(service=""))
+    def watch_health(self) -> HealthWatch:
+        """The host's health as it changes (the health ``Watch`` stream, no deadline)."""
+        return HealthWatch(self._health.Watch(health_pb2.HealthCheckRequest(service="")), self.config.address)
 
     def wait_until_not_serving(self, *, timeout_s: float = 30.0) -> bool:
         """Block until the host reports it stopped serving (draining or gone).

@@ -36,10 +36,10 @@ def run(args: argparse.Namespace) -> int:
     from controller.session import decide_simulation, open_session
     from controller.ui.progress import RowProgress
     from skillopt.config import load_config
-    from skillopt.envs.registry import load_env_data
     from skillopt.logs import configure_logging
     from skillopt.trainer.manifest import data_manifest
-    from skillopt.trainer.rollouts import by_category, score_rows
+    from skillopt.trainer.planning import load_data
+    from skillopt.trainer.rollouts import by_category, score_rows, too_many_infra
     from skillopt.trainer.rundir import layout
 
     overrides = list(args.set)
@@ -65,14 +65,7 @@ def run(args: argparse.Namespace) -> int:
     with open(out / "eval.log", "a", encoding="utf-8") as log_file:
         configure_logging(json=True, level=cfg.run.log_level, stream=log_file)
         try:
-            data = load_env_data(
-                cfg.env.name,
-                data_root=cfg.env.data_root,
-                split_mode=cfg.env.split_mode,
-                split_ratio=cfg.env.split_ratio,
-                split_seed=cfg.env.split_seed,
-                options=cfg.env.options,
-            )
+            data = load_data(cfg)
             names = ("train", "val", "test") if args.split == "all" else (args.split,)
             items = [it for name in names for it in data.split(name)]
             if cfg.evaluation.test_env_num:
@@ -95,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     types = {it.id: it.task_type for it in items}
     by_type = by_category(rows, types, sorted(set(types.values())))
     limit = cfg.evaluation.max_infra_fraction
-    too_many = s.n_infra > limit * max(1, len(rows))
+    too_many = too_many_infra(s.n_infra, len(rows), limit)
     summary = {
         "skill": str(Path(args.skill).resolve()),
         "split": args.split,

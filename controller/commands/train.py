@@ -88,9 +88,9 @@ def run(args: argparse.Namespace) -> int:
     from controller.session import decide_simulation, open_session
     from controller.ui.curve import CurvePlotter
     from controller.ui.progress import ProgressDisplay
-    from skillopt.envs.registry import load_env_data
     from skillopt.logs import configure_logging
     from skillopt.trainer import Trainer
+    from skillopt.trainer.planning import load_data
     from skillopt.trainer.rundir import RunDirectory, layout
     from skillopt.trainer.state import refuse_mode_change
 
@@ -122,14 +122,7 @@ def run(args: argparse.Namespace) -> int:
         callbacks.append(CurvePlotter())
     callbacks += [StopWatcher(out)]
     try:
-        data = load_env_data(
-            cfg.env.name,
-            data_root=cfg.env.data_root,
-            split_mode=cfg.env.split_mode,
-            split_ratio=cfg.env.split_ratio,
-            split_seed=cfg.env.split_seed,
-            options=cfg.env.options,
-        )
+        data = load_data(cfg)
         initial = (
             Path(cfg.env.skill_init).read_text(encoding="utf-8")
             if cfg.env.skill_init

@@ -36,11 +36,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import grpc
 import structlog
-from grpc_health.v1 import health_pb2
 
-from controller.client.sandbox_client import ChannelConfig, SandboxClient
+from controller.client.sandbox_client import ChannelConfig, HealthWatch, SandboxClient
 from controller.fleet import discovery
 from skillopt.errors import (
     Cancelled,
@@ -52,8 +50,7 @@ from skillopt.errors import (
     SandboxUnavailable,
     SkillOptError,
 )
-from skillopt.types import InfraError as InfraErrorInfo
-from skillopt.types import InfraErrorKind, RolloutRequest, RolloutResult
+from skillopt.types import InfraErrorKind, InfraFailure, RolloutRequest, RolloutResult
 
 __all__ = ["FleetEvent", "FleetExecutor", "HostHealth", "HostState"]
 
@@ -162,7 +159,7 @@ class FleetExecutor:
         self._cond = threading.Condition()
         self._closed = threading.Event()
         self._host_ids: set[str] = set()
-        self._watches: dict[str, grpc.Call] = {}
+        self._watches: dict[str, HealthWatch] = {}
         self._all_down_since: float | None = None
         self.hosts_state: list[HostState] = []
         self._sources = list(channels)
@@ -358,19 +355,18 @@ class FleetExecutor:
                         call.cancel()
                         return
                     self._watches[host.address] = call
-                for reply in call:
-                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                for serving in call:
+                    if serving:
                         if host.health is not HostHealth.UP:
                             self._refresh(host)
                         backoff = 0.5
                     else:
                         self._set_health(host, HostHealth.DRAINING, "health: not serving")
-            except grpc.RpcError as exc:
+            except SkillOptError as exc:
                 if self._closed.is_set():
                     return
-                code = exc.code() if hasattr(exc, "code") else None
                 if host.health is HostHealth.UP:
-                    self._set_health(host, HostHealth.DOWN, f"health watch ended: {code}")
+                    self._set_health(host, HostHealth.DOWN, f"health watch ended: {exc.message}")
             if self._closed.wait(backoff):
                 return
             backoff = min(_WATCH_BACKOFF_MAX_S, backoff * 2)
@@ -590,7 +586,7 @@ class FleetExecutor:
 def _infra_row(
     req: RolloutRequest, kind: InfraErrorKind, message: str, host: str, *, retryable: bool | None = None
 ) -> RolloutResult:
-    info = InfraErrorInfo(kind=kind, message=message, retryable=retryable)
+    info = InfraFailure(kind=kind, message=message, retryable=retryable)
     return RolloutResult(
         id=req.task.id,
         rollout_id=req.rollout_id,
@@ -610,7 +606,7 @@ def _timeout_row(req: RolloutRequest, wall_s: float, host: str) -> RolloutResult
         phase="timeout",
         fail_reason=f"task-timeout-{int(wall_s)}s",
         host=host,
-        infra_error=InfraErrorInfo(
+        infra_error=InfraFailure(
             kind=InfraErrorKind.TIMEOUT, message=f"no result within {wall_s:.0f}s", retryable=False
         ),
     )

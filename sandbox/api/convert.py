@@ -17,8 +17,8 @@ from skillopt.types import (
     File,
     Grading,
     HostDescription,
-    InfraError,
     InfraErrorKind,
+    InfraFailure,
     Limits,
     Message,
     ModelSpec,
@@ -258,7 +258,7 @@ def result_from_proto(msg: pb.RunResult) -> RolloutResult:
     t = msg.trace
     infra = None
     if msg.HasField("infra_error"):
-        infra = InfraError(
+        infra = InfraFailure(
             kind=_KIND_FROM_PROTO.get(msg.infra_error.kind, InfraErrorKind.INTERNAL),
             message=msg.infra_error.message,
             retryable=msg.infra_error.retryable,
@@ -347,4 +347,27 @@ def description_to_proto(d: HostDescription) -> pb.DescribeResponse:
         engine_version=d.engine_version,
         service_build=d.service_build,
         image_labels=dict(d.image_labels),
+    )
+
+
+def description_from_proto(m: pb.DescribeResponse) -> HostDescription:
+    return HostDescription(
+        host=m.host,
+        version=m.version,
+        capacity=m.capacity,
+        free_slots=m.free_slots,
+        running=m.running,
+        draining=m.draining,
+        agents=tuple(m.agents),
+        image_digests=dict(m.image_digests),
+        pool_idle=dict(m.pool_idle),
+        container_runtime=m.container_runtime,
+        providers=tuple(m.providers),
+        runner_sha256=m.runner_sha256,
+        agent_runtimes=dict(m.agent_runtimes),
+        unavailable_agents=dict(m.unavailable_agents),
+        available_runtimes=tuple(m.available_runtimes),
+        engine_version=m.engine_version,
+        service_build=m.service_build,
+        image_labels=dict(m.image_labels),
     )

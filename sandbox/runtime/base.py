@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sandbox.runtime.spec import ContainerSpec
-from skillopt.executor import ExecOutcome, FileEntry
+from skillopt.agents.sandbox import ExecOutcome, FileEntry
 
 __all__ = ["RolloutSandbox", "SandboxRuntime"]
 
@@ -43,7 +43,7 @@ class RolloutSandbox(abc.ABC):
     """
 
     @abc.abstractmethod
-    def exec(
+    def run_command(
         self,
         argv: Sequence[str],
         *,
@@ -73,7 +73,7 @@ class RolloutSandbox(abc.ABC):
         timeout_s: float,
         env: Mapping[str, str] | None = None,
     ) -> ExecOutcome:
-        """Run a Python file of the workspace in a fresh process; as :meth:`exec`."""
+        """Run a Python file of the workspace in a fresh process; as :meth:`run_command`."""
 
     @abc.abstractmethod
     def read_file(self, path: str, *, max_bytes: int) -> bytes:
@@ -85,7 +85,7 @@ class RolloutSandbox(abc.ABC):
                 a special file.
             OutputLimitExceeded: the file is larger than ``max_bytes``.
             InvalidRequest: ``path`` is absolute or escapes the workspace.
-            SandboxUnavailable, RolloutTimeout, Cancelled: as for :meth:`exec`.
+            SandboxUnavailable, RolloutTimeout, Cancelled: as for :meth:`run_command`.
         """
 
     @abc.abstractmethod
@@ -94,7 +94,7 @@ class RolloutSandbox(abc.ABC):
 
         Raises:
             InvalidRequest: ``path`` is absolute, escapes the workspace or runs through a link.
-            SandboxUnavailable, RolloutTimeout, Cancelled: as for :meth:`exec`.
+            SandboxUnavailable, RolloutTimeout, Cancelled: as for :meth:`run_command`.
         """
 
     @abc.abstractmethod

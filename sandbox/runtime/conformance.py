@@ -85,11 +85,11 @@ class _Subdir(RolloutSandbox):
     def _p(self, path: str) -> str:
         return f"{self._sub}/{path}" if path and not path.startswith(("/", "\\")) else path
 
-    def exec(self, argv, *, timeout_s, env=None, stdin=None, output_limit_bytes=None):
+    def run_command(self, argv, *, timeout_s, env=None, stdin=None, output_limit_bytes=None):
         if not argv:
-            return self._box.exec(argv, timeout_s=timeout_s)
+            return self._box.run_command(argv, timeout_s=timeout_s)
         script = 'cd "$0" && exec "$@"'
-        return self._box.exec(
+        return self._box.run_command(
             ["sh", "-c", script, self._sub, *argv],
             timeout_s=timeout_s,
             env=env,
@@ -160,7 +160,7 @@ def check_read_errors_are_typed(c: Conformance) -> None:
     with c.box() as box:
         _raises(SandboxFileMissing, lambda: box.read_file("nope.txt", max_bytes=10))
         _raises(SandboxFileMissing, lambda: box.read_file("no/such/dir.txt", max_bytes=10))
-        out = box.exec(
+        out = box.run_command(
             ["sh", "-c", "ln -s /etc/passwd link && ln -s /etc dir && mkdir real && echo 12345678 > big"],
             timeout_s=30,
         )
@@ -178,7 +178,7 @@ def check_paths_outside_the_workspace_are_refused(c: Conformance) -> None:
         for bad in ("/etc/passwd", "../x", "a/../../x", "", "a\\b"):
             _raises(InvalidRequest, lambda bad=bad: box.write_file(bad, b"x"))
             _raises(InvalidRequest, lambda bad=bad: box.read_file(bad, max_bytes=10))
-        box.exec(["ln", "-s", "/tmp", "tmplink"], timeout_s=30)
+        box.run_command(["ln", "-s", "/tmp", "tmplink"], timeout_s=30)
         _raises(InvalidRequest, lambda: box.write_file("tmplink/evil", b"x"))
 
 
@@ -186,33 +186,33 @@ def check_paths_outside_the_workspace_are_refused(c: Conformance) -> None:
 def check_a_failing_program_is_data(c: Conformance) -> None:
     """Exit codes, stdout and stderr come back; a non-zero exit is not an exception."""
     with c.box() as box:
-        out = box.exec(["sh", "-c", "echo out; echo err >&2; exit 3"], timeout_s=30)
+        out = box.run_command(["sh", "-c", "echo out; echo err >&2; exit 3"], timeout_s=30)
         assert (out.exit_code, out.stdout_tail, out.stderr_tail) == (3, "out\n", "err\n"), out
         assert not out.timed_out and not out.oom_killed
         box.write_file("p.py", b"import sys\nprint(sys.argv[1:])\nraise SystemExit(5)\n")
         out = box.run_python("p.py", args=["x", "y"], timeout_s=30)
         assert out.exit_code == 5 and out.stdout_tail == "['x', 'y']\n", out
-        out = box.exec(["cat"], timeout_s=30, stdin=b"from stdin")
+        out = box.run_command(["cat"], timeout_s=30, stdin=b"from stdin")
         assert out.stdout_tail == "from stdin", out
-        out = box.exec(["sh", "-c", "echo $SO_CHECK"], timeout_s=30, env={"SO_CHECK": "passed"})
+        out = box.run_command(["sh", "-c", "echo $SO_CHECK"], timeout_s=30, env={"SO_CHECK": "passed"})
         assert out.stdout_tail == "passed\n", out
-        _raises(InvalidRequest, lambda: box.exec([], timeout_s=30))
+        _raises(InvalidRequest, lambda: box.run_command([], timeout_s=30))
 
 
 @_check
 def check_a_timeout_kills_the_process_tree(c: Conformance) -> None:
     with c.box() as box:
-        out = box.exec(["sh", "-c", "(sleep 1000 &) ; sleep 1000"], timeout_s=1.5)
+        out = box.run_command(["sh", "-c", "(sleep 1000 &) ; sleep 1000"], timeout_s=1.5)
         assert out.timed_out and out.exit_code is None, out
         count = "cat /proc/[0-9]*/comm 2>/dev/null | grep -c '^sleep$' || true"
-        after = box.exec(["sh", "-c", count], timeout_s=30)
+        after = box.run_command(["sh", "-c", count], timeout_s=30)
         assert after.stdout_tail.strip() == "0", after
 
 
 @_check
 def check_output_keeps_the_tail(c: Conformance) -> None:
     with c.box(output_limit_bytes=4096) as box:
-        out = box.exec(["sh", "-c", "seq 1 100000; echo THE-END"], timeout_s=60)
+        out = box.run_command(["sh", "-c", "seq 1 100000; echo THE-END"], timeout_s=60)
         assert out.exit_code == 0 and out.stdout_tail.endswith("THE-END\n"), out.stdout_tail[-100:]
         assert len(out.stdout_tail.encode()) <= 4096 and out.stdout_bytes > 4096 and out.output_truncated
 
@@ -222,7 +222,7 @@ def check_listing_shows_regular_files_only(c: Conformance) -> None:
     with c.box() as box:
         box.write_file("x/one.txt", b"1")
         box.write_file("two.txt", b"22")
-        box.exec(["ln", "-s", "/etc/passwd", "link"], timeout_s=30)
+        box.run_command(["ln", "-s", "/etc/passwd", "link"], timeout_s=30)
         listed = sorted((f.path, f.size_bytes) for f in box.list_files())
         assert listed == [("two.txt", 2), ("x/one.txt", 1)], listed
 
@@ -251,7 +251,7 @@ def check_kill_ends_a_running_call(c: Conformance) -> None:
         box.kill()
         t.join(60)
         assert not t.is_alive() and box_error, box_error
-        _raises((Cancelled, SandboxUnavailable), lambda: box.exec(["true"], timeout_s=10))
+        _raises((Cancelled, SandboxUnavailable), lambda: box.run_command(["true"], timeout_s=10))
 
 
 @_check
@@ -259,7 +259,7 @@ def check_wall_time_bounds_every_call(c: Conformance) -> None:
     from skillopt.errors import RolloutTimeout
 
     with c.box(deadline=time.monotonic() + 1.0) as box:
-        exc = _raises(RolloutTimeout, lambda: box.exec(["sleep", "30"], timeout_s=30))
+        exc = _raises(RolloutTimeout, lambda: box.run_command(["sleep", "30"], timeout_s=30))
         assert "wall time" in str(exc), exc
 
 
@@ -278,7 +278,7 @@ def check_lifecycle(c: Conformance) -> None:
     assert not runtime.alive(a)
     box = runtime.lease(b, "conformance/lifecycle")
     box.write_skill("# skill\n")
-    out = box.exec(["cat", "/skill/SKILL.md"], timeout_s=30)
+    out = box.run_command(["cat", "/skill/SKILL.md"], timeout_s=30)
     assert out.stdout_tail == "# skill\n", out
     runtime.kill(b)
     runtime.kill(b)  # twice: never raises

@@ -1,6 +1,6 @@
 """A container leased to one rollout: :class:`DockerSandbox` implements the runtime contract
 (:class:`sandbox.runtime.base.RolloutSandbox`, typed errors), and :class:`LeasedSandbox` shows
-any such sandbox to an env's agent as :class:`skillopt.executor.Sandbox` (where a missing or
+any such sandbox to an env's agent as :class:`skillopt.agents.sandbox.Sandbox` (where a missing or
 refused file reads as ``None``: to an agent both mean "no such output").
 
 Everything that decides a score is determined here, on the trusted side: the wall clock
@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 
 from sandbox.runtime.base import RolloutSandbox, SandboxRuntime
+from skillopt.agents.sandbox import ExecOutcome, FileEntry
 from skillopt.errors import (
     Cancelled,
     InvalidRequest,
@@ -28,7 +29,6 @@ from skillopt.errors import (
     SandboxFileRefused,
     SandboxUnavailable,
 )
-from skillopt.executor import ExecOutcome, FileEntry
 from skillopt.files import check_relative_name
 
 __all__ = ["DockerSandbox", "LeasedSandbox"]
@@ -110,7 +110,7 @@ class DockerSandbox(RolloutSandbox):
         name = check_relative_name(path)
         return self._exec({"op": "exec", "python": name, "args": list(args)}, b"", timeout_s, env)
 
-    def exec(
+    def run_command(
         self,
         argv: Sequence[str],
         *,
@@ -256,11 +256,12 @@ class DockerSandbox(RolloutSandbox):
 
 
 class LeasedSandbox:
-    """A leased sandbox as an env's agent sees it (:class:`skillopt.executor.Sandbox`).
+    """A leased sandbox as an env's agent sees it (:class:`skillopt.agents.sandbox.Sandbox`).
 
-    The runtime's typed file errors become the agent protocol's answers: a missing file and a
-    refused one (a link the program planted, a directory) both read as ``None`` — neither is
-    an output — and the refusal is logged. Everything else is passed through.
+    The one adapter between the two contracts: every method is the runtime sandbox's own
+    (:class:`~sandbox.runtime.base.RolloutSandbox`, same names and signatures), except
+    :meth:`read_file`, where a missing file and a refused one (a link the program planted, a
+    directory) both read as ``None`` (neither is an output; the refusal is logged).
 
     Args:
         runtime: the runtime that created the sandbox.
@@ -285,9 +286,6 @@ class LeasedSandbox:
             handle, rollout_id, output_limit_bytes=output_limit_bytes, deadline=deadline, cancel=cancel
         )
 
-    def write_file(self, path: str, data: bytes) -> None:
-        self.box.write_file(path, data)
-
     def read_file(self, path: str, *, max_bytes: int) -> bytes | None:
         try:
             return self.box.read_file(path, max_bytes=max_bytes)
@@ -297,37 +295,6 @@ class LeasedSandbox:
             log.info("sandbox.read_refused", path=path[:200], reason=exc.message)
             return None
 
-    def list_files(self, *, max_files: int = 1000) -> list[FileEntry]:
-        return self.box.list_files(max_files=max_files)
-
-    def run_python(
-        self,
-        path: str,
-        *,
-        args: Sequence[str] = (),
-        timeout_s: float,
-        env: Mapping[str, str] | None = None,
-    ) -> ExecOutcome:
-        return self.box.run_python(path, args=args, timeout_s=timeout_s, env=env)
-
-    def run_command(
-        self,
-        argv: Sequence[str],
-        *,
-        timeout_s: float,
-        env: Mapping[str, str] | None = None,
-        stdin: bytes | None = None,
-        output_limit_bytes: int | None = None,
-    ) -> ExecOutcome:
-        return self.box.exec(
-            argv, timeout_s=timeout_s, env=env, stdin=stdin, output_limit_bytes=output_limit_bytes
-        )
-
-    def write_skill(self, content: str) -> None:
-        self.box.write_skill(content)
-
-    def kill(self) -> None:
-        self.box.kill()
-
-    def remaining_s(self) -> float | None:
-        return self.box.remaining_s()
+    def __getattr__(self, name: str) -> Any:
+        # run_command, run_python, write_file, list_files, write_skill, kill, remaining_s
+        return getattr(self.box, name)

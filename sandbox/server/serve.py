@@ -35,8 +35,8 @@ from sandbox.runtime.pool import PoolManager
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from sandbox.server.interceptors import TokenAuthInterceptor
 from sandbox.server.servicer import SandboxServicer
+from sandbox.service.admission import RolloutAdmission
 from sandbox.service.config import ServiceConfig
-from sandbox.service.registry import RolloutRegistry
 from sandbox.service.rollout import RolloutService
 from sandbox.service.validation import host_cpus
 from skillopt.envs.registry import available_envs, env_spec
@@ -124,7 +124,7 @@ class RunningServer:
     server: grpc.Server
     port: int
     service: RolloutService
-    registry: RolloutRegistry
+    admission: RolloutAdmission
     health: health.HealthServicer
     servicer: SandboxServicer
     #: The gateway's HTTP front end (None: exec agents unavailable on this host).
@@ -230,8 +230,8 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
             exec_unavailable=unavailable,
             grader=grader,
         )
-        registry = RolloutRegistry(capacity=config.service.capacity)
-        servicer = SandboxServicer(service, registry)
+        admission = RolloutAdmission(capacity=config.service.capacity)
+        servicer = SandboxServicer(service, admission)
         server, health_servicer = _grpc_server(config, servicer)
         watch = HostWatch(config, runtime, pools, health_servicer)
         servicer.host_check = watch.check_now
@@ -251,7 +251,7 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
         for name in ("", SERVICE_NAME):
             health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         running = RunningServer(
-            server, port, service, registry, health_servicer, servicer, front, health_port=health_port
+            server, port, service, admission, health_servicer, servicer, front, health_port=health_port
         )
         cleanup.callback(running.stopped.set)
         cleanup.callback(_drain, running, config.drain_grace_s)
@@ -317,7 +317,7 @@ def _grpc_server(
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.so_reuseport", 0),
         ],
-        # A backstop only: rollouts beyond capacity are refused by the registry with a message.
+        # A backstop only: rollouts beyond capacity are refused by the admission with a message.
         maximum_concurrent_rpcs=8 * capacity + 32,
     )
     pb_grpc.add_SandboxServicer_to_server(servicer, server)
@@ -444,13 +444,13 @@ def _reap_loop(runtime: DockerRuntime, interval_s: float, stopped: threading.Eve
 
 
 def _drain(running: RunningServer, grace_s: float) -> None:
-    running.registry.draining = True
+    running.admission.draining = True
     running.health.enter_graceful_shutdown()
     # Only running rollouts are waited for: an idle host goes straight on to teardown.
-    if not running.registry.wait_idle(grace_s):
-        for handle in running.registry.running():
+    if not running.admission.wait_idle(grace_s):
+        for handle in running.admission.running():
             handle.request_cancel("service draining")
-        running.registry.wait_idle(10.0)  # cancelled rollouts kill their containers at once
+        running.admission.wait_idle(10.0)  # cancelled rollouts kill their containers at once
     # Give streams a moment to deliver their final messages (health watchers end here too).
-    running.server.stop(grace=2.0 if running.registry.running_count == 0 else 5.0).wait()
+    running.server.stop(grace=2.0 if running.admission.running_count == 0 else 5.0).wait()
     running.servicer.shutdown(wait=True)

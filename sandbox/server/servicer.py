@@ -1,7 +1,7 @@
 """The gRPC servicer: translate, delegate, stream. No domain logic lives here.
 
 Run: proto → domain (``convert``) → validate → admit (idempotency, capacity) → the rollout
-runs on a worker thread owned by the registry entry → events and the result are streamed to
+runs on a worker thread owned by the admission entry → events and the result are streamed to
 every subscriber of that id. A subscriber that disconnects before the end cancels the rollout
 when it was the last one. Every failure leaves through the proto's status table
 (``sandbox.api.status``): a status code, a bounded message and a typed detail.
@@ -20,7 +20,7 @@ from sandbox.api import convert
 from sandbox.api.status import status_for
 from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
-from sandbox.service.registry import RolloutHandle, RolloutRegistry
+from sandbox.service.admission import RolloutAdmission, RolloutHandle
 from sandbox.service.rollout import RolloutService
 from sandbox.service.validation import fingerprint
 from skillopt.errors import Cancelled, Draining, ImageMissing, SkillOptError, UnknownRollout
@@ -35,18 +35,18 @@ class SandboxServicer(pb_grpc.SandboxServicer):
     def __init__(
         self,
         service: RolloutService,
-        registry: RolloutRegistry,
+        admission: RolloutAdmission,
         *,
         host_check: Callable[[], str] | None = None,
     ) -> None:
         self.service = service
-        self.registry = registry
+        self.admission = admission
         #: Why the host cannot take a rollout right now ("" when it can): checked at the door,
         #: so a rollout is refused as "not here, not now" (UNAVAILABLE, costs the caller no
         #: attempt) instead of being accepted and failing on a dead engine or a full disk.
         self.host_check = host_check
         self._workers = ThreadPoolExecutor(
-            max_workers=max(1, registry.capacity), thread_name_prefix="rollout"
+            max_workers=max(1, admission.capacity), thread_name_prefix="rollout"
         )
 
     def _abort(self, context: grpc.ServicerContext, exc: BaseException) -> None:
@@ -66,7 +66,7 @@ class SandboxServicer(pb_grpc.SandboxServicer):
             problem = self.host_check() if self.host_check is not None else ""
             if problem:
                 raise Draining(f"host {self.service.config.host_id} cannot take rollouts now: {problem}")
-            handle, is_new = self.registry.admit(domain.rollout_id, fingerprint(domain))
+            handle, is_new = self.admission.admit(domain.rollout_id, fingerprint(domain))
         except Exception as exc:
             self._abort(context, exc)
         if is_new:
@@ -106,21 +106,21 @@ class SandboxServicer(pb_grpc.SandboxServicer):
                 log.exception("run.crashed", rollout_id=request.rollout_id)
             handle.finish(None, exc)
         finally:
-            self.registry.complete(handle)
+            self.admission.complete(handle)
 
     def _on_rpc_end(self, handle: RolloutHandle, stop: threading.Event) -> None:
         stop.set()
-        remaining = self.registry.leave(handle)
+        remaining = self.admission.leave(handle)
         if not handle.done and remaining <= 0 and handle.request_cancel("client went away"):
             log.info("run.cancelled_by_disconnect", rollout_id=handle.rollout_id)
 
     # -- Describe / Cancel -------------------------------------------------------------------
 
     def Describe(self, request: pb.DescribeRequest, context: grpc.ServicerContext) -> pb.DescribeResponse:
-        return convert.description_to_proto(self.service.describe(self.registry))
+        return convert.description_to_proto(self.service.describe(self.admission))
 
     def Cancel(self, request: pb.CancelRequest, context: grpc.ServicerContext) -> pb.CancelResponse:
-        handle = self.registry.get(request.rollout_id)
+        handle = self.admission.get(request.rollout_id)
         if handle is None:
             self._abort(context, UnknownRollout(f"no rollout {request.rollout_id[:200]!r} on this host"))
         return pb.CancelResponse(cancelled=handle.request_cancel("Cancel RPC"))

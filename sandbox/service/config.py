@@ -1,5 +1,5 @@
 """A sandbox host's policy for rollouts (:class:`ServiceConfig`) and the default and maximum
-limits of a rollout: plain data, imported by the service, its validation and its registry."""
+limits of a rollout: plain data, imported by the service, its validation and its admission control."""
 
 from __future__ import annotations
 

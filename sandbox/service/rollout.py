@@ -23,8 +23,8 @@ from sandbox.runtime.base import SandboxRuntime
 from sandbox.runtime.lease import LeasedSandbox
 from sandbox.runtime.pool import PoolManager
 from sandbox.runtime.spec import EXEC_SKILL_MOUNTS, ContainerSpec
+from sandbox.service.admission import RolloutAdmission
 from sandbox.service.config import DEFAULT_LIMITS, MiB, ServiceConfig
-from sandbox.service.registry import RolloutRegistry
 from sandbox.service.validation import effective_limits, validate_request
 from skillopt import __version__
 from skillopt.envs.base import AgentContext, GatewayAccess, ProgressEvent, interrupted_info
@@ -34,8 +34,14 @@ from skillopt.files import shorten
 from skillopt.grader_pool import GraderPool
 from skillopt.models.base import ChatModel
 from skillopt.models.profiles import ProviderProfile, build_model
-from skillopt.types import HostDescription, InfraErrorKind, Limits, RolloutRequest, RolloutResult
-from skillopt.types import InfraError as InfraErrorInfo
+from skillopt.types import (
+    HostDescription,
+    InfraErrorKind,
+    InfraFailure,
+    Limits,
+    RolloutRequest,
+    RolloutResult,
+)
 
 __all__ = ["RolloutService", "exec_runtime_choice"]
 
@@ -174,9 +180,9 @@ class RolloutService:
         spec = self.exec_spec if env.container(agent) == "gateway" else self.config.base_spec
         return self.runtime.runtime_name(spec)
 
-    def describe(self, registry: RolloutRegistry) -> HostDescription:
+    def describe(self, admission: RolloutAdmission) -> HostDescription:
         """This host's capacity, agents (with their runtimes), images and pools."""
-        running = registry.running_count
+        running = admission.running_count
         image = self.config.base_spec.image
         try:
             digests = {image: self.runtime.image_digest(image)}
@@ -197,10 +203,10 @@ class RolloutService:
         return HostDescription(
             host=self.config.host_id,
             version=__version__,
-            capacity=registry.capacity,
-            free_slots=0 if registry.draining else max(0, registry.capacity - running),
+            capacity=admission.capacity,
+            free_slots=0 if admission.draining else max(0, admission.capacity - running),
             running=running,
-            draining=registry.draining,
+            draining=admission.draining,
             agents=tuple(agents),
             agent_runtimes=runtimes,
             unavailable_agents=unavailable,
@@ -370,7 +376,7 @@ class RolloutService:
         except InvalidRequest as exc:
             result = RolloutResult.of_infra(
                 request,
-                InfraErrorInfo(
+                InfraFailure(
                     kind=InfraErrorKind.INTERNAL, message=f"invalid input: {exc.message}", retryable=False
                 ),
             )
@@ -378,7 +384,7 @@ class RolloutService:
             log.exception("rollout.crashed")
             result = RolloutResult.of_infra(
                 request,
-                InfraErrorInfo(
+                InfraFailure(
                     kind=InfraErrorKind.INTERNAL,
                     message=f"internal error: {type(exc).__name__}: {exc}",
                     retryable=True,
@@ -393,7 +399,7 @@ class RolloutService:
             result.infra_error is None or result.infra_error.kind != InfraErrorKind.CANCELLED
         ):
             result = RolloutResult.of_infra(
-                request, InfraErrorInfo(kind=InfraErrorKind.CANCELLED, message="rollout cancelled")
+                request, InfraFailure(kind=InfraErrorKind.CANCELLED, message="rollout cancelled")
             )
         timings = {**dict(result.timings_s), **timings, "total": time.monotonic() - t_start}
         emit(

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from skillopt.agents.common import RolloutState, guarded, model_request
+from skillopt.agents.common import GuardedAgent, RolloutState, model_request
 from skillopt.agents.context import AgentContext, ProgressEvent
 from skillopt.types import Message, RolloutResult
 
@@ -67,7 +67,7 @@ class CodeTask(Protocol):
         ...
 
 
-class CodegenAgent:
+class CodegenAgent(GuardedAgent):
     """Codegen over any :class:`CodeTask`.
 
     Args:
@@ -83,16 +83,6 @@ class CodegenAgent:
     ) -> None:
         self.make_task = make_task
         self.multi_turn = multi_turn
-
-    def skill_file(self, content: str) -> str:
-        """The skill as mounted: the plain text."""
-        return content
-
-    def run(self, ctx: AgentContext) -> RolloutResult:
-        """Run the loop and grade; an infrastructure or model-endpoint failure part-way through
-        yields a row with ``infra_error`` set that keeps what happened so far."""
-        st = RolloutState()
-        return guarded(ctx, st, lambda: self._run(ctx, st))
 
     def _run(self, ctx: AgentContext, st: RolloutState) -> RolloutResult:
         assert ctx.model is not None

@@ -16,14 +16,14 @@ from functools import cache
 from pathlib import Path
 
 from skillopt.agents.context import AgentContext, interrupted_info
+from skillopt.agents.sandbox import ExecOutcome
 from skillopt.errors import InfraError, ModelError
-from skillopt.executor import ExecOutcome
 from skillopt.models.base import ChatRequest, ToolSpec
-from skillopt.types import ExecRecord, InfraErrorKind, Message, RolloutResult, Trace, Usage
-from skillopt.types import InfraError as InfraErrorInfo
+from skillopt.types import ExecRecord, InfraErrorKind, InfraFailure, Message, RolloutResult, Trace, Usage
 
 __all__ = [
     "MODEL_CALL_TIMEOUT_S",
+    "GuardedAgent",
     "RolloutState",
     "exec_record",
     "guarded",
@@ -143,6 +143,24 @@ class RolloutState:
         )
 
 
+class GuardedAgent:
+    """Base of the in-service agents (codegen, ReAct, QA): the skill is mounted as its plain
+    text, and the agent's loop (:meth:`_run`) runs :func:`guarded`, so an infrastructure or
+    model-endpoint failure part-way through yields a row with ``infra_error`` set that keeps
+    what happened so far."""
+
+    def skill_file(self, content: str) -> str:
+        """The skill as mounted: the plain text."""
+        return content
+
+    def run(self, ctx: AgentContext) -> RolloutResult:
+        st = RolloutState()
+        return guarded(ctx, st, lambda: self._run(ctx, st))
+
+    def _run(self, ctx: AgentContext, st: RolloutState) -> RolloutResult:
+        raise NotImplementedError
+
+
 def guarded(ctx: AgentContext, st: RolloutState, body: Callable[[], RolloutResult]) -> RolloutResult:
     """Run an agent's ``body``; an infrastructure or model-endpoint failure part-way through
     yields a row that keeps what happened so far (trace, ``agent_ok``, usage), with
@@ -155,7 +173,7 @@ def guarded(ctx: AgentContext, st: RolloutState, body: Callable[[], RolloutResul
             # The call was cut by the rollout's own deadline: a per-task timeout row, as when
             # a program in the sandbox overruns (reference §4.8), not a model outage.
             wall = ctx.limits.wall_time_s or 0
-            info = InfraErrorInfo(
+            info = InfraFailure(
                 kind=InfraErrorKind.TIMEOUT,
                 message=f"the rollout used up its wall time ({wall:.0f} s) waiting for the model",
                 retryable=False,
@@ -166,7 +184,7 @@ def guarded(ctx: AgentContext, st: RolloutState, body: Callable[[], RolloutResul
 
 
 def interrupted_row(
-    ctx: AgentContext, st: RolloutState, info: InfraErrorInfo | None, fail_reason: str
+    ctx: AgentContext, st: RolloutState, info: InfraFailure | None, fail_reason: str
 ) -> RolloutResult:
     """The row of a rollout cut short: no score, the trace so far."""
     req = ctx.request

@@ -13,10 +13,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from skillopt.executor import Sandbox
+from skillopt.agents.sandbox import Sandbox
 from skillopt.models.base import ChatModel
-from skillopt.types import InfraError as InfraErrorInfo
-from skillopt.types import Limits, RolloutRequest, RolloutResult
+from skillopt.types import InfraFailure, Limits, RolloutRequest, RolloutResult
 
 __all__ = ["Agent", "AgentContext", "GatewayAccess", "ProgressEvent", "interrupted_info"]
 
@@ -145,7 +144,7 @@ class Agent(Protocol):
         ...
 
 
-def interrupted_info(exc: BaseException) -> tuple[InfraErrorInfo | None, str]:
+def interrupted_info(exc: BaseException) -> tuple[InfraFailure | None, str]:
     """The typed infrastructure error for a failure that interrupted an agent, or ``None``
     when it is the agent's own failure (a used-up token budget is: it scores as a failure).
 

@@ -24,8 +24,8 @@ from typing import Any, Protocol
 
 from skillopt.agents.common import RolloutState, guarded
 from skillopt.agents.context import AgentContext, ProgressEvent
+from skillopt.agents.sandbox import ExecOutcome
 from skillopt.errors import InvalidRequest
-from skillopt.executor import ExecOutcome
 from skillopt.types import Message, RolloutResult
 
 __all__ = [

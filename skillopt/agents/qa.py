@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from skillopt.agents.common import RolloutState, guarded, model_request
+from skillopt.agents.common import GuardedAgent, RolloutState, model_request
 from skillopt.agents.context import AgentContext, ProgressEvent
 from skillopt.agents.exec_cli import CliRun
 from skillopt.types import Message, RolloutResult
@@ -125,7 +125,7 @@ def qa_row(
     )
 
 
-class QAAgent:
+class QAAgent(GuardedAgent):
     """The in-service QA agent over any :class:`QATask` (runs no code; needs no sandbox).
 
     Args:
@@ -134,15 +134,6 @@ class QAAgent:
 
     def __init__(self, make_task: Callable[[AgentContext], QATask]) -> None:
         self.make_task = make_task
-
-    def skill_file(self, content: str) -> str:
-        """The skill as it would be mounted (nothing is: the agent has no container)."""
-        return content
-
-    def run(self, ctx: AgentContext) -> RolloutResult:
-        """Ask, grade, build the row; a model-endpoint failure is an infra row with the trace."""
-        st = RolloutState()
-        return guarded(ctx, st, lambda: self._run(ctx, st))
 
     def _run(self, ctx: AgentContext, st: RolloutState) -> RolloutResult:
         assert ctx.model is not None

@@ -22,10 +22,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from skillopt.agents.common import RolloutState, exec_record, guarded, model_request
+from skillopt.agents.common import GuardedAgent, RolloutState, exec_record, model_request
 from skillopt.agents.context import AgentContext, ProgressEvent
+from skillopt.agents.sandbox import ExecOutcome
 from skillopt.errors import InvalidRequest
-from skillopt.executor import ExecOutcome
 from skillopt.files import check_relative_name
 from skillopt.models.base import ToolSpec
 from skillopt.types import Message, RolloutResult
@@ -243,7 +243,7 @@ def _normalise_calls(calls: Any, turn: int) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
-class ReactAgent:
+class ReactAgent(GuardedAgent):
     """ReAct over any :class:`ReactTask`.
 
     Args:
@@ -261,16 +261,6 @@ class ReactAgent:
     ) -> None:
         self.make_task = make_task
         self.bash_timeout_s = bash_timeout_s
-
-    def skill_file(self, content: str) -> str:
-        """The skill as mounted: the plain text."""
-        return content
-
-    def run(self, ctx: AgentContext) -> RolloutResult:
-        """Run the loop and grade; an infrastructure or model-endpoint failure part-way through
-        yields a row with ``infra_error`` set that keeps what happened so far."""
-        st = RolloutState()
-        return guarded(ctx, st, lambda: self._run(ctx, st))
 
     def _run(self, ctx: AgentContext, st: RolloutState) -> RolloutResult:
         assert ctx.model is not None

@@ -1,4 +1,4 @@
-"""The provider registry: kind name → factory, and the options each kind takes.
+"""The provider kinds: kind name → the model class it builds and the options it takes.
 
 A profile (:class:`skillopt.models.profiles.ProviderProfile`) names its ``kind``;
 :func:`skillopt.models.profiles.build_model` looks the kind up here and builds its model class

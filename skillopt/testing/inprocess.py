@@ -29,8 +29,7 @@ from skillopt.agents.context import AgentContext
 from skillopt.envs.registry import get_env
 from skillopt.errors import ConfigError, InfraError, ModelError
 from skillopt.models.base import ChatModel
-from skillopt.types import InfraError as InfraErrorInfo
-from skillopt.types import InfraErrorKind, Limits, ModelSpec, RolloutRequest, RolloutResult
+from skillopt.types import InfraErrorKind, InfraFailure, Limits, ModelSpec, RolloutRequest, RolloutResult
 
 if TYPE_CHECKING:
     from skillopt.config import Config
@@ -117,7 +116,7 @@ class InProcessExecutor:
         except Exception as exc:  # a bug: infrastructure, as a host reports it
             row = RolloutResult.of_infra(
                 req,
-                InfraErrorInfo(
+                InfraFailure(
                     kind=InfraErrorKind.INTERNAL, message=f"internal error: {type(exc).__name__}: {exc}"
                 ),
             )
@@ -146,23 +145,16 @@ def simulated_trainer(
     Returns:
         The trainer and its executor (``executor.requests`` lists every rollout asked for).
     """
-    from skillopt.envs.registry import load_env_data
     from skillopt.models.openai_chat import OpenAIChatModel
     from skillopt.models.roles import RoleModel, UsageTracker
     from skillopt.testing.simulation import SIM_OPTIMIZER, SIM_PROVIDER, SIM_TARGET
     from skillopt.trainer import Trainer
+    from skillopt.trainer.planning import load_data
     from skillopt.trainer.rollouts import RolloutSpec, RolloutStage
     from skillopt.trainer.state import RunMode
 
     e = config.env
-    data = load_env_data(
-        e.name,
-        data_root=e.data_root,
-        split_mode=e.split_mode,
-        split_ratio=e.split_ratio,
-        split_seed=e.split_seed,
-        options=e.options,
-    )
+    data = load_data(config)
     executor = InProcessExecutor(
         OpenAIChatModel(SIM_PROVIDER, base_url=base_url, api_key="", max_retries=0), workers=workers
     )

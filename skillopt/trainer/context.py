@@ -27,7 +27,7 @@ from skillopt.skill.schedule import EditBudgetSchedule
 from skillopt.trainer.callbacks import BatchEvent, CallbackList, RowEvent, RunControl, Spend, StageEvent
 from skillopt.trainer.planning import RunPlan
 from skillopt.trainer.records import StepRecord
-from skillopt.trainer.rollouts import RolloutStage
+from skillopt.trainer.rollouts import RolloutStage, too_many_infra
 from skillopt.trainer.rundir import RunDirectory, layout, target_usage_on_disk
 from skillopt.trainer.state import RunMode, TrainerState, refuse_mode_change
 from skillopt.types import RolloutResult, skill_hash
@@ -140,7 +140,7 @@ class RunContext:
     def too_many_infra(self, n_infra: int, n_rows: int) -> bool:
         """More rows lost to infrastructure than ``evaluation.max_infra_fraction`` allows: the
         mean is then over a different subset than the other skill's, not evidence enough."""
-        return n_infra > self.cfg.evaluation.max_infra_fraction * max(1, n_rows)
+        return too_many_infra(n_infra, n_rows, self.cfg.evaluation.max_infra_fraction)
 
     def baseline_score(self) -> float | None:
         """Gate score of the initial skill on the selection split (None before the baseline)."""

@@ -12,7 +12,7 @@ from skillopt.config import Config
 from skillopt.envs.base import EnvData, TaskItem
 from skillopt.errors import ConfigError
 
-__all__ = ["Batch", "RunPlan", "first", "plan_epoch", "sample_items", "steps_per_epoch"]
+__all__ = ["Batch", "RunPlan", "first", "load_data", "plan_epoch", "sample_items", "steps_per_epoch"]
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,25 @@ class Batch:
     index: int  # batch index within the epoch
     seed: int
     items: tuple[TaskItem, ...]
+
+
+def load_data(config: Config) -> EnvData:
+    """The env's data as ``config.env`` describes it (data root, split, options).
+
+    Raises:
+        ConfigError: the data root or its split does not load (the message says what to fix).
+    """
+    from skillopt.envs.registry import load_env_data
+
+    e = config.env
+    return load_env_data(
+        e.name,
+        data_root=e.data_root,
+        split_mode=e.split_mode,
+        split_ratio=e.split_ratio,
+        split_seed=e.split_seed,
+        options=e.options,
+    )
 
 
 def first(items: Sequence[TaskItem], n: int) -> list[TaskItem]:

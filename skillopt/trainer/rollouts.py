@@ -21,7 +21,7 @@ from skillopt.trainer.executor import RolloutExecutor
 from skillopt.trainer.rundir.results import append_row, load_rows, set_aside_infra_rows
 from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillSpec
 
-__all__ = ["BatchScore", "RolloutSpec", "RolloutStage", "by_category", "score_rows"]
+__all__ = ["BatchScore", "RolloutSpec", "RolloutStage", "by_category", "score_rows", "too_many_infra"]
 
 log = structlog.get_logger("skillopt.trainer.rollouts")
 
@@ -47,6 +47,13 @@ class BatchScore:
     n: int
     n_infra: int
     n_failed: int
+
+
+def too_many_infra(n_infra: int, n_rows: int, max_fraction: float) -> bool:
+    """More rows lost to infrastructure than ``max_fraction`` (``evaluation.max_infra_fraction``)
+    allows: a mean over the rest is over a different subset than another skill's, not a
+    measurement."""
+    return n_infra > max_fraction * max(1, n_rows)
 
 
 def by_category(

@@ -119,10 +119,20 @@ class TaskScripts:
 
 
 @pytest.fixture(scope="session")
-def scripts(scripted) -> TaskScripts:
+def _session_scripts(scripted) -> TaskScripts:
     responder = TaskScripts()
     scripted.add_responder(responder)
     return responder
+
+
+@pytest.fixture
+def scripts(_session_scripts) -> Iterator[TaskScripts]:
+    """The session's task scripts; what a test registers is forgotten after it (a script left
+    behind would answer a later test's request for the same task)."""
+    before = dict(_session_scripts.scripts)
+    yield _session_scripts
+    _session_scripts.scripts.clear()
+    _session_scripts.scripts.update(before)
 
 
 def request_for(

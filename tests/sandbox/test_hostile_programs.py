@@ -25,8 +25,8 @@ import pytest
 
 from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
 from sandbox.runtime.lease import LeasedSandbox
+from skillopt.agents.sandbox import ExecOutcome
 from skillopt.envs.base import ProgressEvent
-from skillopt.executor import ExecOutcome
 from skillopt.types import Limits, RolloutResult
 from tests.sandbox.conftest import Service, fenced, request_for, start_service
 from tests.sandbox.hostile_programs import HOSTILE, Hostile

@@ -125,7 +125,7 @@ def test_stop_cancels_what_is_in_flight(service, scripts, sample):
     t.start()
     handle = None
     for _ in range(200):
-        handle = service.running.registry.get(req.rollout_id)
+        handle = service.running.admission.get(req.rollout_id)
         if handle is not None:
             break
         t.join(0.05)

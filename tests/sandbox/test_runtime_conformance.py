@@ -76,7 +76,7 @@ def test_pandas_is_imported_into_the_runner_only_when_a_program_uses_it(runtime)
         )
         # A FIFO as the program: the parent's scan must not block on it (the child then blocks
         # reading it and is killed at its timeout, as any program would be).
-        box.exec(["mkfifo", "fifo.py"], timeout_s=30)
+        box.run_command(["mkfifo", "fifo.py"], timeout_s=30)
         out = box.run_python("fifo.py", timeout_s=1.5)
         assert out.timed_out, out
         assert box.run_python("probe.py", timeout_s=60).stdout_tail.split() == ["False"]

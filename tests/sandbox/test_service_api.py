@@ -94,7 +94,7 @@ def test_describe_health_and_reflection(service):
     assert d.host == service.host_id and d.capacity == 4 and not d.draining
     assert "spreadsheetbench/codegen_multi" in d.agents
     assert d.image_digests["skillopt-runtime:latest"].startswith("sha256:")
-    assert d.providers == ["scripted", "scripted-anthropic"] and len(d.runner_sha256) == 64
+    assert d.providers == ("scripted", "scripted-anthropic") and len(d.runner_sha256) == 64
     assert "spreadsheetbench/codex_exec" in d.agents  # the gateway network is up on this host
     channel = grpc.insecure_channel(service.running.address)
     try:
@@ -203,7 +203,7 @@ def test_a_client_that_goes_away_cancels_the_rollout(service, scripts, sample):
 
     with pytest.raises(Cancelled):
         service.client.run(req, timeout_s=120, on_event=on_event, cancel=stop)
-    handle = service.running.registry.get(req.rollout_id)
+    handle = service.running.admission.get(req.rollout_id)
     assert handle is not None
     assert handle.wait_done(60) and handle.cancel.is_set()
     assert handle.result is not None and handle.result.infra_error.kind.value == "cancelled"

@@ -20,7 +20,7 @@ from sandbox.api.status import DETAIL_KEY
 from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
-from sandbox.service.registry import RolloutRegistry
+from sandbox.service.admission import RolloutAdmission
 from sandbox.service.rollout import exec_runtime_choice
 from skillopt.errors import InvalidRequest, UnknownRollout
 from skillopt.types import File, Limits, ModelSpec, RolloutResult, TestCase, Trace
@@ -180,14 +180,14 @@ def test_statuses_carry_typed_details(service, sample):
 def test_draining_is_told_apart_by_its_typed_detail(service, sample):
     from skillopt.errors import Draining, HostFull
 
-    registry = service.running.registry
-    registry.draining = True
+    admission = service.running.admission
+    admission.draining = True
     try:
         with pytest.raises(Draining) as info:
             service.client.run(request_for(sample, "32255"), timeout_s=30)
         assert info.value.retryable
     finally:
-        registry.draining = False
+        admission.draining = False
     assert not issubclass(Draining, HostFull)
 
 
@@ -215,14 +215,14 @@ def test_tls_misconfiguration_is_refused_at_start(docker_client, short_tmp, flag
 
 
 def test_retained_results_are_counted_whole():
-    registry = RolloutRegistry(capacity=1, max_retained_bytes=64 * MiB)
+    admission = RolloutAdmission(capacity=1, max_retained_bytes=64 * MiB)
     big = "i" * (10 * MiB)
     for i in range(36):
-        handle, _ = registry.admit(f"r/{i}", "fp")
+        handle, _ = admission.admit(f"r/{i}", "fp")
         trace = Trace(system_prompt=big, user_prompt=big)
         handle.finish(RolloutResult(id=str(i), rollout_id=f"r/{i}", trace=trace))
-        registry.complete(handle)
-    retained = [registry.get(f"r/{i}") for i in range(36)]
+        admission.complete(handle)
+    retained = [admission.get(f"r/{i}") for i in range(36)]
     kept = [h for h in retained if h is not None]
     assert 1 <= len(kept) <= 3, len(kept)  # 20 MiB each against a 64 MiB cap
     assert sum(h.size_bytes for h in kept) <= 64 * MiB

@@ -497,7 +497,7 @@ def _import_into_parent(names: list[str]) -> None:
     gc.freeze()  # keep the new heap shared with the children, as at start-up
 
 
-class Executor:
+class PreforkedChild:
     """Runs one execution at a time in a pre-forked child and keeps the next one ready.
 
     ``on_demand``: modules imported into this parent (before forking) the first time a program
@@ -679,15 +679,15 @@ def op_oom(_header: dict, _payload: bytes) -> tuple[dict, bytes]:
 
 def serve(sock: socket.socket, on_demand: list[str] | None = None) -> None:
     handlers = {"write": op_write, "read": op_read, "list": op_list, "oom": op_oom}
-    executor = Executor(sock.fileno(), on_demand)
-    executor.prefork()
+    child = PreforkedChild(sock.fileno(), on_demand)
+    child.prefork()
     try:
-        _serve(sock, handlers, executor)
+        _serve(sock, handlers, child)
     finally:
-        executor.discard()
+        child.discard()
 
 
-def _serve(sock: socket.socket, handlers: dict, executor: Executor) -> None:
+def _serve(sock: socket.socket, handlers: dict, child: PreforkedChild) -> None:
     while True:
         try:
             header, payload = recv_message(sock)
@@ -696,7 +696,7 @@ def _serve(sock: socket.socket, handlers: dict, executor: Executor) -> None:
         op = header.get("op")
         try:
             if op == "exec":
-                reply, data = executor.run(header, payload)
+                reply, data = child.run(header, payload)
             elif op == "ping":
                 reply, data = {"ok": True, "pid": os.getpid()}, b""
             elif op in handlers:
@@ -711,7 +711,7 @@ def _serve(sock: socket.socket, handlers: dict, executor: Executor) -> None:
         reply["id"] = header.get("id")
         send_message(sock, reply, data)
         if op == "exec":
-            executor.prefork()  # off the critical path: the reply is already on its way
+            child.prefork()  # off the critical path: the reply is already on its way
 
 
 def main() -> int:

@@ -41,7 +41,7 @@ from skillopt.envs._code.plan import TestPlan, plan_tests
 from skillopt.envs._qa.env import fill
 from skillopt.envs.base import EARLIER_ATTEMPT, ComposedEnv, options_error
 from skillopt.errors import InvalidRequest, OutputLimitExceeded
-from skillopt.types import InfraError, InfraErrorKind, Message, RolloutRequest, RolloutResult
+from skillopt.types import InfraErrorKind, InfraFailure, Message, RolloutRequest, RolloutResult
 
 __all__ = ["SHARED_PROMPTS", "CodeEnv", "assemble_program"]
 
@@ -209,7 +209,7 @@ class CodeEnv(ComposedEnv):
             )
         except GradingError as exc:
             st.add_time("grade", t0)
-            info = InfraError(kind=InfraErrorKind.INTERNAL, message=f"grader: {exc}", retryable=False)
+            info = InfraFailure(kind=InfraErrorKind.INTERNAL, message=f"grader: {exc}", retryable=False)
             row = self._row(
                 ctx, st, hard=0.0, soft=0.0, reason=f"grader-error: {exc}", phase="eval", metrics=base
             )

@@ -27,10 +27,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from skillopt.agents.sandbox import ExecOutcome, Sandbox
 from skillopt.envs._code.plan import Probe, TestPlan, compare
 from skillopt.envs._code.values import Opaque, decode, has_opaque, same_value, show
 from skillopt.errors import OutputLimitExceeded
-from skillopt.executor import ExecOutcome, Sandbox
 from skillopt.types import CaseResult
 
 __all__ = ["CodeVerdict", "GradingError", "grade_program", "run_in_fresh"]

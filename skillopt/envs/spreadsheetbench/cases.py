@@ -23,6 +23,7 @@ from typing import Any
 
 from skillopt.agents.common import RolloutState, exec_record, last_line, read_prompt, with_diagnostic
 from skillopt.agents.context import AgentContext, ProgressEvent
+from skillopt.agents.sandbox import ExecOutcome
 from skillopt.envs.base import EARLIER_ATTEMPT
 from skillopt.envs.spreadsheetbench.evaluator import (
     CaseVerdict,
@@ -31,9 +32,7 @@ from skillopt.envs.spreadsheetbench.evaluator import (
     score_cases,
     verification_report,
 )
-from skillopt.executor import ExecOutcome
-from skillopt.types import CaseResult, File, InfraErrorKind, Message, RolloutResult
-from skillopt.types import InfraError as InfraError_
+from skillopt.types import CaseResult, File, InfraErrorKind, InfraFailure, Message, RolloutResult
 
 __all__ = [
     "CaseRunner",
@@ -281,7 +280,7 @@ def build_row(
         mib = (ctx.limits.memory_bytes or 0) // 2**20
         row = replace(
             row,
-            infra_error=InfraError_(
+            infra_error=InfraFailure(
                 kind=InfraErrorKind.OOM_KILLED,
                 message=f"generated code exceeded the {mib} MiB memory limit ({fail_reason})",
                 retryable=False,

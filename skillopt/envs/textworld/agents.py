@@ -34,8 +34,7 @@ from skillopt.agents.common import (
 )
 from skillopt.agents.context import AgentContext, ProgressEvent
 from skillopt.errors import InfraError
-from skillopt.types import CaseResult, InfraErrorKind, Message, RolloutResult
-from skillopt.types import InfraError as InfraErrorInfo
+from skillopt.types import CaseResult, InfraErrorKind, InfraFailure, Message, RolloutResult
 
 __all__ = ["MAX_ACTION_CHARS", "GameAgent", "GameEngineError", "clean_action", "parse_reply"]
 
@@ -336,7 +335,7 @@ class GameAgent:
 
     def _timeout_row(self, ctx, st, steps, state: GameState, step: int) -> RolloutResult:
         wall = ctx.limits.wall_time_s or 0
-        info = InfraErrorInfo(
+        info = InfraFailure(
             kind=InfraErrorKind.TIMEOUT,
             message=f"the rollout used up its wall time ({wall:.0f} s) before step {step}",
             retryable=False,

@@ -8,8 +8,8 @@ from typing import Any
 from skillopt.types import (
     CaseResult,
     ExecRecord,
-    InfraError,
     InfraErrorKind,
+    InfraFailure,
     Message,
     RolloutResult,
     Trace,
@@ -91,7 +91,7 @@ def row_from_json(
         container_runtime=str(obj.get("container_runtime", "")),
         infra_error=None
         if not infra
-        else InfraError(
+        else InfraFailure(
             kind=InfraErrorKind(infra["kind"]),
             message=infra.get("message", ""),
             retryable=infra.get("retryable"),

@@ -18,8 +18,8 @@ from skillopt.models.roles import RoleModel, UsageTracker
 from skillopt.types import (
     CaseResult,
     ExecRecord,
-    InfraError,
     InfraErrorKind,
+    InfraFailure,
     Message,
     ModelSpec,
     RolloutResult,
@@ -117,7 +117,7 @@ def make_row(
             user_prompt=user_prompt,
             notes=notes or {},
         ),
-        infra_error=InfraError(kind=InfraErrorKind.OOM_KILLED, message="oom") if infra else None,
+        infra_error=InfraFailure(kind=InfraErrorKind.OOM_KILLED, message="oom") if infra else None,
     )
 
 

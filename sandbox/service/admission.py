@@ -18,7 +18,7 @@ from skillopt.envs.base import ProgressEvent
 from skillopt.errors import Draining, HostFull, InvalidRequest
 from skillopt.types import RolloutResult
 
-__all__ = ["RolloutHandle", "RolloutRegistry"]
+__all__ = ["RolloutAdmission", "RolloutHandle"]
 
 
 @dataclass(eq=False)
@@ -101,7 +101,7 @@ class RolloutHandle:
                 return
 
 
-class RolloutRegistry:
+class RolloutAdmission:
     """Admission control and idempotency for one host."""
 
     def __init__(
