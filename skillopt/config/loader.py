@@ -110,9 +110,25 @@ def _locate(spec: str | Path) -> Path:
     )
 
 
+def _base_file(path: Path, spec: str, label: str) -> Path:
+    """The file a ``_base_`` names: relative to the declaring file, else a shipped config by
+    name (an env's config inherits ``_base_/default.yaml`` from ``skillopt/configs/``)."""
+    candidate = path.parent / os.path.expanduser(spec)
+    if candidate.is_file():
+        return candidate
+    try:
+        return builtin_config(spec)
+    except ConfigError:
+        raise ConfigError(
+            f"_base_ of {label}: file not found: {candidate} (nor a built-in config {spec!r})"
+        ) from None
+
+
 def _label(path: Path) -> str:
-    """How a file is named in messages: relative to the package for built-ins, else to the cwd."""
-    for root, prefix in ((builtin_dir().resolve(), "skillopt/configs/"), (Path.cwd().resolve(), "")):
+    """How a file is named in messages: relative to the project for shipped configs, else to
+    the current directory."""
+    package = builtin_dir().resolve().parent
+    for root, prefix in ((package, "skillopt/"), (Path.cwd().resolve(), "")):
         try:
             return prefix + path.resolve().relative_to(root).as_posix()
         except ValueError:
@@ -135,9 +151,7 @@ def _read_chain(path: Path, *, fallback_base: Path | None, chain: tuple[Path, ..
             raise ConfigError(
                 f"_base_ in {label} must be one path string, relative to the file (lists are not supported)"
             )
-        base_file = path.parent / os.path.expanduser(base_spec.strip())
-        if not base_file.is_file():
-            raise ConfigError(f"_base_ of {label}: file not found: {base_file}")
+        base_file = _base_file(path, base_spec.strip(), label)
         if fallback_base is not None and base_file.resolve() != fallback_base.resolve():
             raise ConfigError(
                 f"{label} declares _base_: {base_spec} but base={_label(fallback_base)} was also given; "

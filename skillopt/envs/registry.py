@@ -1,4 +1,6 @@
-"""Envs registered by name: one line per env, pointing at its :class:`~skillopt.envs.base.EnvSpec`.
+"""Envs by name, discovered: every folder under ``skillopt/envs/`` (and under the directories
+of ``SKILLOPT_ENV_PATH``) that holds a ``spec.py`` and whose name does not start with ``_`` is
+an env of that name. Adding a benchmark is adding its folder; nothing else is edited.
 
 Specs are imported lazily and are cheap (no env dependency), so validating a config never
 imports openpyxl or math-verify; :func:`get_env` and :func:`load_env_data` import the heavy side
@@ -10,30 +12,63 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from functools import cache
+from pathlib import Path
 from typing import Any
 
+import skillopt.envs
 from skillopt.envs.base import EnvData, Environment, EnvOptions, EnvSpec
 from skillopt.errors import InvalidRequest
 
-__all__ = ["available_envs", "env_spec", "find_spec", "get_env", "load_env_data", "resolve"]
+__all__ = [
+    "available_envs",
+    "env_dir",
+    "env_spec",
+    "envs_with_agent",
+    "find_spec",
+    "get_env",
+    "load_env_data",
+    "resolve",
+]
 
-# name -> "module:attribute" of the env's EnvSpec. Adding a benchmark = its folder + one line here.
-_SPECS: dict[str, str] = {
-    "gsm8k": "skillopt.envs.gsm8k.spec:SPEC",
-    "hotpotqa": "skillopt.envs.hotpotqa.spec:SPEC",
-    "humaneval": "skillopt.envs.humaneval.spec:SPEC",
-    "livemathematicianbench": "skillopt.envs.livemathematicianbench.spec:SPEC",
-    "math500": "skillopt.envs.math500.spec:SPEC",
-    "mbpp": "skillopt.envs.mbpp.spec:SPEC",
-    "searchqa": "skillopt.envs.searchqa.spec:SPEC",
-    "spreadsheetbench": "skillopt.envs.spreadsheetbench.spec:SPEC",
-    "textworld": "skillopt.envs.textworld.spec:SPEC",
-}
+
+@cache
+def _folders() -> dict[str, Path]:
+    """Env name → its folder, over the package's path (``SKILLOPT_ENV_PATH`` extends it)."""
+    found: dict[str, Path] = {}
+    for root in skillopt.envs.__path__:
+        base = Path(root)
+        if not base.is_dir():
+            continue
+        for folder in sorted(base.iterdir()):
+            if folder.name.startswith(("_", ".")) or not (folder / "spec.py").is_file():
+                continue
+            if folder.name in found:
+                raise InvalidRequest(
+                    f"two envs are named {folder.name!r}: {found[folder.name]} and {folder} "
+                    "(SKILLOPT_ENV_PATH adds folders to skillopt/envs/; rename one)"
+                )
+            found[folder.name] = folder
+    return found
 
 
 def available_envs() -> tuple[str, ...]:
-    """The registered env names, sorted."""
-    return tuple(sorted(_SPECS))
+    """The env names, sorted."""
+    return tuple(sorted(_folders()))
+
+
+def envs_with_agent(agent: str) -> tuple[str, ...]:
+    """The envs offering ``agent`` (``qa``, ``codegen_single`` ...), sorted."""
+    return tuple(name for name in available_envs() if agent in env_spec(name).agent_names)
+
+
+def env_dir(name: str) -> Path:
+    """The folder of env ``name`` (its configs, data sample, prompts, simulation).
+
+    Raises:
+        InvalidRequest: unknown name.
+    """
+    env_spec(name)
+    return _folders()[name]
 
 
 def resolve(target: str) -> Any:
@@ -44,9 +79,19 @@ def resolve(target: str) -> Any:
 
 @cache
 def find_spec(name: str) -> EnvSpec | None:
-    """The spec of env ``name``, or ``None`` when no such env is registered."""
-    target = _SPECS.get(name)
-    return resolve(target) if target else None
+    """The spec of env ``name``, or ``None`` when there is no such env.
+
+    Raises:
+        InvalidRequest: the folder's ``SPEC`` declares another name than the folder's.
+    """
+    if name not in _folders():
+        return None
+    spec = resolve(f"skillopt.envs.{name}.spec:SPEC")
+    if spec.name != name:
+        raise InvalidRequest(
+            f"env folder {_folders()[name]} declares SPEC.name={spec.name!r}; they must agree"
+        )
+    return spec
 
 
 def env_spec(name: str) -> EnvSpec:

@@ -4,19 +4,17 @@ Used by the README's main job when no provider key is configured (announced as a
 and by the end-to-end training tests. Everything else is real: the sandbox service, Docker
 containers, the trusted grader, the trainer and its gate.
 
-* **Target** (model ``sim-target``): it recognises the vendored sample task (SpreadsheetBench:
-  from the instruction; the question-answering envs: from the question; HumanEval/MBPP: from
-  the problem text, answered with the reference solution or a stub returning ``None``,
-  ``fixtures/code/<env>.json``) and answers right when
-  the skill in its system prompt states the rule the task needs, else wrong. SpreadsheetBench
-  answers are the task's reference scripts (``fixtures/spreadsheetbench``: correct, or
-  plausibly wrong in one rule); QA answers are the gold answer or the catalogue's wrong one
-  (``fixtures/qa/<env>.json``), in ``<answer>`` tags. The rule counts as stated when its
-  *signature* (its first words, case- and whitespace-insensitive) appears anywhere in the
-  system prompt. Tasks without a catalogue entry are always solved. TextWorld games (found by
-  the step header of the prompt) are played by their walkthrough when the step's prompt states
-  the rule of the game's challenge, else with ``look`` until the step limit
-  (``fixtures/textworld``).
+* **Target** (model ``sim-target``): it recognises the vendored sample task of every env that
+  keeps a simulation catalogue in its folder (``skillopt/envs/<env>/simulation/catalogue.json``;
+  :mod:`skillopt.testing.fixtures`) and answers right when the skill in its system prompt states
+  the rule the task needs, else wrong, as the catalogue's family says: SpreadsheetBench answers
+  are the task's reference scripts (correct, or plausibly wrong in one rule); question-answering
+  envs answer the gold or the catalogue's wrong answer in ``<answer>`` tags; code envs
+  (HumanEval, MBPP) the reference solution or a stub returning ``None``; TextWorld games (found
+  by the step header of the prompt) are played by their walkthrough, else with ``look`` until
+  the step limit. The rule counts as stated when its *signature* (its first words, case- and
+  whitespace-insensitive) appears anywhere in the system prompt. Tasks without a catalogue
+  entry are always solved.
 * **Optimizer** (model ``sim-optimizer``): a failure analyst that proposes the catalogue rule of
   the failed tasks it is shown (the rules not yet in the skill, most frequent first), a success
   analyst that proposes generic advice that changes nothing (so the gate rejects it unless a
@@ -37,14 +35,12 @@ from skillopt.envs.base import TaskItem
 from skillopt.envs.registry import load_env_data
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData
 from skillopt.jsonx import extract_json_object
-from skillopt.testing.fixtures.code import CODE_ENVS, sim_code_reply
-from skillopt.testing.fixtures.code import load_catalogue as load_code_catalogue
-from skillopt.testing.fixtures.qa import QA_ENVS, sim_reply
-from skillopt.testing.fixtures.qa import load_catalogue as load_qa_catalogue
+from skillopt.testing.fixtures import catalogue, simulated_envs
+from skillopt.testing.fixtures.code import code_envs, sim_code_reply
+from skillopt.testing.fixtures.qa import qa_envs, sim_reply
 from skillopt.testing.fixtures.spreadsheetbench import load_catalogue, solution_code
 from skillopt.testing.fixtures.textworld import STEP_HEADER, sim_action
 from skillopt.testing.fixtures.textworld import game_ids as textworld_games
-from skillopt.testing.fixtures.textworld import load_catalogue as load_textworld_catalogue
 from skillopt.testing.fixtures.textworld import rule_key as textworld_rule
 from skillopt.testing.scripted import Responder, ScriptedModelServer, ScriptedRequest
 
@@ -87,36 +83,34 @@ def rule_signature(rule_text: str) -> str:
 
 
 class _Catalogue:
-    """Every env's rules and the rule each sample task needs: SpreadsheetBench's
-    (``fixtures/spreadsheetbench/catalogue.json``) and the QA envs' (``fixtures/qa/<env>.json``).
-    Task ids are unique across the samples, so a trajectory id alone names its rule."""
+    """Every simulated env's rules and the rule each sample task needs, from the envs'
+    ``simulation/catalogue.json`` (:mod:`skillopt.testing.fixtures`). Task ids are unique across
+    the samples, so a trajectory id alone names its rule."""
 
     @cached_property
     def rules(self) -> dict[str, str]:
-        """Rule key → text; SpreadsheetBench keys are bare, QA keys ``<env>:<rule>``."""
+        """Rule key → text; SpreadsheetBench keys are bare, the others ``<env>:<rule>``."""
         out = dict(load_catalogue()["rules"])
-        for env in QA_ENVS:
-            out.update({f"{env}:{k}": v for k, v in load_qa_catalogue(env)["rules"].items()})
-        for env in CODE_ENVS:
-            out.update({f"{env}:{k}": v for k, v in load_code_catalogue(env)["rules"].items()})
-        out.update({f"textworld:{k}": v for k, v in load_textworld_catalogue()["rules"].items()})
+        for env in (*qa_envs(), *code_envs(), *simulated_envs("textworld")):
+            out.update({f"{env}:{k}": v for k, v in catalogue(env)["rules"].items()})
         return out
 
     @cached_property
     def tasks(self) -> dict[str, tuple[str, str]]:
         """Task id → (env, rule key)."""
         out = {tid: ("spreadsheetbench", e["rule"]) for tid, e in load_catalogue()["tasks"].items()}
-        catalogues = [(env, load_qa_catalogue(env)) for env in QA_ENVS]
-        catalogues += [(env, load_code_catalogue(env)) for env in CODE_ENVS]
-        for env, catalogue in catalogues:
-            for tid, e in catalogue["tasks"].items():
-                if tid in out:
-                    raise ValueError(f"simulation catalogues: task id {tid!r} appears twice")
-                out[tid] = (env, f"{env}:{e['rule']}")
-        for tid in textworld_games():
+
+        def add(tid: str, env: str, rule: str) -> None:
             if tid in out:
                 raise ValueError(f"simulation catalogues: task id {tid!r} appears twice")
-            out[tid] = ("textworld", f"textworld:{textworld_rule(tid)}")
+            out[tid] = (env, f"{env}:{rule}")
+
+        for env in (*qa_envs(), *code_envs()):
+            for tid, e in catalogue(env)["tasks"].items():
+                add(tid, env, e["rule"])
+        if "textworld" in simulated_envs("textworld"):
+            for tid in textworld_games():
+                add(tid, "textworld", str(textworld_rule(tid)))
         return out
 
     @cached_property
@@ -128,7 +122,7 @@ class _Catalogue:
     def qa_items(self) -> list[tuple[str, str, TaskItem]]:
         """``(normalised question prefix, env, item)`` of every QA sample item."""
         out = []
-        for env in QA_ENVS:
+        for env in qa_envs():
             data = load_env_data(env)
             for split in ("train", "val", "test"):
                 for item in data.split(split):
@@ -139,7 +133,7 @@ class _Catalogue:
     def code_items(self) -> list[tuple[str, str, TaskItem]]:
         """``(normalised problem prefix, env, item)`` of every code-env sample item."""
         out = []
-        for env in CODE_ENVS:
+        for env in code_envs():
             data = load_env_data(env)
             for split in ("train", "val", "test"):
                 for item in data.split(split):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from skillopt.envs.registry import load_env_data
-from skillopt.testing.fixtures.code import CODE_ENVS, load_catalogue
+from skillopt.testing.fixtures.code import code_envs, load_catalogue
 from tests.e2e.remote import REPO, remote_service
 from tests.e2e.remote import cli as run_cli
 
@@ -41,7 +41,7 @@ def _rows(out: Path) -> dict[str, dict]:
     }
 
 
-@pytest.mark.parametrize("env", CODE_ENVS)
+@pytest.mark.parametrize("env", code_envs())
 def test_eval_over_endpoints_right_is_1_wrong_is_0_with_a_breakdown(remote, tmp_path, env):
     catalogue = load_catalogue(env)
     full = tmp_path / "full.md"
@@ -69,7 +69,7 @@ def test_eval_over_endpoints_right_is_1_wrong_is_0_with_a_breakdown(remote, tmp_
     assert json.loads((tmp_path / "initial" / "eval_summary.json").read_text())["hard"] < 1.0
 
 
-@pytest.mark.parametrize("env", CODE_ENVS)
+@pytest.mark.parametrize("env", code_envs())
 def test_a_short_training_run_gates(remote, tmp_path, env):
     out = tmp_path / "run"
     res = cli(

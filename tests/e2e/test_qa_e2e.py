@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from skillopt.testing.fixtures.qa import QA_ENVS
+from skillopt.envs.registry import envs_with_agent
 from tests.e2e.remote import REPO, remote_service
 from tests.e2e.remote import cli as run_cli
 
@@ -40,7 +40,7 @@ def _test_eval_options(out: Path) -> dict:
     return json.loads((out / "test_eval" / "summary.json").read_text())["env_options"]
 
 
-@pytest.mark.parametrize("env", QA_ENVS)
+@pytest.mark.parametrize("env", envs_with_agent("qa"))
 def test_train_over_endpoints_gates_and_reports_categories(remote, tmp_path, env):
     out = tmp_path / "run"
     res = cli("train", "--config", f"{env}_demo", "--out", str(out), *remote, "--set", "train.num_epochs=1")
@@ -63,7 +63,7 @@ def test_train_over_endpoints_gates_and_reports_categories(remote, tmp_path, env
     assert best != (out / "skills" / "skill_v0000.md").read_text()
 
 
-@pytest.mark.parametrize("env", QA_ENVS)
+@pytest.mark.parametrize("env", envs_with_agent("qa"))
 def test_eval_over_endpoints_writes_a_summary_with_categories(remote, tmp_path, env):
     skill = REPO / "skillopt" / "envs" / env / "skills" / "initial.md"
     out = tmp_path / "eval"

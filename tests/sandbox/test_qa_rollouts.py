@@ -13,9 +13,9 @@ import pytest
 
 from controller.client.sandbox_client import ChannelConfig
 from controller.fleet.executor import FleetExecutor
-from skillopt.envs.registry import get_env, load_env_data
+from skillopt.envs.registry import envs_with_agent, get_env, load_env_data
 from skillopt.errors import SystemicFailure
-from skillopt.testing.fixtures.qa import QA_ENVS, load_catalogue, sim_reply
+from skillopt.testing.fixtures.qa import load_catalogue, sim_reply
 from skillopt.trainer.rollouts import RolloutSpec, RolloutStage
 from skillopt.types import Limits, ModelSpec
 
@@ -46,7 +46,7 @@ def script_answers(scripts, env_name: str, items, solved) -> list[str]:
     return markers
 
 
-@pytest.mark.parametrize("env_name", QA_ENVS)
+@pytest.mark.parametrize("env_name", envs_with_agent("qa"))
 def test_right_answers_score_1_wrong_ones_0_with_a_breakdown(service, scripts, tmp_path, env_name):
     catalogue = load_catalogue(env_name)["tasks"]
     items = [it for it in load_env_data(env_name).split("val") if it.id in catalogue][:4]

@@ -13,18 +13,19 @@ from pathlib import Path
 import pytest
 
 from skillopt.agents.context import AgentContext
-from skillopt.config import EnvConfig
+from skillopt.config import EnvConfig, list_builtin_configs, load_config
 from skillopt.envs.base import EARLIER_ATTEMPT, TaskItem
-from skillopt.envs.registry import available_envs, env_spec, get_env, load_env_data, resolve
+from skillopt.envs.registry import available_envs, env_dir, env_spec, get_env, load_env_data, resolve
 from skillopt.envs.splits import RATIO_NAMES
 from skillopt.errors import ConfigError, InvalidRequest
 from skillopt.models.openai_chat import OpenAIChatModel
+from skillopt.testing.fixtures import catalogue, simulated_envs
+from skillopt.testing.fixtures.qa import load_catalogue as load_qa_catalogue
 from skillopt.testing.scripted import ScriptedModelServer
 from skillopt.types import Grading, Limits, ModelSpec, RolloutRequest, SkillSpec, Task
 
 ENVS = available_envs()
-ENVS_DIR = Path(__file__).resolve().parents[3] / "skillopt" / "envs"
-REPO = ENVS_DIR.parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def request(env: str, agent: str, item: TaskItem, **kw) -> RolloutRequest:
@@ -57,7 +58,7 @@ def test_the_registry_lists_the_benchmarks():
 @pytest.mark.parametrize("name", ENVS)
 def test_spec_declares_agents_and_the_service_env_agrees(name):
     spec = env_spec(name)
-    assert spec.name == name and (ENVS_DIR / name).is_dir()
+    assert spec.name == name and env_dir(name).name == name
     assert spec.default_agent in spec.agent_names
     env = get_env(name)
     assert env.name == name and tuple(env.agents) == spec.agent_names
@@ -84,11 +85,29 @@ def test_options_are_typed_and_unknown_keys_are_refused(name):
 
 @pytest.mark.parametrize("name", ENVS)
 def test_the_folder_has_prompts_initial_skill_and_an_attributed_sample(name):
-    folder = ENVS_DIR / name
+    folder = env_dir(name)
     for rel in ("prompts/analyst_error.md", "prompts/analyst_success.md", "skills/initial.md"):
         assert (folder / rel).is_file() and (folder / rel).read_text().strip(), rel
     readme = (folder / "data" / "sample" / "README.md").read_text()
     assert "licen" in readme.lower() and "attribution" in readme.lower()
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_the_folder_ships_its_configs_and_its_simulation(name):
+    """A benchmark is one folder: its configs and the offline simulation's catalogue live in it
+    (so every env-looping test and the demo find them with no file edited elsewhere)."""
+    configs = {p.stem for p in (env_dir(name) / "configs").glob("*.yaml")}
+    assert {name, f"{name}_demo"} <= configs
+    for config in (name, f"{name}_demo"):
+        cfg = load_config(config)
+        assert cfg.env.name == name and cfg.env.agent in env_spec(name).agent_names
+        assert config in list_builtin_configs()
+    assert load_config(f"{name}_demo").run.simulate == "auto"
+    family = catalogue(name)["family"]
+    assert name in simulated_envs(family)
+    if family == "qa":
+        assert "qa" in env_spec(name).agent_names
+        assert load_qa_catalogue(name)["answer"]["format"] in ("plain", "boxed", "option_label")
 
 
 @pytest.mark.parametrize("name", ENVS)

@@ -8,11 +8,11 @@ import pytest
 
 from skillopt.agents.codegen import extract_code
 from skillopt.envs.registry import get_env, load_env_data
-from skillopt.testing.fixtures.code import CODE_ENVS, load_catalogue, sim_code_reply
+from skillopt.testing.fixtures.code import code_envs, load_catalogue, sim_code_reply
 from skillopt.testing.simulation import _CATALOGUE, rule_signature, simulated_pass
 
 
-@pytest.mark.parametrize("env_name", CODE_ENVS)
+@pytest.mark.parametrize("env_name", code_envs())
 def test_every_split_needs_a_rule_and_rules_are_distinct(env_name):
     catalogue = load_catalogue(env_name)
     data = load_env_data(env_name)
@@ -27,7 +27,7 @@ def test_every_split_needs_a_rule_and_rules_are_distinct(env_name):
     assert all(simulated_pass(tid, skill) and not simulated_pass(tid, "") for tid in catalogue["tasks"])
 
 
-@pytest.mark.parametrize("env_name", CODE_ENVS)
+@pytest.mark.parametrize("env_name", code_envs())
 def test_replies_are_the_reference_or_a_stub(env_name):
     for item in load_env_data(env_name).split("val"):
         right = extract_code(sim_code_reply(item, solved=True))
@@ -36,7 +36,7 @@ def test_replies_are_the_reference_or_a_stub(env_name):
         assert wrong.startswith(f"def {item.task.attributes['entry_point']}(") and "return None" in wrong
 
 
-@pytest.mark.parametrize("env_name", CODE_ENVS)
+@pytest.mark.parametrize("env_name", code_envs())
 def test_the_simulated_target_places_every_code_prompt(env_name):
     env = get_env(env_name)
     for split in ("train", "val", "test"):

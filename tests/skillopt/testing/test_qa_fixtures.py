@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from skillopt.envs.registry import get_env, load_env_data
-from skillopt.testing.fixtures.qa import QA_ENVS, load_catalogue, sim_reply
+from skillopt.envs.registry import envs_with_agent, get_env, load_env_data
+from skillopt.testing.fixtures.qa import load_catalogue, sim_reply
 from skillopt.testing.simulation import rule_signature, simulated_pass
 
 
-@pytest.mark.parametrize("env_name", QA_ENVS)
+@pytest.mark.parametrize("env_name", envs_with_agent("qa"))
 def test_right_answers_pass_and_wrong_ones_fail(env_name):
     env = get_env(env_name)
     data = load_env_data(env_name)
@@ -30,7 +30,7 @@ def test_right_answers_pass_and_wrong_ones_fail(env_name):
             assert simulated_pass(item.id, "")
 
 
-@pytest.mark.parametrize("env_name", QA_ENVS)
+@pytest.mark.parametrize("env_name", envs_with_agent("qa"))
 def test_every_split_needs_a_rule_and_rules_are_distinct(env_name):
     catalogue = load_catalogue(env_name)
     data = load_env_data(env_name)
