@@ -11,7 +11,7 @@ Unknown keys are errors with a suggestion, never dropped; see :func:`load_config
 """
 
 from skillopt.config.builtin import builtin_config, list_builtin_configs
-from skillopt.config.loader import config_from_dict, load_config, with_overrides
+from skillopt.config.loader import config_from_dict, explain_config, load_config, with_overrides
 from skillopt.config.schema import (
     SECTIONS,
     Config,
@@ -40,6 +40,7 @@ __all__ = [
     "TrainConfig",
     "builtin_config",
     "config_from_dict",
+    "explain_config",
     "list_builtin_configs",
     "load_config",
     "with_overrides",

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from skillopt.config._coerce import FieldError, describe_type, is_list_type, is_str_type, show
+from skillopt.config._fields import FieldError, describe_type, is_list_type, is_str_type, show
 from skillopt.config._keys import LEGACY_FLAT, MOVED, RETIRED, unknown_key_message
 from skillopt.config._yaml import YamlSyntaxError, parse_yaml
 from skillopt.config.builtin import list_builtin_configs

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skillopt.config._tree import apply_overrides, build, check_tree, merge_into
+from skillopt.config._tree import SET_ORIGIN, apply_overrides, build, check_tree, merge_into
 from skillopt.config._yaml import YamlSyntaxError, parse_yaml
 from skillopt.config.builtin import builtin_config, builtin_dir, list_builtin_configs
 from skillopt.config.schema import Config
 from skillopt.errors import ConfigError
 
-__all__ = ["config_from_dict", "load_config", "with_overrides"]
+__all__ = ["config_from_dict", "explain_config", "load_config", "with_overrides"]
 
 
 def config_from_dict(data: Mapping[str, Any], *, source: str = "config") -> Config:
@@ -80,6 +80,22 @@ def load_config(
             unknown / legacy / retired key (with a suggestion), or a bad value (naming the
             key, the expected type and the file or ``--set`` that set it).
     """
+    return explain_config(path, overrides, base=base)[0]
+
+
+def explain_config(
+    path: str | Path | None,
+    overrides: Sequence[str] = (),
+    *,
+    base: str | Path | None = None,
+) -> tuple[Config, dict[str, str]]:
+    """:func:`load_config`, and where each value came from: dotted key → ``--set``,
+    ``file <label>`` (the file named), ``_base_ <label>`` (a file it inherits from); keys not in
+    the mapping have their schema default (``skillopt config show`` prints this).
+
+    Raises:
+        ConfigError: as :func:`load_config`.
+    """
     fallback = _locate(base) if base is not None else None
     layers: list[_Layer] = []
     if path is not None:
@@ -90,7 +106,12 @@ def load_config(
     origins: dict[str, str] = {}
     for layer in layers:
         merge_into(merged, layer.data, origins, layer.label)
-    return apply_overrides(merged, overrides, origins=origins)
+    config = apply_overrides(merged, overrides, origins=origins)
+    named = layers[-1].label if layers and path is not None else ""
+    return config, {
+        key: label if label == SET_ORIGIN else (f"file {label}" if label == named else f"_base_ {label}")
+        for key, label in origins.items()
+    }
 
 
 def _locate(spec: str | Path) -> Path:

@@ -1,11 +1,14 @@
-"""The typed run configuration: one frozen dataclass per section, validated when built.
+"""The typed run configuration: one frozen pydantic model per section, validated when built.
 
-Every section coerces its fields to their declared types and validates them in
-``__post_init__``, so a :class:`Config` that exists is a valid one, whether it came from YAML
-(:func:`skillopt.config.load_config`), from a dict (:func:`skillopt.config.config_from_dict`) or from
-Python.
-Enum fields are stored in their canonical spelling (aliases are resolved here, once); path
-fields that are set are stored as absolute paths and must exist.
+Every section coerces its fields to their declared types (pydantic's lax mode, plus the few
+YAML readings of :mod:`skillopt.validation`) and validates them, so a :class:`Config` that
+exists is a valid one, whether it came from YAML (:func:`skillopt.config.load_config`), from a
+dict (:func:`skillopt.config.config_from_dict`) or from Python. Errors are
+:class:`~skillopt.config._fields.FieldError` naming the key (pydantic's own are translated by
+:func:`skillopt.validation.problems`, the one formatter env options share). Enum fields are
+stored in their canonical spelling (aliases are resolved here, once); path fields that are set
+are stored as absolute paths and must exist. :meth:`Config.model_json_schema` is the schema
+``skillopt config schema`` prints.
 
 No field holds a secret: model keys come from environment variables named by provider profiles
 (``model.providers_file``, :mod:`skillopt.models.profiles`).
@@ -13,20 +16,22 @@ No field holds a secret: model keys come from environment variables named by pro
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
-from functools import cache
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar, Literal, get_type_hints
+from typing import Annotated, Any, ClassVar, Literal
 
-from skillopt.config._coerce import FieldError, coerce, show
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from skillopt.config._fields import FieldError
 from skillopt.config._keys import unknown_key_message
 from skillopt.errors import ConfigError
 from skillopt.logs import redact
+from skillopt.validation import Float, Int, Words, enum, problems, show
 
 __all__ = [
     "SECTIONS",
@@ -62,6 +67,61 @@ GateMetric = Literal["hard", "soft", "mixed"]
 SplitMode = Literal["split_file", "ratio"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 Simulate = Literal["auto", "on", "off"]
+DigestPolicy = Literal["refuse", "warn"]
+
+#: Enum field → {alternative spelling: canonical value}, resolved when the section is built.
+_OPTIMIZER_ALIASES: Mapping[str, Mapping[str, str]] = MappingProxyType(
+    {
+        "lr_control_mode": {
+            "manual": "fixed",
+            "scheduler": "fixed",
+            "scheduled": "fixed",
+            "auto": "autonomous",
+            "optimizer": "autonomous",
+            "off": "none",
+            "no_lr": "none",
+        },
+        "skill_update_mode": {
+            "edits": "patch",
+            "rewrite": "rewrite_from_suggestions",
+            "suggestions": "rewrite_from_suggestions",
+            "rewrite_suggestions": "rewrite_from_suggestions",
+            "full_rewrite": "full_rewrite_minibatch",
+            "minibatch_full_rewrite": "full_rewrite_minibatch",
+            "skill_rewrite_minibatch": "full_rewrite_minibatch",
+        },
+        "longitudinal_pair_policy": {
+            "default": "mixed",
+            "random": "mixed",
+            "all": "mixed",
+            "change": "changed",
+            "delta": "changed",
+            "10_01": "changed",
+            "01_10": "changed",
+            "stable": "unchanged",
+            "same": "unchanged",
+            "00_11": "unchanged",
+        },
+    }
+)
+_RUN_ALIASES: Mapping[str, Mapping[str, str]] = MappingProxyType(
+    {
+        "log_level": {"warn": "warning"},
+        "simulate": {"true": "on", "yes": "on", "1": "on", "false": "off", "no": "off", "0": "off"},
+    }
+)
+
+ReasoningEffortField = enum(ReasoningEffort)
+LrSchedulerField = enum(LrScheduler)
+LrControlModeField = enum(LrControlMode, _OPTIMIZER_ALIASES["lr_control_mode"])
+SkillUpdateModeField = enum(SkillUpdateMode, _OPTIMIZER_ALIASES["skill_update_mode"])
+PairPolicyField = enum(PairPolicy, _OPTIMIZER_ALIASES["longitudinal_pair_policy"])
+AppendixSourceField = enum(AppendixSource)
+GateMetricField = enum(GateMetric)
+SplitModeField = enum(SplitMode)
+LogLevelField = enum(LogLevel, _RUN_ALIASES["log_level"])
+SimulateField = enum(Simulate, _RUN_ALIASES["simulate"])
+DigestPolicyField = enum(DigestPolicy)
 
 DEFAULT_LEADING_WORDS = (
     "MUST",
@@ -89,57 +149,49 @@ def _abs(path: str) -> Path:
     return Path(os.path.abspath(os.path.expanduser(path)))
 
 
-@cache
-def _hints(cls: type) -> dict[str, Any]:
-    return get_type_hints(cls)
+class _Section(BaseModel):
+    """Base of the sections: pydantic coerces every field to its type, then :meth:`_validate`
+    checks ranges and cross-field rules. Keyword-only and frozen."""
 
-
-@dataclass(frozen=True, kw_only=True)
-class _Section:
-    """Base of the sections: coerce every field to its type, then :meth:`_validate`."""
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
 
     SECTION: ClassVar[str] = ""
-    #: Enum field → {alternative spelling: canonical value}, resolved when the section is built.
+    #: Enum field → {alternative spelling: canonical value} (also listed in error messages).
     ALIASES: ClassVar[Mapping[str, Mapping[str, str]]] = MappingProxyType({})
 
-    def __post_init__(self) -> None:
-        hints = _hints(type(self))
-        for f in fields(self):
-            value = coerce(
-                getattr(self, f.name),
-                hints[f.name],
-                key=self._key(f.name),
-                aliases=self.ALIASES.get(f.name),
-                item=self._item_converter(f.name),
-            )
-            object.__setattr__(self, f.name, value)
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise _field_error(type(self), exc) from None
+
+    @model_validator(mode="after")
+    def _checked(self) -> _Section:
         self._validate()
+        return self
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
         """The field names of this section, in declaration order."""
-        return tuple(f.name for f in fields(cls))
+        return tuple(cls.model_fields)
 
     @classmethod
     def required_keys(cls) -> tuple[str, ...]:
         """Fields without a default (only ``env.name``)."""
-        return tuple(f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING)
+        return tuple(name for name, f in cls.model_fields.items() if f.is_required())
 
     @classmethod
     def field_type(cls, name: str) -> Any:
-        return _hints(cls)[name]
+        return cls.model_fields[name].annotation
 
     def _key(self, name: str) -> str:
         return f"{self.SECTION}.{name}"
-
-    def _item_converter(self, name: str) -> Callable[[Any, str], Any] | None:
-        return None
 
     def _validate(self) -> None:
         """Range and cross-field checks; raise :class:`FieldError` naming the key."""
 
     def _set(self, name: str, value: Any) -> None:
-        object.__setattr__(self, name, value)
+        object.__setattr__(self, name, value)  # a normalised value (absolute path, default agent)
 
     def _at_least(self, name: str, minimum: float, why: str = "") -> None:
         value = getattr(self, name)
@@ -168,7 +220,14 @@ class _Section:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data: tuples as lists, prices as mappings."""
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        return {name: _plain(getattr(self, name)) for name in type(self).model_fields}
+
+
+def _field_error(cls: type[_Section], exc: ValidationError) -> FieldError:
+    """The first problem pydantic found, as our message."""
+    hints = {name: f.annotation for name, f in cls.model_fields.items()}
+    key, problem = problems(exc, prefix=cls.SECTION, hints=hints, aliases=cls.ALIASES)[0]
+    return FieldError(key, problem)
 
 
 def _plain(value: Any) -> Any:
@@ -181,18 +240,21 @@ def _plain(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True, kw_only=True)
-class ModelPrice:
+class ModelPrice(BaseModel):
     """Price of one model, for cost accounting."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     input: float
     """USD per million prompt (input) tokens."""
     output: float
     """USD per million completion (output) tokens."""
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers(cls, data: Any) -> Any:
         for name in ("input", "output"):
-            value = getattr(self, name)
+            value = data.get(name) if isinstance(data, Mapping) else None
             if (
                 isinstance(value, bool)
                 or not isinstance(value, int | float)
@@ -202,7 +264,7 @@ class ModelPrice:
                 raise ConfigError(
                     f"price {name}: expected a number >= 0 (USD per million tokens), got {value!r}"
                 )
-            object.__setattr__(self, name, float(value))
+        return data
 
 
 def _price(raw: Any, key: str) -> ModelPrice:
@@ -219,14 +281,33 @@ def _price(raw: Any, key: str) -> ModelPrice:
     missing = [k for k in ("input", "output") if k not in raw]
     if missing:
         raise FieldError(key, f"missing {', '.join(missing)} (USD per million tokens)")
-    values = {k: coerce(raw[k], float, key=f"{key}.{k}") for k in ("input", "output")}
-    for k, v in values.items():
-        if v < 0:
-            raise FieldError(f"{key}.{k}", f"must be >= 0, got {v}")
+    values = {}
+    for k in ("input", "output"):
+        value = raw[k]
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                value = float(value.strip())
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise FieldError(f"{key}.{k}", f"expected a number, got {show(value, key)}")
+        if value < 0:
+            raise FieldError(f"{key}.{k}", f"must be >= 0, got {value}")
+        values[k] = float(value)
     return ModelPrice(**values)
 
 
-@dataclass(frozen=True, kw_only=True)
+def _prices(raw: Any) -> Any:
+    """``model.prices``: null → {}; each entry ``{input, output}`` checked and typed."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        return raw  # refused by the field's type
+    return {str(name): _price(entry, f"model.prices.{name}") for name, entry in raw.items()}
+
+
+def _mapping(raw: Any) -> Any:
+    return {} if raw is None else raw
+
+
 class ModelConfig(_Section):
     """Which models play the optimizer and target roles, and how they are called."""
 
@@ -240,27 +321,24 @@ class ModelConfig(_Section):
     """Provider profile of the optimizer (a name from ``providers_file`` or ``openai``)."""
     target_provider: str = "openai"
     """Provider profile of the target."""
-    reasoning_effort: ReasoningEffort = "medium"
+    reasoning_effort: ReasoningEffortField = "medium"
     """Reasoning effort sent with model calls; ``""`` = do not send the parameter."""
-    rewrite_reasoning_effort: ReasoningEffort = ""
+    rewrite_reasoning_effort: ReasoningEffortField = ""
     """Reasoning effort of the rewrite stage; ``""`` = use ``reasoning_effort``."""
-    rewrite_max_completion_tokens: int = 64000
+    rewrite_max_completion_tokens: Int = 64000
     """Completion-token cap of the rewrite stage (tokens)."""
-    optimizer_temperature: float | None = None
+    optimizer_temperature: Float | None = None
     """Sampling temperature of the optimizer; null = the provider's default."""
-    target_temperature: float | None = None
+    target_temperature: Float | None = None
     """Sampling temperature of the target; null = the provider's default."""
-    max_completion_tokens: int = 16384
+    max_completion_tokens: Int = 16384
     """Completion-token cap of every other call (tokens)."""
-    prices: Mapping[str, ModelPrice] = field(default_factory=dict)
+    prices: Annotated[Mapping[str, ModelPrice], BeforeValidator(_prices)] = Field(default_factory=dict)
     """Model name → ``{input, output}`` in USD per million tokens; ``"*"`` = any other model.
     Empty = costs are reported as 0."""
     providers_file: str = ""
     """YAML file of provider profiles (see :mod:`skillopt.models.profiles`); ``""`` = only the
     environment (``OPENAI_API_KEY`` gives profile ``openai``)."""
-
-    def _item_converter(self, name: str) -> Callable[[Any, str], Any] | None:
-        return _price if name == "prices" else None
 
     def _validate(self) -> None:
         for name in ("optimizer", "target", "optimizer_provider", "target_provider"):
@@ -278,26 +356,25 @@ class ModelConfig(_Section):
         return {name: (p.input, p.output) for name, p in self.prices.items()}
 
 
-@dataclass(frozen=True, kw_only=True)
 class TrainConfig(_Section):
     """The training loop: epochs and batches."""
 
     SECTION: ClassVar[str] = "train"
 
-    num_epochs: int = 4
+    num_epochs: Int = 4
     """Passes over the training split."""
-    train_size: int = 0
+    train_size: Int = 0
     """Training items used per epoch; 0 = all items of the train split."""
-    batch_size: int = 40
+    batch_size: Int = 40
     """Items rolled out per batch (one optimizer step per ``accumulation`` batches)."""
-    accumulation: int = 1
+    accumulation: Int = 1
     """Batches whose reflections are pooled into one optimizer step."""
-    seed: int = 42
+    seed: Int = 42
     """Seed of batch sampling and minibatch composition."""
-    max_tokens: int = 0
+    max_tokens: Int = 0
     """Run budget: total model tokens (optimizer and target) after which the run stops at the
     next step boundary; 0 = no limit. ``--resume`` with a larger budget continues."""
-    max_cost_usd: float = 0.0
+    max_cost_usd: Float = 0.0
     """Run budget in USD (from ``model.prices``); 0 = no limit. Stops like ``max_tokens``."""
 
     def _validate(self) -> None:
@@ -318,25 +395,24 @@ class TrainConfig(_Section):
         return max(1, math.ceil(n_train / self.effective_batch_size)) if n_train > 0 else 0
 
 
-@dataclass(frozen=True, kw_only=True)
 class GradientConfig(_Section):
     """Reflection ("gradient"): analysts over minibatches of trajectories, then merges."""
 
     SECTION: ClassVar[str] = "gradient"
 
-    minibatch_size: int = 8
+    minibatch_size: Int = 8
     """Trajectories per analyst call (M)."""
-    merge_batch_size: int = 8
+    merge_batch_size: Int = 8
     """Patches merged per merge call, hierarchically until one remains (>= 2)."""
-    analyst_workers: int = 16
+    analyst_workers: Int = 16
     """Concurrent analyst/merge calls to the optimizer."""
     failure_only: bool = False
     """Reflect on failed trajectories only (skip success minibatches)."""
     deep_reflect: bool = False
     """Probe selected trajectories with extra target calls before reflecting."""
-    probe_failures: int = 2
+    probe_failures: Int = 2
     """Failed trajectories probed per step when ``deep_reflect`` is on."""
-    probe_successes: int = 1
+    probe_successes: Int = 1
     """Successful trajectories probed per step when ``deep_reflect`` is on."""
 
     def _validate(self) -> None:
@@ -352,73 +428,39 @@ class GradientConfig(_Section):
         self._at_least("probe_successes", 0)
 
 
-@dataclass(frozen=True, kw_only=True)
 class OptimizerConfig(_Section):
     """How reflections become a new skill: edit budget ("learning rate"), update mode, epochs' stages."""
 
     SECTION: ClassVar[str] = "optimizer"
-    ALIASES: ClassVar[Mapping[str, Mapping[str, str]]] = MappingProxyType(
-        {
-            "lr_control_mode": {
-                "manual": "fixed",
-                "scheduler": "fixed",
-                "scheduled": "fixed",
-                "auto": "autonomous",
-                "optimizer": "autonomous",
-                "off": "none",
-                "no_lr": "none",
-            },
-            "skill_update_mode": {
-                "edits": "patch",
-                "rewrite": "rewrite_from_suggestions",
-                "suggestions": "rewrite_from_suggestions",
-                "rewrite_suggestions": "rewrite_from_suggestions",
-                "full_rewrite": "full_rewrite_minibatch",
-                "minibatch_full_rewrite": "full_rewrite_minibatch",
-                "skill_rewrite_minibatch": "full_rewrite_minibatch",
-            },
-            "longitudinal_pair_policy": {
-                "default": "mixed",
-                "random": "mixed",
-                "all": "mixed",
-                "change": "changed",
-                "delta": "changed",
-                "10_01": "changed",
-                "01_10": "changed",
-                "stable": "unchanged",
-                "same": "unchanged",
-                "00_11": "unchanged",
-            },
-        }
-    )
+    ALIASES: ClassVar[Mapping[str, Mapping[str, str]]] = _OPTIMIZER_ALIASES
 
-    learning_rate: int = 4
+    learning_rate: Int = 4
     """Edit budget: the most edits applied per step (also each analyst's cap)."""
-    min_learning_rate: int = 2
+    min_learning_rate: Int = 2
     """Floor of the scheduled edit budget."""
-    lr_scheduler: LrScheduler = "cosine"
+    lr_scheduler: LrSchedulerField = "cosine"
     """Schedule of the edit budget over the run's steps; ``autonomous`` = no clipping."""
-    lr_control_mode: LrControlMode = "fixed"
+    lr_control_mode: LrControlModeField = "fixed"
     """Who picks each step's budget: the scheduler (``fixed``), the optimizer model
     (``autonomous``) or nobody (``none``: no budget, every edit is applied)."""
-    skill_update_mode: SkillUpdateMode = "patch"
+    skill_update_mode: SkillUpdateModeField = "patch"
     """``patch`` applies ranked edits; ``rewrite_from_suggestions`` rewrites the skill from ranked
     suggestions; ``full_rewrite_minibatch`` takes the merged whole-skill candidate."""
     use_slow_update: bool = True
     """Run the end-of-epoch slow update (compare previous and current skill)."""
-    slow_update_samples: int = 20
+    slow_update_samples: Int = 20
     """Training items rolled out with both skills for the slow update and the meta skill."""
     slow_update_gate_with_selection: bool = False
     """Gate the slow-update candidate on the selection split instead of force-accepting it."""
-    longitudinal_pair_policy: PairPolicy = "mixed"
+    longitudinal_pair_policy: PairPolicyField = "mixed"
     """Which previous/current pairs the slow update sees: all, outcome-changed or unchanged."""
     use_meta_skill: bool = True
     """Maintain the optimizer-facing meta skill across epochs."""
     use_skill_aware_reflection: bool = False
     """Let analysts write to the skill-aware appendix."""
-    skill_aware_appendix_source: AppendixSource = "both"
+    skill_aware_appendix_source: AppendixSourceField = "both"
     """Trajectories that feed the appendix: ``both`` or ``failure_only``."""
-    skill_aware_consolidate_threshold: int = 0
+    skill_aware_consolidate_threshold: Int = 0
     """Appendix notes that trigger a consolidation call; 0 = never consolidate."""
     whitespace_tolerant_edits: bool = False
     """Match edit targets ignoring whitespace differences (reference: exact substring only)."""
@@ -435,7 +477,6 @@ class OptimizerConfig(_Section):
         self._at_least("skill_aware_consolidate_threshold", 0, " (0 = never)")
 
 
-@dataclass(frozen=True, kw_only=True)
 class EvaluationConfig(_Section):
     """The validation gate and the final evaluation."""
 
@@ -443,27 +484,27 @@ class EvaluationConfig(_Section):
 
     use_gate: bool = True
     """Accept a candidate only if it beats the current skill on the selection split."""
-    gate_metric: GateMetric = "hard"
+    gate_metric: GateMetricField = "hard"
     """Score the gate compares: hard accuracy, soft score, or a weighted mix."""
-    gate_mixed_weight: float = 0.5
+    gate_mixed_weight: Float = 0.5
     """``w`` of the ``mixed`` gate metric, ``(1 - w) * hard + w * soft`` (in [0, 1]): the weight of
     the soft score."""
     use_semantic_density: bool = False
     """Add a bonus for leading directive words to the gate score."""
-    semantic_density_weight: float = 0.05
+    semantic_density_weight: Float = 0.05
     """Weight of the semantic-density bonus."""
-    leading_words: tuple[str, ...] = DEFAULT_LEADING_WORDS
+    leading_words: Words = DEFAULT_LEADING_WORDS
     """Directive words counted by semantic density (YAML list or comma-separated string)."""
-    sel_env_num: int = 0
+    sel_env_num: Int = 0
     """Selection items per gate evaluation; 0 = the whole selection split."""
-    test_env_num: int = 0
+    test_env_num: Int = 0
     """Test items in the final evaluation; 0 = the whole test split."""
     eval_test: bool = True
     """After training, evaluate the initial, best and final skills on the test split."""
-    max_regressions: int | None = None
+    max_regressions: Int | None = None
     """Per-item no-regression gate: reject a candidate that turns more than this many
     selection items from pass to fail; null = off (aggregate gate only)."""
-    max_infra_fraction: float = 0.2
+    max_infra_fraction: Float = 0.2
     """Largest fraction of an evaluation's rows that may fail on infrastructure (never scored):
     above it the gate rejects the candidate, the baseline stops the run (resume reruns those
     rows) and ``skillopt eval`` exits 1."""
@@ -486,7 +527,6 @@ class EvaluationConfig(_Section):
             )
 
 
-@dataclass(frozen=True, kw_only=True)
 class EnvConfig(_Section):
     """The benchmark environment: data, splits, agent and per-rollout limits."""
 
@@ -496,33 +536,33 @@ class EnvConfig(_Section):
     """Env name (required), e.g. ``spreadsheetbench``; see :mod:`skillopt.envs.registry`."""
     skill_init: str = ""
     """Initial skill file; ``""`` = the env's shipped initial skill. Must exist if set."""
-    split_mode: SplitMode = "split_file"
+    split_mode: SplitModeField = "split_file"
     """``split_file`` = the data root's ``splits.json``; ``ratio`` = split by ``split_ratio``."""
     split_ratio: str = "2:1:7"
     """``train:selection:test`` proportions for ``split_mode: ratio`` (quote it in YAML)."""
-    split_seed: int = 42
+    split_seed: Int = 42
     """Seed of the ratio split."""
     data_root: str = ""
     """Dataset directory; ``""`` = the env's vendored sample."""
     agent: str = ""
     """Agent kind; ``""`` = the env's default (spreadsheetbench: ``codegen_multi``)."""
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Annotated[Mapping[str, Any], BeforeValidator(_mapping)] = Field(default_factory=dict)
     """Env-specific options (e.g. ``searchqa``: ``context_chars``), validated by the env's
     options model: unknown keys and bad values are errors naming ``env.options.<key>``. Stored
     with every default filled in, so config.json records them all."""
-    max_turns: int = 30
+    max_turns: Int = 30
     """Model turns per rollout."""
-    exec_timeout: float = 120
+    exec_timeout: Float = 120
     """Seconds per code execution inside the sandbox."""
-    task_timeout: float = 600
+    task_timeout: Float = 600
     """Seconds of wall time for a whole rollout."""
-    workers: int = 24
+    workers: Int = 24
     """Concurrent rollouts."""
-    memory_mb: int = 1024
+    memory_mb: Int = 1024
     """Memory limit of a rollout container (MiB, memory + swap)."""
-    cpus: float = 1.0
+    cpus: Float = 1.0
     """CPU limit of a rollout container (cores)."""
-    max_model_tokens: int = 0
+    max_model_tokens: Int = 0
     """Per-rollout model token budget (prompt + completion, enforced by the sandbox host's
     gateway; a rollout that uses it up fails as ``budget-exceeded``); 0 = no limit."""
 
@@ -585,13 +625,12 @@ class EnvConfig(_Section):
         return (numbers[0] / total, numbers[1] / total, numbers[2] / total)
 
 
-@dataclass(frozen=True, kw_only=True)
 class SandboxConfig(_Section):
     """Where rollouts run: remote sandbox services over gRPC, or an embedded local one."""
 
     SECTION: ClassVar[str] = "sandbox"
 
-    endpoints: tuple[str, ...] = ()
+    endpoints: Words = ()
     """Sandbox services as ``host:port`` (or ``unix:/path``), or ``dns:///NAME:PORT`` for every
     address NAME resolves to (re-resolved during the run, e.g. a Kubernetes headless Service);
     empty = start an embedded local service for the run and stop it afterwards."""
@@ -603,25 +642,25 @@ class SandboxConfig(_Section):
     """Client certificate (PEM) for mutual TLS; needs ``tls_key_file``."""
     tls_key_file: str = ""
     """Client private key (PEM) for mutual TLS; needs ``tls_cert_file``."""
-    embedded_capacity: int = 0
+    embedded_capacity: Int = 0
     """Concurrent rollouts of the embedded service; 0 = derived from the host's cores and memory."""
-    embedded_pool_size: int = 0
+    embedded_pool_size: Int = 0
     """Pre-started idle containers of the embedded service; 0 = derived from the capacity."""
     image: str = "skillopt-runtime:latest"
     """Rollout runtime image."""
     runtime: str = ""
     """Docker runtime of rollout containers; ``""`` = the engine's default, ``runsc`` = gVisor."""
-    rpc_timeout_slack_s: float = 60
+    rpc_timeout_slack_s: Float = 60
     """Seconds added to a rollout's wall time for the RPC deadline (queueing, container start)."""
     model_cache: str = ""
     """Model exchange cache of the rollouts: ``off``, ``record``, ``replay`` (a miss is an error);
     ``""`` = the sandbox host's default."""
     model_cache_dir: str = ""
     """The embedded sandbox's record/replay store (created if missing); ``""`` = none."""
-    host_down_timeout_s: float = 300
+    host_down_timeout_s: Float = 300
     """Stop the run (resumable) when no sandbox host has been reachable this long; a host that
     is down is left at once and taken back when its health check serves again."""
-    image_digest_policy: Literal["refuse", "warn"] = "refuse"
+    image_digest_policy: DigestPolicyField = "refuse"
     """A run is pinned to the runtime image digest it started on (kept by ``--resume``):
     ``refuse`` = never place rollouts on a host running another image (and refuse a fleet whose
     hosts differ), ``warn`` = use such hosts and say so."""
@@ -671,29 +710,23 @@ class SandboxConfig(_Section):
         self._at_least("rpc_timeout_slack_s", 0.0)
 
 
-@dataclass(frozen=True, kw_only=True)
 class RunConfig(_Section):
     """The run itself: output directory, resume, logging and presentation."""
 
     SECTION: ClassVar[str] = "run"
-    ALIASES: ClassVar[Mapping[str, Mapping[str, str]]] = MappingProxyType(
-        {
-            "log_level": {"warn": "warning"},
-            "simulate": {"true": "on", "yes": "on", "1": "on", "false": "off", "no": "off", "0": "off"},
-        }
-    )
+    ALIASES: ClassVar[Mapping[str, Mapping[str, str]]] = _RUN_ALIASES
 
     out_root: str = ""
     """Run directory; ``""`` = chosen by the CLI (``outputs/skillopt_<env>_<model>_<time>``)."""
     resume: bool = False
     """Continue the run found in ``out_root`` instead of refusing a non-empty directory."""
-    log_level: LogLevel = "info"
+    log_level: LogLevelField = "info"
     """Threshold of the structured logs."""
     progress: bool = True
     """Show live progress on the terminal."""
     plot: bool = True
     """Render training curves to PNG at the end of each epoch."""
-    simulate: Simulate = "off"
+    simulate: SimulateField = "off"
     """Offline simulation with a scripted model server: ``off`` = never (a run without a usable
     provider stops with what to set), ``on`` = always, ``auto`` = when no provider key is
     configured (only the ``*_demo`` configs use it)."""
@@ -718,39 +751,47 @@ SECTIONS: Mapping[str, type[_Section]] = MappingProxyType(
 )
 
 
-@dataclass(frozen=True, kw_only=True)
-class Config:
+class Config(BaseModel):
     """A whole run configuration. Build it with :func:`skillopt.config.load_config`,
-    :meth:`from_dict`, or directly from section objects; it is valid once it exists."""
+    :func:`skillopt.config.config_from_dict`, or directly from section objects; it is valid once
+    it exists."""
 
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    model: ModelConfig = Field(default_factory=ModelConfig)
     """Models and providers."""
-    train: TrainConfig = field(default_factory=TrainConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
     """Epochs and batches."""
-    gradient: GradientConfig = field(default_factory=GradientConfig)
+    gradient: GradientConfig = Field(default_factory=GradientConfig)
     """Reflection."""
-    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     """Edit budget, update mode, slow update, meta skill."""
-    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     """Gate and final evaluation."""
     env: EnvConfig
     """The benchmark environment (required: it has no default name)."""
-    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     """Where rollouts run."""
-    run: RunConfig = field(default_factory=RunConfig)
+    run: RunConfig = Field(default_factory=RunConfig)
     """Output directory and presentation."""
 
-    def __post_init__(self) -> None:
-        for name, cls in SECTIONS.items():
-            value = getattr(self, name)
-            if not isinstance(value, cls):
+    @model_validator(mode="before")
+    @classmethod
+    def _sections_are_built(cls, data: Any) -> Any:
+        """Sections are given built (plain data goes through config_from_dict, which says where
+        each value came from)."""
+        for name, section in SECTIONS.items():
+            value = data.get(name) if isinstance(data, Mapping) else None
+            if value is not None and not isinstance(value, section):
                 raise ConfigError(
-                    f"Config.{name} must be a {cls.__name__}, got {type(value).__name__}; "
+                    f"Config.{name} must be a {section.__name__}, got {type(value).__name__}; "
                     "build from plain data with skillopt.config.config_from_dict"
                 )
+        return data
 
     def to_dict(self, *, redacted: bool = True) -> dict[str, Any]:
-        """Plain nested data (``{section: {key: value}}``), suitable for JSON and :meth:`from_dict`.
+        """Plain nested data (``{section: {key: value}}``), suitable for JSON and
+        :func:`~skillopt.config.config_from_dict`.
 
         With ``redacted`` (the default, for anything written or shown), values are passed
         through :func:`skillopt.logs.redact` field by field. No field holds a secret, so this

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from skillopt.agents.context import Agent, AgentContext, GatewayAccess, ProgressEvent, interrupted_info
 from skillopt.errors import ConfigError, InvalidRequest
 from skillopt.types import Grading, RolloutRequest, RolloutResult, Task
+from skillopt.validation import problems
 
 __all__ = [
     "EARLIER_ATTEMPT",
@@ -104,24 +105,28 @@ class EnvOptions(BaseModel):
 
 
 def options_error(
-    env: str, exc: ValidationError, *, prefix: str = "env.options", allowed: tuple[str, ...] = ()
+    env: str,
+    exc: ValidationError,
+    *,
+    model: type[BaseModel] | None = None,
+    prefix: str = "env.options",
+    allowed: tuple[str, ...] = (),
 ) -> str:
-    """A readable message for invalid env options or payloads: every problem with its dotted
-    key (and, for an unknown top-level key, the allowed ones)."""
-    problems = []
-    for err in exc.errors():
-        key = ".".join([prefix, *(str(p) for p in err["loc"])])
-        if err["type"] == "extra_forbidden":
-            if len(err["loc"]) > 1:
-                hint = ""
-            elif allowed:
-                hint = f"; allowed: {', '.join(allowed)}"
-            else:
-                hint = " (it takes none)"
-            problems.append(f"{key}: unknown option for env {env}{hint}")
-        else:
-            problems.append(f"{key}: {err['msg']} (got {err.get('input')!r})")
-    return "; ".join(problems)
+    """A readable message for invalid env options or payloads (of ``model``): every problem with
+    its dotted key (and, for an unknown top-level key, the allowed ones), worded as the run
+    config's (:func:`skillopt.validation.problems`, the one formatter both use)."""
+    hints = {name: f.annotation for name, f in model.model_fields.items()} if model is not None else {}
+
+    def unknown(key: str, depth: int) -> str:
+        if depth > 1:
+            return f"unknown option for env {env}"
+        return f"unknown option for env {env}" + (
+            f"; allowed: {', '.join(allowed)}" if allowed else " (it takes none)"
+        )
+
+    return "; ".join(
+        f"{key}: {problem}" for key, problem in problems(exc, prefix=prefix, hints=hints, unknown=unknown)
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -199,7 +204,7 @@ class EnvSpec:
             return self.options.model_validate(dict(raw or {}))
         except ValidationError as exc:
             raise ConfigError(
-                options_error(self.name, exc, allowed=tuple(self.options.model_fields))
+                options_error(self.name, exc, model=self.options, allowed=tuple(self.options.model_fields))
             ) from None
 
 

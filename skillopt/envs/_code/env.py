@@ -94,7 +94,9 @@ class CodeEnv(ComposedEnv):
         try:
             return model.model_validate(dict(attributes))
         except ValidationError as exc:
-            raise InvalidRequest(f"{self.name}: {options_error(self.name, exc, prefix=where)}") from None
+            raise InvalidRequest(
+                f"{self.name}: {options_error(self.name, exc, model=model, prefix=where)}"
+            ) from None
 
     def parse_task(self, attributes: Mapping[str, Any]) -> CodeTaskPayload:
         """The validated task payload.

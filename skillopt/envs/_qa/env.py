@@ -80,7 +80,9 @@ class QAEnv(ComposedEnv):
         try:
             return model.model_validate(dict(attributes))
         except ValidationError as exc:
-            raise InvalidRequest(f"{self.name}: {options_error(self.name, exc, prefix=where)}") from None
+            raise InvalidRequest(
+                f"{self.name}: {options_error(self.name, exc, model=model, prefix=where)}"
+            ) from None
 
     def check_request(self, request: RolloutRequest) -> None:
         if request.task.cases or request.grading.cases:

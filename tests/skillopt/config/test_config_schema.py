@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import get_args
 
+import pydantic
 import pytest
 
 from skillopt import gate
@@ -110,7 +110,7 @@ def test_env_agents_come_from_the_env_spec() -> None:
 
 def test_sections_are_frozen_and_keyword_only() -> None:
     cfg = sb()
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(pydantic.ValidationError, match="frozen"):
         cfg.train.batch_size = 3  # type: ignore[misc]
     with pytest.raises(TypeError):
         TrainConfig(4)  # type: ignore[misc]
