@@ -25,9 +25,9 @@ from functools import cache
 from pathlib import Path
 
 from skillopt.agents.common import (
+    GuardedAgent,
     RolloutState,
     exec_record,
-    guarded,
     interrupted_row,
     model_request,
     read_prompt,
@@ -176,15 +176,8 @@ def _step_view(step: int, state: GameState) -> str:
     return f"[step {step}] observation:\n{state.observation}\n\nAdmissible actions: {admissible}"
 
 
-class GameAgent:
+class GameAgent(GuardedAgent):
     """Plays one TextWorld game per rollout (see the module docstring)."""
-
-    def skill_file(self, content: str) -> str:
-        return content
-
-    def run(self, ctx: AgentContext) -> RolloutResult:
-        st = RolloutState()
-        return guarded(ctx, st, lambda: self._run(ctx, st))
 
     def _run(self, ctx: AgentContext, st: RolloutState) -> RolloutResult:
         assert ctx.model is not None
