@@ -42,7 +42,7 @@ def _models(cfg: Config) -> Check:
         mode = decide_simulation(cfg)
     except ConfigError as exc:
         return Check("models", False, exc.message)
-    if mode.simulated and cfg.run.simulate != "on":
+    if mode.simulated and cfg.run.simulate not in ("on", "noisy"):
         return Check(
             "models",
             False,
@@ -50,7 +50,8 @@ def _models(cfg: Config) -> Check:
             "simulate: on to run the simulation on purpose, or configure the provider keys",
         )
     if mode.simulated:
-        return Check("models", True, f"offline simulation with scripted models, {mode.reason}")
+        noisy = " (noisy target)" if mode.noisy else ""
+        return Check("models", True, f"offline simulation with scripted models{noisy}, {mode.reason}")
     profiles = load_profiles(file=cfg.model.providers_file or None)
     used = dict.fromkeys((cfg.model.optimizer_provider, cfg.model.target_provider))
     where = ", ".join(f"{n} (key from {profiles[n].public()['credential']})" for n in used)

@@ -70,6 +70,8 @@ def decide_simulation(cfg: Config) -> RunMode:
     mode, m = cfg.run.simulate, cfg.model
     if mode == "on":
         return RunMode(simulated=True, reason="chosen (run.simulate=on)")
+    if mode == "noisy":
+        return RunMode(simulated=True, noisy=True, reason="chosen (run.simulate=noisy)")
     try:
         profiles = load_profiles(file=m.providers_file or None)
         missing = sorted({p for p in (m.optimizer_provider, m.target_provider) if p not in profiles})
@@ -159,9 +161,8 @@ def open_session(
         if simulated:
             from skillopt.envs.registry import get_env
             from skillopt.testing.simulation import (
-                SIM_OPTIMIZER,
                 SIM_PROVIDER,
-                SIM_TARGET,
+                sim_models,
                 simulation_profiles,
                 simulation_server,
                 simulation_target_provider,
@@ -171,12 +172,13 @@ def open_session(
             # gets this server as its providers; remote hosts run `skillopt serve --simulate`).
             sim = stack.enter_context(simulation_server())
             provider_specs = simulation_profiles(sim)
+            sim_target, sim_optimizer = sim_models(noisy=mode.noisy)
             optimizer_model = OpenAIChatModel(SIM_PROVIDER, base_url=sim.base_url, api_key="", max_retries=0)
             optimizer = RoleModel(
-                optimizer_model, ModelSpec(provider=SIM_PROVIDER, model=SIM_OPTIMIZER), tracker
+                optimizer_model, ModelSpec(provider=SIM_PROVIDER, model=sim_optimizer), tracker
             )
             api = getattr(get_env(cfg.env.name), "agent_apis", {}).get(cfg.env.agent, "openai")
-            target = ModelSpec(provider=simulation_target_provider(api), model=SIM_TARGET)
+            target = ModelSpec(provider=simulation_target_provider(api), model=sim_target)
         else:
             profiles = load_profiles(file=m.providers_file or None)
             # Fail now, with what to set, rather than at the first call of a long run.
@@ -240,6 +242,7 @@ def open_session(
             model=target,
             limits=_limits(cfg),
             model_cache=cfg.sandbox.model_cache,
+            seed=cfg.train.seed,
         )
         yield Session(
             rollouts=RolloutStage(executor, spec),

@@ -4,14 +4,18 @@ Pure functions over numbers; the trainer owns rollouts, caching to disk and stat
 
 * :func:`gate_score` projects a ``(hard, soft)`` pair onto the gate metric (``hard``, ``soft``
   or ``mixed``), optionally plus a semantic-density bonus.
-* :func:`decide` compares the candidate with the current and best scores. Strictly greater
-  than current accepts (ties reject); also greater than best makes it the new best.
+* :func:`decide` compares the candidate with the current and best scores. In ``strict`` mode
+  (``evaluation.gate_mode``, the reference's rule) strictly greater than current accepts
+  (ties reject); in ``paired`` and ``repeat`` modes a one-sided paired test over the
+  selection items (:func:`skillopt.stats.paired_test`) must be significant at
+  ``evaluation.gate_alpha`` and the effect at least ``evaluation.gate_min_effect``. Either
+  way, greater than best makes it the new best.
 * Opt-in **no-regression** check (an improvement on the reference, §14 item 7: its gate
   compares only aggregate means): pass the ids that flipped pass→fail
   (:func:`regressions`) and ``max_regressions`` to :func:`decide`; an acceptance that broke
   more items than allowed becomes ``reject`` with reason ``regressed_items``.
-* :class:`GateCache` remembers selection scores by skill hash so an unchanged candidate is
-  never re-rolled out.
+* :class:`GateCache` remembers selection scores by :func:`gate_key` (the skill's hash and how
+  many times each item was rolled out) so an unchanged candidate is never re-rolled out.
 
 Usage::
 
@@ -31,15 +35,18 @@ from typing import Any, Literal
 
 from skillopt.errors import ConfigError, SkillOptError
 from skillopt.skill.document import strip_protected_regions
+from skillopt.stats import PairedTest
 
 __all__ = [
     "DEFAULT_LEADING_WORDS",
     "GATE_METRICS",
+    "GATE_MODES",
     "GateAction",
     "GateCache",
     "GateCacheEntry",
     "GateDecision",
     "decide",
+    "gate_key",
     "gate_score",
     "regressions",
     "semantic_density",
@@ -47,6 +54,16 @@ __all__ = [
 
 GateAction = Literal["accept_new_best", "accept", "reject"]
 GATE_METRICS: tuple[str, ...] = ("hard", "soft", "mixed")
+#: ``strict``: the mean strictly above; ``paired``: a significant paired test; ``repeat``:
+#: every item rolled out ``gate_repeats`` times, then ``paired``.
+GATE_MODES: tuple[str, ...] = ("strict", "paired", "repeat")
+
+
+def gate_key(skill_hash: str, repeats: int = 1) -> str:
+    """The gate cache's key of a skill measured with ``repeats`` rollouts per item (a
+    measurement with another protocol is another measurement)."""
+    return skill_hash if repeats <= 1 else f"{skill_hash}/repeats={repeats}"
+
 
 # The reference's default list (evaluation.leading_words): emphatic words that lead a rule.
 DEFAULT_LEADING_WORDS: frozenset[str] = frozenset(
@@ -168,7 +185,9 @@ class GateDecision:
         current_score: Current score after the decision.
         best_score: Best score after the decision.
         best_step: Step of the best skill after the decision.
-        reason: ``new_best`` | ``above_current`` | ``not_above_current`` | ``regressed_items``.
+        reason: ``new_best`` | ``above_current`` | ``not_above_current`` | ``regressed_items``
+            (strict), or ``significant`` | ``not_significant`` | ``below_min_effect`` |
+            ``regressed_items`` (with a test; a new best is ``significant``).
         regressed: The regressed ids that were considered (empty when the check is off).
     """
 
@@ -193,15 +212,20 @@ def decide(
     best_step: int,
     regressed: Sequence[str] = (),
     max_regressions: int | None = None,
+    test: PairedTest | None = None,
+    alpha: float = 0.05,
+    min_effect: float = 0.0,
 ) -> GateDecision:
     """Gate decision for one candidate (all scores in metric space).
 
-    * ``candidate > current`` and ``candidate > best`` → ``accept_new_best`` (current := best
-      := candidate, ``best_step := global_step``);
-    * ``candidate > current`` only (e.g. equal to best) → ``accept`` (current := candidate);
-    * otherwise (ties included) → ``reject``, state unchanged. NaN never accepts.
+    * Without ``test`` (``strict``): ``candidate > current`` accepts; ties and NaN reject.
+    * With ``test`` (``paired``, ``repeat``): the candidate is better when
+      ``test.p_value <= alpha`` and ``test.effect >= min_effect`` (and the effect positive).
+    * A better candidate that is also ``> best`` → ``accept_new_best`` (current := best :=
+      candidate, ``best_step := global_step``), else ``accept`` (current := candidate);
+      otherwise ``reject``, state unchanged.
     * With ``max_regressions`` set, an acceptance whose ``regressed`` list is longer than it
-      becomes ``reject`` (reason ``regressed_items``).
+      becomes ``reject`` (reason ``regressed_items``): the check composes with every mode.
 
     Args:
         candidate_score: The candidate's gate score.
@@ -212,6 +236,9 @@ def decide(
         regressed: Ids that flipped pass→fail against the current skill (see
             :func:`regressions`).
         max_regressions: Allowed number of regressed items; ``None`` turns the check off.
+        test: The paired test of candidate against current (``None``: the strict rule).
+        alpha: Significance level of ``test``.
+        min_effect: Smallest mean improvement (score units) worth accepting with ``test``.
 
     Returns:
         The decision.
@@ -222,16 +249,23 @@ def decide(
     if max_regressions is not None and max_regressions < 0:
         raise ConfigError(f"max_regressions must be >= 0 or None, got {max_regressions}")
     checked = tuple(regressed) if max_regressions is not None else ()
-    reject = GateDecision("reject", current_score, best_score, best_step, "not_above_current", checked)
-    if not candidate_score > current_score:
-        return reject
+    if test is None:
+        better, why_not = candidate_score > current_score, "not_above_current"
+        accept_reason, best_reason = "above_current", "new_best"
+    else:
+        significant = test.p_value <= alpha and test.effect > 0
+        better = significant and test.effect >= min_effect
+        why_not = "below_min_effect" if significant else "not_significant"
+        accept_reason = best_reason = "significant"
+    if not better:
+        return GateDecision("reject", current_score, best_score, best_step, why_not, checked)
     if max_regressions is not None and len(checked) > max_regressions:
         return GateDecision("reject", current_score, best_score, best_step, "regressed_items", checked)
     if candidate_score > best_score:
         return GateDecision(
-            "accept_new_best", candidate_score, candidate_score, global_step, "new_best", checked
+            "accept_new_best", candidate_score, candidate_score, global_step, best_reason, checked
         )
-    return GateDecision("accept", candidate_score, best_score, best_step, "above_current", checked)
+    return GateDecision("accept", candidate_score, best_score, best_step, accept_reason, checked)
 
 
 # ── cache ─────────────────────────────────────────────────────────────────────────────────
@@ -239,14 +273,17 @@ def decide(
 
 @dataclass(frozen=True, slots=True)
 class GateCacheEntry:
-    """Selection scores of one skill; ``items`` maps item id → hard when recorded, and
-    ``n_infra`` counts the rows lost to infrastructure (left out of the means; a cache hit must
-    carry it, or it would bypass the gate's infrastructure guard)."""
+    """Selection scores of one skill; ``items`` and ``soft_items`` map item id → its hard and
+    soft score (the mean over ``repeats`` rollouts) when recorded, and ``n_infra`` counts the
+    rows lost to infrastructure (left out of the means; a cache hit must carry it, or it
+    would bypass the gate's infrastructure guard)."""
 
     hard: float
     soft: float
     items: Mapping[str, float] = field(default_factory=dict)
     n_infra: int = 0
+    soft_items: Mapping[str, float] = field(default_factory=dict)
+    repeats: int = 1
 
 
 def _number(value: Any, what: str) -> float:
@@ -297,19 +334,32 @@ class GateCache:
         items: Mapping[str, float] | None = None,
         *,
         n_infra: int = 0,
+        soft_items: Mapping[str, float] | None = None,
+        repeats: int = 1,
     ) -> None:
-        """Record (or overwrite) the scores of a skill hash."""
-        self._entries[key] = GateCacheEntry(float(hard), float(soft), dict(items or {}), int(n_infra))
+        """Record (or overwrite) the scores under a :func:`gate_key`."""
+        self._entries[key] = GateCacheEntry(
+            float(hard), float(soft), dict(items or {}), int(n_infra), dict(soft_items or {}), int(repeats)
+        )
+
+    def put_entry(self, key: str, entry: GateCacheEntry) -> None:
+        """Record a measurement taken under another key (the same skill behind a new hash)."""
+        self._entries[key] = entry
 
     def to_json(self) -> str:
-        """Serialise as ``{"version": 1, "entries": {hash: {"hard", "soft", "items"?, "n_infra"?}}}``."""
+        """Serialise as ``{"version": 1, "entries": {key: {"hard", "soft", "items"?,
+        "soft_items"?, "n_infra"?, "repeats"?}}}``."""
         entries: dict[str, Any] = {}
         for key, e in sorted(self._entries.items()):
             row: dict[str, Any] = {"hard": e.hard, "soft": e.soft}
             if e.items:
                 row["items"] = dict(e.items)
+            if e.soft_items:
+                row["soft_items"] = dict(e.soft_items)
             if e.n_infra:
                 row["n_infra"] = e.n_infra
+            if e.repeats != 1:
+                row["repeats"] = e.repeats
             entries[key] = row
         return json.dumps({"version": 1, "entries": entries}, sort_keys=True)
 
@@ -334,15 +384,17 @@ class GateCache:
             if isinstance(row, list | tuple) and len(row) == 2:
                 cache.put(str(key), _number(row[0], "hard"), _number(row[1], "soft"))
             elif isinstance(row, dict):
-                items = row.get("items") or {}
-                if not isinstance(items, dict):
-                    raise SkillOptError(f"gate cache: items of {key} must be an object")
+                items, soft_items = row.get("items") or {}, row.get("soft_items") or {}
+                if not isinstance(items, dict) or not isinstance(soft_items, dict):
+                    raise SkillOptError(f"gate cache: items and soft_items of {key} must be objects")
                 cache.put(
                     str(key),
                     _number(row.get("hard"), "hard"),
                     _number(row.get("soft"), "soft"),
                     {str(k): _number(v, f"item {k}") for k, v in items.items()},
                     n_infra=int(_number(row.get("n_infra", 0), "n_infra")),
+                    soft_items={str(k): _number(v, f"item {k}") for k, v in soft_items.items()},
+                    repeats=int(_number(row.get("repeats", 1), "repeats")),
                 )
             else:
                 raise SkillOptError(f"gate cache: entry {key} must be [hard, soft] or an object")

@@ -140,6 +140,9 @@ class RolloutRequest:
     diagnostic_instruction: str = ""
     #: Model exchange cache mode: ``off``, ``record``, ``replay``; "" = the host's default.
     model_cache: str = ""
+    #: The target's sampling seed (0 = none): every model call of the rollout carries it as
+    #: the ``X-Skillopt-Seed`` header (real providers ignore it; the simulation samples by it).
+    seed: int = 0
 
 
 class InfraErrorKind(enum.StrEnum):

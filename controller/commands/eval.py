@@ -1,4 +1,7 @@
-"""``skillopt eval``: roll a skill out on a split and report its scores."""
+"""``skillopt eval``: roll a skill out on a split and report its scores with their 95%
+intervals; with ``--against B``, also roll B out on the same items and report the paired
+difference (its interval and a one-sided p-value: the exact sign test on pass/fail scores, a
+paired bootstrap otherwise)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import time
 from pathlib import Path
 
 from skillopt.errors import SkillOptError
+from skillopt.stats import format_score
 
 __all__ = ["register"]
 
@@ -23,11 +27,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--config", required=True, help="YAML config file or a built-in name")
     p.add_argument("--skill", required=True, help="the skill file to evaluate")
+    p.add_argument(
+        "--against",
+        metavar="SKILL_B",
+        help="also evaluate this skill on the same items and report SKILL - SKILL_B with its 95%% "
+        "interval and p-value (per item, by evaluation.gate_metric)",
+    )
     p.add_argument("--split", default="test", choices=_SPLITS)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--out", help="output directory (default: runs/eval_<env>_<timestamp>)")
     p.add_argument("--endpoints", help="comma-separated sandbox hosts host:port")
-    p.add_argument("--simulate", choices=("auto", "on", "off"))
+    p.add_argument(
+        "--simulate",
+        choices=("auto", "on", "off", "noisy"),
+        help="offline simulation with scripted models (noisy: a stochastic target)",
+    )
     p.set_defaults(func=run)
 
 
@@ -50,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = load_config(args.config, overrides)
         skill = Path(args.skill).read_text(encoding="utf-8")
+        against = Path(args.against).read_text(encoding="utf-8") if args.against else None
         mode = decide_simulation(cfg)
     except (SkillOptError, OSError) as exc:
         print(f"skillopt eval: {getattr(exc, 'message', exc)}", file=sys.stderr)
@@ -76,6 +91,13 @@ def run(args: argparse.Namespace) -> int:
                 rows = session.rollouts.run(
                     items, skill, out / f"eval_{args.split}", label=f"eval_{args.split}"
                 )
+                if against is not None:
+                    progress.close()
+                    progress = RowProgress(len(items), f"eval {args.split} (against)")
+                    session.rollouts.on_row = progress
+                    rows_b = session.rollouts.run(
+                        items, against, out / f"eval_{args.split}_against", label=f"eval_{args.split}_against"
+                    )
                 hosts = session.rollouts.executor.hosts()
                 environment = {**session.environment, "data": data_manifest({args.split: items})}
         except SkillOptError as exc:
@@ -95,8 +117,7 @@ def run(args: argparse.Namespace) -> int:
         "n_items": len(rows),
         "n_scored": s.n,
         # Over the scored rows only: rows lost to infrastructure are never scored.
-        "hard": s.hard,
-        "soft": s.soft,
+        **_scores(rows),
         "n_infra": s.n_infra,
         "max_infra_fraction": limit,
         "ok": not too_many,
@@ -107,12 +128,34 @@ def run(args: argparse.Namespace) -> int:
         "sandbox_hosts": hosts,
         "environment": environment,
     }
+    if against is not None:
+        s_b = score_rows(rows_b)
+        too_many = too_many or too_many_infra(s_b.n_infra, len(rows_b), limit)
+        comparison = _compare(rows, rows_b, cfg.evaluation.gate_metric, cfg.evaluation.gate_mixed_weight)
+        summary["against"] = {
+            "skill": str(Path(args.against).resolve()),
+            "n_scored": s_b.n,
+            **_scores(rows_b),
+            "n_infra": s_b.n_infra,
+            "difference": comparison,
+        }
+        summary["ok"] = not too_many
     (out / layout.EVAL_SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
     print(
-        f"skillopt eval: {args.split}: hard {s.hard:.3f}, soft {s.soft:.3f} over {s.n} scored rollouts; "
+        f"skillopt eval: {args.split}: hard {format_score(s.hard, summary['hard_ci95'])}, soft "
+        f"{format_score(s.soft, summary['soft_ci95'])} over {s.n} scored rollouts (95% intervals); "
         f"{s.n_infra} of {len(rows)} failed on infrastructure (not scored)",
         file=sys.stderr,
     )
+    if against is not None:
+        b, d = summary["against"], summary["against"]["difference"]
+        print(
+            f"skillopt eval: against {args.against}: hard {format_score(b['hard'], b['hard_ci95'])}; "
+            f"difference ({d['metric']}) {d['effect']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}], "
+            f"one-sided p = {d['p_value']:.3g} ({d['name']} test over {d['n']} items: {d['wins']} better, "
+            f"{d['losses']} worse)",
+            file=sys.stderr,
+        )
     print(json.dumps(summary))
     if too_many:
         print(
@@ -124,3 +167,34 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _scores(rows) -> dict:
+    """Mean hard and soft scores of the scored rows with their 95% intervals."""
+    from skillopt.stats import mean_interval
+    from skillopt.trainer.rollouts import score_rows
+
+    s = score_rows(rows)
+    scored = [r for r in rows if r.infra_error is None]
+    hard_ci, soft_ci = mean_interval([r.hard for r in scored]), mean_interval([r.soft for r in scored])
+    return {
+        "hard": s.hard,
+        "hard_ci95": list(hard_ci) if hard_ci else None,
+        "soft": s.soft,
+        "soft_ci95": list(soft_ci) if soft_ci else None,
+    }
+
+
+def _compare(rows_a, rows_b, metric: str, mixed_weight: float) -> dict:
+    """The paired difference A - B over the items both scored, by the gate's metric."""
+    from skillopt.gate import gate_score
+    from skillopt.stats import paired_test
+
+    b = {r.id: r for r in rows_b if r.infra_error is None}
+    pairs = [(r, b[r.id]) for r in rows_a if r.infra_error is None and r.id in b]
+
+    def value(r) -> float:
+        return gate_score(r.hard, r.soft, metric=metric, mixed_weight=mixed_weight)
+
+    test = paired_test([value(x) for x, _ in pairs], [value(y) for _, y in pairs])
+    return {**test.to_json(), "metric": metric}

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from skillopt.errors import ConfigError
+from skillopt.stats import format_score
 
 __all__ = ["register"]
 
@@ -31,10 +32,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs-dir", default="runs", help="directory of run directories (default ./runs)")
     p.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
     p.set_defaults(func=run)
-
-
-def _score(v: float | None) -> str:
-    return "-" if v is None else f"{v:.3f}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,14 +57,29 @@ def run(args: argparse.Namespace) -> int:
     if not infos:
         print(f"no runs in {args.runs_dir}", file=sys.stderr)
         return 0
-    rows = [("RUN", "STATUS", "ENV", "AGENT", "MODE", "BEST", "STEPS", "TOKENS", "STARTED")]
+    rows = [("RUN", "STATUS", "ENV", "AGENT", "MODE", "GATE", "BEST [95% CI]", "STEPS", "TOKENS", "STARTED")]
     for i in infos:
-        mode = "-" if i.simulated is None else ("simulated" if i.simulated else "real")
+        mode = (
+            "-"
+            if i.simulated is None
+            else ("real" if not i.simulated else "noisy sim" if i.noisy else "simulated")
+        )
         status = "stopping" if i.stop_requested else i.status.value
         steps = f"{i.steps_done}/{i.total_steps}" if i.total_steps else str(i.steps_done)
         started = time.strftime("%Y-%m-%d %H:%M", time.localtime(i.started_at)) if i.started_at else "-"
         rows.append(
-            (i.name, status, i.env, i.agent, mode, _score(i.best_score), steps, str(i.tokens), started)
+            (
+                i.name,
+                status,
+                i.env,
+                i.agent,
+                mode,
+                i.gate_mode or "-",
+                format_score(i.best_score, i.best_score_ci95),
+                steps,
+                str(i.tokens),
+                started,
+            )
         )
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     for r in rows:

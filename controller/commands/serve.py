@@ -102,9 +102,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--simulate",
-        action="store_true",
+        nargs="?",
+        const="on",
+        choices=("on", "noisy"),
         help="also serve the offline simulation's target (scripted models, no key): provider profiles "
-        "'sim' (OpenAI APIs) and 'sim-anthropic' (Messages), for `skillopt train --simulate on --endpoints ...`",
+        "'sim' (OpenAI APIs) and 'sim-anthropic' (Messages), for `skillopt train --simulate on|noisy "
+        "--endpoints ...`. Both values serve both targets (deterministic and noisy): the run's "
+        "--simulate chooses by the model it asks for",
     )
     p.add_argument(
         "--health-listen",

@@ -39,9 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--simulate",
-        choices=("auto", "on", "off"),
-        help="offline simulation with scripted models: on, off, or auto = when no provider key is set "
-        "(default: the config's run.simulate: off, auto in the *_demo configs)",
+        choices=("auto", "on", "off", "noisy"),
+        help="offline simulation with scripted models: on, off, auto = when no provider key is set, or "
+        "noisy = a stochastic target (docs/gate.md) (default: the config's run.simulate: off, auto in "
+        "the *_demo configs)",
     )
     p.set_defaults(func=run)
 
@@ -128,6 +129,10 @@ def run(args: argparse.Namespace) -> int:
             if cfg.env.skill_init
             else data.initial_skill()
         )
+        if mode.noisy:
+            from skillopt.testing.truth import simulation_truth
+
+            callbacks.append(simulation_truth(cfg, data))  # simulation-only ground truth
         with open_session(cfg, out_dir=out, mode=mode, pinned_digest=pinned) as session:
             executor = session.rollouts.executor
             hosts = (lambda: executor.hosts_state) if hasattr(executor, "hosts_state") else None

@@ -156,13 +156,24 @@ class RunInfo:
     hosts: tuple[str, ...] = ()
     #: The live phase while running (baseline, training, epoch_end, test, done, stopped).
     phase: str = ""
+    #: 95% interval of ``best_score`` (``[lo, hi]``; None when not recorded).
+    best_score_ci95: tuple[float, float] | None = None
+    #: ``evaluation.gate_mode`` (train runs).
+    gate_mode: str = ""
+    #: The noisy simulation (``run.simulate: noisy``).
+    noisy: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["path"] = str(self.path)
         d["status"] = self.status.value
         d["hosts"] = list(self.hosts)
+        d["best_score_ci95"] = list(self.best_score_ci95) if self.best_score_ci95 else None
         return d
+
+
+def _pair(value: Any) -> tuple[float, float] | None:
+    return (float(value[0]), float(value[1])) if isinstance(value, list) and len(value) == 2 else None
 
 
 @dataclass(frozen=True)
@@ -269,6 +280,15 @@ class RunDir:
             self.exists(layout.EVAL_SUMMARY) or self.launch().get("kind") == "eval"
         )
 
+    def best_score_ci95(self) -> tuple[float, float] | None:
+        """The best skill's selection interval: the summary's, else the last committed step's."""
+        summary = self.summary() or {}
+        value = summary.get("best_selection_score_ci95")
+        if value is None:
+            hist = self.history()
+            value = hist[-1].get("best_score_ci95") if hist else None
+        return _pair(value)
+
     def baseline_score(self) -> float | None:
         summary = self.summary() or {}
         if summary.get("baseline_selection_score") is not None:
@@ -352,6 +372,11 @@ class RunDir:
             updated_at=max(updated) if updated else (_mtime(self.path) or 0.0),
             hosts=tuple(sorted(h for h in hosts if h)),
             phase=str(live.get("phase", "")) if st_info.status is RunStatus.RUNNING else "",
+            best_score_ci95=self.best_score_ci95()
+            if kind == "train"
+            else _pair(eval_summary.get("hard_ci95")),
+            gate_mode=str(cfg.get("evaluation", {}).get("gate_mode", "strict")) if kind == "train" else "",
+            noisy=bool(mode.get("noisy")) if mode else False,
         )
 
     # -- steps, rollouts, skills ---------------------------------------------------------------

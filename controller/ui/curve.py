@@ -13,8 +13,9 @@ __all__ = ["CurvePlotter", "plot_history"]
 
 
 def plot_history(history: Sequence[Mapping[str, Any]], baseline: float | None, path: Path) -> None:
-    """Selection score of the current skill per step with accept/reject marks for each
-    candidate, and rollout accuracy of the training batches."""
+    """Selection score of the current skill per step with its 95% interval as a band,
+    accept/reject marks (with interval bars) for each candidate, and rollout accuracy of the
+    training batches."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -24,6 +25,12 @@ def plot_history(history: Sequence[Mapping[str, Any]], baseline: float | None, p
     steps = [0] + [r["step"] for r in history]
     current = [baseline if baseline is not None else 0.0] + [r.get("current_score") or 0.0 for r in history]
     ax.step(steps, current, where="post", color="#1f77b4", label="selection score (current skill)")
+    first = history[0].get("current_score_before_ci95") if history else None
+    bands = [first] + [r.get("current_score_ci95") for r in history]
+    if any(b for b in bands):
+        lo = [b[0] if b else c for b, c in zip(bands, current, strict=True)]
+        hi = [b[1] if b else c for b, c in zip(bands, current, strict=True)]
+        ax.fill_between(steps, lo, hi, step="post", color="#1f77b4", alpha=0.15, label="95% interval")
     for kind, color, marker in (("accept", "#2ca02c", "o"), ("reject", "#d62728", "x")):
         pts = [
             (r["step"], r["candidate_gate_score"])
@@ -39,6 +46,23 @@ def plot_history(history: Sequence[Mapping[str, Any]], baseline: float | None, p
                 s=60,
                 zorder=3,
                 label=f"candidate {kind}ed",
+            )
+        bars = [
+            (r["step"], r["candidate_gate_score"], r["candidate_gate_score_ci95"])
+            for r in history
+            if r.get("candidate_gate_score_ci95")
+            and (kind in r["action"] if kind == "accept" else r["action"] == "reject")
+        ]
+        if bars:
+            ax.errorbar(
+                [b[0] for b in bars],
+                [b[1] for b in bars],
+                yerr=[[b[1] - b[2][0] for b in bars], [b[2][1] - b[1] for b in bars]],
+                fmt="none",
+                ecolor=color,
+                alpha=0.5,
+                capsize=3,
+                zorder=2,
             )
     ax.plot(
         [r["step"] for r in history],

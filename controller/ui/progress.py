@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from skillopt.stats import format_score
 from skillopt.trainer.callbacks import (
     Callback,
     EpochEndEvent,
@@ -119,7 +120,9 @@ class ProgressDisplay(Callback):
         score = event.current_score
         if event.stage == "baseline" and score is not None:  # None: the baseline failed
             self.sel = self.best = score
-            self._print(f"baseline selection score {score:.3f} ({event.seconds or 0.0:.1f}s)")
+            self._print(
+                f"baseline selection score {format_score(score, event.current_ci95)} ({event.seconds or 0.0:.1f}s)"
+            )
 
     def on_rollout_result(self, event: RowEvent) -> None:
         with self._lock:
@@ -131,10 +134,19 @@ class ProgressDisplay(Callback):
         with self._lock:
             self.last_action = event.action
             self.sel, self.best = event.current_score, event.best_score
-        t = Text(f"  {event.origin}: candidate {event.candidate_score:.3f} vs current → ")
+        t = Text(
+            f"  {event.origin}: candidate {format_score(event.candidate_score, event.candidate_ci95)} vs current → "
+        )
         t.append(event.action, style=_ACTION_STYLE.get(event.action, ""))
-        if event.reason:
-            t.append(f" ({event.reason})", style="dim")
+        test = event.gate_test or {}
+        detail = [event.reason] if event.reason else []
+        if test:
+            detail.append(
+                f"{test['mode']}; {test['name']} test: effect {test['effect']:+.3f} "
+                f"[{test['ci95'][0]:+.3f}, {test['ci95'][1]:+.3f}], p={test['p_value']:.3g}"
+            )
+        if detail:
+            t.append(f" ({'; '.join(detail)})", style="dim")
         self._print(t)
 
     def on_step_end(self, event: StepEndEvent) -> None:
@@ -149,7 +161,8 @@ class ProgressDisplay(Callback):
             f"step {r['step']}/{self.total} (epoch {r['epoch']}): rollout acc {r.get('rollout_hard', 0):.2f} "
             f"on {r.get('rollout_n', 0)}, {r.get('n_edits_merged', 0)} edits merged, "
             f"{r.get('n_edits_ranked', 0)} selected (budget {r.get('edit_budget')}), "
-            f"applied {edits.get('applied', '-')}, action {r['action']}, selection {r.get('current_score', 0):.3f}, "
+            f"applied {edits.get('applied', '-')}, action {r['action']}, "
+            f"selection {format_score(r.get('current_score', 0), r.get('current_score_ci95'))}, "
             f"{r.get('wall_time_s', 0):.1f}s"
         )
 
@@ -158,7 +171,8 @@ class ProgressDisplay(Callback):
         slow = event.stages.get("slow_update", "-")
         self._print(
             f"epoch {event.epoch}: {s.get('accepts', 0)} accepted, {s.get('rejects', 0)} rejected, "
-            f"{s.get('skips', 0)} skipped; slow update {slow}; best selection {s.get('best_score_at_epoch_end', 0):.3f}"
+            f"{s.get('skips', 0)} skipped; slow update {slow}; best selection "
+            f"{format_score(s.get('best_score_at_epoch_end'), s.get('best_score_at_epoch_end_ci95'))}"
         )
 
     def on_fit_end(self, event: FitEndEvent) -> None:
@@ -168,11 +182,18 @@ class ProgressDisplay(Callback):
         best = s.get("best_selection_score")
         lines = [
             f"{what} in {s.get('total_wall_time_s', 0):.0f}s: best selection score "
-            f"{best if best is None else f'{best:.3f}'} at step {s.get('best_step')}"
+            f"{format_score(best, s.get('best_selection_score_ci95'))} at step {s.get('best_step')}"
         ]
         if "test_hard" in s:
             lines.append(
-                f"test: initial {s['baseline_test_hard']:.3f} → best {s['test_hard']:.3f} (final {s['final_test_hard']:.3f})"
+                f"test: initial {format_score(s['baseline_test_hard'], s.get('baseline_test_hard_ci95'))} → best "
+                f"{format_score(s['test_hard'], s.get('test_hard_ci95'))} (final {s['final_test_hard']:.3f}); "
+                f"change {format_score(s['test_delta_hard'], s.get('test_delta_hard_ci95'))}"
+                + (
+                    f", p={s['test_delta_hard_p_value']:.3g}"
+                    if s.get("test_delta_hard_p_value") is not None
+                    else ""
+                )
             )
         lines.append(f"best skill: {event.out_dir / 'best_skill.md'}")
         for line in lines:

@@ -50,7 +50,9 @@ from controller.webui.security import COOKIE, SecurityMiddleware, session_value
 from controller.webui.snapshot import RunsList, run_signature, run_snapshot, runs_signature, runs_snapshot
 from skillopt.durable import atomic_write_json
 from skillopt.errors import ConfigError, SkillOptError
+from skillopt.stats import format_score
 from skillopt.trainer.rundir import layout
+from skillopt.trainer.state import RunMode
 
 __all__ = ["create_app"]
 
@@ -67,8 +69,9 @@ class _Error(Exception):
         self.status, self.message = status, message
 
 
-def _score(value: Any) -> str:
-    return "-" if value is None else f"{float(value):.3f}"
+def _score(value: Any, ci95: Any = None) -> str:
+    """``0.625`` or, with its interval, ``0.625 [0.521, 0.719]`` (the CLI's format)."""
+    return format_score(None if value is None else float(value), ci95)
 
 
 class WebUI:
@@ -284,7 +287,7 @@ class WebUI:
         overrides = [line.strip() for line in str(body.get("extra") or "").splitlines() if line.strip()]
         # The recorded mode is kept: a simulated run resumes simulated, a real one real.
         mode = run.state().get("mode") or (run.config().get("derived") or {}).get("mode") or {}
-        simulate = "on" if mode.get("simulated") else "off"
+        simulate = RunMode.from_dict(mode).flag if mode else "off"
         try:  # the CLI's own loading of a run to resume, so its messages are the CLI's
             ns = argparse.Namespace(set=overrides, endpoints=None, simulate=simulate, resume=str(run.path))
             cfg, _ = await run_in_threadpool(_load_run, ns)
@@ -316,14 +319,16 @@ class WebUI:
         cfg = run.config()
         if not cfg:
             return JSONResponse({"ok": False, "error": "the run has no config.json yet"}, status_code=409)
-        simulated = bool((cfg.get("derived") or {}).get("simulated"))
+        derived = cfg.get("derived") or {}
+        recorded = RunMode.from_dict(derived.get("mode"))
+        simulate = recorded.flag if recorded else ("on" if derived.get("simulated") else "off")
         stem = Path(skill_rel).stem if not skill_rel.startswith("steps/") else skill_rel.split("/")[1]
         out = run.path / "evals" / f"{split}_{stem}_{time.strftime('%Y%m%d_%H%M%S')}"
         out.mkdir(parents=True, exist_ok=False)
         config_file = out / "config.yaml"  # the run's config (JSON is YAML), without derived facts
         atomic_write_json(config_file, {k: v for k, v in cfg.items() if k != "derived"})
         skill = run.resolve(skill_rel)
-        argv = eval_argv(config_file, skill, split, out, simulated=simulated)
+        argv = eval_argv(config_file, skill, split, out, simulate=simulate)
         pid = await run_in_threadpool(
             self.launcher.start, out, argv, kind="eval", env_name=cfg["env"]["name"]
         )

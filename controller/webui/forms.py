@@ -88,7 +88,12 @@ FIELDS: tuple[Field, ...] = (
         "text",
         "host:port, comma-separated; empty = embedded local sandbox",
     ),
-    Field("run.simulate", "Simulation", "choice", "on = offline simulation with scripted models, on purpose"),
+    Field(
+        "run.simulate",
+        "Simulation",
+        "choice",
+        "on = offline simulation with scripted models, on purpose; noisy = with a stochastic target",
+    ),
     Field("train.max_tokens", "Token budget", "number", "0 = no limit"),
     Field("train.max_cost_usd", "Cost budget (USD)", "number", "0 = no limit"),
 )

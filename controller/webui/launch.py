@@ -46,7 +46,7 @@ def resume_argv(run_dir: Path, overrides: list[str], *, simulate: str) -> list[s
     return argv
 
 
-def eval_argv(config_file: Path, skill: Path, split: str, out: Path, *, simulated: bool) -> list[str]:
+def eval_argv(config_file: Path, skill: Path, split: str, out: Path, *, simulate: str) -> list[str]:
     return [
         *_CLI,
         "eval",
@@ -59,7 +59,7 @@ def eval_argv(config_file: Path, skill: Path, split: str, out: Path, *, simulate
         "--out",
         str(out),
         "--simulate",
-        "on" if simulated else "off",
+        simulate,
     ]
 
 

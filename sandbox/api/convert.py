@@ -136,6 +136,7 @@ def request_from_proto(msg: pb.RunRequest) -> RolloutRequest:
         use_eval_feedback=msg.use_eval_feedback,
         diagnostic_instruction=msg.diagnostic_instruction,
         model_cache=msg.model_cache,
+        seed=msg.seed,
     )
 
 
@@ -177,6 +178,7 @@ def request_to_proto(req: RolloutRequest) -> pb.RunRequest:
         use_eval_feedback=req.use_eval_feedback,
         diagnostic_instruction=req.diagnostic_instruction,
         model_cache=req.model_cache,
+        seed=req.seed,
     )
 
 

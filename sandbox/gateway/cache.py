@@ -86,11 +86,16 @@ def _canonical(value: Any, *, system: bool = False) -> Any:
     return value
 
 
-def canonical_key(api: str, body: Any) -> str:
-    """SHA-256 of the canonical form of a request (``api`` names the endpoint kind)."""
-    raw = json.dumps(
-        {"api": api, "body": _canonical(body)}, sort_keys=True, ensure_ascii=False, separators=(",", ":")
-    )
+def canonical_key(api: str, body: Any, *, seed: int = 0) -> str:
+    """SHA-256 of the canonical form of a request (``api`` names the endpoint kind).
+
+    A rollout's sampling ``seed`` is part of the key: the same prompt sent by two rollouts
+    may get two answers (a stochastic target), and a replay gives each rollout its own.
+    """
+    form: dict[str, Any] = {"api": api, "body": _canonical(body)}
+    if seed:
+        form["seed"] = seed
+    raw = json.dumps(form, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 

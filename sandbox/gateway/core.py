@@ -37,7 +37,7 @@ from skillopt.errors import (
     ReplayMiss,
 )
 from skillopt.models._errors import model_error_for_status, redact
-from skillopt.models.base import ChatModel, ChatRequest, ChatResponse
+from skillopt.models.base import SEED_HEADER, ChatModel, ChatRequest, ChatResponse
 from skillopt.models.profiles import ProviderProfile
 from skillopt.types import Usage
 
@@ -74,6 +74,8 @@ class GatewaySession:
     model: str
     budget_tokens: int | None
     cache_mode: str
+    #: The rollout's sampling seed (0 = none), sent upstream as the ``X-Skillopt-Seed`` header.
+    seed: int = 0
     used: Usage = field(default_factory=Usage)
     exchanges: list[dict[str, Any]] = field(default_factory=list)
     error: Exception | None = None
@@ -214,6 +216,7 @@ class Gateway:
         model: str,
         budget_tokens: int | None = None,
         cache_mode: str = "",
+        seed: int = 0,
     ) -> GatewaySession:
         mode = cache_mode or self.default_mode
         if mode not in CACHE_MODES:
@@ -229,6 +232,7 @@ class Gateway:
             model=model,
             budget_tokens=budget_tokens,
             cache_mode=mode,
+            seed=seed,
         )
         with self._lock:
             self._sessions[session.token] = session
@@ -248,7 +252,9 @@ class Gateway:
     def _cache_key(session: GatewaySession, api: str, body: Any) -> str:
         """The record/replay key, computed only when the session records or replays: the
         canonical form of a request with a 200 KB skill in it took 1.8 ms per model call."""
-        return canonical_key(api, body) if session.cache_mode in ("record", "replay") else ""
+        if session.cache_mode not in ("record", "replay"):
+            return ""
+        return canonical_key(api, body, seed=session.seed)
 
     def _lookup(self, session: GatewaySession, key: str, api: str) -> StoredResponse | None:
         if session.cache_mode == "replay":
@@ -318,6 +324,8 @@ class Gateway:
             return hit.status, hit.content_type, iter([hit.body])
         out_headers = {k: v for k, v in headers.items() if k.lower() not in _STRIP_HEADERS}
         out_headers.update(self._auth_headers(session.profile))
+        if session.seed:
+            out_headers[SEED_HEADER] = str(session.seed)
         url = self.upstream_url(session.profile, api, query)
         data = json.dumps(payload).encode("utf-8")
         response = self._open(url, out_headers, data, session)
@@ -487,7 +495,9 @@ class Gateway:
         # One upstream timeout policy for both paths (HTTP front end and in-service agents).
         limit = min(request.timeout_s or self.upstream_timeout_s, self.upstream_timeout_s)
         try:
-            reply = model.complete(dataclasses.replace(request, timeout_s=limit))
+            reply = model.complete(
+                dataclasses.replace(request, timeout_s=limit, seed=session.seed or request.seed)
+            )
         except ModelError as exc:
             session.fail(exc)
             raise

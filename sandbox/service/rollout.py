@@ -339,6 +339,7 @@ class RolloutService:
                     model=request.model.model,
                     budget_tokens=limits.max_model_tokens,
                     cache_mode=request.model_cache,
+                    seed=request.seed,
                 )
                 model = GatewayChatModel(self.gateway, session, self.model_for(request.model.provider))
                 if exec_agent:

@@ -64,9 +64,10 @@ SkillUpdateMode = Literal["patch", "rewrite_from_suggestions", "full_rewrite_min
 PairPolicy = Literal["mixed", "changed", "unchanged"]
 AppendixSource = Literal["both", "failure_only"]
 GateMetric = Literal["hard", "soft", "mixed"]
+GateMode = Literal["strict", "paired", "repeat"]
 SplitMode = Literal["split_file", "ratio"]
 LogLevel = Literal["debug", "info", "warning", "error"]
-Simulate = Literal["auto", "on", "off"]
+Simulate = Literal["auto", "on", "off", "noisy"]
 DigestPolicy = Literal["refuse", "warn"]
 
 #: Enum field → {alternative spelling: canonical value}, resolved when the section is built.
@@ -118,6 +119,7 @@ SkillUpdateModeField = enum(SkillUpdateMode, _OPTIMIZER_ALIASES["skill_update_mo
 PairPolicyField = enum(PairPolicy, _OPTIMIZER_ALIASES["longitudinal_pair_policy"])
 AppendixSourceField = enum(AppendixSource)
 GateMetricField = enum(GateMetric)
+GateModeField = enum(GateMode)
 SplitModeField = enum(SplitMode)
 LogLevelField = enum(LogLevel, _RUN_ALIASES["log_level"])
 SimulateField = enum(Simulate, _RUN_ALIASES["simulate"])
@@ -486,6 +488,20 @@ class EvaluationConfig(_Section):
     """Accept a candidate only if it beats the current skill on the selection split."""
     gate_metric: GateMetricField = "hard"
     """Score the gate compares: hard accuracy, soft score, or a weighted mix."""
+    gate_mode: GateModeField = "strict"
+    """How the gate decides: ``strict`` = the candidate's mean is strictly above the current
+    skill's (the reference's rule); ``paired`` = a one-sided paired test over the selection
+    items is significant at ``gate_alpha`` (exact sign/McNemar test on pass/fail scores, paired
+    bootstrap otherwise); ``repeat`` = every selection item is rolled out ``gate_repeats``
+    times per skill, the scores averaged, then ``paired``. See docs/gate.md."""
+    gate_alpha: Float = 0.05
+    """Significance level of the ``paired`` and ``repeat`` gates (the false-accept rate they
+    allow when a candidate is no better)."""
+    gate_min_effect: Float = 0.0
+    """``paired``/``repeat``: also require the mean improvement over the selection items to be
+    at least this (in gate-metric units, e.g. 0.05 = five points)."""
+    gate_repeats: Int = 3
+    """Rollouts per selection item and skill in the ``repeat`` gate (at least 2)."""
     gate_mixed_weight: Float = 0.5
     """``w`` of the ``mixed`` gate metric, ``(1 - w) * hard + w * soft`` (in [0, 1]): the weight of
     the soft score."""
@@ -521,6 +537,16 @@ class EvaluationConfig(_Section):
         self._at_least("sel_env_num", 0, " (0 = whole split)")
         self._at_least("test_env_num", 0, " (0 = whole split)")
         self._at_least("max_regressions", 0, " (null = off)")
+        if not 0.0 < self.gate_alpha < 1.0:
+            raise FieldError(self._key("gate_alpha"), f"must be in (0, 1), got {self.gate_alpha}")
+        self._at_least("gate_min_effect", 0.0)
+        self._at_least("gate_repeats", 1)
+        if self.gate_mode == "repeat" and self.gate_repeats < 2:
+            raise FieldError(
+                self._key("gate_repeats"),
+                f"must be >= 2 with gate_mode: repeat, got {self.gate_repeats} (one rollout per item is "
+                "gate_mode: paired)",
+            )
         if not 0.0 <= self.max_infra_fraction <= 1.0:
             raise FieldError(
                 self._key("max_infra_fraction"), f"must be in [0, 1], got {self.max_infra_fraction}"
@@ -729,7 +755,9 @@ class RunConfig(_Section):
     simulate: SimulateField = "off"
     """Offline simulation with a scripted model server: ``off`` = never (a run without a usable
     provider stops with what to set), ``on`` = always, ``auto`` = when no provider key is
-    configured (only the ``*_demo`` configs use it)."""
+    configured (only the ``*_demo`` configs use it), ``noisy`` = always, with a stochastic
+    target (each task passes with a probability; its exact expected scores are recorded in
+    ``simulation_truth.json``) and an optimizer that also proposes decoy and harmful edits."""
 
     def _validate(self) -> None:
         if self.out_root:

@@ -192,7 +192,7 @@ class AnthropicModel:
             resp = self._client.messages.create(
                 **self.request_kwargs(request),
                 timeout=timeout,
-                extra_headers={"X-Skillopt-Stage": request.stage},
+                extra_headers=request.headers(),
             )
         except anthropic.AnthropicError as exc:
             raise map_sdk_error(anthropic, exc, self._ctx, timeout_s=timeout) from exc

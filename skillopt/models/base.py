@@ -13,7 +13,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from skillopt.types import Message, Usage
 
-__all__ = ["ChatModel", "ChatRequest", "ChatResponse", "ToolSpec"]
+__all__ = ["SEED_HEADER", "STAGE_HEADER", "ChatModel", "ChatRequest", "ChatResponse", "ToolSpec"]
+
+#: Which stage of the method asked (rollout, analyst, merge ...).
+STAGE_HEADER = "X-Skillopt-Stage"
+#: A rollout's sampling seed.
+SEED_HEADER = "X-Skillopt-Seed"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -38,6 +43,16 @@ class ChatRequest:
     timeout_s: float | None = None
     stage: str = "target"
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: The rollout's sampling seed, sent as the ``X-Skillopt-Seed`` header (None = not sent).
+    seed: int | None = None
+
+    def headers(self) -> dict[str, str]:
+        """The headers every provider call carries: which stage asked (for gateways,
+        recordings and the scripted server) and the rollout's seed."""
+        out = {STAGE_HEADER: self.stage}
+        if self.seed:
+            out[SEED_HEADER] = str(self.seed)
+        return out
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -26,7 +26,6 @@ from skillopt.types import Message, Usage
 __all__ = ["OPENAI_BASE_URL", "OpenAIChatModel", "chat_extra", "to_openai_messages"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
-STAGE_HEADER = "X-Skillopt-Stage"
 _MIN_TIMEOUT_S = 1.0  # a nearly spent deadline still gets one short attempt, not a 0 s timeout
 
 
@@ -173,7 +172,7 @@ class OpenAIChatModel:
         timeout = max(_MIN_TIMEOUT_S, request.timeout_s if request.timeout_s is not None else self.timeout_s)
         # Which stage asked (rollout, analyst, merge...): for gateways, recordings and scripted
         # servers; providers ignore unknown headers.
-        common: dict[str, Any] = {"timeout": timeout, "extra_headers": {STAGE_HEADER: request.stage}}
+        common: dict[str, Any] = {"timeout": timeout, "extra_headers": request.headers()}
         model = self.wire_model(request.model)
         try:
             if self.uses_responses(request.model):

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from skillopt.agents.context import AgentContext
 from skillopt.envs.registry import get_env
 from skillopt.errors import ConfigError, InfraError, ModelError
-from skillopt.models.base import ChatModel
+from skillopt.models.base import ChatModel, ChatRequest, ChatResponse
 from skillopt.types import InfraErrorKind, InfraFailure, Limits, ModelSpec, RolloutRequest, RolloutResult
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ class InProcessExecutor:
         ctx = AgentContext(
             request=req,
             sandbox=None,
-            model=self.model,
+            model=_Seeded(self.model, req.seed) if req.seed else self.model,
             limits=dataclasses.replace(req.limits, wall_time_s=wall),
             emit=lambda _event: None,
             deadline=t0 + wall,
@@ -129,6 +129,16 @@ class InProcessExecutor:
         )
 
 
+class _Seeded:
+    """The rollout's model with its seed on every call (what a host's gateway session adds)."""
+
+    def __init__(self, model: ChatModel, seed: int) -> None:
+        self.model, self.seed, self.name = model, seed, model.name
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        return self.model.complete(dataclasses.replace(request, seed=self.seed))
+
+
 def simulated_trainer(
     config: Config,
     out_dir: Path,
@@ -141,13 +151,16 @@ def simulated_trainer(
     """A :class:`Trainer` over ``config``'s env with the simulation's target and optimizer at
     ``base_url`` (a :func:`~skillopt.testing.simulation.simulation_server`), rolling out in
     this process: the wiring ``skillopt train`` does, without a sandbox (QA envs only).
+    ``run.simulate: noisy`` plays the noisy simulation, and records its ground truth
+    (:class:`~skillopt.testing.truth.SimulationTruth`) as ``skillopt train`` does.
 
     Returns:
         The trainer and its executor (``executor.requests`` lists every rollout asked for).
     """
     from skillopt.models.openai_chat import OpenAIChatModel
     from skillopt.models.roles import RoleModel, UsageTracker
-    from skillopt.testing.simulation import SIM_OPTIMIZER, SIM_PROVIDER, SIM_TARGET
+    from skillopt.testing.simulation import SIM_PROVIDER, sim_models
+    from skillopt.testing.truth import simulation_truth
     from skillopt.trainer import Trainer
     from skillopt.trainer.planning import load_data
     from skillopt.trainer.rollouts import RolloutSpec, RolloutStage
@@ -155,12 +168,14 @@ def simulated_trainer(
 
     e = config.env
     data = load_data(config)
+    noisy = config.run.simulate == "noisy"
+    target, optimizer_model = sim_models(noisy=noisy)
     executor = InProcessExecutor(
         OpenAIChatModel(SIM_PROVIDER, base_url=base_url, api_key="", max_retries=0), workers=workers
     )
     optimizer = RoleModel(
         OpenAIChatModel(SIM_PROVIDER, base_url=base_url, api_key="", max_retries=0),
-        ModelSpec(provider=SIM_PROVIDER, model=SIM_OPTIMIZER),
+        ModelSpec(provider=SIM_PROVIDER, model=optimizer_model),
         UsageTracker(),
     )
     stage = RolloutStage(
@@ -169,10 +184,13 @@ def simulated_trainer(
             run_id=out_dir.name,
             env=e.name,
             agent=e.agent,
-            model=ModelSpec(provider=SIM_PROVIDER, model=SIM_TARGET),
+            model=ModelSpec(provider=SIM_PROVIDER, model=target),
             limits=Limits(),
+            seed=config.train.seed,
         ),
     )
+    if noisy:
+        callbacks = [*callbacks, simulation_truth(config, data)]
     trainer = Trainer(
         config,
         data=data,
@@ -181,7 +199,7 @@ def simulated_trainer(
         out_dir=out_dir,
         initial_skill=data.initial_skill(),
         callbacks=callbacks,
-        mode=RunMode(simulated=True, reason="in-process simulation"),
+        mode=RunMode(simulated=True, noisy=noisy, reason="in-process simulation"),
         failpoint=failpoint,
     )
     return trainer, executor

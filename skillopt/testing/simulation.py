@@ -20,6 +20,12 @@ containers, the trusted grader, the trainer and its gate.
   analyst that proposes generic advice that changes nothing (so the gate rejects it unless a
   real rule rides along), and merge, ranking, slow-update, meta-skill and probe answers in
   their prompts' JSON schemas. It reads the stage from the ``X-Skillopt-Stage`` header.
+* **Noisy target and optimizer** (models ``sim-target-noisy``, ``sim-optimizer-noisy``;
+  ``run.simulate: noisy``): the same players, but a task passes with a probability (higher
+  when the skill states its rule, lower with every harmful statement), drawn per rollout by
+  the ``X-Skillopt-Seed`` header, and the optimizer also proposes decoy and harmful edits
+  (:mod:`skillopt.testing.noise`). The same server plays both simulations: the run's choice of
+  model decides.
 """
 
 from __future__ import annotations
@@ -42,16 +48,22 @@ from skillopt.testing.fixtures.spreadsheetbench import load_catalogue, solution_
 from skillopt.testing.fixtures.textworld import STEP_HEADER, sim_action
 from skillopt.testing.fixtures.textworld import game_ids as textworld_games
 from skillopt.testing.fixtures.textworld import rule_key as textworld_rule
+from skillopt.testing.noise import DECOYS, HARMFUL, NOISE, draw, harmful_in
+from skillopt.testing.noise import _unit as unit
 from skillopt.testing.scripted import Responder, ScriptedModelServer, ScriptedRequest
 
 __all__ = [
     "SIM_ANTHROPIC_PROVIDER",
+    "SIM_NOISY_OPTIMIZER",
+    "SIM_NOISY_TARGET",
     "SIM_OPTIMIZER",
     "SIM_PROVIDER",
     "SIM_TARGET",
     "SimulatedOptimizer",
     "SimulatedTarget",
+    "pass_probability",
     "rule_signature",
+    "sim_models",
     "simulation_profiles",
     "simulation_server",
     "simulation_target_provider",
@@ -59,6 +71,10 @@ __all__ = [
 
 SIM_TARGET = "sim-target"
 SIM_OPTIMIZER = "sim-optimizer"
+SIM_NOISY_TARGET = "sim-target-noisy"
+SIM_NOISY_OPTIMIZER = "sim-optimizer-noisy"
+#: How often the noisy optimizer's analysts slip a harmful statement into their patch.
+_HARM_RATE = 0.25
 #: Provider profiles of the simulation, one per wire protocol: in-service agents and Codex
 #: speak OpenAI's APIs, Claude Code speaks Anthropic Messages.
 SIM_PROVIDER = "sim"
@@ -175,9 +191,21 @@ _CATALOGUE = _Catalogue()
 
 
 def simulated_pass(task_id: str, skill: str) -> bool:
-    """Whether the simulated target solves ``task_id`` under ``skill``."""
+    """Whether the (deterministic) simulated target solves ``task_id`` under ``skill``."""
     rule = _CATALOGUE.rule_of(task_id)
     return rule is None or _CATALOGUE.stated(rule, skill)
+
+
+def pass_probability(task_id: str, skill: str) -> float:
+    """The noisy target's probability of solving ``task_id`` under ``skill``."""
+    rule = _CATALOGUE.rule_of(task_id)
+    stated = None if rule is None else _CATALOGUE.stated(rule, skill)
+    return NOISE.probability(task_id, stated, harmful_in(skill))
+
+
+def sim_models(*, noisy: bool) -> tuple[str, str]:
+    """The simulation's ``(target, optimizer)`` model names."""
+    return (SIM_NOISY_TARGET, SIM_NOISY_OPTIMIZER) if noisy else (SIM_TARGET, SIM_OPTIMIZER)
 
 
 _MISS = (
@@ -213,7 +241,7 @@ class SimulatedTarget:
     """
 
     def __call__(self, req: ScriptedRequest):
-        if req.model != SIM_TARGET:
+        if req.model not in (SIM_TARGET, SIM_NOISY_TARGET):
             return None
         if req.api == "chat":
             return self._chat(req)
@@ -227,20 +255,20 @@ class SimulatedTarget:
         if game is not None and _CATALOGUE.rule_of(game.group(1)) is not None:
             # A TextWorld step: the skill is the prompt's "## Skill Knowledge" preamble.
             game_id, step = game.group(1), int(game.group(2))
-            return {"text": sim_action(game_id, step, solved=simulated_pass(game_id, user))}
+            return {"text": sim_action(game_id, step, solved=_solved(req, game_id, user))}
         instruction = user.split("# Instruction", 1)[-1].split("Instruction type:", 1)[0]
         task_id = _CATALOGUE.by_instruction.get(_norm(instruction)[:160])
         if task_id is not None:
-            kind = "solution" if simulated_pass(task_id, req.system) else "wrong"
+            kind = "solution" if _solved(req, task_id, req.system) else "wrong"
             return {"text": f"```python\n{solution_code(task_id, kind)}\n```"}
         code_item = _CATALOGUE.code_item(user)
         if code_item is not None:
-            return {"text": sim_code_reply(code_item, solved=simulated_pass(code_item.id, req.system))}
+            return {"text": sim_code_reply(code_item, solved=_solved(req, code_item.id, req.system))}
         found = _CATALOGUE.qa_item(user)
         if found is None:
             return _miss()
         env, item = found
-        return {"text": sim_reply(env, item, user, solved=simulated_pass(item.id, req.system))}
+        return {"text": sim_reply(env, item, user, solved=_solved(req, item.id, req.system))}
 
     def _cli(self, req: ScriptedRequest):
         prompt = next((m.text for m in req.messages if m.role == "user" and _EXEC_TASK in m.text), "")
@@ -255,7 +283,7 @@ class SimulatedTarget:
             skill = _SKILL_PATH.search(prompt)
             return {"shell": f"cat {skill.group(1) if skill else 'SKILL.md'} task.md"}
         if step == 1:
-            kind = "solution" if simulated_pass(task_id, req.tool_results[0]) else "wrong"
+            kind = "solution" if _solved(req, task_id, req.tool_results[0]) else "wrong"
             code = solution_code(task_id, kind)
             return {"shell": f"cat > solution.py <<'SKILLOPT_EOF'\n{code}\nSKILLOPT_EOF"}
         if step == 2:
@@ -273,12 +301,24 @@ class SimulatedTarget:
         if item is None:
             return _miss()
         if step == 1:
-            reply = sim_code_reply(item, solved=simulated_pass(item.id, req.tool_results[0]))
+            reply = sim_code_reply(item, solved=_solved(req, item.id, req.tool_results[0]))
             code = reply.split("```python\n", 1)[1].rsplit("\n```", 1)[0]
             return {"shell": f"cat > solution.py <<'SKILLOPT_EOF'\n{code}\nSKILLOPT_EOF"}
         if step == 2:
             return {"shell": "python3 -c 'import solution'"}
         return {"text": "Done: solution.py written and loads."}
+
+
+def _solved(req: ScriptedRequest, task_id: str, skill: str) -> bool:
+    """Whether this rollout solves ``task_id``: by the rule for the deterministic target; for
+    the noisy one, a draw by the rollout's seed against the task's pass probability."""
+    if req.model != SIM_NOISY_TARGET:
+        return simulated_pass(task_id, skill)
+    try:
+        seed = int(req.headers.get("x-skillopt-seed", "0") or 0)
+    except ValueError:
+        seed = 0
+    return draw(seed, task_id) < pass_probability(task_id, skill)
 
 
 def _section(text: str, title: str) -> str:
@@ -287,10 +327,15 @@ def _section(text: str, title: str) -> str:
 
 
 class SimulatedOptimizer:
-    """Responder playing the optimizer model (see the module docstring)."""
+    """Responder playing the optimizer model (see the module docstring); ``noisy``: the noisy
+    simulation's, whose analysts also propose decoy and harmful edits."""
+
+    def __init__(self, *, noisy: bool = False) -> None:
+        self.noisy = noisy
+        self.model = SIM_NOISY_OPTIMIZER if noisy else SIM_OPTIMIZER
 
     def __call__(self, req: ScriptedRequest):
-        if req.model != SIM_OPTIMIZER:
+        if req.model != self.model:
             return None
         stage = req.headers.get("x-skillopt-stage", "")
         user = req.last_user_text
@@ -312,6 +357,9 @@ class SimulatedOptimizer:
                 {"op": "append", "content": f"- {_CATALOGUE.text(rule)}"}
                 for rule, _ in counts.most_common(budget)
             ]
+            if self.noisy:
+                covered = [i for i in ids if (r := _CATALOGUE.rule_of(i)) and _CATALOGUE.stated(r, skill)]
+                edits += self._noise_edits(ids, skill, decoy=bool(covered))
             return {
                 "batch_size": len(ids),
                 "failure_summary": [
@@ -325,15 +373,33 @@ class SimulatedOptimizer:
                 "patch": {"reasoning": f"{len(ids)} failures; {len(counts)} missing rules", "edits": edits},
             }
         # Deterministic (a resumed run must get the same answer): chosen by the ids shown.
-        advice = _GENERIC_ADVICE[sum(map(ord, "".join(ids))) % len(_GENERIC_ADVICE)]
+        if self.noisy:
+            success_edits = self._noise_edits(ids, skill, decoy=True)
+        else:
+            advice = _GENERIC_ADVICE[sum(map(ord, "".join(ids))) % len(_GENERIC_ADVICE)]
+            success_edits = [{"op": "append", "content": f"- {advice}"}] if advice not in skill else []
         return {
             "batch_size": len(ids),
             "success_patterns": ["the agent followed the stated rules"],
-            "patch": {
-                "reasoning": "successful runs share careful reading",
-                "edits": [{"op": "append", "content": f"- {advice}"}] if advice not in skill else [],
-            },
+            "patch": {"reasoning": "successful runs share careful reading", "edits": success_edits},
         }
+
+    @staticmethod
+    def _noise_edits(ids: list[str], skill: str, *, decoy: bool) -> list[dict]:
+        """The noisy analyst's extra edits, fixed by the trajectories shown: a decoy (it
+        explains a failure the skill covers already, or a success, by advice that changes
+        nothing) and, one time in four, a harmful statement."""
+        out = []
+        norm = _norm(skill)
+        if decoy:
+            fresh = [d for d in DECOYS if _norm(d) not in norm]
+            if fresh:
+                out.append({"op": "append", "content": f"- {fresh[int(unit('decoy', *ids) * len(fresh))]}"})
+        if unit("harm", *ids) < _HARM_RATE:
+            fresh = [h for h in HARMFUL if _norm(h) not in norm]
+            if fresh:
+                out.append({"op": "append", "content": f"- {fresh[int(unit('which', *ids) * len(fresh))]}"})
+        return out
 
     # -- aggregate / select --------------------------------------------------------------------
 
@@ -421,7 +487,14 @@ def simulation_server(*, before: Sequence[Responder] = (), **kwargs) -> Iterator
         kwargs: for :class:`ScriptedModelServer`.
     """
     with ScriptedModelServer(
-        responders=[*before, SimulatedTarget(), SimulatedOptimizer(), _unknown_model], **kwargs
+        responders=[
+            *before,
+            SimulatedTarget(),
+            SimulatedOptimizer(),
+            SimulatedOptimizer(noisy=True),
+            _unknown_model,
+        ],
+        **kwargs,
     ) as server:
         yield server
 
@@ -434,7 +507,8 @@ def _unknown_model(req: ScriptedRequest) -> dict:
             "type": "invalid_request_error",
             "message": (
                 f"offline simulation: no simulated model {req.model!r} ({req.api} API); the simulation plays "
-                f"{SIM_TARGET!r} (the target) and {SIM_OPTIMIZER!r} (the optimizer)"
+                f"{SIM_TARGET!r} (the target) and {SIM_OPTIMIZER!r} (the optimizer), and their noisy "
+                f"versions {SIM_NOISY_TARGET!r} and {SIM_NOISY_OPTIMIZER!r}"
             ),
         }
     }

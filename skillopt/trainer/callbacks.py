@@ -146,6 +146,8 @@ class StageEvent:
     current_score: float | None = None
     baseline_score: float | None = None
     spend: Spend = field(default_factory=Spend)
+    #: 95% interval of ``current_score`` (set when the baseline stage ends).
+    current_ci95: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,6 +174,13 @@ class GateEvent:
     current_score: float
     best_score: float
     reason: str = ""
+    #: The candidate and the current skill (before the decision) the gate compared.
+    candidate_skill: str = ""
+    current_skill: str = ""
+    #: 95% interval of ``candidate_score``.
+    candidate_ci95: tuple[float, float] | None = None
+    #: The paired test (``gate_test`` of the step record).
+    gate_test: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,11 +19,12 @@ import structlog
 
 from skillopt.config import Config
 from skillopt.envs.base import EnvData, TaskItem
-from skillopt.gate import GateCache, gate_score
+from skillopt.gate import GateCache, GateCacheEntry, gate_key, gate_score
 from skillopt.models.roles import PriceTable, RoleModel, UsageTracker
 from skillopt.reflection import StepBuffer, meta_skill_block
 from skillopt.reflection.cache import Slot
 from skillopt.skill.schedule import EditBudgetSchedule
+from skillopt.stats import mean_interval
 from skillopt.trainer.callbacks import BatchEvent, CallbackList, RowEvent, RunControl, Spend, StageEvent
 from skillopt.trainer.planning import RunPlan
 from skillopt.trainer.records import StepRecord
@@ -137,6 +138,36 @@ class RunContext:
             leading_words=e.leading_words,
         )
 
+    def item_scores(
+        self, hard: Mapping[str, float], soft: Mapping[str, float], skill: str
+    ) -> dict[str, float]:
+        """Per item, the gate's score (the same projection as :meth:`score`: the mean of these
+        is the skill's score); an item without a soft score counts its hard score."""
+        bonus = self.score(0.0, 0.0, skill)  # the semantic-density bonus (0 when off)
+        e = self.cfg.evaluation
+        return {
+            i: gate_score(h, soft.get(i, h), metric=e.gate_metric, mixed_weight=e.gate_mixed_weight) + bonus
+            for i, h in hard.items()
+        }
+
+    @property
+    def repeats(self) -> int:
+        """Rollouts per selection item and skill: ``evaluation.gate_repeats`` in the ``repeat``
+        gate, else 1."""
+        e = self.cfg.evaluation
+        return e.gate_repeats if e.gate_mode == "repeat" else 1
+
+    def measured(self, skill: str) -> GateCacheEntry | None:
+        """The selection measurement of ``skill`` with this run's protocol, if taken."""
+        return self.gate_cache.get(gate_key(skill_hash(skill), self.repeats))
+
+    def score_interval(self, skill: str) -> tuple[float, float] | None:
+        """95% interval of ``skill``'s selection score (``None``: not measured)."""
+        hit = self.measured(skill)
+        if hit is None or not hit.items:
+            return None
+        return mean_interval(list(self.item_scores(hit.items, hit.soft_items, skill).values()))
+
     def too_many_infra(self, n_infra: int, n_rows: int) -> bool:
         """More rows lost to infrastructure than ``evaluation.max_infra_fraction`` allows: the
         mean is then over a different subset than the other skill's, not evidence enough."""
@@ -144,7 +175,7 @@ class RunContext:
 
     def baseline_score(self) -> float | None:
         """Gate score of the initial skill on the selection split (None before the baseline)."""
-        hit = self.gate_cache.get(skill_hash(self.initial_skill))
+        hit = self.measured(self.initial_skill)
         return None if hit is None else self.score(hit.hard, hit.soft, self.initial_skill)
 
     def cost(self) -> float:
@@ -196,6 +227,9 @@ class RunContext:
             current_score=self.state.current_score,
             baseline_score=self.baseline_score(),
             spend=self.spend(),
+            current_ci95=self.score_interval(self.state.current_skill)
+            if name == "baseline" and seconds is not None and self.state.current_skill
+            else None,
         )
 
     def rollout(
@@ -205,6 +239,13 @@ class RunContext:
         return self.rollouts.run(
             items, skill, self.run.path(rel), label=rel, use_eval_feedback=train, diagnostic=diagnostic
         )
+
+    def rollout_repeats(
+        self, items: Sequence[TaskItem], skill: str, rels: Sequence[str]
+    ) -> list[list[RolloutResult]]:
+        """Roll ``skill`` out on ``items`` once into each evaluation dir of ``rels`` (a
+        repeated evaluation: one executor call, each dir resumable row by row)."""
+        return self.rollouts.run_many(items, skill, [(self.run.path(r), r) for r in rels])
 
     def slot(self, under: str, name: str) -> Slot:
         """A named entry of the stage cache of ``under`` (see :mod:`skillopt.reflection.cache`)."""

@@ -45,8 +45,9 @@ from skillopt.trainer.stages import (
     StepInputs,
     StepState,
     commit_step,
+    epoch_record,
 )
-from skillopt.trainer.summary import EpochRecord, FitResult
+from skillopt.trainer.summary import FitResult
 
 __all__ = ["FitLoop"]
 
@@ -152,7 +153,7 @@ class FitLoop:
             if f"{stage.name}_{epoch}" not in st.epoch_stages:
                 state = stage.run(ctx, state)
                 stage.commit(ctx, state)
-        record = EpochRecord.of(epoch, st.history, best=st.best_score, current=st.current_score)
+        record = epoch_record(ctx, epoch)
         st.epochs_done.append(epoch)
         st.epoch_records[str(epoch)] = record.to_json()
         ctx.persist()

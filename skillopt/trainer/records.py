@@ -22,15 +22,34 @@ __all__ = [
     "RolloutStats",
     "SelectionStats",
     "StepRecord",
+    "ci_json",
+    "ci_of",
     "pick_fields",
 ]
 
-#: Version of the JSON forms below (records without one are version 0: same keys).
-SCHEMA_VERSION = 1
+#: Version of the JSON forms below (records without one are version 0: same keys). 2: every
+#: score ``X`` has its 95% interval ``X_ci95`` beside it, and the gate's ``gate_mode`` and
+#: ``gate_test`` are recorded (a version-1 record reads with the intervals ``None``).
+SCHEMA_VERSION = 2
 
 
 def pick_fields(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     return {f.name: data[f.name] for f in fields(cls) if f.name in data}
+
+
+Interval = tuple[float, float]
+
+
+def ci_json(interval: Interval | None) -> list[float] | None:
+    """An interval's JSON form (``[lo, hi]``, or null when nothing was measured)."""
+    return [interval[0], interval[1]] if interval is not None else None
+
+
+def ci_of(value: Any) -> Interval | None:
+    """Parse :func:`ci_json` (records written before intervals have none)."""
+    if isinstance(value, list | tuple) and len(value) == 2:
+        return (float(value[0]), float(value[1]))
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,11 +80,15 @@ class RolloutStats:
     batches: tuple[BatchStats, ...]
     n_failure_patches: int
     n_success_patches: int
+    hard_ci95: Interval | None = None
+    soft_ci95: Interval | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "rollout_hard": self.hard,
+            "rollout_hard_ci95": ci_json(self.hard_ci95),
             "rollout_soft": self.soft,
+            "rollout_soft_ci95": ci_json(self.soft_ci95),
             "rollout_n": self.n,
             "rollout_n_infra": self.n_infra,
             "accumulation_batches": [b.to_json() for b in self.batches],
@@ -86,6 +109,8 @@ class RolloutStats:
             ),
             n_failure_patches=d.get("n_failure_patches", 0),
             n_success_patches=d.get("n_success_patches", 0),
+            hard_ci95=ci_of(d.get("rollout_hard_ci95")),
+            soft_ci95=ci_of(d.get("rollout_soft_ci95")),
         )
 
 
@@ -151,17 +176,30 @@ class SelectionStats:
     candidate_score: float
     current_score_before: float | None
     gate_reason: str
+    hard_ci95: Interval | None = None
+    soft_ci95: Interval | None = None
+    candidate_score_ci95: Interval | None = None
+    current_score_before_ci95: Interval | None = None
+    gate_mode: str = "strict"
+    #: The paired test of candidate against current (``skillopt.trainer.stages.gate``).
+    gate_test: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "selection_hard": self.hard,
+            "selection_hard_ci95": ci_json(self.hard_ci95),
             "selection_soft": self.soft,
+            "selection_soft_ci95": ci_json(self.soft_ci95),
             "selection_cached": self.cached,
             "selection_n_infra": self.n_infra,
             "gate_metric": self.gate_metric,
             "candidate_gate_score": self.candidate_score,
+            "candidate_gate_score_ci95": ci_json(self.candidate_score_ci95),
             "current_score_before": self.current_score_before,
+            "current_score_before_ci95": ci_json(self.current_score_before_ci95),
             "gate_reason": self.gate_reason,
+            "gate_mode": self.gate_mode,
+            "gate_test": dict(self.gate_test) if self.gate_test is not None else None,
         }
 
     @classmethod
@@ -175,6 +213,12 @@ class SelectionStats:
             candidate_score=d["candidate_gate_score"],
             current_score_before=d.get("current_score_before"),
             gate_reason=d.get("gate_reason", ""),
+            hard_ci95=ci_of(d.get("selection_hard_ci95")),
+            soft_ci95=ci_of(d.get("selection_soft_ci95")),
+            candidate_score_ci95=ci_of(d.get("candidate_gate_score_ci95")),
+            current_score_before_ci95=ci_of(d.get("current_score_before_ci95")),
+            gate_mode=d.get("gate_mode", "strict"),
+            gate_test=d.get("gate_test"),
         )
 
 
@@ -198,6 +242,8 @@ class StepRecord:
     skill_len: int
     tokens: Mapping[str, Any]
     wall_time_s: float
+    current_score_ci95: Interval | None = None
+    best_score_ci95: Interval | None = None
 
     @property
     def accepted(self) -> bool:
@@ -218,7 +264,9 @@ class StepRecord:
         out.update(
             action=self.action,
             current_score=self.current_score,
+            current_score_ci95=ci_json(self.current_score_ci95),
             best_score=self.best_score,
+            best_score_ci95=ci_json(self.best_score_ci95),
             best_step=self.best_step,
             current_origin=self.current_origin,
             best_origin=self.best_origin,
@@ -253,4 +301,6 @@ class StepRecord:
             skill_len=int(d.get("skill_len", 0)),
             tokens=dict(d.get("tokens") or {}),
             wall_time_s=float(d.get("wall_time_s", 0.0)),
+            current_score_ci95=ci_of(d.get("current_score_ci95")),
+            best_score_ci95=ci_of(d.get("best_score_ci95")),
         )

@@ -8,20 +8,31 @@ the items whose row ended on infrastructure again (with a new rollout id).
 from __future__ import annotations
 
 import collections
+import hashlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from skillopt.envs.base import TaskItem
 from skillopt.errors import SystemicFailure
+from skillopt.stats import mean_interval
 from skillopt.trainer.executor import RolloutExecutor
 from skillopt.trainer.rundir.results import append_row, load_rows, set_aside_infra_rows
 from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillSpec
 
-__all__ = ["BatchScore", "RolloutSpec", "RolloutStage", "by_category", "score_rows", "too_many_infra"]
+__all__ = [
+    "BatchScore",
+    "RolloutSpec",
+    "RolloutStage",
+    "by_category",
+    "rollout_seed",
+    "score_rows",
+    "too_many_infra",
+]
 
 log = structlog.get_logger("skillopt.trainer.rollouts")
 
@@ -38,6 +49,15 @@ class RolloutSpec:
     skill_name: str = "skillopt-target"
     #: Model exchange cache mode for every rollout ("" = the host's default).
     model_cache: str = ""
+    #: The run's seed (``train.seed``): every rollout's sampling seed derives from it.
+    seed: int = 0
+
+
+def rollout_seed(run_seed: int, label: str, item_id: str) -> int:
+    """A rollout's sampling seed: a stable 63-bit hash of the run seed, the batch label (its
+    rollout directory) and the item."""
+    digest = hashlib.blake2b(f"{run_seed}\0{label}\0{item_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
 
 
 @dataclass(frozen=True)
@@ -58,13 +78,19 @@ def too_many_infra(n_infra: int, n_rows: int, max_fraction: float) -> bool:
 
 def by_category(
     rows: Sequence[RolloutResult], types: Mapping[str, str], categories: Sequence[str]
-) -> dict[str, dict[str, float | int]]:
-    """Per category, the scored rows and their hard accuracy (``{"total", "hard_acc"}``);
-    the category ``overall`` counts every scored row. Infrastructure rows are left out."""
-    out: dict[str, dict[str, float | int]] = {}
+) -> dict[str, dict[str, Any]]:
+    """Per category, the scored rows, their hard accuracy and its 95% interval (``{"total",
+    "hard_acc", "hard_acc_ci95"}``); the category ``overall`` counts every scored row.
+    Infrastructure rows are left out."""
+    out: dict[str, dict[str, Any]] = {}
     for t in categories:
         sel = [r for r in rows if r.infra_error is None and (t == "overall" or types.get(r.id) == t)]
-        out[t] = {"total": len(sel), "hard_acc": sum(r.hard for r in sel) / len(sel) if sel else 0.0}
+        ci = mean_interval([r.hard for r in sel])
+        out[t] = {
+            "total": len(sel),
+            "hard_acc": sum(r.hard for r in sel) / len(sel) if sel else 0.0,
+            "hard_acc_ci95": list(ci) if ci is not None else None,
+        }
     return out
 
 
@@ -149,6 +175,11 @@ class RolloutStage:
             use_eval_feedback=use_eval_feedback,
             diagnostic_instruction=diagnostic,
             model_cache=self.spec.model_cache,
+            # The target's sampling seed: one per rollout of the run (a rerun after an
+            # infrastructure failure is the same rollout), from train.seed, so a run with the
+            # same seed samples the same (the simulation honours it; real providers get it as
+            # a header they ignore).
+            seed=rollout_seed(self.spec.seed, label, item.id),
         )
 
     def run(
@@ -167,6 +198,58 @@ class RolloutStage:
             SystemicFailure: every row so far failed before any model reply (bad credentials,
                 model server down): the most common reason is in the message.
         """
+        (rows,) = self.run_many(
+            items,
+            skill,
+            [(out_dir, label)],
+            use_eval_feedback=use_eval_feedback,
+            diagnostic=diagnostic,
+        )
+        return rows
+
+    def run_many(
+        self,
+        items: Sequence[TaskItem],
+        skill: str,
+        lanes: Sequence[tuple[Path, str]],
+        *,
+        use_eval_feedback: bool = False,
+        diagnostic: str = "",
+    ) -> list[list[RolloutResult]]:
+        """Roll ``skill`` out on ``items`` once per lane (``(out_dir, label)``: a repeated
+        evaluation), all lanes in one executor call so they share its workers; each lane is
+        resumable on its own. Returns each lane's rows in item order.
+
+        Raises:
+            SystemicFailure: as :meth:`run`, for any lane.
+        """
+        stop = threading.Event()
+        batches = [self._open(items, out_dir, label, stop) for out_dir, label in lanes]
+        by_rollout: dict[str, _Batch] = {}
+        requests: list[RolloutRequest] = []
+        for batch, (reruns, todo) in batches:
+            if todo and not self._systemic(batch.rows.values(), len(items)):
+                for it in todo:
+                    req = self.request(
+                        it,
+                        skill,
+                        batch.label,
+                        use_eval_feedback=use_eval_feedback,
+                        diagnostic=diagnostic,
+                        rerun=reruns.get(it.id, 0),
+                    )
+                    by_rollout[req.rollout_id] = batch
+                    requests.append(req)
+        if requests:
+            self.executor.run(
+                requests, on_result=lambda row: self._record(by_rollout[row.rollout_id], row), stop=stop
+            )
+        return [self._close(batch, items) for batch, _ in batches]
+
+    def _open(
+        self, items: Sequence[TaskItem], out_dir: Path, label: str, stop: threading.Event
+    ) -> tuple[_Batch, tuple[dict[str, int], list[TaskItem]]]:
+        """A lane's batch with its rows on disk, the reruns and the items still to run."""
         out_dir.mkdir(parents=True, exist_ok=True)
         loaded = load_rows(out_dir)
         # Rows that ended on infrastructure are not done: a resumed batch runs them again.
@@ -178,34 +261,25 @@ class RolloutStage:
             types={it.id: it.task_type for it in items},
             rows=loaded,
             answered=sum(r.agent_ok for r in loaded.values()),
+            stop=stop,
         )
         todo = [it for it in items if it.id not in batch.rows]
         if batch.rows:
             log.info("rollouts.resumed", dir=str(out_dir), done=len(batch.rows), todo=len(todo))
         if self.on_batch is not None:
             self.on_batch(label, len(items), len(items) - len(todo))
-        if todo and not self._systemic(batch.rows.values(), len(items)):
-            requests = [
-                self.request(
-                    it,
-                    skill,
-                    label,
-                    use_eval_feedback=use_eval_feedback,
-                    diagnostic=diagnostic,
-                    rerun=reruns.get(it.id, 0),
-                )
-                for it in todo
-            ]
-            self.executor.run(requests, on_result=lambda row: self._record(batch, row), stop=batch.stop)
+        return batch, (reruns, todo)
+
+    def _close(self, batch: _Batch, items: Sequence[TaskItem]) -> list[RolloutResult]:
         rows = list(batch.rows.values())
         if batch.failure or self._systemic(rows, len(items)):
             raise SystemicFailure(
-                f"every rollout in {out_dir.name} failed before any model reply; most common reason: "
+                f"every rollout in {batch.out_dir.name} failed before any model reply; most common reason: "
                 f"{batch.failure[0] if batch.failure else _common_reason(rows)}"
             )
         missing = [it.id for it in items if it.id not in batch.rows]
         if missing:
-            raise SystemicFailure(f"{len(missing)} rollouts of {out_dir} produced no row (stopped?)")
+            raise SystemicFailure(f"{len(missing)} rollouts of {batch.out_dir} produced no row (stopped?)")
         return [batch.rows[it.id] for it in items]
 
     def _record(self, batch: _Batch, row: RolloutResult) -> None:

@@ -36,19 +36,38 @@ class RunMode:
 
     simulated: bool
     reason: str = ""
+    #: The noisy simulation (a stochastic target; ``run.simulate: noisy``).
+    noisy: bool = False
+
+    @property
+    def flag(self) -> str:
+        """The ``--simulate`` value that chooses this mode."""
+        return ("noisy" if self.noisy else "on") if self.simulated else "off"
 
     def describe(self) -> str:
-        what = "OFFLINE SIMULATION (scripted models)" if self.simulated else "real models"
+        if not self.simulated:
+            what = "real models"
+        elif self.noisy:
+            what = "OFFLINE SIMULATION (scripted models, noisy target)"
+        else:
+            what = "OFFLINE SIMULATION (scripted models)"
         return f"{what}: {self.reason}" if self.reason else what
 
     def to_dict(self) -> dict[str, Any]:
-        return {"simulated": self.simulated, "reason": self.reason}
+        out: dict[str, Any] = {"simulated": self.simulated, "reason": self.reason}
+        if self.noisy:
+            out["noisy"] = True
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> RunMode | None:
         if not data:
             return None
-        return cls(simulated=bool(data.get("simulated")), reason=str(data.get("reason", "")))
+        return cls(
+            simulated=bool(data.get("simulated")),
+            reason=str(data.get("reason", "")),
+            noisy=bool(data.get("noisy")),
+        )
 
 
 def refuse_mode_change(out_dir: Path, recorded: dict[str, Any] | None, mode: RunMode) -> None:
@@ -59,10 +78,10 @@ def refuse_mode_change(out_dir: Path, recorded: dict[str, Any] | None, mode: Run
         ConfigError: naming both modes and the flag that keeps the recorded one.
     """
     before = RunMode.from_dict(recorded)
-    if before is not None and before.simulated != mode.simulated:
+    if before is not None and before.flag != mode.flag:
         raise ConfigError(
             f"{out_dir} was started with {before.describe()}; resuming it now would use {mode.describe()}. "
-            f"Resume with --simulate {'on' if before.simulated else 'off'} (real models need the provider "
+            f"Resume with --simulate {before.flag} (real models need the provider "
             "keys the run used), or start a new run"
         )
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from skillopt.trainer.records import SCHEMA_VERSION, StepRecord, pick_fields
+from skillopt.trainer.records import SCHEMA_VERSION, Interval, StepRecord, ci_json, ci_of, pick_fields
 
 __all__ = ["EpochRecord", "FitResult", "TestScores"]
 
@@ -24,10 +24,19 @@ class EpochRecord:
     skips: int
     best_score_at_epoch_end: float | None
     current_score_at_epoch_end: float | None
+    best_score_at_epoch_end_ci95: Interval | None = None
+    current_score_at_epoch_end_ci95: Interval | None = None
 
     @classmethod
     def of(
-        cls, epoch: int, history: list[StepRecord], *, best: float | None, current: float | None
+        cls,
+        epoch: int,
+        history: list[StepRecord],
+        *,
+        best: float | None,
+        current: float | None,
+        best_ci95: Interval | None = None,
+        current_ci95: Interval | None = None,
     ) -> EpochRecord:
         recs = [r for r in history if r.epoch == epoch]
         return cls(
@@ -38,10 +47,23 @@ class EpochRecord:
             skips=sum(r.action.startswith("skip") for r in recs),
             best_score_at_epoch_end=best,
             current_score_at_epoch_end=current,
+            best_score_at_epoch_end_ci95=best_ci95,
+            current_score_at_epoch_end_ci95=current_ci95,
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = ci_json(ci_of(value)) if f.name.endswith("_ci95") else value
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> EpochRecord:
+        kwargs = pick_fields(cls, d)
+        for name in ("best_score_at_epoch_end_ci95", "current_score_at_epoch_end_ci95"):
+            kwargs[name] = ci_of(d.get(name))
+        return cls(**kwargs)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,9 +79,26 @@ class TestScores:
     final_hard: float
     final_soft: float
     n_infra: Mapping[str, int]
+    #: 95% intervals: ``hard``/``soft`` per skill (``baseline``, ``best``, ``final``), and the
+    #: paired differences ``delta_hard`` (best - baseline) and ``final_delta_hard``.
+    ci95: Mapping[str, Interval | None] = field(default_factory=dict)
+    #: One-sided paired p-values of ``delta_hard`` and ``final_delta_hard`` (better than the
+    #: initial skill on the test items).
+    p_values: Mapping[str, float] = field(default_factory=dict)
+
+    _CI_KEYS = (
+        ("baseline_hard", "baseline_test_hard"),
+        ("baseline_soft", "baseline_test_soft"),
+        ("best_hard", "test_hard"),
+        ("best_soft", "test_soft"),
+        ("final_hard", "final_test_hard"),
+        ("final_soft", "final_test_soft"),
+        ("delta_hard", "test_delta_hard"),
+        ("final_delta_hard", "final_test_delta_hard"),
+    )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        values = {
             "baseline_test_hard": self.baseline_hard,
             "baseline_test_soft": self.baseline_soft,
             "test_hard": self.best_hard,
@@ -68,8 +107,15 @@ class TestScores:
             "final_test_soft": self.final_soft,
             "test_delta_hard": self.best_hard - self.baseline_hard,
             "final_test_delta_hard": self.final_hard - self.baseline_hard,
-            "test_n_infra": dict(self.n_infra),
         }
+        out: dict[str, Any] = {}
+        for name, key in self._CI_KEYS:
+            out[key] = values[key]
+            out[f"{key}_ci95"] = ci_json(self.ci95.get(name))
+        for name, key in (("delta_hard", "test_delta_hard"), ("final_delta_hard", "final_test_delta_hard")):
+            out[f"{key}_p_value"] = self.p_values.get(name)
+        out["test_n_infra"] = dict(self.n_infra)
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> TestScores | None:
@@ -83,6 +129,15 @@ class TestScores:
             final_hard=d["final_test_hard"],
             final_soft=d["final_test_soft"],
             n_infra=dict(d.get("test_n_infra") or {}),
+            ci95={name: ci_of(d.get(f"{key}_ci95")) for name, key in cls._CI_KEYS if d.get(f"{key}_ci95")},
+            p_values={
+                name: float(d[f"{key}_p_value"])
+                for name, key in (
+                    ("delta_hard", "test_delta_hard"),
+                    ("final_delta_hard", "final_test_delta_hard"),
+                )
+                if d.get(f"{key}_p_value") is not None
+            },
         )
 
 
@@ -101,11 +156,17 @@ class FitResult:
     mode: Mapping[str, Any]
     config: Mapping[str, Any]
     baseline_selection_hard: float | None
+    baseline_selection_hard_ci95: Interval | None = None
     baseline_selection_score: float | None
+    baseline_selection_score_ci95: Interval | None = None
     best_selection_hard: float | None
+    best_selection_hard_ci95: Interval | None = None
     best_selection_score: float | None
+    best_selection_score_ci95: Interval | None = None
     final_selection_hard: float | None
+    final_selection_hard_ci95: Interval | None = None
     final_selection_score: float | None
+    final_selection_score_ci95: Interval | None = None
     best_step: int
     current_origin: str
     best_origin: str
@@ -157,9 +218,10 @@ class FitResult:
         """
         names = {f.name for f in fields(cls)} - {"tests", "extra"}
         kwargs = {k: d[k] for k in names if k in d}
-        kwargs["epoch_stats"] = tuple(
-            EpochRecord(**pick_fields(EpochRecord, e)) for e in d.get("epoch_stats") or ()
-        )
+        kwargs["epoch_stats"] = tuple(EpochRecord.from_json(e) for e in d.get("epoch_stats") or ())
+        for name in names:
+            if name.endswith("_ci95"):
+                kwargs[name] = ci_of(d.get(name))
         kwargs["sandbox_hosts"] = tuple(d.get("sandbox_hosts") or ())
         kwargs["image_digests"] = tuple(d.get("image_digests") or ())
         tests = TestScores.from_json(d)

@@ -118,7 +118,11 @@ def test_the_simulation_over_a_fleet_of_serve_simulate_hosts(docker_client, shor
     the optimizer; train and eval run over --endpoints with the token from sandbox.token_file."""
     (short_tmp / "token").write_text(uuid.uuid4().hex)
     hosts = [f"simfleet-{i}-{uuid.uuid4().hex[:4]}" for i in (1, 2)]
-    procs = [_serve(short_tmp, h, "", "--simulate") for h in hosts]
+    # `--simulate` and `--simulate noisy` hosts serve both simulated targets: the run chooses.
+    procs = [
+        _serve(short_tmp, h, "", *flag)
+        for h, flag in zip(hosts, (["--simulate"], ["--simulate", "noisy"]), strict=True)
+    ]
     plain = [_serve(short_tmp, f"plain-{uuid.uuid4().hex[:4]}")]
     try:
         endpoints = ",".join(f"127.0.0.1:{port}" for _, port in procs)
@@ -143,7 +147,8 @@ def test_the_simulation_over_a_fleet_of_serve_simulate_hosts(docker_client, shor
         report = json.loads((ev / "eval_summary.json").read_text())
         assert report["simulated"] is True and report["n_infra"] == 0
         assert report["hard"] == summary["best_selection_hard"]  # the same skill, the same split
-        assert "over 5 scored rollouts; 0 of 5 failed on infrastructure" in res.stderr
+        assert "over 5 scored rollouts (95% intervals); 0 of 5 failed on infrastructure" in res.stderr
+        assert report["hard_ci95"][0] <= report["hard"] <= report["hard_ci95"][1]
 
         # A host that does not serve the simulated target is refused with what to do.
         res = _cli(

@@ -24,6 +24,7 @@ import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from controller.rundir.reader import RunStatus, run_status
+from skillopt.stats import format_score
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("SKILLOPT_TEST_ARTIFACTS", REPO / "test-artifacts")) / "webui"
@@ -122,6 +123,9 @@ def test_a_run_directory_written_by_the_cli(page, ui, cli_run):
     expect(page.locator("#status")).to_have_text("finished")
     expect(page.locator("#steps tbody tr")).to_have_count(1)
     expect(page.locator("#curve circle.acc, #curve g.rej")).to_have_count(1)  # the one gate decision
+    # The selection curve's 95% band and the candidate's interval bar.
+    expect(page.locator("#curve path.band")).to_have_count(1)
+    expect(page.locator("#curve line.cibar")).to_have_count(1)
     load_ms = page.evaluate("performance.getEntriesByType('navigation')[0].duration")
     METRICS["run_page_load_ms"] = round(load_ms, 1)
     shot(page, "02_cli_run")
@@ -131,7 +135,12 @@ def test_a_run_directory_written_by_the_cli(page, ui, cli_run):
     expect(page.locator("h1")).to_have_text("Step 1")
     record = json.loads((cli_run / "steps/step_0001/step_record.json").read_text())
     expect(page.locator("#gate-action")).to_have_text(record["action"])
-    expect(page.locator("#candidate-score")).to_have_text(f"{record['candidate_gate_score']:.3f}")
+    expect(page.locator("#candidate-score")).to_have_text(
+        format_score(record["candidate_gate_score"], record["candidate_gate_score_ci95"])
+    )
+    test = record["gate_test"]
+    expect(page.locator("#gate-test")).to_contain_text(f"{test['name']} test over {test['n']} items")
+    expect(page.locator("#gate-test")).to_contain_text(f"p = {test['p_value']:.3g}")
     expect(page.locator("#proposed details")).not_to_have_count(0)
     expect(page.locator("#merged tbody tr")).to_have_count(record["n_edits_merged"])
     expect(page.locator("#ranked tbody tr")).to_have_count(record["n_edits_ranked"])

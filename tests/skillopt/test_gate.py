@@ -14,11 +14,13 @@ from skillopt.gate import (
     GateCacheEntry,
     GateDecision,
     decide,
+    gate_key,
     gate_score,
     regressions,
     semantic_density,
 )
 from skillopt.skill import SLOW_UPDATE_END, SLOW_UPDATE_START, SkillDocument
+from skillopt.stats import PairedTest, paired_test
 
 # ── gate_score ────────────────────────────────────────────────────────────────────────────
 
@@ -160,7 +162,83 @@ def test_negative_max_regressions_raises() -> None:
         decide(0.9, 0.6, 0.6, global_step=3, best_step=1, max_regressions=-1)
 
 
+# ── paired decisions (gate_mode paired / repeat) ─────────────────────────────────────────
+
+
+def _test(p: float, effect: float) -> PairedTest:
+    return PairedTest(
+        name="sign", p_value=p, effect=effect, ci95=(effect - 0.1, effect + 0.1), n=20, wins=5, losses=1
+    )
+
+
+def test_a_significant_test_accepts_and_the_mean_decides_new_best() -> None:
+    d = decide(0.7, 0.6, 0.65, global_step=4, best_step=2, test=_test(0.01, 0.1))
+    assert (d.action, d.reason, d.best_step) == ("accept_new_best", "significant", 4)
+    d = decide(0.62, 0.6, 0.65, global_step=4, best_step=2, test=_test(0.01, 0.02))
+    assert (d.action, d.reason, d.best_score) == ("accept", "significant", 0.65)
+
+
+def test_a_higher_mean_without_significance_rejects() -> None:
+    # Strictly above the current score: strict accepts, paired does not.
+    assert decide(0.7, 0.6, 0.6, global_step=2, best_step=1).accepted
+    d = decide(0.7, 0.6, 0.6, global_step=2, best_step=1, test=_test(0.2, 0.1))
+    assert (d.action, d.reason, d.current_score) == ("reject", "not_significant", 0.6)
+    # p exactly alpha is significant (p <= alpha).
+    assert decide(0.7, 0.6, 0.6, global_step=2, best_step=1, test=_test(0.05, 0.1), alpha=0.05).accepted
+
+
+def test_the_minimum_effect_rejects_a_significant_but_small_improvement() -> None:
+    d = decide(0.63, 0.6, 0.6, global_step=2, best_step=1, test=_test(0.001, 0.03), min_effect=0.05)
+    assert (d.action, d.reason) == ("reject", "below_min_effect")
+    assert decide(
+        0.66, 0.6, 0.6, global_step=2, best_step=1, test=_test(0.001, 0.06), min_effect=0.05
+    ).accepted
+
+
+def test_the_no_regression_check_composes_with_the_paired_test() -> None:
+    d = decide(
+        0.8,
+        0.6,
+        0.6,
+        global_step=2,
+        best_step=1,
+        test=_test(0.001, 0.2),
+        regressed=["a", "b"],
+        max_regressions=1,
+    )
+    assert (d.action, d.reason, d.regressed) == ("reject", "regressed_items", ("a", "b"))
+    d = decide(
+        0.8, 0.6, 0.6, global_step=2, best_step=1, test=_test(0.3, 0.2), regressed=[], max_regressions=0
+    )
+    assert d.reason == "not_significant"  # the check never rescues a reject
+
+
+def test_a_candidate_no_better_is_never_accepted_whatever_the_p_value() -> None:
+    # A negative effect cannot be significant evidence of improvement.
+    assert not decide(0.5, 0.6, 0.6, global_step=2, best_step=1, test=_test(0.0, -0.1)).accepted
+
+
+def test_paired_gate_on_real_item_scores() -> None:
+    # 12 items better, 2 worse, 6 ties: sign test p = P(X >= 12 | 14) ~ 0.0065.
+    cand = [1] * 12 + [0] * 2 + [1] * 3 + [0] * 3
+    curr = [0] * 12 + [1] * 2 + [1] * 3 + [0] * 3
+    t = paired_test(cand, curr)
+    assert t.p_value == pytest.approx(106 / 16384)
+    assert decide(sum(cand) / 20, sum(curr) / 20, 0.5, global_step=2, best_step=1, test=t).accepted
+
+
 # ── cache ─────────────────────────────────────────────────────────────────────────────────
+
+
+def test_cache_keys_carry_the_measurement_protocol_and_round_trip() -> None:
+    assert gate_key("abc") == "abc" and gate_key("abc", 3) == "abc/repeats=3"
+    cache = GateCache()
+    cache.put(gate_key("abc", 3), 0.5, 0.6, {"t1": 2 / 3}, soft_items={"t1": 0.7}, repeats=3, n_infra=1)
+    restored = GateCache.from_json(cache.to_json())
+    assert restored == cache
+    entry = restored.get("abc/repeats=3")
+    assert entry is not None and (entry.repeats, entry.soft_items, entry.n_infra) == (3, {"t1": 0.7}, 1)
+    assert restored.get("abc") is None  # one rollout per item is another measurement
 
 
 def test_cache_put_get_and_json_round_trip() -> None:

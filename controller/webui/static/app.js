@@ -19,6 +19,8 @@ function el(tag, attrs, ...children) {
 const $ = (sel) => document.querySelector(sel);
 const put = (node, ...kids) => node.replaceChildren(...kids.filter((k) => k !== null && k !== undefined));
 const score = (v) => (v === null || v === undefined ? "-" : Number(v).toFixed(3));
+// A score with its 95% interval, as the CLI prints it: 0.625 [0.521, 0.719].
+const scoreCI = (v, ci) => (v === null || v === undefined ? "-" : score(v) + (Array.isArray(ci) ? ` [${score(ci[0])}, ${score(ci[1])}]` : ""));
 const tokens = (n) => (!n ? "0" : n >= 1e6 ? (n / 1e6).toFixed(2) + "M" : n >= 1e3 ? (n / 1e3).toFixed(1) + "k" : String(n));
 const money = (x) => "$" + Number(x || 0).toFixed(4);
 const when = (t) => (t ? new Date(t * 1000).toLocaleString() : "-");
@@ -80,8 +82,8 @@ function renderRuns(snap) {
       el("td", { text: r.env || "-" }),
       el("td", { text: r.agent || (r.kind === "eval" ? "eval" : "-") }),
       el("td", { text: (r.target || "-") + " / " + (r.optimizer || "-") }),
-      el("td", {}, r.simulated === null ? "-" : el("span", { class: "badge" + (r.simulated ? " sim" : ""), title: r.mode_reason, text: r.simulated ? "simulated" : "real" })),
-      el("td", { class: "num", text: score(r.best_score) }),
+      el("td", {}, r.simulated === null ? "-" : el("span", { class: "badge" + (r.simulated ? " sim" : ""), title: r.mode_reason, text: r.simulated ? (r.noisy ? "noisy sim" : "simulated") : "real" })),
+      el("td", { class: "num", text: scoreCI(r.best_score, r.best_score_ci95) }),
       el("td", { class: "num", text: r.total_steps ? r.steps_done + "/" + r.total_steps : String(r.steps_done || "-") }),
       el("td", { class: "num", text: tokens(r.tokens) }),
       el("td", { class: "num", text: money(r.cost_usd) }),
@@ -180,6 +182,18 @@ function drawCurve(svg, history, baseline) {
   }
   const pts = [[0, baseline ?? 0]];
   for (const r of history) pts.push([r.step, r.current_score ?? pts[pts.length - 1][1]]);
+  // The current skill's 95% interval as a band (steps without one: the line itself).
+  const bands = [history.length ? history[0].current_score_before_ci95 : null, ...history.map((r) => r.current_score_ci95)];
+  if (bands.some((b) => Array.isArray(b))) {
+    const lo = pts.map(([, v], i) => (Array.isArray(bands[i]) ? bands[i][0] : v));
+    const hi = pts.map(([, v], i) => (Array.isArray(bands[i]) ? bands[i][1] : v));
+    let band = `M${x(pts[0][0])},${y(hi[0])}`;
+    for (let i = 1; i < pts.length; i++) band += `H${x(pts[i][0])}V${y(hi[i])}`;
+    band += `H${x(n)}V${y(lo[lo.length - 1])}`;
+    for (let i = pts.length - 1; i > 0; i--) band += `H${x(pts[i][0])}V${y(lo[i - 1])}`;
+    band += `H${x(pts[0][0])}Z`;
+    svg.append(mk("path", { d: band, class: "band" }));
+  }
   let d = "";
   pts.forEach(([s, v], i) => {
     d += i === 0 ? `M${x(s)},${y(v)}` : `H${x(s)}V${y(v)}`;
@@ -193,6 +207,8 @@ function drawCurve(svg, history, baseline) {
   for (const r of history) {
     if (r.candidate_gate_score === null || r.candidate_gate_score === undefined) continue;
     const cx = x(r.step), cy = y(r.candidate_gate_score);
+    const ci = r.candidate_gate_score_ci95;
+    if (Array.isArray(ci)) svg.append(mk("line", { x1: cx, x2: cx, y1: y(ci[0]), y2: y(ci[1]), class: "cibar" }));
     if (String(r.action).includes("accept")) {
       svg.append(mk("circle", { cx, cy, r: 5, class: "acc", "data-step": r.step }));
     } else {
@@ -274,7 +290,7 @@ function renderRun(snap) {
 
   drawCurve($("#curve"), snap.history, snap.baseline_score);
   $("#curve").dataset.points = String(snap.history.length);
-  $("#best").textContent = score(info.best_score);
+  $("#best").textContent = scoreCI(info.best_score, info.best_score_ci95);
   $("#baseline").textContent = score(snap.baseline_score);
   const last = live.last_gate || (snap.history.length ? snap.history[snap.history.length - 1] : null);
   $("#last-gate").textContent = last ? `${last.action} (${score(last.candidate_score ?? last.candidate_gate_score)})` : "-";
@@ -297,9 +313,11 @@ function renderRun(snap) {
       el("td", { class: "num", text: `${score(r.rollout_hard)} on ${r.rollout_n}` }),
       el("td", { class: "num", text: `${r.n_edits_merged ?? "-"} / ${r.n_edits_ranked ?? "-"} / ${ap}` }),
       el("td", { class: "num", text: r.edit_budget ?? "-" }),
-      el("td", { class: "num", text: score(r.candidate_gate_score) }),
-      el("td", { class: "num", text: score(r.current_score) }),
-      el("td", {}, el("span", { class: "pill action-" + r.action, text: r.action }), r.gate_reason ? el("small", { class: "muted", text: " " + r.gate_reason }) : null),
+      el("td", { class: "num", text: scoreCI(r.candidate_gate_score, r.candidate_gate_score_ci95) }),
+      el("td", { class: "num", text: scoreCI(r.current_score, r.current_score_ci95) }),
+      el("td", {}, el("span", { class: "pill action-" + r.action, text: r.action }),
+        r.gate_reason ? el("small", { class: "muted", text: " " + r.gate_reason }) : null,
+        r.gate_test ? el("small", { class: "muted gate-test", text: ` p=${Number(r.gate_test.p_value).toPrecision(2)} (${r.gate_test.name}, ${r.gate_test.mode})` }) : null),
       el("td", {}, el("a", { href: `/runs/${encodeURIComponent(name)}/steps/${r.step}`, text: "view" })));
   });
   const committed = snap.history.length ? snap.history[snap.history.length - 1].step : 0;
@@ -318,7 +336,7 @@ function renderRun(snap) {
   fillSelect($("#eval-skill"), skills, "best_skill.md");
   $("#evals tbody").replaceChildren(...snap.evals.map((e) => el("tr", {},
     el("td", { text: e.name }), el("td", {}, el("span", { class: "pill " + e.status, text: e.status })),
-    el("td", { class: "num", text: score(e.best_score) }),
+    el("td", { class: "num", text: scoreCI(e.best_score, e.best_score_ci95) }),
     el("td", {}, el("a", { href: `/runs/${encodeURIComponent(name)}/files/evals/${encodeURIComponent(e.name)}/${e.status === "finished" ? "eval_summary.json" : "console.log"}`, text: e.status === "finished" ? "summary" : "console" })))));
 
   const log = $("#log");

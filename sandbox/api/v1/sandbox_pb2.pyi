@@ -88,7 +88,7 @@ class Limits(_message.Message):
     def __init__(self, wall_time_s: _Optional[float] = ..., max_turns: _Optional[int] = ..., exec_timeout_s: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., output_bytes: _Optional[int] = ..., max_model_tokens: _Optional[int] = ...) -> None: ...
 
 class RunRequest(_message.Message):
-    __slots__ = ("rollout_id", "env", "agent", "task", "grading", "skill", "model", "limits", "use_eval_feedback", "diagnostic_instruction", "model_cache")
+    __slots__ = ("rollout_id", "env", "agent", "task", "grading", "skill", "model", "limits", "use_eval_feedback", "diagnostic_instruction", "model_cache", "seed")
     ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
@@ -100,6 +100,7 @@ class RunRequest(_message.Message):
     USE_EVAL_FEEDBACK_FIELD_NUMBER: _ClassVar[int]
     DIAGNOSTIC_INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
     MODEL_CACHE_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
     rollout_id: str
     env: str
     agent: str
@@ -111,7 +112,8 @@ class RunRequest(_message.Message):
     use_eval_feedback: bool
     diagnostic_instruction: str
     model_cache: str
-    def __init__(self, rollout_id: _Optional[str] = ..., env: _Optional[str] = ..., agent: _Optional[str] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., grading: _Optional[_Union[Grading, _Mapping]] = ..., skill: _Optional[_Union[Skill, _Mapping]] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., use_eval_feedback: _Optional[bool] = ..., diagnostic_instruction: _Optional[str] = ..., model_cache: _Optional[str] = ...) -> None: ...
+    seed: int
+    def __init__(self, rollout_id: _Optional[str] = ..., env: _Optional[str] = ..., agent: _Optional[str] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., grading: _Optional[_Union[Grading, _Mapping]] = ..., skill: _Optional[_Union[Skill, _Mapping]] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., use_eval_feedback: _Optional[bool] = ..., diagnostic_instruction: _Optional[str] = ..., model_cache: _Optional[str] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class RunEvent(_message.Message):
     __slots__ = ("time_ns", "progress", "result")

@@ -9,6 +9,7 @@ these names, never by literals of its own::
       config.json  runtime_state.json  history.json  summary.json  best_skill.md
       optimizer_calls.jsonl  lr_history.jsonl  training_curve.png  train.log  console.log
       live.json  launch.json  run_id  .lock  stop_request.json       (the controller's)
+      simulation_truth.json          the noisy simulation's ground truth (simulation only)
       skills/skill_v0000.md ...                  the current skill after each step
       selection_eval_baseline/  final_selection_eval/                rollout dirs
       test_eval_baseline/  test_eval/  test_eval_final/              rollout dirs + summary.json
@@ -19,6 +20,8 @@ these names, never by literals of its own::
         merged_patch.json  lr_decision.json  ranked_edits.json       stage outputs (cached)
         edit_apply_report.json | rewrite_result.json | full_rewrite_result.json
         candidate_skill.md  selection_eval/  trajectory_digest.json  step_record.json
+        selection_eval_r2/ ...  (evaluation.gate_mode: repeat: one rollout dir per repeat)
+        selection_eval_current/  (the current skill, when its measurement was missing)
       slow_update/epoch_NN/  rollout_prev/ rollout_curr/ comparison.json comparison_pairs.json
                              proposal.json candidate_skill.md selection_eval/ slow_result.json
       meta_skill/epoch_NN/   proposal.json meta_skill_result.json (comparison.json when the
@@ -51,6 +54,7 @@ __all__ = [
     "PREDICTIONS",
     "RESULTS",
     "RUN_ID",
+    "SIMULATION_TRUTH",
     "SKILLS",
     "SKILL_FILE_RE",
     "STATE",
@@ -62,6 +66,7 @@ __all__ = [
     "Step",
     "batch_dir",
     "epoch_dir",
+    "repeat_dir",
     "skill_file",
     "step_dir",
     "target_stage",
@@ -82,6 +87,7 @@ CONSOLE_LOG = "console.log"  # stdout/stderr of a process the WebUI launched
 LIVE = "live.json"  # the running session's progress (controller.rundir.live)
 LAUNCH = "launch.json"  # written by the WebUI when it starts a process here
 RUN_ID = "run_id"
+SIMULATION_TRUTH = "simulation_truth.json"  # the noisy simulation's exact scores (never real runs)
 LOCK = ".lock"  # held by the process that runs the run (controller.rundir.lock)
 STOP = "stop_request.json"
 SKILLS = "skills"
@@ -122,6 +128,12 @@ def batch_dir(step: int, batch: int, n_batches: int) -> str:
     return step_dir(step) if n_batches == 1 else f"{step_dir(step)}/batch_{batch}"
 
 
+def repeat_dir(rollout_rel: str, repeat: int) -> str:
+    """The rollout dir of repeat ``repeat`` (1-based) of an evaluation: the first is the
+    evaluation's own dir, the others ``<dir>_r<k>``."""
+    return rollout_rel if repeat <= 1 else f"{rollout_rel}_r{repeat}"
+
+
 def target_stage(rollout_rel: str) -> str:
     """``target_train`` for a step's training rollouts (and their probe re-runs), which see
     the grader's feedback; ``target_eval`` for every evaluation (selection, test, epoch end)."""
@@ -151,6 +163,7 @@ class Step:
     FULL_REWRITE = "full_rewrite_result.json"
     CANDIDATE = "candidate_skill.md"
     SELECTION = "selection_eval"
+    SELECTION_CURRENT = "selection_eval_current"
     DIGEST = "trajectory_digest.json"
     RECORD = "step_record.json"
 
@@ -166,5 +179,6 @@ class Epoch:
     PROPOSAL = "proposal.json"
     CANDIDATE = "candidate_skill.md"
     SELECTION = "selection_eval"
+    SELECTION_CURRENT = "selection_eval_current"
     SLOW_RESULT = "slow_result.json"
     META_RESULT = "meta_skill_result.json"

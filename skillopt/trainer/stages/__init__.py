@@ -23,7 +23,9 @@ from skillopt.trainer.stages.rollout import RolloutReflectStage
 from skillopt.trainer.stages.selection import (
     BaselineStage,
     SelectionEval,
+    epoch_record,
     evaluate_selection,
+    measurement,
     promote,
     remember,
 )
@@ -46,7 +48,9 @@ __all__ = [
     "StepState",
     "commit_step",
     "decide_gate",
+    "epoch_record",
     "evaluate_selection",
+    "measurement",
     "promote",
     "remember",
 ]

@@ -14,7 +14,7 @@ from skillopt.models.roles import UsageTracker
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.records import StepRecord
 from skillopt.trainer.rundir import layout
-from skillopt.trainer.stages.selection import promote, remember
+from skillopt.trainer.stages.selection import promote, remember, score_interval
 from skillopt.trainer.stages.state import StepState
 from skillopt.types import Usage
 
@@ -31,6 +31,8 @@ def commit_step(
     assert refl is not None, "a step commits after its rollout + reflect stage"
     if gate is not None:
         remember(ctx, gate.evaluation)
+        if gate.current_evaluation is not None:
+            remember(ctx, gate.current_evaluation)
         if gate.accepted:
             promote(st, gate.candidate, gate.evaluation.score, step=inp.step, origin=gate.origin)
     if proposal is not None and proposal.used_schedule:
@@ -63,6 +65,8 @@ def commit_step(
         skill_len=len(st.current_skill),
         tokens=UsageTracker.delta(usage_before, ctx.usage.snapshot()),
         wall_time_s=round(wall_s, 3),
+        current_score_ci95=score_interval(ctx, st.current_skill),
+        best_score_ci95=score_interval(ctx, st.best_skill),
     )
     ctx.run.save_skill(inp.step, st.current_skill)
     st.history.append(record)

@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from skillopt.gate import gate_key
 from skillopt.reflection import (
     Pair,
     comparison_pairs,
@@ -52,6 +53,8 @@ class StageOutcome:
     action: str
     skill: str | None = None
     evaluation: SelectionEval | None = None
+    #: The current skill's measurement when the gate had to take it.
+    current_evaluation: SelectionEval | None = None
     accepted: bool = False
     meta_skill: str = ""
     result: Mapping[str, Any]
@@ -64,6 +67,10 @@ class EpochEndState:
     comparison: Comparison | None = None
     slow_update: StageOutcome | None = None
     meta_skill: StageOutcome | None = None
+
+
+def _pair(interval: tuple[float, float] | None) -> list[float] | None:
+    return list(interval) if interval is not None else None
 
 
 def _compare(ctx: RunContext, state: EpochEndState) -> Comparison:
@@ -159,10 +166,19 @@ class SlowUpdateStage:
             return StageOutcome(action="no_content", result={"action": "no_content", "error": proposal.error})
         ctx.run.write_text(f"{rel}/{Epoch.CANDIDATE}", proposal.candidate)
         ev = evaluate_selection(ctx, proposal.candidate, f"{rel}/{Epoch.SELECTION}")
+        current_eval, gate_test = None, None
         if ctx.cfg.optimizer.slow_update_gate_with_selection:
             origin = f"slow_update_epoch_{state.epoch:02d}"
-            gate = decide_gate(ctx, state.last_step, origin, proposal.candidate, ev)
+            gate = decide_gate(
+                ctx,
+                state.last_step,
+                origin,
+                proposal.candidate,
+                ev,
+                current_rel=f"{rel}/{Epoch.SELECTION_CURRENT}",
+            )
             action, accepted = gate.action, gate.accepted
+            current_eval, gate_test = gate.current_evaluation, gate.gate_test
         else:
             action, accepted = "force_accept", True
         n = max(1, len(comp.pairs))
@@ -172,13 +188,21 @@ class SlowUpdateStage:
             "reasoning": proposal.reasoning,
             "candidate_hash": skill_hash(proposal.candidate),
             "selection_hard": ev.hard,
+            "selection_hard_ci95": _pair(ev.hard_ci95),
             "candidate_gate_score": ev.score,
+            "candidate_gate_score_ci95": _pair(ev.score_ci95),
+            "gate_test": gate_test,
             "prev_hard": sum(p.prev.hard for p in comp.pairs) / n,
             "curr_hard": sum(p.curr.hard for p in comp.pairs) / n,
             "update_origin": "slow_update_momentum",
         }
         return StageOutcome(
-            action=action, skill=proposal.candidate, evaluation=ev, accepted=accepted, result=result
+            action=action,
+            skill=proposal.candidate,
+            evaluation=ev,
+            current_evaluation=current_eval,
+            accepted=accepted,
+            result=result,
         )
 
     def commit(self, ctx: RunContext, state: EpochEndState) -> None:
@@ -188,12 +212,14 @@ class SlowUpdateStage:
         if o.action == "inject_placeholder" and o.skill is not None:
             # An empty protected block changes the hash, not the behaviour: carry the measured
             # selection scores over to the new text.
-            before = ctx.gate_cache.get(skill_hash(st.current_skill))
+            before = ctx.measured(st.current_skill)
             st.current_skill = o.skill
             if before is not None:
-                ctx.gate_cache.put(skill_hash(o.skill), before.hard, before.soft, dict(before.items or {}))
+                ctx.gate_cache.put_entry(gate_key(skill_hash(o.skill), before.repeats), before)
         elif o.evaluation is not None and o.skill is not None:
             remember(ctx, o.evaluation)
+            if o.current_evaluation is not None:
+                remember(ctx, o.current_evaluation)
             if o.accepted:
                 origin = f"slow_update_epoch_{state.epoch:02d}"
                 promote(st, o.skill, o.evaluation.score, step=state.last_step, origin=origin)

@@ -10,13 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from skillopt import __version__
+from skillopt.stats import mean_interval, paired_test
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.manifest import data_manifest
 from skillopt.trainer.rollouts import by_category, score_rows
 from skillopt.trainer.rundir import layout, read_result_lines
-from skillopt.trainer.stages.selection import evaluate_selection, promote, remember
+from skillopt.trainer.stages.selection import epoch_record, evaluate_selection, measurement, promote, remember
 from skillopt.trainer.summary import EpochRecord, FitResult, TestScores
-from skillopt.types import skill_hash
+from skillopt.types import RolloutResult, skill_hash
 
 __all__ = ["FinishStage"]
 
@@ -54,13 +55,14 @@ class FinishStage:
     def _tests(self, ctx: RunContext) -> TestScores:
         st = ctx.state
         with ctx.stage(st.last_completed_step, "test"):
-            baseline = self._test_eval(ctx, ctx.initial_skill, layout.TEST_BASELINE)
-            best = self._test_eval(ctx, st.best_skill, layout.TEST_BEST)
-            final = (
-                best
+            baseline, baseline_rows = self._test_eval(ctx, ctx.initial_skill, layout.TEST_BASELINE)
+            best, best_rows = self._test_eval(ctx, st.best_skill, layout.TEST_BEST)
+            final, final_rows = (
+                (best, best_rows)
                 if skill_hash(st.current_skill) == skill_hash(st.best_skill)
                 else self._test_eval(ctx, st.current_skill, layout.TEST_FINAL)
             )
+        delta, final_delta = _paired_hard(best_rows, baseline_rows), _paired_hard(final_rows, baseline_rows)
         return TestScores(
             baseline_hard=baseline["hard"],
             baseline_soft=baseline["soft"],
@@ -69,24 +71,39 @@ class FinishStage:
             final_hard=final["hard"],
             final_soft=final["soft"],
             n_infra={"baseline": baseline["n_infra"], "best": best["n_infra"], "final": final["n_infra"]},
+            ci95={
+                **{
+                    f"{name}_{k}": _ci(summary[f"{k}_ci95"])
+                    for name, summary in (("baseline", baseline), ("best", best), ("final", final))
+                    for k in ("hard", "soft")
+                },
+                "delta_hard": delta.ci95 if delta else None,
+                "final_delta_hard": final_delta.ci95 if final_delta else None,
+            },
+            p_values={
+                name: t.p_value for name, t in (("delta_hard", delta), ("final_delta_hard", final_delta)) if t
+            },
         )
 
     @staticmethod
-    def _test_eval(ctx: RunContext, skill: str, rel: str) -> dict[str, Any]:
+    def _test_eval(ctx: RunContext, skill: str, rel: str) -> tuple[dict[str, Any], list[RolloutResult]]:
         items = ctx.plan.test
         rows = ctx.rollout(items, skill, rel, train=False)
         types = {it.id: it.task_type for it in items}
         s = score_rows(rows)
+        scored = [r for r in rows if r.infra_error is None]
         summary = {
             **by_category(rows, types, [*ctx.data.task_types(), "overall"]),
             "hard": s.hard,
+            "hard_ci95": _list(mean_interval([r.hard for r in scored])),
             "soft": s.soft,
+            "soft_ci95": _list(mean_interval([r.soft for r in scored])),
             "n": s.n,
             "n_infra": s.n_infra,
             "env_options": dict(ctx.cfg.env.options),  # e.g. SpreadsheetBench's grading mode
         }
         ctx.run.write_json(f"{rel}/{layout.TEST_SUMMARY}", summary)
-        return summary
+        return summary, rows
 
     @staticmethod
     def _result(
@@ -94,9 +111,22 @@ class FinishStage:
     ) -> FitResult:
         st, cfg = ctx.state, ctx.cfg
 
-        def hard_of(skill: str) -> float | None:
-            entry = ctx.gate_cache.get(skill_hash(skill))
-            return entry.hard if entry else None
+        measured = {
+            name: measurement(ctx, skill)
+            for name, skill in (
+                ("baseline", ctx.initial_skill),
+                ("best", st.best_skill),
+                ("final", st.current_skill),
+            )
+        }
+
+        def hard_of(name: str) -> float | None:
+            m = measured[name]
+            return m.hard if m else None
+
+        def ci(name: str, what: str) -> tuple[float, float] | None:
+            m = measured[name]
+            return (m.hard_ci95 if what == "hard" else m.score_ci95) if m else None
 
         actions = [r.action for r in st.history]
         return FitResult(
@@ -106,12 +136,18 @@ class FinishStage:
             simulated=ctx.mode.simulated,
             mode=ctx.mode.to_dict(),
             config=cfg.to_dict(redacted=True),
-            baseline_selection_hard=hard_of(ctx.initial_skill),
+            baseline_selection_hard=hard_of("baseline"),
+            baseline_selection_hard_ci95=ci("baseline", "hard"),
             baseline_selection_score=ctx.baseline_score(),
-            best_selection_hard=hard_of(st.best_skill),
+            baseline_selection_score_ci95=ci("baseline", "score"),
+            best_selection_hard=hard_of("best"),
+            best_selection_hard_ci95=ci("best", "hard"),
             best_selection_score=st.best_score,
-            final_selection_hard=hard_of(st.current_skill),
+            best_selection_score_ci95=ci("best", "score"),
+            final_selection_hard=hard_of("final"),
+            final_selection_hard_ci95=ci("final", "hard"),
             final_selection_score=final_score,
+            final_selection_score_ci95=ci("final", "score"),
             best_step=st.best_step,
             current_origin=st.current_origin,
             best_origin=st.best_origin,
@@ -142,8 +178,26 @@ def _epoch_record(ctx: RunContext, epoch: int) -> EpochRecord:
     st = ctx.state
     saved = st.epoch_records.get(str(epoch))
     if saved is not None:
-        return EpochRecord(**saved)
-    return EpochRecord.of(epoch, st.history, best=st.best_score, current=st.current_score)
+        return EpochRecord.from_json(saved)
+    return epoch_record(ctx, epoch)
+
+
+def _list(interval: tuple[float, float] | None) -> list[float] | None:
+    return list(interval) if interval is not None else None
+
+
+def _ci(value: list[float] | None) -> tuple[float, float] | None:
+    return (value[0], value[1]) if value else None
+
+
+def _paired_hard(rows: list[RolloutResult], baseline: list[RolloutResult]):
+    """The paired test of hard scores over the test items both evaluations scored (against
+    the initial skill); ``None`` when none."""
+    base = {r.id: r.hard for r in baseline if r.infra_error is None}
+    pairs = [(r.hard, base[r.id]) for r in rows if r.infra_error is None and r.id in base]
+    if not pairs:
+        return None
+    return paired_test([a for a, _ in pairs], [b for _, b in pairs])
 
 
 def _digests(ctx: RunContext) -> set[str]:

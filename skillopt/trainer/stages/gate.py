@@ -2,48 +2,68 @@
 
 :func:`decide_gate` is the gate's rule, used by a step and by the slow update: the gate off
 force-accepts; a measurement that lost too much to infrastructure rejects; otherwise
-:func:`skillopt.gate.decide` (strictly above the current score, optionally with no more than
-``evaluation.max_regressions`` items flipped from pass to fail). Deciding changes nothing: the
-step's commit applies an acceptance with :func:`~.selection.promote`.
+:func:`skillopt.gate.decide` by ``evaluation.gate_mode`` (``strict``: strictly above the
+current score; ``paired``/``repeat``: a significant paired test over the selection items),
+optionally with no more than ``evaluation.max_regressions`` items flipped from pass to fail.
+Every decision records the paired test (``gate_test``), also in ``strict`` mode, where it
+informs and the means decide. Deciding changes nothing: the step's commit applies an
+acceptance with :func:`~.selection.promote`.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from skillopt.gate import decide, regressions
+from skillopt.stats import PairedTest, paired_test
 from skillopt.trainer.callbacks import GateEvent
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.records import SelectionStats
 from skillopt.trainer.rundir import layout
-from skillopt.trainer.stages.selection import SelectionEval, evaluate_selection
+from skillopt.trainer.stages.selection import SelectionEval, evaluate_selection, measurement
 from skillopt.trainer.stages.state import GateOutcome, StepState
-from skillopt.types import skill_hash
 
-__all__ = ["EvaluateGateStage", "GateOutcome", "decide_gate"]
+__all__ = ["EvaluateGateStage", "GateOutcome", "decide_gate", "gate_test_record"]
 
 
-def decide_gate(ctx: RunContext, step: int, origin: str, candidate: str, ev: SelectionEval) -> GateOutcome:
-    """Decide on ``candidate`` against the current skill and announce it (``on_gate_decision``)."""
+def decide_gate(
+    ctx: RunContext, step: int, origin: str, candidate: str, ev: SelectionEval, *, current_rel: str
+) -> GateOutcome:
+    """Decide on ``candidate`` against the current skill and announce it (``on_gate_decision``).
+
+    The current skill's measurement comes from the selection cache; the ``paired`` and
+    ``repeat`` gates measure it into ``current_rel`` when the cache lacks it (a run resumed
+    with another protocol), and the outcome carries that measurement for the commit.
+    """
     cfg, st = ctx.cfg, ctx.state
+    e = cfg.evaluation
     assert st.current_score is not None and st.best_score is not None
-    if not cfg.evaluation.use_gate:
+    current = measurement(ctx, st.current_skill)
+    fresh_current = None
+    if current is None and e.use_gate and e.gate_mode != "strict":
+        current = fresh_current = evaluate_selection(ctx, st.current_skill, current_rel)
+    test = _paired(ev, current) if current is not None else None
+    if not e.use_gate:
         action, reason = "force_accept", "gate disabled"
     elif ctx.too_many_infra(ev.n_infra, ev.n_rows):
         action, reason = "reject", f"{ev.n_infra} selection rollouts failed on infrastructure"
     else:
-        current = ctx.gate_cache.get(skill_hash(st.current_skill))
         d = decide(
             ev.score,
             st.current_score,
             st.best_score,
             global_step=step,
             best_step=st.best_step,
-            regressed=regressions(dict(current.items or {}) if current else {}, ev.items),
-            max_regressions=cfg.evaluation.max_regressions,
+            regressed=regressions(dict(current.items) if current else {}, ev.items),
+            max_regressions=e.max_regressions,
+            test=test if e.gate_mode != "strict" else None,
+            alpha=e.gate_alpha,
+            min_effect=e.gate_min_effect,
         )
         action, reason = d.action, d.reason
     accepted = action != "reject"
+    record = gate_test_record(ctx, test)
     outcome = GateOutcome(
         origin=origin,
         action=action,
@@ -52,6 +72,8 @@ def decide_gate(ctx: RunContext, step: int, origin: str, candidate: str, ev: Sel
         evaluation=ev,
         current_score_after=ev.score if accepted else st.current_score,
         best_score_after=ev.score if accepted and ev.score > st.best_score else st.best_score,
+        current_evaluation=fresh_current,
+        gate_test=record,
     )
     ctx.hooks(
         "on_gate_decision",
@@ -63,9 +85,35 @@ def decide_gate(ctx: RunContext, step: int, origin: str, candidate: str, ev: Sel
             current_score=outcome.current_score_after,
             best_score=outcome.best_score_after,
             reason=reason,
+            candidate_skill=candidate,
+            current_skill=st.current_skill,
+            candidate_ci95=ev.score_ci95,
+            gate_test=record,
         ),
     )
     return outcome
+
+
+def _paired(candidate: SelectionEval, current: SelectionEval) -> PairedTest:
+    """The paired test over the items both measurements scored (by the gate's metric)."""
+    ids = [i for i in candidate.item_scores if i in current.item_scores]
+    return paired_test([candidate.item_scores[i] for i in ids], [current.item_scores[i] for i in ids])
+
+
+def gate_test_record(ctx: RunContext, test: PairedTest | None) -> dict[str, Any] | None:
+    """The step record's ``gate_test``: the test (``name``, ``p_value``, ``effect``, ``ci95``,
+    ``n``, ``wins``, ``losses``) and the gate's mode and parameters. In ``strict`` mode the
+    test is computed for the record only: the means decided."""
+    if test is None:
+        return None
+    e = ctx.cfg.evaluation
+    return {
+        **test.to_json(),
+        "mode": e.gate_mode,
+        "alpha": e.gate_alpha,
+        "min_effect": e.gate_min_effect,
+        "repeats": ctx.repeats,
+    }
 
 
 class EvaluateGateStage:
@@ -82,7 +130,15 @@ class EvaluateGateStage:
             ev = evaluate_selection(
                 ctx, proposal.candidate, f"{layout.step_dir(step)}/{layout.Step.SELECTION}"
             )
-        outcome = decide_gate(ctx, step, f"step_{step:04d}", proposal.candidate, ev)
+        outcome = decide_gate(
+            ctx,
+            step,
+            f"step_{step:04d}",
+            proposal.candidate,
+            ev,
+            current_rel=f"{layout.step_dir(step)}/{layout.Step.SELECTION_CURRENT}",
+        )
+        current = measurement(ctx, ctx.state.current_skill) or outcome.current_evaluation
         selection = SelectionStats(
             hard=ev.hard,
             soft=ev.soft,
@@ -92,6 +148,12 @@ class EvaluateGateStage:
             candidate_score=ev.score,
             current_score_before=ctx.state.current_score,
             gate_reason=outcome.reason,
+            hard_ci95=ev.hard_ci95,
+            soft_ci95=ev.soft_ci95,
+            candidate_score_ci95=ev.score_ci95,
+            current_score_before_ci95=current.score_ci95 if current else None,
+            gate_mode=ctx.cfg.evaluation.gate_mode,
+            gate_test=outcome.gate_test,
         )
         return replace(
             state, gate=outcome, selection=selection, timing={**state.timing, "evaluate_s": t.seconds}

@@ -2,7 +2,8 @@
 (the baseline, a step's gate, the slow update's gate, the final skill's check).
 
 :func:`evaluate_selection` scores a skill on the selection split (from the selection cache
-when that skill was measured before); :func:`remember` puts a measurement into the cache when
+when that skill was measured before with the run's protocol: one rollout per item, or
+``evaluation.gate_repeats`` in the ``repeat`` gate); :func:`remember` puts a measurement into the cache when
 its stage commits; :func:`promote` is the one rule for making a skill current and best.
 """
 
@@ -14,60 +15,153 @@ from dataclasses import dataclass
 import structlog
 
 from skillopt.errors import SystemicFailure
+from skillopt.gate import gate_key
+from skillopt.stats import Interval, mean_interval
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.rollouts import score_rows
 from skillopt.trainer.rundir import layout
 from skillopt.trainer.state import TrainerState
-from skillopt.types import skill_hash
+from skillopt.trainer.summary import EpochRecord
+from skillopt.types import RolloutResult, skill_hash
 
-__all__ = ["BaselineStage", "SelectionEval", "evaluate_selection", "promote", "remember"]
+__all__ = [
+    "BaselineStage",
+    "SelectionEval",
+    "epoch_record",
+    "evaluate_selection",
+    "measurement",
+    "promote",
+    "remember",
+    "score_interval",
+]
 
 log = structlog.get_logger("skillopt.trainer")
 
 
 @dataclass(frozen=True, kw_only=True)
 class SelectionEval:
-    """A skill's selection scores: means over the scored rows, the gate's score, per-item
-    hard scores (for the no-regression check), rows lost to infrastructure."""
+    """A skill's selection scores: means over the scored rows, the gate's score, per item the
+    hard and soft scores (means over the repeats) and the gate's score, rows lost to
+    infrastructure, and 95% intervals of the three means (:func:`skillopt.stats.mean_interval`
+    over the items)."""
 
-    skill_hash: str
+    key: str  # the gate cache's key (skillopt.gate.gate_key)
     hard: float
     soft: float
     score: float
     items: Mapping[str, float]
+    soft_items: Mapping[str, float]
+    item_scores: Mapping[str, float]
     n_infra: int
     n_rows: int
+    repeats: int
     cached: bool
+    hard_ci95: Interval | None = None
+    soft_ci95: Interval | None = None
+    score_ci95: Interval | None = None
+
+
+def _evaluation(
+    ctx: RunContext,
+    skill: str,
+    *,
+    key: str,
+    hard: float,
+    soft: float,
+    items: Mapping[str, float],
+    soft_items: Mapping[str, float],
+    n_infra: int,
+    n_rows: int,
+    repeats: int,
+    cached: bool,
+) -> SelectionEval:
+    scores = ctx.item_scores(items, soft_items, skill)
+    return SelectionEval(
+        key=key,
+        hard=hard,
+        soft=soft,
+        score=ctx.score(hard, soft, skill),
+        items=dict(items),
+        soft_items=dict(soft_items),
+        item_scores=scores,
+        n_infra=n_infra,
+        n_rows=n_rows,
+        repeats=repeats,
+        cached=cached,
+        hard_ci95=mean_interval(list(items.values())),
+        soft_ci95=mean_interval(list(soft_items.values())) if soft_items else None,
+        score_ci95=mean_interval(list(scores.values())),
+    )
+
+
+def measurement(ctx: RunContext, skill: str) -> SelectionEval | None:
+    """The selection measurement of ``skill`` taken earlier in the run (``None``: never)."""
+    hit = ctx.measured(skill)
+    if hit is None:
+        return None
+    return _evaluation(
+        ctx,
+        skill,
+        key=gate_key(skill_hash(skill), ctx.repeats),
+        hard=hit.hard,
+        soft=hit.soft,
+        items=hit.items,
+        soft_items=hit.soft_items,
+        n_infra=hit.n_infra,
+        n_rows=len(ctx.plan.selection) * ctx.repeats,
+        repeats=ctx.repeats,
+        cached=True,
+    )
+
+
+def score_interval(ctx: RunContext, skill: str) -> Interval | None:
+    """95% interval of ``skill``'s selection score (``None``: not measured)."""
+    return ctx.score_interval(skill)
+
+
+def epoch_record(ctx: RunContext, epoch: int) -> EpochRecord:
+    """The epoch's record as the run stands now (its decisions, the best and current scores
+    with their intervals)."""
+    st = ctx.state
+    return EpochRecord.of(
+        epoch,
+        st.history,
+        best=st.best_score,
+        current=st.current_score,
+        best_ci95=score_interval(ctx, st.best_skill) if st.best_skill else None,
+        current_ci95=score_interval(ctx, st.current_skill) if st.current_skill else None,
+    )
 
 
 def evaluate_selection(ctx: RunContext, skill: str, rel: str) -> SelectionEval:
-    """Selection score of ``skill``: from the cache by its hash, else rolled out into ``rel``."""
-    key = skill_hash(skill)
-    n_rows = len(ctx.plan.selection)
-    hit = ctx.gate_cache.get(key)
-    if hit is not None:
-        return SelectionEval(
-            skill_hash=key,
-            hard=hit.hard,
-            soft=hit.soft,
-            score=ctx.score(hit.hard, hit.soft, skill),
-            items=dict(hit.items or {}),
-            n_infra=hit.n_infra,
-            n_rows=n_rows,
-            cached=True,
-        )
-    rows = ctx.rollout(ctx.plan.selection, skill, rel, train=False)
+    """Selection score of ``skill``: from the cache when measured before with this run's
+    protocol, else rolled out into ``rel`` (and, in the ``repeat`` gate, ``rel_r2`` ...)."""
+    cached = measurement(ctx, skill)
+    if cached is not None:
+        return cached
+    repeats = ctx.repeats
+    lanes = ctx.rollout_repeats(
+        ctx.plan.selection, skill, [layout.repeat_dir(rel, r) for r in range(1, repeats + 1)]
+    )
+    rows = [row for lane in lanes for row in lane]
     s = score_rows(rows)
     if s.n_infra:
         log.warning("selection.infra_rows", dir=rel, n_infra=s.n_infra, n=len(rows))
-    return SelectionEval(
-        skill_hash=key,
+    per_item: dict[str, list[RolloutResult]] = {}
+    for row in rows:
+        if row.infra_error is None:
+            per_item.setdefault(row.id, []).append(row)
+    return _evaluation(
+        ctx,
+        skill,
+        key=gate_key(skill_hash(skill), repeats),
         hard=s.hard,
         soft=s.soft,
-        score=ctx.score(s.hard, s.soft, skill),
-        items={r.id: r.hard for r in rows if r.infra_error is None},
+        items={i: sum(r.hard for r in rs) / len(rs) for i, rs in per_item.items()},
+        soft_items={i: sum(r.soft for r in rs) / len(rs) for i, rs in per_item.items()},
         n_infra=s.n_infra,
         n_rows=len(rows),
+        repeats=repeats,
         cached=False,
     )
 
@@ -76,7 +170,15 @@ def remember(ctx: RunContext, ev: SelectionEval) -> None:
     """Keep a measurement in the selection cache (at its stage's commit). One that lost too
     much to infrastructure is not kept: the same skill evaluated again is measured anew."""
     if not ev.cached and not ctx.too_many_infra(ev.n_infra, ev.n_rows):
-        ctx.gate_cache.put(ev.skill_hash, ev.hard, ev.soft, dict(ev.items), n_infra=ev.n_infra)
+        ctx.gate_cache.put(
+            ev.key,
+            ev.hard,
+            ev.soft,
+            dict(ev.items),
+            n_infra=ev.n_infra,
+            soft_items=dict(ev.soft_items),
+            repeats=ev.repeats,
+        )
 
 
 def promote(

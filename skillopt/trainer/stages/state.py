@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skillopt.reflection import RawPatch
+from skillopt.stats import mean_interval
 from skillopt.trainer.planning import Batch
 from skillopt.trainer.records import BatchStats, ProposalStats, RolloutStats, SelectionStats
 from skillopt.trainer.rollouts import score_rows
@@ -51,7 +52,10 @@ class Reflection:
     def stats(self) -> RolloutStats:
         """The step record's rollout part (infra rows masked out of the means)."""
         s = score_rows(self.rows)
+        scored = [r for r in self.rows if r.infra_error is None]
         return RolloutStats(
+            hard_ci95=mean_interval([r.hard for r in scored]),
+            soft_ci95=mean_interval([r.soft for r in scored]),
             hard=s.hard,
             soft=s.soft,
             n=s.n,
@@ -85,6 +89,10 @@ class GateOutcome:
     evaluation: SelectionEval
     current_score_after: float
     best_score_after: float
+    #: The current skill's measurement when the gate had to take it (the commit keeps it).
+    current_evaluation: SelectionEval | None = None
+    #: The step record's ``gate_test`` (None: the current skill had no measurement).
+    gate_test: Mapping[str, Any] | None = None
 
     @property
     def accepted(self) -> bool:

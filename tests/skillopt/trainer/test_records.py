@@ -92,9 +92,61 @@ SUMMARY_KEYS = [
 ]
 
 
+#: Schema 2: each score ``X`` has ``X_ci95`` right after it, and the gate's mode and test.
+STEP_SCORES = [
+    "rollout_hard",
+    "rollout_soft",
+    "selection_hard",
+    "selection_soft",
+    "candidate_gate_score",
+    "current_score_before",
+    "current_score",
+    "best_score",
+]
+SUMMARY_SCORES = [
+    "baseline_selection_hard",
+    "baseline_selection_score",
+    "best_selection_hard",
+    "best_selection_score",
+    "final_selection_hard",
+    "final_selection_score",
+    "baseline_test_hard",
+    "baseline_test_soft",
+    "test_hard",
+    "test_soft",
+    "final_test_hard",
+    "final_test_soft",
+    "test_delta_hard",
+    "final_test_delta_hard",
+]
+
+
+def _with_intervals(keys: list[str], scores: list[str]) -> list[str]:
+    return [k2 for k in keys for k2 in ((k, f"{k}_ci95") if k in scores else (k,))]
+
+
+def _interval(value) -> bool:
+    return isinstance(value, list) and len(value) == 2 and 0.0 - 1e-9 <= value[0] <= value[1] <= 1.0 + 1e-9
+
+
 def test_step_records_keep_their_shape_and_round_trip(reference):
     history = json.loads((reference / layout.HISTORY).read_text())
-    assert list(history[0]) == STEP_KEYS
+    expected = _with_intervals(STEP_KEYS, STEP_SCORES)
+    expected[expected.index("gate_reason") + 1 : expected.index("gate_reason") + 1] = [
+        "gate_mode",
+        "gate_test",
+    ]
+    assert list(history[0]) == expected
+    for raw in history:
+        for key in STEP_SCORES:
+            if raw.get(key) is not None:  # a score measured has its interval, and it holds the score
+                lo, hi = raw[f"{key}_ci95"]
+                assert _interval([lo, hi]) and lo - 1e-9 <= raw[key] <= hi + 1e-9, key
+        if "gate_test" in raw:
+            test = raw["gate_test"]
+            assert test["mode"] == "strict" and test["name"] in ("sign", "bootstrap")
+            lo, hi = test["ci95"]
+            assert 0 < test["p_value"] <= 1 and -1 <= lo <= test["effect"] <= hi <= 1
     for raw in history:
         record = StepRecord.from_json(raw)
         assert record.to_json() == raw
@@ -104,7 +156,21 @@ def test_step_records_keep_their_shape_and_round_trip(reference):
 
 def test_the_summary_keeps_its_shape_and_round_trips(reference):
     summary = json.loads((reference / layout.SUMMARY).read_text())
-    assert list(summary) == SUMMARY_KEYS
+    expected = _with_intervals(SUMMARY_KEYS, SUMMARY_SCORES)
+    for key in ("test_delta_hard", "final_test_delta_hard"):
+        expected.insert(expected.index(f"{key}_ci95") + 1, f"{key}_p_value")
+    # The paired differences are reported with their p-values, after both intervals.
+    assert [k for k in summary if not k.endswith("_p_value")] == [
+        k for k in expected if not k.endswith("_p_value")
+    ]
+    assert {k for k in summary if k.endswith("_p_value")} == {
+        "test_delta_hard_p_value",
+        "final_test_delta_hard_p_value",
+    }
+    for key in SUMMARY_SCORES:
+        if not key.endswith("delta_hard"):
+            lo, hi = summary[f"{key}_ci95"]
+            assert lo - 1e-9 <= summary[key] <= hi + 1e-9, key
     result = FitResult.from_json(summary)
     assert result.to_json() == summary and result.complete
 
@@ -155,4 +221,12 @@ def test_records_of_older_runs_parse():
     }
     record = StepRecord.from_json(old)
     assert record.proposal is None and record.selection is None and record.action == "skip_no_patches"
-    assert record.to_json() == {**old, "schema_version": 1}
+    again = record.to_json()
+    # The same keys and values, plus the intervals it never had (null: not measured then).
+    assert {k: v for k, v in again.items() if not k.endswith("_ci95")} == {**old, "schema_version": 2}
+    assert {k: v for k, v in again.items() if k.endswith("_ci95")} == {
+        "rollout_hard_ci95": None,
+        "rollout_soft_ci95": None,
+        "current_score_ci95": None,
+        "best_score_ci95": None,
+    }

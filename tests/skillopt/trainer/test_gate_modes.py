@@ -1,0 +1,209 @@
+"""The gate modes on the noisy simulation (in process, no sandbox): decisions reproducible by
+seed, the repeat gate's measurements, a resume inside a repeated evaluation that reruns
+nothing, the ground truth, and the noisy target drawing at its probabilities."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from skillopt.models.base import ChatRequest
+from skillopt.models.openai_chat import OpenAIChatModel
+from skillopt.testing.noise import true_score
+from skillopt.testing.simulation import SIM_NOISY_TARGET, SIM_PROVIDER, pass_probability
+from skillopt.testing.truth import gate_truths, read_truth
+from skillopt.trainer.callbacks import Callback, RowEvent
+from skillopt.trainer.planning import RunPlan, load_data
+from skillopt.trainer.rundir import layout
+from skillopt.types import Message, skill_hash
+from tests.skillopt.trainer.conftest import Crash, assert_no_duplicate_rows, config, decisions
+
+NOISY = ("run.simulate=noisy", "train.seed=7")
+REPEAT = (*NOISY, "evaluation.gate_mode=repeat", "evaluation.gate_repeats=3")
+
+
+def _records(run: Path) -> list[dict]:
+    return json.loads((run / layout.HISTORY).read_text())
+
+
+def test_noisy_decisions_are_reproducible_by_seed(fit, tmp_path):
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    fit(a, *NOISY, "evaluation.gate_mode=paired")
+    fit(b, *NOISY, "evaluation.gate_mode=paired")
+    assert decisions(a) == decisions(b)
+    assert read_truth(a) == read_truth(b)
+    # Another seed draws other outcomes (the same items, other rows).
+    fit(c, "run.simulate=noisy", "train.seed=8", "evaluation.gate_mode=paired")
+    rows = lambda run: [  # noqa: E731
+        json.loads(line)["hard"]
+        for line in (run / layout.BASELINE_SELECTION / layout.RESULTS).read_text().splitlines()
+    ]
+    assert rows(a) != rows(c)
+
+
+def test_every_decision_records_its_test_and_the_paired_gate_follows_it(fit, tmp_path):
+    n_sel = len(RunPlan.of(config(*NOISY), load_data(config(*NOISY))).selection)
+    for mode in ("strict", "paired"):
+        out = tmp_path / mode
+        fit(out, *NOISY, f"evaluation.gate_mode={mode}", "evaluation.gate_alpha=0.1")
+        gated = [r for r in _records(out) if r.get("gate_test")]
+        assert gated, "the short run gates candidates"
+        for r in gated:
+            t = r["gate_test"]
+            assert (t["mode"], t["alpha"], t["repeats"], r["gate_mode"]) == (mode, 0.1, 1, mode)
+            # Pass/fail scores, one rollout per item, nothing lost: the exact test over every item.
+            assert t["name"] == "sign" and t["n"] == n_sel
+            lo, hi = t["ci95"]
+            assert lo <= t["effect"] <= hi
+            significant = t["p_value"] <= 0.1 and t["effect"] > 0
+            if mode == "paired":
+                assert ("accept" in r["action"]) == significant, r
+                assert r["gate_reason"] in ("significant", "not_significant")
+            else:  # strict: the means decide, the test only informs
+                assert ("accept" in r["action"]) == (r["candidate_gate_score"] > r["current_score_before"])
+
+
+def test_the_repeat_gate_rolls_each_selection_item_k_times(fit, tmp_path):
+    out = tmp_path / "run"
+    result, executor = fit(out, *REPEAT)
+    assert result.complete
+    n_sel = len(RunPlan.of(config(*REPEAT), load_data(config(*REPEAT))).selection)
+    for k in (1, 2, 3):
+        rows = (
+            (out / layout.repeat_dir(layout.BASELINE_SELECTION, k) / layout.RESULTS).read_text().splitlines()
+        )
+        assert len(rows) == n_sel
+    assert not (out / layout.repeat_dir(layout.BASELINE_SELECTION, 4)).exists()
+    gated = [r for r in _records(out) if r.get("gate_test")]
+    assert gated and all(
+        r["gate_test"]["repeats"] == 3 and r["gate_test"]["name"] == "bootstrap" for r in gated
+    )
+    for r in gated:
+        step = layout.step_dir(r["step"])
+        if not r["selection_cached"]:
+            assert all(
+                (out / layout.repeat_dir(f"{step}/{layout.Step.SELECTION}", k)).is_dir() for k in (1, 2, 3)
+            )
+    # The selection cache keys say how the skills were measured.
+    state = json.loads((out / layout.STATE).read_text())
+    keys = json.loads(state["gate_cache"]["json"])["entries"]
+    assert keys and all(k.endswith("/repeats=3") for k in keys)
+    # Every rollout id asked for once.
+    ids = Counter(r.rollout_id for r in executor.requests)
+    assert max(ids.values()) == 1
+    assert_no_duplicate_rows(out)
+
+
+class CrashInRepeat(Callback):
+    """Crash after the third row of the first step's second repeat."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def on_rollout_result(self, event: RowEvent) -> None:
+        if event.label.endswith(f"{layout.Step.SELECTION}_r2"):
+            self.rows += 1
+            if self.rows == 3:
+                raise Crash("inside a repeated evaluation")
+
+
+def test_a_resume_inside_a_repeated_evaluation_reruns_nothing_done(fit, tmp_path):
+    ref, out = tmp_path / "ref", tmp_path / "run"
+    fit(ref, *REPEAT)
+    with pytest.raises(Crash):
+        fit(out, *REPEAT, callbacks=[CrashInRepeat()])
+    step1 = out / layout.step_dir(1)
+    done = {
+        k: len(
+            (out / layout.repeat_dir(f"{layout.step_dir(1)}/{layout.Step.SELECTION}", k) / layout.RESULTS)
+            .read_text()
+            .splitlines()
+        )
+        for k in (1, 2, 3)
+        if (
+            out / layout.repeat_dir(f"{layout.step_dir(1)}/{layout.Step.SELECTION}", k) / layout.RESULTS
+        ).exists()
+    }
+    assert step1.is_dir() and done.get(2) == 3, done
+    before = {
+        json.loads(line)["rollout_id"]
+        for p in out.rglob(layout.RESULTS)
+        for line in p.read_text().splitlines()
+    }
+    result, executor = fit(out, *REPEAT)
+    assert result.complete
+    again = {r.rollout_id for r in executor.requests} & before
+    assert not again, f"rerun after resume: {sorted(again)[:5]}"
+    assert decisions(out) == decisions(ref)
+    assert_no_duplicate_rows(out)
+
+
+def test_a_resume_with_another_protocol_measures_the_current_skill_anew(fit, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(Crash):
+        fit(out, *NOISY, callbacks=[_CrashAtStep(2)])
+    result, _ = fit(out, *REPEAT)
+    assert result.complete
+    first_gated = next(r for r in _records(out) if r["step"] >= 2 and r.get("gate_test"))
+    assert first_gated["gate_test"]["repeats"] == 3
+    assert (
+        out / layout.step_dir(first_gated["step"]) / layout.Step.SELECTION_CURRENT / layout.RESULTS
+    ).exists()
+
+
+class _CrashAtStep(Callback):
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_start(self, event) -> None:
+        if event.step == self.step:
+            raise Crash(f"before step {self.step}")
+
+
+def test_the_ground_truth_is_the_mean_pass_probability(fit, tmp_path):
+    out = tmp_path / "run"
+    fit(out, *NOISY, "evaluation.gate_mode=paired")
+    truth = read_truth(out)
+    assert truth is not None and "SIMULATION ONLY" in truth["ground_truth"]
+    plan = RunPlan.of(config(*NOISY), load_data(config(*NOISY)))
+    skills = {skill_hash(p.read_text()): p.read_text() for p in (out / layout.SKILLS).iterdir()}
+    checked = 0
+    for key, entry in truth["skills"].items():
+        if key in skills:
+            assert entry["selection"] == pytest.approx(
+                true_score(skills[key], plan.selection, pass_probability)
+            )
+            assert entry["test"] == pytest.approx(true_score(skills[key], plan.test, pass_probability))
+            checked += 1
+    assert checked >= 1
+    gates = gate_truths(out)
+    assert [g.origin for g in gates][: len(_records(out))] and all(0 <= g.true_candidate <= 1 for g in gates)
+    assert truth["initial"] == skill_hash((out / layout.skill_file(0)).read_text())
+
+
+def test_the_noisy_target_passes_at_its_probability(sim):
+    """Over the real HTTP API: one QA task asked under 400 rollout seeds passes about as often
+    as its probability says (and the same seed always gives the same answer)."""
+    from skillopt.envs.registry import load_env_data
+    from skillopt.testing.fixtures.qa import right_answer
+
+    item = next(
+        it for it in load_env_data("searchqa").split("train") if 0.2 < pass_probability(it.id, "") < 0.8
+    )
+    p = pass_probability(item.id, "")
+    model = OpenAIChatModel(SIM_PROVIDER, base_url=sim.base_url, api_key="", max_retries=0)
+    prompt = f"Question: {item.task.instruction}"
+    gold = right_answer("searchqa", item, prompt)
+
+    def ask(seed: int) -> bool:
+        req = ChatRequest(model=SIM_NOISY_TARGET, messages=(Message(role="user", content=prompt),), seed=seed)
+        return f"<answer>{gold}</answer>" in model.complete(req).text
+
+    n = 400
+    passes = sum(ask(seed) for seed in range(1, n + 1))
+    sigma = (p * (1 - p) / n) ** 0.5
+    assert abs(passes / n - p) < 4 * sigma, (passes / n, p)
+    assert [ask(5) for _ in range(3)] in ([True] * 3, [False] * 3)
