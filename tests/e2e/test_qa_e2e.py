@@ -106,3 +106,40 @@ def test_deep_reflect_reruns_see_their_earlier_attempt_but_no_gold(remote, tmp_p
         text = path.read_text()
         assert "# Your earlier attempt at this task" in text and "# Diagnostic instruction" in text
         assert "[EVALUATION RESULT]" not in text and "Gold answers" not in text
+
+
+def test_noisy_simulation_repeat_gate_and_a_paired_eval_through_the_sandbox(tmp_path, docker_client):
+    """`--simulate noisy` through the embedded sandbox host: the seed reaches the target through
+    the gateway, the repeat gate measures each item three times, the truth is recorded; then
+    `skillopt eval --against` compares the best skill with the initial one on the same items."""
+    out = tmp_path / "noisy"
+    res = cli(
+        "train", "--config", "searchqa_demo", "--out", str(out), "--simulate", "noisy",
+        "--set", "evaluation.gate_mode=repeat", "--set", "train.num_epochs=1", "--set", "evaluation.eval_test=false",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert "noisy target" in res.stderr and "repeat; bootstrap test" in res.stdout + res.stderr
+    for k in ("", "_r2", "_r3"):
+        assert len((out / f"selection_eval_baseline{k}" / "results.jsonl").read_text().splitlines()) == 15
+    history = json.loads((out / "history.json").read_text())
+    gated = [r for r in history if r.get("gate_test")]
+    assert gated and all(r["gate_test"]["mode"] == "repeat" and r["gate_test"]["repeats"] == 3 for r in gated)
+    truth = json.loads((out / "simulation_truth.json").read_text())
+    assert truth["ground_truth"].startswith("SIMULATION ONLY") and truth["best"] in truth["skills"]
+
+    ev = tmp_path / "eval"
+    res = cli(
+        "eval", "--config", "searchqa_demo", "--simulate", "noisy", "--split", "all", "--out", str(ev),
+        "--skill", str(out / "best_skill.md"), "--against", str(out / "skills" / "skill_v0000.md"),
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-4000:]
+    summary = json.loads((ev / "eval_summary.json").read_text())
+    diff = summary["against"]["difference"]
+    assert diff["n"] == summary["n_items"] == 50 and diff["name"] == "sign"
+    assert diff["ci95"][0] <= diff["effect"] <= diff["ci95"][1] and 0 < diff["p_value"] <= 1
+    assert summary["hard_ci95"][0] <= summary["hard"] <= summary["hard_ci95"][1]
+    assert f"one-sided p = {diff['p_value']:.3g}" in res.stderr
+
+    listed = cli("runs", "--runs-dir", str(tmp_path))
+    line = next(x for x in listed.stdout.splitlines() if x.startswith("noisy "))
+    assert "noisy sim" in line and "repeat" in line and "[" in line
