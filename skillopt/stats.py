@@ -36,6 +36,8 @@ __all__ = [
     "Interval",
     "PairedTest",
     "bootstrap_interval",
+    "ci_json",
+    "ci_of",
     "format_score",
     "is_binary",
     "items_for_power",
@@ -127,6 +129,18 @@ def mean_interval(values: Sequence[float], *, seed: int = 0) -> Interval | None:
     if is_binary(values):
         return wilson_interval(round(sum(values)), len(values))
     return bootstrap_interval(values, seed=seed)
+
+
+def ci_json(interval: Interval | None) -> list[float] | None:
+    """An interval's JSON form (``[lo, hi]``, or null when nothing was measured)."""
+    return [interval[0], interval[1]] if interval is not None else None
+
+
+def ci_of(value: object) -> Interval | None:
+    """Parse :func:`ci_json` (records written before intervals have none)."""
+    if isinstance(value, list | tuple) and len(value) == 2:
+        return (float(value[0]), float(value[1]))
+    return None
 
 
 def format_score(value: float | None, ci95: Sequence[float] | None = None, *, digits: int = 3) -> str:

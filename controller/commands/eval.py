@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
     from skillopt.logs import configure_logging
     from skillopt.trainer.manifest import data_manifest
     from skillopt.trainer.planning import load_data
-    from skillopt.trainer.rollouts import by_category, score_rows, too_many_infra
     from skillopt.trainer.rundir import layout
+    from skillopt.trainer.scoring import by_category, row_means, score_rows, too_many_infra
 
     overrides = list(args.set)
     if args.endpoints:
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         "n_items": len(rows),
         "n_scored": s.n,
         # Over the scored rows only: rows lost to infrastructure are never scored.
-        **_scores(rows),
+        **row_means(rows),
         "n_infra": s.n_infra,
         "max_infra_fraction": limit,
         "ok": not too_many,
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         summary["against"] = {
             "skill": str(Path(args.against).resolve()),
             "n_scored": s_b.n,
-            **_scores(rows_b),
+            **row_means(rows_b),
             "n_infra": s_b.n_infra,
             "difference": comparison,
         }
@@ -169,32 +169,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _scores(rows) -> dict:
-    """Mean hard and soft scores of the scored rows with their 95% intervals."""
-    from skillopt.stats import mean_interval
-    from skillopt.trainer.rollouts import score_rows
-
-    s = score_rows(rows)
-    scored = [r for r in rows if r.infra_error is None]
-    hard_ci, soft_ci = mean_interval([r.hard for r in scored]), mean_interval([r.soft for r in scored])
-    return {
-        "hard": s.hard,
-        "hard_ci95": list(hard_ci) if hard_ci else None,
-        "soft": s.soft,
-        "soft_ci95": list(soft_ci) if soft_ci else None,
-    }
-
-
 def _compare(rows_a, rows_b, metric: str, mixed_weight: float) -> dict:
     """The paired difference A - B over the items both scored, by the gate's metric."""
     from skillopt.gate import gate_score
-    from skillopt.stats import paired_test
+    from skillopt.stats import PairedTest
+    from skillopt.trainer.scoring import paired_rows
 
-    b = {r.id: r for r in rows_b if r.infra_error is None}
-    pairs = [(r, b[r.id]) for r in rows_a if r.infra_error is None and r.id in b]
-
-    def value(r) -> float:
-        return gate_score(r.hard, r.soft, metric=metric, mixed_weight=mixed_weight)
-
-    test = paired_test([value(x) for x, _ in pairs], [value(y) for _, y in pairs])
+    test = paired_rows(
+        rows_a, rows_b, lambda r: gate_score(r.hard, r.soft, metric=metric, mixed_weight=mixed_weight)
+    )
+    test = test or PairedTest(name="none", p_value=1.0, effect=0.0, ci95=(0.0, 0.0), n=0, wins=0, losses=0)
     return {**test.to_json(), "metric": metric}

@@ -19,19 +19,19 @@ import structlog
 
 from skillopt.config import Config
 from skillopt.envs.base import EnvData, TaskItem
-from skillopt.gate import GateCache, GateCacheEntry, gate_key, gate_score
+from skillopt.gate import GateCache
 from skillopt.models.roles import PriceTable, RoleModel, UsageTracker
 from skillopt.reflection import StepBuffer, meta_skill_block
 from skillopt.reflection.cache import Slot
 from skillopt.skill.schedule import EditBudgetSchedule
-from skillopt.stats import mean_interval
 from skillopt.trainer.callbacks import BatchEvent, CallbackList, RowEvent, RunControl, Spend, StageEvent
 from skillopt.trainer.planning import RunPlan
 from skillopt.trainer.records import StepRecord
-from skillopt.trainer.rollouts import RolloutStage, too_many_infra
+from skillopt.trainer.rollouts import RolloutStage
 from skillopt.trainer.rundir import RunDirectory, layout, target_usage_on_disk
+from skillopt.trainer.scoring import SelectionScoring, too_many_infra
 from skillopt.trainer.state import RunMode, TrainerState, refuse_mode_change
-from skillopt.types import RolloutResult, skill_hash
+from skillopt.types import RolloutResult
 
 __all__ = ["STEP_STAGES", "RunContext", "StopAtStage", "Timer"]
 
@@ -103,6 +103,8 @@ class RunContext:
         self.schedule = self._new_schedule()
         self.buffer = StepBuffer()
         self.gate_cache = GateCache()
+        #: Skills' selection scores, their intervals, the measurement protocol.
+        self.scoring = SelectionScoring(config.evaluation, self.gate_cache)
         rollouts.on_row = self._on_row
         rollouts.on_batch = lambda label, total, done: hooks(
             "on_rollout_batch", BatchEvent(label=label, total=total, done=done)
@@ -125,49 +127,6 @@ class RunContext:
 
     # -- scores and spend --------------------------------------------------------------------------
 
-    def score(self, hard: float, soft: float, skill: str) -> float:
-        """The gate's score of a skill's selection means (``evaluation.gate_metric``)."""
-        e = self.cfg.evaluation
-        return gate_score(
-            hard,
-            soft,
-            metric=e.gate_metric,
-            mixed_weight=e.gate_mixed_weight,
-            skill_content=skill if e.use_semantic_density else None,
-            semantic_density_weight=e.semantic_density_weight if e.use_semantic_density else 0.0,
-            leading_words=e.leading_words,
-        )
-
-    def item_scores(
-        self, hard: Mapping[str, float], soft: Mapping[str, float], skill: str
-    ) -> dict[str, float]:
-        """Per item, the gate's score (the same projection as :meth:`score`: the mean of these
-        is the skill's score); an item without a soft score counts its hard score."""
-        bonus = self.score(0.0, 0.0, skill)  # the semantic-density bonus (0 when off)
-        e = self.cfg.evaluation
-        return {
-            i: gate_score(h, soft.get(i, h), metric=e.gate_metric, mixed_weight=e.gate_mixed_weight) + bonus
-            for i, h in hard.items()
-        }
-
-    @property
-    def repeats(self) -> int:
-        """Rollouts per selection item and skill: ``evaluation.gate_repeats`` in the ``repeat``
-        gate, else 1."""
-        e = self.cfg.evaluation
-        return e.gate_repeats if e.gate_mode == "repeat" else 1
-
-    def measured(self, skill: str) -> GateCacheEntry | None:
-        """The selection measurement of ``skill`` with this run's protocol, if taken."""
-        return self.gate_cache.get(gate_key(skill_hash(skill), self.repeats))
-
-    def score_interval(self, skill: str) -> tuple[float, float] | None:
-        """95% interval of ``skill``'s selection score (``None``: not measured)."""
-        hit = self.measured(skill)
-        if hit is None or not hit.items:
-            return None
-        return mean_interval(list(self.item_scores(hit.items, hit.soft_items, skill).values()))
-
     def too_many_infra(self, n_infra: int, n_rows: int) -> bool:
         """More rows lost to infrastructure than ``evaluation.max_infra_fraction`` allows: the
         mean is then over a different subset than the other skill's, not evidence enough."""
@@ -175,8 +134,7 @@ class RunContext:
 
     def baseline_score(self) -> float | None:
         """Gate score of the initial skill on the selection split (None before the baseline)."""
-        hit = self.measured(self.initial_skill)
-        return None if hit is None else self.score(hit.hard, hit.soft, self.initial_skill)
+        return self.scoring.skill_score(self.initial_skill)
 
     def cost(self) -> float:
         m = self.cfg.model
@@ -227,7 +185,7 @@ class RunContext:
             current_score=self.state.current_score,
             baseline_score=self.baseline_score(),
             spend=self.spend(),
-            current_ci95=self.score_interval(self.state.current_skill)
+            current_ci95=self.scoring.interval(self.state.current_skill)
             if name == "baseline" and seconds is not None and self.state.current_skill
             else None,
         )
@@ -293,6 +251,7 @@ class RunContext:
         self.gate_cache = (
             GateCache.from_json(st.gate_cache["json"]) if st.gate_cache.get("json") else GateCache()
         )
+        self.scoring = SelectionScoring(self.cfg.evaluation, self.gate_cache)
         if st.usage:
             self.usage.load_json(st.usage)
         log.info(

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from skillopt.stats import Interval, ci_json, ci_of
+
 __all__ = [
     "SCHEMA_VERSION",
     "BatchStats",
@@ -22,8 +24,6 @@ __all__ = [
     "RolloutStats",
     "SelectionStats",
     "StepRecord",
-    "ci_json",
-    "ci_of",
     "pick_fields",
 ]
 
@@ -35,21 +35,6 @@ SCHEMA_VERSION = 2
 
 def pick_fields(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     return {f.name: data[f.name] for f in fields(cls) if f.name in data}
-
-
-Interval = tuple[float, float]
-
-
-def ci_json(interval: Interval | None) -> list[float] | None:
-    """An interval's JSON form (``[lo, hi]``, or null when nothing was measured)."""
-    return [interval[0], interval[1]] if interval is not None else None
-
-
-def ci_of(value: Any) -> Interval | None:
-    """Parse :func:`ci_json` (records written before intervals have none)."""
-    if isinstance(value, list | tuple) and len(value) == 2:
-        return (float(value[0]), float(value[1]))
-    return None
 
 
 @dataclass(frozen=True, kw_only=True)

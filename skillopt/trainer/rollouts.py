@@ -10,29 +10,19 @@ from __future__ import annotations
 import collections
 import hashlib
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import structlog
 
 from skillopt.envs.base import TaskItem
 from skillopt.errors import SystemicFailure
-from skillopt.stats import mean_interval
 from skillopt.trainer.executor import RolloutExecutor
 from skillopt.trainer.rundir.results import append_row, load_rows, set_aside_infra_rows
 from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillSpec
 
-__all__ = [
-    "BatchScore",
-    "RolloutSpec",
-    "RolloutStage",
-    "by_category",
-    "rollout_seed",
-    "score_rows",
-    "too_many_infra",
-]
+__all__ = ["RolloutSpec", "RolloutStage", "rollout_seed"]
 
 log = structlog.get_logger("skillopt.trainer.rollouts")
 
@@ -58,53 +48,6 @@ def rollout_seed(run_seed: int, label: str, item_id: str) -> int:
     rollout directory) and the item."""
     digest = hashlib.blake2b(f"{run_seed}\0{label}\0{item_id}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") >> 1
-
-
-@dataclass(frozen=True)
-class BatchScore:
-    hard: float
-    soft: float
-    n: int
-    n_infra: int
-    n_failed: int
-
-
-def too_many_infra(n_infra: int, n_rows: int, max_fraction: float) -> bool:
-    """More rows lost to infrastructure than ``max_fraction`` (``evaluation.max_infra_fraction``)
-    allows: a mean over the rest is over a different subset than another skill's, not a
-    measurement."""
-    return n_infra > max_fraction * max(1, n_rows)
-
-
-def by_category(
-    rows: Sequence[RolloutResult], types: Mapping[str, str], categories: Sequence[str]
-) -> dict[str, dict[str, Any]]:
-    """Per category, the scored rows, their hard accuracy and its 95% interval (``{"total",
-    "hard_acc", "hard_acc_ci95"}``); the category ``overall`` counts every scored row.
-    Infrastructure rows are left out."""
-    out: dict[str, dict[str, Any]] = {}
-    for t in categories:
-        sel = [r for r in rows if r.infra_error is None and (t == "overall" or types.get(r.id) == t)]
-        ci = mean_interval([r.hard for r in sel])
-        out[t] = {
-            "total": len(sel),
-            "hard_acc": sum(r.hard for r in sel) / len(sel) if sel else 0.0,
-            "hard_acc_ci95": list(ci) if ci is not None else None,
-        }
-    return out
-
-
-def score_rows(rows: Sequence[RolloutResult]) -> BatchScore:
-    """Means of hard/soft over rows without infrastructure errors (those are masked)."""
-    scored = [r for r in rows if r.infra_error is None]
-    n = len(scored)
-    return BatchScore(
-        hard=sum(r.hard for r in scored) / n if n else 0.0,
-        soft=sum(r.soft for r in scored) / n if n else 0.0,
-        n=n,
-        n_infra=len(rows) - n,
-        n_failed=sum(1 for r in scored if r.hard < 1e-9),
-    )
 
 
 @dataclass

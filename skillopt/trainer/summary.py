@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from skillopt.trainer.records import SCHEMA_VERSION, Interval, StepRecord, ci_json, ci_of, pick_fields
+from skillopt.stats import Interval, ci_json, ci_of
+from skillopt.trainer.records import SCHEMA_VERSION, StepRecord, pick_fields
 
 __all__ = ["EpochRecord", "FitResult", "TestScores"]
 

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from skillopt.trainer.rollouts import _common_reason, score_rows
+from skillopt.trainer.rollouts import _common_reason
+from skillopt.trainer.scoring import score_rows
 from skillopt.types import Limits, ModelSpec
 from tests.sandbox.conftest import TaskScripts, request_for, start_service
 

@@ -27,6 +27,7 @@ from skillopt.reflection import (
 )
 from skillopt.reflection.cache import cache_key, memoized
 from skillopt.skill.document import inject_empty_slow_update_field
+from skillopt.stats import ci_json
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.planning import sample_items
 from skillopt.trainer.rundir.layout import Epoch, epoch_dir
@@ -67,10 +68,6 @@ class EpochEndState:
     comparison: Comparison | None = None
     slow_update: StageOutcome | None = None
     meta_skill: StageOutcome | None = None
-
-
-def _pair(interval: tuple[float, float] | None) -> list[float] | None:
-    return list(interval) if interval is not None else None
 
 
 def _compare(ctx: RunContext, state: EpochEndState) -> Comparison:
@@ -188,9 +185,9 @@ class SlowUpdateStage:
             "reasoning": proposal.reasoning,
             "candidate_hash": skill_hash(proposal.candidate),
             "selection_hard": ev.hard,
-            "selection_hard_ci95": _pair(ev.hard_ci95),
+            "selection_hard_ci95": ci_json(ev.hard_ci95),
             "candidate_gate_score": ev.score,
-            "candidate_gate_score_ci95": _pair(ev.score_ci95),
+            "candidate_gate_score_ci95": ci_json(ev.score_ci95),
             "gate_test": gate_test,
             "prev_hard": sum(p.prev.hard for p in comp.pairs) / n,
             "curr_hard": sum(p.curr.hard for p in comp.pairs) / n,
@@ -212,7 +209,7 @@ class SlowUpdateStage:
         if o.action == "inject_placeholder" and o.skill is not None:
             # An empty protected block changes the hash, not the behaviour: carry the measured
             # selection scores over to the new text.
-            before = ctx.measured(st.current_skill)
+            before = ctx.scoring.measured(st.current_skill)
             st.current_skill = o.skill
             if before is not None:
                 ctx.gate_cache.put_entry(gate_key(skill_hash(o.skill), before.repeats), before)

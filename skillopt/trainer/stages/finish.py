@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from skillopt import __version__
-from skillopt.stats import mean_interval, paired_test
+from skillopt.stats import ci_of
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.manifest import data_manifest
-from skillopt.trainer.rollouts import by_category, score_rows
 from skillopt.trainer.rundir import layout, read_result_lines
+from skillopt.trainer.scoring import by_category, paired_rows, row_means, score_rows
 from skillopt.trainer.stages.selection import epoch_record, evaluate_selection, measurement, promote, remember
 from skillopt.trainer.summary import EpochRecord, FitResult, TestScores
 from skillopt.types import RolloutResult, skill_hash
@@ -62,7 +62,7 @@ class FinishStage:
                 if skill_hash(st.current_skill) == skill_hash(st.best_skill)
                 else self._test_eval(ctx, st.current_skill, layout.TEST_FINAL)
             )
-        delta, final_delta = _paired_hard(best_rows, baseline_rows), _paired_hard(final_rows, baseline_rows)
+        delta, final_delta = paired_rows(best_rows, baseline_rows), paired_rows(final_rows, baseline_rows)
         return TestScores(
             baseline_hard=baseline["hard"],
             baseline_soft=baseline["soft"],
@@ -73,7 +73,7 @@ class FinishStage:
             n_infra={"baseline": baseline["n_infra"], "best": best["n_infra"], "final": final["n_infra"]},
             ci95={
                 **{
-                    f"{name}_{k}": _ci(summary[f"{k}_ci95"])
+                    f"{name}_{k}": ci_of(summary[f"{k}_ci95"])
                     for name, summary in (("baseline", baseline), ("best", best), ("final", final))
                     for k in ("hard", "soft")
                 },
@@ -91,13 +91,9 @@ class FinishStage:
         rows = ctx.rollout(items, skill, rel, train=False)
         types = {it.id: it.task_type for it in items}
         s = score_rows(rows)
-        scored = [r for r in rows if r.infra_error is None]
         summary = {
             **by_category(rows, types, [*ctx.data.task_types(), "overall"]),
-            "hard": s.hard,
-            "hard_ci95": _list(mean_interval([r.hard for r in scored])),
-            "soft": s.soft,
-            "soft_ci95": _list(mean_interval([r.soft for r in scored])),
+            **row_means(rows),
             "n": s.n,
             "n_infra": s.n_infra,
             "env_options": dict(ctx.cfg.env.options),  # e.g. SpreadsheetBench's grading mode
@@ -180,24 +176,6 @@ def _epoch_record(ctx: RunContext, epoch: int) -> EpochRecord:
     if saved is not None:
         return EpochRecord.from_json(saved)
     return epoch_record(ctx, epoch)
-
-
-def _list(interval: tuple[float, float] | None) -> list[float] | None:
-    return list(interval) if interval is not None else None
-
-
-def _ci(value: list[float] | None) -> tuple[float, float] | None:
-    return (value[0], value[1]) if value else None
-
-
-def _paired_hard(rows: list[RolloutResult], baseline: list[RolloutResult]):
-    """The paired test of hard scores over the test items both evaluations scored (against
-    the initial skill); ``None`` when none."""
-    base = {r.id: r.hard for r in baseline if r.infra_error is None}
-    pairs = [(r.hard, base[r.id]) for r in rows if r.infra_error is None and r.id in base]
-    if not pairs:
-        return None
-    return paired_test([a for a, _ in pairs], [b for _, b in pairs])
 
 
 def _digests(ctx: RunContext) -> set[str]:

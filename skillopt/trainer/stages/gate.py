@@ -112,7 +112,7 @@ def gate_test_record(ctx: RunContext, test: PairedTest | None) -> dict[str, Any]
         "mode": e.gate_mode,
         "alpha": e.gate_alpha,
         "min_effect": e.gate_min_effect,
-        "repeats": ctx.repeats,
+        "repeats": ctx.scoring.repeats,
     }
 
 

@@ -23,9 +23,9 @@ from skillopt.reflection import (
 from skillopt.skill import SkillDocument, apply_edits
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.records import ProposalStats
-from skillopt.trainer.rollouts import score_rows
 from skillopt.trainer.rundir import layout
 from skillopt.trainer.rundir.layout import Step
+from skillopt.trainer.scoring import score_rows
 from skillopt.trainer.stages.state import Proposal, StepState
 from skillopt.types import skill_hash
 

@@ -23,8 +23,8 @@ from skillopt.reflection import (
 )
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.records import BatchStats
-from skillopt.trainer.rollouts import score_rows
 from skillopt.trainer.rundir.layout import Step, batch_dir
+from skillopt.trainer.scoring import score_rows
 from skillopt.trainer.stages.state import Reflection, StepInputs, StepState
 from skillopt.types import RolloutResult
 

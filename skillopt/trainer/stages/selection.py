@@ -18,8 +18,8 @@ from skillopt.errors import SystemicFailure
 from skillopt.gate import gate_key
 from skillopt.stats import Interval, mean_interval
 from skillopt.trainer.context import RunContext
-from skillopt.trainer.rollouts import score_rows
 from skillopt.trainer.rundir import layout
+from skillopt.trainer.scoring import score_rows
 from skillopt.trainer.state import TrainerState
 from skillopt.trainer.summary import EpochRecord
 from skillopt.types import RolloutResult, skill_hash
@@ -75,12 +75,12 @@ def _evaluation(
     repeats: int,
     cached: bool,
 ) -> SelectionEval:
-    scores = ctx.item_scores(items, soft_items, skill)
+    scores = ctx.scoring.item_scores(items, soft_items, skill)
     return SelectionEval(
         key=key,
         hard=hard,
         soft=soft,
-        score=ctx.score(hard, soft, skill),
+        score=ctx.scoring.score(hard, soft, skill),
         items=dict(items),
         soft_items=dict(soft_items),
         item_scores=scores,
@@ -96,27 +96,27 @@ def _evaluation(
 
 def measurement(ctx: RunContext, skill: str) -> SelectionEval | None:
     """The selection measurement of ``skill`` taken earlier in the run (``None``: never)."""
-    hit = ctx.measured(skill)
+    hit = ctx.scoring.measured(skill)
     if hit is None:
         return None
     return _evaluation(
         ctx,
         skill,
-        key=gate_key(skill_hash(skill), ctx.repeats),
+        key=ctx.scoring.key(skill),
         hard=hit.hard,
         soft=hit.soft,
         items=hit.items,
         soft_items=hit.soft_items,
         n_infra=hit.n_infra,
-        n_rows=len(ctx.plan.selection) * ctx.repeats,
-        repeats=ctx.repeats,
+        n_rows=len(ctx.plan.selection) * ctx.scoring.repeats,
+        repeats=ctx.scoring.repeats,
         cached=True,
     )
 
 
 def score_interval(ctx: RunContext, skill: str) -> Interval | None:
     """95% interval of ``skill``'s selection score (``None``: not measured)."""
-    return ctx.score_interval(skill)
+    return ctx.scoring.interval(skill)
 
 
 def epoch_record(ctx: RunContext, epoch: int) -> EpochRecord:
@@ -139,7 +139,7 @@ def evaluate_selection(ctx: RunContext, skill: str, rel: str) -> SelectionEval:
     cached = measurement(ctx, skill)
     if cached is not None:
         return cached
-    repeats = ctx.repeats
+    repeats = ctx.scoring.repeats
     lanes = ctx.rollout_repeats(
         ctx.plan.selection, skill, [layout.repeat_dir(rel, r) for r in range(1, repeats + 1)]
     )

@@ -14,7 +14,7 @@ from skillopt.reflection import RawPatch
 from skillopt.stats import mean_interval
 from skillopt.trainer.planning import Batch
 from skillopt.trainer.records import BatchStats, ProposalStats, RolloutStats, SelectionStats
-from skillopt.trainer.rollouts import score_rows
+from skillopt.trainer.scoring import score_rows
 from skillopt.trainer.stages.selection import SelectionEval
 from skillopt.types import RolloutResult
 
