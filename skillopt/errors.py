@@ -10,9 +10,14 @@
     │   └── EditError
     ├── Unauthenticated             the sandbox host refused the token (UNAUTHENTICATED)
     ├── UnknownRollout              no such rollout on the host (NOT_FOUND)
-    ├── SandboxFileError            a sandbox file the trusted side asked for cannot be read
+    ├── UnknownSession              no such session of this token on the host (NOT_FOUND)
+    ├── UserUnsupported             exec as a user other than the session's (PERMISSION_DENIED)
+    ├── SandboxFileError            a sandbox file cannot be read or written as asked
     │   ├── SandboxFileMissing      nothing there
-    │   └── SandboxFileRefused      a link, directory or special file (never followed)
+    │   ├── SandboxFileRefused      a link, directory or special file (never followed)
+    │   │   └── SandboxIsADirectory a directory where a file is needed (sessions)
+    │   ├── SandboxPermissionDenied the sandbox's user may not read or write it (sessions)
+    │   └── SandboxFileTooLarge     larger than the read's or the host's limit (sessions)
     ├── ModelError                  a model call failed (after the SDK's own retries); ``kind``
     │   │                           is the typed row kind, ``retryable`` if a later try may work
     │   ├── ModelAuthError          the provider rejected the credential (401/403)
@@ -26,6 +31,7 @@
     │   │                           another attempt (elsewhere) may succeed
     │   ├── SandboxUnavailable
     │   ├── HostFull
+    │   │   └── SessionLimit        no room for another session (host-wide or this token's cap)
     │   ├── Draining
     │   ├── ImageMissing
     │   ├── ContainerStartFailed
@@ -73,13 +79,19 @@ __all__ = [
     "SandboxFileError",
     "SandboxFileMissing",
     "SandboxFileRefused",
+    "SandboxFileTooLarge",
+    "SandboxIsADirectory",
+    "SandboxPermissionDenied",
     "SandboxUnavailable",
+    "SessionLimit",
     "SkillError",
     "SkillOptError",
     "SkillParseError",
     "SystemicFailure",
     "Unauthenticated",
     "UnknownRollout",
+    "UnknownSession",
+    "UserUnsupported",
 ]
 
 
@@ -132,6 +144,28 @@ class SandboxFileMissing(SandboxFileError):
 
 class SandboxFileRefused(SandboxFileError):
     """The path is a link, a directory or a special file (or runs through a link)."""
+
+
+class SandboxIsADirectory(SandboxFileRefused):
+    """A session path names a directory where a file is needed."""
+
+
+class SandboxPermissionDenied(SandboxFileError):
+    """The session's user may not read, write or run what the path names."""
+
+
+class SandboxFileTooLarge(SandboxFileError):
+    """A session file is larger than the read's limit or the host's file limit."""
+
+
+class UnknownSession(SkillOptError):
+    """No session with this id belongs to the caller's token on this host (another token's
+    sessions look exactly like missing ones)."""
+
+
+class UserUnsupported(SkillOptError):
+    """An exec asked for a user other than the session's: session containers run as one
+    unprivileged user without the capability to switch users."""
 
 
 class ModelError(SkillOptError):
@@ -218,6 +252,15 @@ class HostFull(InfraError):
     """The host has no free rollout slot (RESOURCE_EXHAUSTED)."""
 
     kind = InfraErrorKind.SANDBOX_UNAVAILABLE
+
+
+class SessionLimit(HostFull):
+    """No room for another session on this host, host-wide or under the caller's token's cap
+    (RESOURCE_EXHAUSTED). ``retry_after_s`` says when one may free up (0: unknown)."""
+
+    def __init__(self, message: str, *, retry_after_s: float = 0.0, **context: str) -> None:
+        super().__init__(message, **context)
+        self.retry_after_s = retry_after_s
 
 
 class Draining(InfraError):

@@ -351,3 +351,6 @@ class HostDescription:
     engine_version: str = ""
     service_build: str = ""
     image_labels: Mapping[str, str] = field(default_factory=dict)
+    #: Live sessions (the general sandbox API) and the host-wide cap on them.
+    sessions: int = 0
+    max_sessions: int = 0

@@ -225,6 +225,11 @@ class SandboxClient:
             return exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED
         return True
 
+    def call(self, method: str, request, *, timeout_s: float | None = None, **kwargs):
+        """Call the Sandbox service's ``method`` with this client's credentials (the raw stub
+        call: the session client builds on it). gRPC errors are the caller's to map."""
+        return getattr(self._stub, method)(request, timeout=timeout_s, metadata=self._metadata, **kwargs)
+
     def close(self) -> None:
         self._channel.close()
 

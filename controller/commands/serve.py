@@ -40,7 +40,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--listen", default="127.0.0.1:50051", help="HOST:PORT to listen on (port 0 = any free port)"
     )
     p.add_argument(
-        "--token-file", help="file holding the bearer token clients must send (or env SKILLOPT_SANDBOX_TOKEN)"
+        "--token-file",
+        help="file holding the bearer token clients must send (or env SKILLOPT_SANDBOX_TOKEN); one token "
+        "per line makes each line a tenant whose sessions no other token sees, optionally followed by "
+        "max_sessions=N (that tenant's cap)",
     )
     p.add_argument("--insecure", action="store_true", help="allow a non-loopback listener without a token")
     p.add_argument("--tls-cert", default="", help="PEM certificate chain for TLS")
@@ -116,6 +119,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="HOST:PORT of a plaintext listener serving only grpc.health.v1 (e.g. for Kubernetes' "
         "gRPC probes, which cannot do TLS); it reports NOT_SERVING while draining, like the main port",
     )
+    p.add_argument(
+        "--max-sessions",
+        type=int,
+        default=64,
+        help="most live sessions (the general sandbox API) on this host, all tokens together; "
+        "further creates are refused with a retry hint (0: no sessions)",
+    )
+    p.add_argument(
+        "--session-image",
+        action="append",
+        default=[],
+        help="an image sessions may ask for besides --image (repeatable; must be built on this host)",
+    )
+    p.add_argument(
+        "--session-idle-ttl", type=float, default=600.0, help="idle TTL of a session that asks for none (s)"
+    )
     p.add_argument("--port-file", help="write the bound port here once listening")
     p.add_argument(
         "--drain-grace", type=float, default=30.0, help="seconds to let rollouts finish on SIGTERM"
@@ -146,19 +165,23 @@ def run(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
     from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
     from sandbox.server.serve import ServerConfig, serve, server_credentials
-    from sandbox.service.config import DEFAULT_LIMITS, ServiceConfig
+    from sandbox.service.config import DEFAULT_LIMITS, ServiceConfig, SessionConfig
+    from sandbox.service.tenants import parse_token_file
     from skillopt.models.profiles import load_profiles, validate_profiles
 
     try:
         if args.grader_workers < 0:
             raise ConfigError(f"--grader-workers must be 0 or more, got {args.grader_workers}")
         token = None
+        tenants: list[tuple[str, int]] = []
         if args.token_file:
-            token = Path(args.token_file).read_text().strip()
-            if not token:
-                raise ConfigError(f"token file {args.token_file} is empty")
+            tenants = parse_token_file(
+                Path(args.token_file).read_text(), source=f"token file {args.token_file}"
+            )
         elif os.environ.get("SKILLOPT_SANDBOX_TOKEN"):
             token = os.environ["SKILLOPT_SANDBOX_TOKEN"]
+        if args.max_sessions < 0:
+            raise ConfigError(f"--max-sessions must be 0 or more, got {args.max_sessions}")
         providers = load_profiles(file=args.providers, specs=provider_specs)
         validate_profiles(providers)  # every configured provider builds, or the host does not start
         spec = ContainerSpec(
@@ -168,6 +191,12 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
         config = ServerConfig(
             listen=args.listen,
             token=token,
+            tenants=tuple(tenants),
+            sessions=SessionConfig(
+                max_sessions=args.max_sessions,
+                extra_images=tuple(args.session_image),
+                default_idle_ttl_s=args.session_idle_ttl,
+            ),
             insecure=args.insecure,
             tls_cert_file=args.tls_cert,
             tls_key_file=args.tls_key,

@@ -27,7 +27,8 @@ mirror="${SKILLOPT_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 build_root="${SKILLOPT_BUILD_DIR:-$here/../.build}"
 # python3-venv: the service image builds its venv with it. tini is not needed (containers run
 # with Docker's --init). The in-image python3-openpyxl / python3-pandas are what rollouts use.
-packages=(python3 python3-openpyxl python3-pandas python3-venv ca-certificates)
+# procps: ps/pkill for sandbox sessions (Inspect's self-check looks for leaked processes with ps).
+packages=(python3 python3-openpyxl python3-pandas python3-venv ca-certificates procps)
 build_hash="$(sha256sum "$self" | cut -c1-64)"
 
 [[ ${EUID:-$(id -u)} -eq 0 ]] || die "debootstrap needs root: run as root or with sudo"

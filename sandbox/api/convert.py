@@ -349,6 +349,8 @@ def description_to_proto(d: HostDescription) -> pb.DescribeResponse:
         engine_version=d.engine_version,
         service_build=d.service_build,
         image_labels=dict(d.image_labels),
+        sessions=d.sessions,
+        max_sessions=d.max_sessions,
     )
 
 
@@ -372,4 +374,6 @@ def description_from_proto(m: pb.DescribeResponse) -> HostDescription:
         engine_version=m.engine_version,
         service_build=m.service_build,
         image_labels=dict(m.image_labels),
+        sessions=m.sessions,
+        max_sessions=m.max_sessions,
     )

@@ -22,10 +22,17 @@ from skillopt.errors import (
     ImageMissing,
     InvalidRequest,
     RolloutTimeout,
+    SandboxFileMissing,
+    SandboxFileTooLarge,
+    SandboxIsADirectory,
+    SandboxPermissionDenied,
     SandboxUnavailable,
+    SessionLimit,
     SkillOptError,
     Unauthenticated,
     UnknownRollout,
+    UnknownSession,
+    UserUnsupported,
 )
 
 __all__ = [
@@ -50,7 +57,14 @@ C = grpc.StatusCode
 _TABLE: tuple[tuple[type[SkillOptError], grpc.StatusCode, int], ...] = (
     (InvalidRequest, C.INVALID_ARGUMENT, R.INVALID_REQUEST),
     (Unauthenticated, C.UNAUTHENTICATED, R.UNAUTHENTICATED),
+    (SessionLimit, C.RESOURCE_EXHAUSTED, R.SESSION_LIMIT),
     (HostFull, C.RESOURCE_EXHAUSTED, R.HOST_FULL),
+    (UnknownSession, C.NOT_FOUND, R.SESSION_NOT_FOUND),
+    (UserUnsupported, C.PERMISSION_DENIED, R.USER_UNSUPPORTED),
+    (SandboxFileMissing, C.NOT_FOUND, R.FILE_NOT_FOUND),
+    (SandboxPermissionDenied, C.PERMISSION_DENIED, R.PERMISSION_DENIED),
+    (SandboxIsADirectory, C.FAILED_PRECONDITION, R.IS_A_DIRECTORY),
+    (SandboxFileTooLarge, C.OUT_OF_RANGE, R.FILE_TOO_LARGE),
     (Draining, C.UNAVAILABLE, R.DRAINING),
     (ImageMissing, C.FAILED_PRECONDITION, R.IMAGE_MISSING),
     (UnknownRollout, C.NOT_FOUND, R.NOT_FOUND),
@@ -67,6 +81,8 @@ _BY_CODE: dict[grpc.StatusCode, type[SkillOptError]] = {
     C.RESOURCE_EXHAUSTED: InvalidRequest,
     C.FAILED_PRECONDITION: ImageMissing,
     C.NOT_FOUND: UnknownRollout,
+    C.PERMISSION_DENIED: SandboxPermissionDenied,
+    C.OUT_OF_RANGE: SandboxFileTooLarge,
     C.CANCELLED: Cancelled,
     C.DEADLINE_EXCEEDED: RolloutTimeout,
     C.UNAVAILABLE: SandboxUnavailable,
@@ -91,7 +107,9 @@ def status_for(exc: BaseException, *, host: str = "") -> tuple[grpc.StatusCode, 
     else:
         code, reason, retryable = C.INTERNAL, R.INTERNAL, True
         message = f"internal error: {type(exc).__name__}: {exc}"
-    detail = pb.ErrorDetail(reason=reason, retryable=retryable, host=host)
+    detail = pb.ErrorDetail(
+        reason=reason, retryable=retryable, host=host, retry_after_s=float(getattr(exc, "retry_after_s", 0.0))
+    )
     return code, bounded(message), ((DETAIL_KEY, detail.SerializeToString()),)
 
 
@@ -120,4 +138,6 @@ def error_for(
     err = cls(message, **context)
     if detail is not None and isinstance(err, SandboxUnavailable | HostFull | Draining):
         err.retryable = detail.retryable
+    if detail is not None and isinstance(err, SessionLimit):
+        err.retry_after_s = detail.retry_after_s
     return err

@@ -28,6 +28,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,8 @@ LABEL_EXPIRES = "skillopt.expires"
 RUNNER_SOURCE = Path(__file__).parent / "runner" / "runner.py"
 #: Largest reply payload from a runner unless the request allows more (only reads carry one).
 _MAX_REPLY_BYTES = 1024 * 1024
+#: Largest output message of a streaming execution (the runner reads its pipes 64 KiB at a time).
+_MAX_OUTPUT_CHUNK = 64 * 1024
 
 
 class SlotState(enum.Enum):
@@ -90,6 +93,7 @@ class RunnerConnection:
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
         self._next_id = 0
         self.closed = False
 
@@ -100,6 +104,7 @@ class RunnerConnection:
         *,
         timeout_s: float,
         max_reply_bytes: int = _MAX_REPLY_BYTES,
+        on_output: Callable[[int, bytes], None] | None = None,
     ) -> tuple[dict[str, Any], bytes]:
         """Send one request and wait for its reply.
 
@@ -107,6 +112,8 @@ class RunnerConnection:
             max_reply_bytes: largest reply payload accepted (a read's ``max_bytes``); the
                 runner shares its uid with the code it runs, so its replies are bounded
                 before they are read, never trusted to be.
+            on_output: for a streaming execution, called with ``(fd, bytes)`` for every
+                output message the runner sends before its reply (each at most 64 KiB).
 
         Raises:
             TimeoutError: no reply within ``timeout_s``.
@@ -115,10 +122,19 @@ class RunnerConnection:
         """
         with self._lock:
             self._next_id += 1
-            self._sock.settimeout(timeout_s)
+            deadline = time.monotonic() + timeout_s
             try:
-                wire.send_message(self._sock, {**header, "id": self._next_id}, payload)
-                reply, data = wire.recv_message(self._sock, max_size=max_reply_bytes)
+                with self._send_lock:
+                    self._sock.settimeout(timeout_s)
+                    wire.send_message(self._sock, {**header, "id": self._next_id}, payload)
+                while True:
+                    self._sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                    reply, data = wire.recv_message(self._sock, max_size=max_reply_bytes)
+                    if reply.get("type") != "out":
+                        return reply, data
+                    if on_output is None or len(data) > _MAX_OUTPUT_CHUNK:
+                        raise ValueError("unexpected output message")
+                    on_output(2 if reply.get("fd") == 2 else 1, data)
             except (BrokenPipeError, ConnectionResetError) as exc:
                 raise EOFError(str(exc)) from exc
             except (ValueError, UnicodeDecodeError) as exc:  # oversize or garbled: out of sync
@@ -127,7 +143,12 @@ class RunnerConnection:
             except TimeoutError:
                 self.closed = True  # the stream is out of sync now; never reuse it
                 raise
-            return reply, data
+
+    def cancel_execution(self) -> None:
+        """Ask the runner to kill the streaming execution in flight (from another thread than
+        the one in :meth:`call`); the call then returns the execution's reply. Never raises."""
+        with self._send_lock, contextlib.suppress(OSError):
+            wire.send_message(self._sock, {"op": "cancel"})
 
     def is_alive(self) -> bool:
         """False when the runner closed the connection (an idle runner never sends)."""

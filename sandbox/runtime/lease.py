@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -233,10 +233,15 @@ class DockerSandbox(RolloutSandbox):
         timeout_s: float,
         allow_errors: bool = False,
         max_reply_bytes: int | None = None,
+        on_output: Callable[[int, bytes], None] | None = None,
     ) -> tuple[dict[str, Any], bytes]:
         if self.cancel.is_set():
             raise Cancelled("rollout cancelled")
-        bound = {} if max_reply_bytes is None else {"max_reply_bytes": max(max_reply_bytes, 0)}
+        bound: dict[str, Any] = (
+            {} if max_reply_bytes is None else {"max_reply_bytes": max(max_reply_bytes, 0)}
+        )
+        if on_output is not None:
+            bound["on_output"] = on_output
         try:
             reply, data = self.handle.conn.call(header, payload, timeout_s=timeout_s, **bound)
         except TimeoutError:

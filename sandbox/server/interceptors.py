@@ -11,7 +11,6 @@ safely.
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,6 +18,7 @@ import grpc
 import structlog
 
 from sandbox.api.status import status_for
+from sandbox.service.tenants import TenantTokens
 from skillopt.errors import InvalidRequest, Unauthenticated
 
 __all__ = ["TokenAuthInterceptor"]
@@ -124,14 +124,16 @@ def _decoding(handler: grpc.RpcMethodHandler, host: str) -> grpc.RpcMethodHandle
 
 
 class TokenAuthInterceptor(grpc.ServerInterceptor):
-    """Checks ``authorization: Bearer <token>`` on every call (constant-time compare) before the
-    request is read, and makes undecodable requests INVALID_ARGUMENT.
+    """Checks ``authorization: Bearer <token>`` on every call (constant-time compare against
+    each of the host's tokens) before the request is read, and makes undecodable requests
+    INVALID_ARGUMENT.
 
-    ``token=None`` disables the check (only allowed on loopback or with ``--insecure``).
+    ``tokens=None`` disables the check (only allowed on loopback or with ``--insecure``); a
+    plain string is one token.
     """
 
-    def __init__(self, token: str | None, *, host: str = "") -> None:
-        self._token = token.encode() if token else None
+    def __init__(self, tokens: TenantTokens | str | None, *, host: str = "") -> None:
+        self._tokens = TenantTokens.single(tokens) if isinstance(tokens, str) else (tokens or None)
         self._host = host
 
     def intercept_service(
@@ -140,7 +142,7 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
         method = handler_call_details.method
-        if self._token is not None and not method.startswith(_EXEMPT_PREFIXES):
+        if self._tokens is not None and not method.startswith(_EXEMPT_PREFIXES):
             presented = None
             for key, value in handler_call_details.invocation_metadata or ():
                 if key == "authorization":
@@ -157,7 +159,7 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):
             if isinstance(presented, bytes):
                 presented = presented.decode("latin-1")
             scheme, _, token = presented.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), self._token):
+            if scheme.lower() != "bearer" or self._tokens.identify(token) is None:
                 log.warning("auth.rejected", method=method[:200])
                 return _refusing(Unauthenticated("invalid token"), self._host)
         handler = continuation(handler_call_details)

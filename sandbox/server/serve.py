@@ -36,8 +36,10 @@ from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from sandbox.server.interceptors import TokenAuthInterceptor
 from sandbox.server.servicer import SandboxServicer
 from sandbox.service.admission import RolloutAdmission
-from sandbox.service.config import ServiceConfig
+from sandbox.service.config import ServiceConfig, SessionConfig
 from sandbox.service.rollout import RolloutService
+from sandbox.service.sessions import SessionManager
+from sandbox.service.tenants import TenantTokens
 from sandbox.service.validation import host_cpus
 from skillopt.envs.registry import available_envs, env_spec
 from skillopt.errors import ConfigError
@@ -58,6 +60,9 @@ class ServerConfig:
 
     listen: str = "127.0.0.1:50051"
     token: str | None = None
+    #: Tokens the host accepts besides ``token``, each one a tenant: ``(token, max_sessions)``
+    #: per line of a token file (``sandbox.service.tenants``).
+    tenants: tuple[tuple[str, int], ...] = ()
     insecure: bool = False
     tls_cert_file: str = ""
     tls_key_file: str = ""
@@ -71,6 +76,8 @@ class ServerConfig:
     min_client_ping_interval_s: float = 10.0
     runtime: RuntimeConfig
     service: ServiceConfig
+    #: Sessions (the general sandbox API: CreateSession, Exec, files).
+    sessions: SessionConfig = field(default_factory=SessionConfig)
     providers: dict[str, ProviderProfile] = field(default_factory=dict)
     reflection: bool = True
     #: Record/replay store of model exchanges ("" = none: only mode "off" is available).
@@ -185,7 +192,8 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
     required but unavailable) is raised as :class:`ConfigError` before the server listens, and
     whatever was started by then (warm containers, the gateway network) is removed again.
     """
-    check_listen_address(config.listen, token=config.token, insecure=config.insecure)
+    tokens = tenant_tokens(config)
+    check_listen_address(config.listen, token="set" if tokens else None, insecure=config.insecure)
     creds = server_credentials(config)  # before any container exists: a bad file leaves nothing
     # Teardown runs in reverse: drain → pools → containers → gateway network → gateway.
     with contextlib.ExitStack() as cleanup:
@@ -231,8 +239,20 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
             grader=grader,
         )
         admission = RolloutAdmission(capacity=config.service.capacity)
-        servicer = SandboxServicer(service, admission)
-        server, health_servicer = _grpc_server(config, servicer)
+        sessions = SessionManager(
+            config.sessions,
+            host_id=config.runtime.host_id,
+            pools=pools,
+            runtime=runtime,
+            base_spec=spec,
+            gateway_spec=service.exec_spec if network is not None else None,
+            default_limits=config.service.default_limits,
+            max_limits=config.service.max_limits,
+            max_lifetime_cap_s=config.runtime.max_container_lifetime_s,
+        )
+        cleanup.callback(sessions.close)  # before the pools close: sessions give their containers back
+        servicer = SandboxServicer(service, admission, sessions=sessions, tenants=tokens or None)
+        server, health_servicer = _grpc_server(config, servicer, tokens)
         watch = HostWatch(config, runtime, pools, health_servicer)
         servicer.host_check = watch.check_now
         try:
@@ -267,7 +287,8 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
             host=config.runtime.host_id,
             capacity=config.service.capacity,
             tls=bool(creds),
-            auth=bool(config.token),
+            auth=bool(tokens),
+            tenants=len(tokens),
             providers=sorted(config.providers),
         )
         yield running
@@ -299,13 +320,21 @@ def _exec_network(
     return network, front, ""
 
 
+def tenant_tokens(config: ServerConfig) -> TenantTokens:
+    """The tokens ``config`` accepts (empty: no authentication): ``tenants`` and ``token``."""
+    entries = list(config.tenants)
+    if config.token and config.token not in {t for t, _ in entries}:
+        entries.append((config.token, 0))
+    return TenantTokens(entries)
+
+
 def _grpc_server(
-    config: ServerConfig, servicer: SandboxServicer
+    config: ServerConfig, servicer: SandboxServicer, tokens: TenantTokens
 ) -> tuple[grpc.Server, health.HealthServicer]:
     capacity = config.service.capacity
     server = grpc.server(
         ThreadPoolExecutor(max_workers=4 * capacity + 16, thread_name_prefix="grpc"),
-        interceptors=[TokenAuthInterceptor(config.token, host=config.runtime.host_id)],
+        interceptors=[TokenAuthInterceptor(tokens or None, host=config.runtime.host_id)],
         options=[
             ("grpc.max_receive_message_length", config.max_message_bytes),
             ("grpc.max_send_message_length", config.max_message_bytes),
@@ -445,12 +474,19 @@ def _reap_loop(runtime: DockerRuntime, interval_s: float, stopped: threading.Eve
 
 def _drain(running: RunningServer, grace_s: float) -> None:
     running.admission.draining = True
+    sessions = running.servicer.sessions
+    if sessions is not None:
+        sessions.draining = True
     running.health.enter_graceful_shutdown()
-    # Only running rollouts are waited for: an idle host goes straight on to teardown.
+    start = time.monotonic()
+    # Only running rollouts and live sessions are waited for: an idle host goes straight on to
+    # teardown.
     if not running.admission.wait_idle(grace_s):
         for handle in running.admission.running():
             handle.request_cancel("service draining")
         running.admission.wait_idle(10.0)  # cancelled rollouts kill their containers at once
+    if sessions is not None:
+        sessions.drain(max(0.0, grace_s - (time.monotonic() - start)))
     # Give streams a moment to deliver their final messages (health watchers end here too).
     running.server.stop(grace=2.0 if running.admission.running_count == 0 else 5.0).wait()
     running.servicer.shutdown(wait=True)

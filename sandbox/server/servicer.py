@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import grpc
 import structlog
@@ -20,8 +21,11 @@ from sandbox.api import convert
 from sandbox.api.status import status_for
 from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
+from sandbox.server.session_rpcs import SessionRpcs
 from sandbox.service.admission import RolloutAdmission, RolloutHandle
 from sandbox.service.rollout import RolloutService
+from sandbox.service.sessions import SessionManager
+from sandbox.service.tenants import TenantTokens
 from sandbox.service.validation import fingerprint
 from skillopt.errors import Cancelled, Draining, ImageMissing, SkillOptError, UnknownRollout
 from skillopt.types import InfraErrorKind, RolloutRequest, RolloutResult
@@ -31,16 +35,21 @@ __all__ = ["SandboxServicer"]
 log = structlog.get_logger("skillopt.sandbox.server")
 
 
-class SandboxServicer(pb_grpc.SandboxServicer):
+class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
     def __init__(
         self,
         service: RolloutService,
         admission: RolloutAdmission,
         *,
         host_check: Callable[[], str] | None = None,
+        sessions: SessionManager | None = None,
+        tenants: TenantTokens | None = None,
     ) -> None:
         self.service = service
         self.admission = admission
+        #: Sessions (the general sandbox API; ``None``: not offered) and the host's tokens.
+        self.sessions = sessions
+        self.tenants = tenants
         #: Why the host cannot take a rollout right now ("" when it can): checked at the door,
         #: so a rollout is refused as "not here, not now" (UNAVAILABLE, costs the caller no
         #: attempt) instead of being accepted and failing on a dead engine or a full disk.
@@ -117,7 +126,12 @@ class SandboxServicer(pb_grpc.SandboxServicer):
     # -- Describe / Cancel -------------------------------------------------------------------
 
     def Describe(self, request: pb.DescribeRequest, context: grpc.ServicerContext) -> pb.DescribeResponse:
-        return convert.description_to_proto(self.service.describe(self.admission))
+        description = self.service.describe(self.admission)
+        if self.sessions is not None:
+            description = replace(
+                description, sessions=self.sessions.count(), max_sessions=self.sessions.config.max_sessions
+            )
+        return convert.description_to_proto(description)
 
     def Cancel(self, request: pb.CancelRequest, context: grpc.ServicerContext) -> pb.CancelResponse:
         handle = self.admission.get(request.rollout_id)

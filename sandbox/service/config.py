@@ -1,5 +1,6 @@
-"""A sandbox host's policy for rollouts (:class:`ServiceConfig`) and the default and maximum
-limits of a rollout: plain data, imported by the service, its validation and its admission control."""
+"""A sandbox host's policy for rollouts (:class:`ServiceConfig`, with the default and maximum
+limits of a rollout) and for sessions (:class:`SessionConfig`): plain data, imported by the
+service, its validation and its admission control."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from sandbox.runtime.spec import ContainerSpec
 from skillopt.grader_pool import default_workers
 from skillopt.types import Limits
 
-__all__ = ["DEFAULT_LIMITS", "MAX_LIMITS", "MiB", "ServiceConfig"]
+__all__ = ["DEFAULT_LIMITS", "MAX_LIMITS", "MiB", "ServiceConfig", "SessionConfig"]
 
 MiB = 1024 * 1024
 DEFAULT_LIMITS = Limits(
@@ -59,3 +60,32 @@ class ServiceConfig:
     #: Worker processes that grade outputs off the rollout threads (``skillopt.grader_pool``);
     #: 0 = grade in the rollout's own thread.
     grader_workers: int = field(default_factory=default_workers)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionConfig:
+    """Host policy for sessions (the general remote sandbox API)."""
+
+    #: Most live sessions on this host, all tokens together (further creates get
+    #: RESOURCE_EXHAUSTED with a retry hint; running sessions are never degraded for a new one).
+    max_sessions: int = 64
+    #: Idle TTL when the client asks for none, and the longest one allowed.
+    default_idle_ttl_s: float = 600.0
+    max_idle_ttl_s: float = 24 * 3600.0
+    #: Lifetime when the client asks for none; never more than the runtime's container lifetime.
+    default_max_lifetime_s: float = 3600.0
+    #: Largest file written or read, and largest stdin of one command.
+    max_file_bytes: int = 256 * MiB
+    max_stdin_bytes: int = 256 * MiB
+    #: Output streamed back per command when the client asks for no cap, and the largest cap.
+    default_output_bytes: int = 10 * MiB
+    max_output_bytes: int = 64 * MiB
+    #: Command timeout when the client gives none, and the longest one.
+    default_exec_timeout_s: float = 600.0
+    max_exec_timeout_s: float = 6 * 3600.0
+    #: Images a session may ask for besides the host's runtime image.
+    extra_images: tuple[str, ...] = ()
+    #: Most labels per session.
+    max_labels: int = 32
+    #: Longest wait for a container when creating a session.
+    acquire_timeout_s: float = 120.0

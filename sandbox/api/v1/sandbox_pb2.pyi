@@ -310,7 +310,7 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("host", "version", "capacity", "free_slots", "running", "draining", "agents", "image_digests", "pool_idle", "container_runtime", "providers", "runner_sha256", "agent_runtimes", "unavailable_agents", "available_runtimes", "engine_version", "service_build", "image_labels")
+    __slots__ = ("host", "version", "capacity", "free_slots", "running", "draining", "agents", "image_digests", "pool_idle", "container_runtime", "providers", "runner_sha256", "agent_runtimes", "unavailable_agents", "available_runtimes", "engine_version", "service_build", "image_labels", "sessions", "max_sessions")
     class ImageDigestsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -364,6 +364,8 @@ class DescribeResponse(_message.Message):
     ENGINE_VERSION_FIELD_NUMBER: _ClassVar[int]
     SERVICE_BUILD_FIELD_NUMBER: _ClassVar[int]
     IMAGE_LABELS_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     host: str
     version: str
     capacity: int
@@ -382,10 +384,12 @@ class DescribeResponse(_message.Message):
     engine_version: str
     service_build: str
     image_labels: _containers.ScalarMap[str, str]
-    def __init__(self, host: _Optional[str] = ..., version: _Optional[str] = ..., capacity: _Optional[int] = ..., free_slots: _Optional[int] = ..., running: _Optional[int] = ..., draining: _Optional[bool] = ..., agents: _Optional[_Iterable[str]] = ..., image_digests: _Optional[_Mapping[str, str]] = ..., pool_idle: _Optional[_Mapping[str, int]] = ..., container_runtime: _Optional[str] = ..., providers: _Optional[_Iterable[str]] = ..., runner_sha256: _Optional[str] = ..., agent_runtimes: _Optional[_Mapping[str, str]] = ..., unavailable_agents: _Optional[_Mapping[str, str]] = ..., available_runtimes: _Optional[_Iterable[str]] = ..., engine_version: _Optional[str] = ..., service_build: _Optional[str] = ..., image_labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    sessions: int
+    max_sessions: int
+    def __init__(self, host: _Optional[str] = ..., version: _Optional[str] = ..., capacity: _Optional[int] = ..., free_slots: _Optional[int] = ..., running: _Optional[int] = ..., draining: _Optional[bool] = ..., agents: _Optional[_Iterable[str]] = ..., image_digests: _Optional[_Mapping[str, str]] = ..., pool_idle: _Optional[_Mapping[str, int]] = ..., container_runtime: _Optional[str] = ..., providers: _Optional[_Iterable[str]] = ..., runner_sha256: _Optional[str] = ..., agent_runtimes: _Optional[_Mapping[str, str]] = ..., unavailable_agents: _Optional[_Mapping[str, str]] = ..., available_runtimes: _Optional[_Iterable[str]] = ..., engine_version: _Optional[str] = ..., service_build: _Optional[str] = ..., image_labels: _Optional[_Mapping[str, str]] = ..., sessions: _Optional[int] = ..., max_sessions: _Optional[int] = ...) -> None: ...
 
 class ErrorDetail(_message.Message):
-    __slots__ = ("reason", "retryable", "host")
+    __slots__ = ("reason", "retryable", "host", "retry_after_s")
     class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         REASON_UNSPECIFIED: _ClassVar[ErrorDetail.Reason]
@@ -399,6 +403,13 @@ class ErrorDetail(_message.Message):
         CANCELLED: _ClassVar[ErrorDetail.Reason]
         DEADLINE_EXCEEDED: _ClassVar[ErrorDetail.Reason]
         INTERNAL: _ClassVar[ErrorDetail.Reason]
+        SESSION_NOT_FOUND: _ClassVar[ErrorDetail.Reason]
+        SESSION_LIMIT: _ClassVar[ErrorDetail.Reason]
+        FILE_NOT_FOUND: _ClassVar[ErrorDetail.Reason]
+        PERMISSION_DENIED: _ClassVar[ErrorDetail.Reason]
+        IS_A_DIRECTORY: _ClassVar[ErrorDetail.Reason]
+        FILE_TOO_LARGE: _ClassVar[ErrorDetail.Reason]
+        USER_UNSUPPORTED: _ClassVar[ErrorDetail.Reason]
     REASON_UNSPECIFIED: ErrorDetail.Reason
     INVALID_REQUEST: ErrorDetail.Reason
     UNAUTHENTICATED: ErrorDetail.Reason
@@ -410,13 +421,22 @@ class ErrorDetail(_message.Message):
     CANCELLED: ErrorDetail.Reason
     DEADLINE_EXCEEDED: ErrorDetail.Reason
     INTERNAL: ErrorDetail.Reason
+    SESSION_NOT_FOUND: ErrorDetail.Reason
+    SESSION_LIMIT: ErrorDetail.Reason
+    FILE_NOT_FOUND: ErrorDetail.Reason
+    PERMISSION_DENIED: ErrorDetail.Reason
+    IS_A_DIRECTORY: ErrorDetail.Reason
+    FILE_TOO_LARGE: ErrorDetail.Reason
+    USER_UNSUPPORTED: ErrorDetail.Reason
     REASON_FIELD_NUMBER: _ClassVar[int]
     RETRYABLE_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_S_FIELD_NUMBER: _ClassVar[int]
     reason: ErrorDetail.Reason
     retryable: bool
     host: str
-    def __init__(self, reason: _Optional[_Union[ErrorDetail.Reason, str]] = ..., retryable: _Optional[bool] = ..., host: _Optional[str] = ...) -> None: ...
+    retry_after_s: float
+    def __init__(self, reason: _Optional[_Union[ErrorDetail.Reason, str]] = ..., retryable: _Optional[bool] = ..., host: _Optional[str] = ..., retry_after_s: _Optional[float] = ...) -> None: ...
 
 class CancelRequest(_message.Message):
     __slots__ = ("rollout_id",)
@@ -429,3 +449,208 @@ class CancelResponse(_message.Message):
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
     cancelled: bool
     def __init__(self, cancelled: _Optional[bool] = ...) -> None: ...
+
+class CreateSessionRequest(_message.Message):
+    __slots__ = ("image", "limits", "idle_ttl_s", "max_lifetime_s", "labels", "network", "skill", "files")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    IDLE_TTL_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_LIFETIME_S_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    SKILL_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    image: str
+    limits: Limits
+    idle_ttl_s: float
+    max_lifetime_s: float
+    labels: _containers.ScalarMap[str, str]
+    network: str
+    skill: Skill
+    files: _containers.RepeatedCompositeFieldContainer[File]
+    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., idle_ttl_s: _Optional[float] = ..., max_lifetime_s: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., network: _Optional[str] = ..., skill: _Optional[_Union[Skill, _Mapping]] = ..., files: _Optional[_Iterable[_Union[File, _Mapping]]] = ...) -> None: ...
+
+class SessionInfo(_message.Message):
+    __slots__ = ("session_id", "host", "image", "image_digest", "network", "labels", "created_ns", "idle_expires_ns", "max_expires_ns", "idle_ttl_s", "user", "workdir", "container_runtime", "limits")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_NS_FIELD_NUMBER: _ClassVar[int]
+    IDLE_EXPIRES_NS_FIELD_NUMBER: _ClassVar[int]
+    MAX_EXPIRES_NS_FIELD_NUMBER: _ClassVar[int]
+    IDLE_TTL_S_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    host: str
+    image: str
+    image_digest: str
+    network: str
+    labels: _containers.ScalarMap[str, str]
+    created_ns: int
+    idle_expires_ns: int
+    max_expires_ns: int
+    idle_ttl_s: float
+    user: str
+    workdir: str
+    container_runtime: str
+    limits: Limits
+    def __init__(self, session_id: _Optional[str] = ..., host: _Optional[str] = ..., image: _Optional[str] = ..., image_digest: _Optional[str] = ..., network: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_ns: _Optional[int] = ..., idle_expires_ns: _Optional[int] = ..., max_expires_ns: _Optional[int] = ..., idle_ttl_s: _Optional[float] = ..., user: _Optional[str] = ..., workdir: _Optional[str] = ..., container_runtime: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ...) -> None: ...
+
+class ExecStart(_message.Message):
+    __slots__ = ("session_id", "argv", "cwd", "env", "timeout_s", "output_limit_bytes", "user")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    CWD_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    cwd: str
+    env: _containers.ScalarMap[str, str]
+    timeout_s: float
+    output_limit_bytes: int
+    user: str
+    def __init__(self, session_id: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., cwd: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., timeout_s: _Optional[float] = ..., output_limit_bytes: _Optional[int] = ..., user: _Optional[str] = ...) -> None: ...
+
+class ExecInput(_message.Message):
+    __slots__ = ("start", "stdin")
+    START_FIELD_NUMBER: _ClassVar[int]
+    STDIN_FIELD_NUMBER: _ClassVar[int]
+    start: ExecStart
+    stdin: bytes
+    def __init__(self, start: _Optional[_Union[ExecStart, _Mapping]] = ..., stdin: _Optional[bytes] = ...) -> None: ...
+
+class ExecExit(_message.Message):
+    __slots__ = ("exit_code", "signal", "timed_out", "oom_killed", "output_limit_exceeded", "duration_s", "stdout_bytes", "stderr_bytes", "spawn_error", "message")
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    OOM_KILLED_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_LIMIT_EXCEEDED_FIELD_NUMBER: _ClassVar[int]
+    DURATION_S_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    STDERR_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SPAWN_ERROR_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    exit_code: int
+    signal: int
+    timed_out: bool
+    oom_killed: bool
+    output_limit_exceeded: bool
+    duration_s: float
+    stdout_bytes: int
+    stderr_bytes: int
+    spawn_error: str
+    message: str
+    def __init__(self, exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., timed_out: _Optional[bool] = ..., oom_killed: _Optional[bool] = ..., output_limit_exceeded: _Optional[bool] = ..., duration_s: _Optional[float] = ..., stdout_bytes: _Optional[int] = ..., stderr_bytes: _Optional[int] = ..., spawn_error: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ExecOutput(_message.Message):
+    __slots__ = ("stdout", "stderr", "exit")
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    EXIT_FIELD_NUMBER: _ClassVar[int]
+    stdout: bytes
+    stderr: bytes
+    exit: ExecExit
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., exit: _Optional[_Union[ExecExit, _Mapping]] = ...) -> None: ...
+
+class WriteFileStart(_message.Message):
+    __slots__ = ("session_id", "path", "size")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    path: str
+    size: int
+    def __init__(self, session_id: _Optional[str] = ..., path: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+
+class WriteFileInput(_message.Message):
+    __slots__ = ("start", "data")
+    START_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    start: WriteFileStart
+    data: bytes
+    def __init__(self, start: _Optional[_Union[WriteFileStart, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class WriteFileResponse(_message.Message):
+    __slots__ = ("size",)
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    size: int
+    def __init__(self, size: _Optional[int] = ...) -> None: ...
+
+class ReadFileRequest(_message.Message):
+    __slots__ = ("session_id", "path", "max_bytes")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    path: str
+    max_bytes: int
+    def __init__(self, session_id: _Optional[str] = ..., path: _Optional[str] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class FileChunk(_message.Message):
+    __slots__ = ("data", "size")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    size: int
+    def __init__(self, data: _Optional[bytes] = ..., size: _Optional[int] = ...) -> None: ...
+
+class ListSessionsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListSessionsResponse(_message.Message):
+    __slots__ = ("sessions",)
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[SessionInfo]
+    def __init__(self, sessions: _Optional[_Iterable[_Union[SessionInfo, _Mapping]]] = ...) -> None: ...
+
+class DestroySessionRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class DestroySessionResponse(_message.Message):
+    __slots__ = ("destroyed",)
+    DESTROYED_FIELD_NUMBER: _ClassVar[int]
+    destroyed: bool
+    def __init__(self, destroyed: _Optional[bool] = ...) -> None: ...
+
+class ExtendSessionRequest(_message.Message):
+    __slots__ = ("session_id", "idle_ttl_s")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    IDLE_TTL_S_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    idle_ttl_s: float
+    def __init__(self, session_id: _Optional[str] = ..., idle_ttl_s: _Optional[float] = ...) -> None: ...

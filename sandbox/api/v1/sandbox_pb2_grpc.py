@@ -49,6 +49,41 @@ class SandboxStub:
                 request_serializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.CancelRequest.SerializeToString,
                 response_deserializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.CancelResponse.FromString,
                 _registered_method=True)
+        self.CreateSession = channel.unary_unary(
+                '/skillopt.sandbox.v1.Sandbox/CreateSession',
+                request_serializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.CreateSessionRequest.SerializeToString,
+                response_deserializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.SessionInfo.FromString,
+                _registered_method=True)
+        self.Exec = channel.stream_stream(
+                '/skillopt.sandbox.v1.Sandbox/Exec',
+                request_serializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.ExecInput.SerializeToString,
+                response_deserializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.ExecOutput.FromString,
+                _registered_method=True)
+        self.WriteFile = channel.stream_unary(
+                '/skillopt.sandbox.v1.Sandbox/WriteFile',
+                request_serializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.WriteFileInput.SerializeToString,
+                response_deserializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.WriteFileResponse.FromString,
+                _registered_method=True)
+        self.ReadFile = channel.unary_stream(
+                '/skillopt.sandbox.v1.Sandbox/ReadFile',
+                request_serializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.ReadFileRequest.SerializeToString,
+                response_deserializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.FileChunk.FromString,
+                _registered_method=True)
+        self.ListSessions = channel.unary_unary(
+                '/skillopt.sandbox.v1.Sandbox/ListSessions',
+                request_serializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.ListSessionsRequest.SerializeToString,
+                response_deserializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.ListSessionsResponse.FromString,
+                _registered_method=True)
+        self.DestroySession = channel.unary_unary(
+                '/skillopt.sandbox.v1.Sandbox/DestroySession',
+                request_serializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.DestroySessionRequest.SerializeToString,
+                response_deserializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.DestroySessionResponse.FromString,
+                _registered_method=True)
+        self.ExtendSession = channel.unary_unary(
+                '/skillopt.sandbox.v1.Sandbox/ExtendSession',
+                request_serializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.ExtendSessionRequest.SerializeToString,
+                response_deserializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.SessionInfo.FromString,
+                _registered_method=True)
 
 
 class SandboxServicer:
@@ -78,6 +113,63 @@ class SandboxServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateSession(self, request, context):
+        """--- Sessions: a general remote sandbox (one hardened container) that a client drives
+        command by command. A session belongs to the token that created it: every other token
+        gets SESSION_NOT_FOUND for it. It ends when destroyed, when idle for its idle TTL (no call
+        touched it), at its maximum lifetime, or when its host drains (after the drain grace).
+
+        Create a session (from the warm pool when the limits match the host's default).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Exec(self, request_iterator, context):
+        """Run one command. The first message is an ExecStart; the following ones carry stdin bytes
+        (the client half-closes the stream to end stdin). Output is streamed back as it comes, and
+        the last message is an ExecExit. Cancelling the call kills the command's process tree; the
+        session survives.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WriteFile(self, request_iterator, context):
+        """Create or replace a file (parents created): a WriteFileStart, then data chunks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadFile(self, request, context):
+        """Read a file: its bytes in chunks (the first chunk carries the total size).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSessions(self, request, context):
+        """This token's sessions on this host.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DestroySession(self, request, context):
+        """Destroy a session now (its container and every process in it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExtendSession(self, request, context):
+        """Push a session's idle expiry out (never beyond its maximum lifetime).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SandboxServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -95,6 +187,41 @@ def add_SandboxServicer_to_server(servicer, server):
                     servicer.Cancel,
                     request_deserializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.CancelRequest.FromString,
                     response_serializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.CancelResponse.SerializeToString,
+            ),
+            'CreateSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSession,
+                    request_deserializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.CreateSessionRequest.FromString,
+                    response_serializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.SessionInfo.SerializeToString,
+            ),
+            'Exec': grpc.stream_stream_rpc_method_handler(
+                    servicer.Exec,
+                    request_deserializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.ExecInput.FromString,
+                    response_serializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.ExecOutput.SerializeToString,
+            ),
+            'WriteFile': grpc.stream_unary_rpc_method_handler(
+                    servicer.WriteFile,
+                    request_deserializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.WriteFileInput.FromString,
+                    response_serializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.WriteFileResponse.SerializeToString,
+            ),
+            'ReadFile': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadFile,
+                    request_deserializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.ReadFileRequest.FromString,
+                    response_serializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.FileChunk.SerializeToString,
+            ),
+            'ListSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSessions,
+                    request_deserializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.ListSessionsRequest.FromString,
+                    response_serializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.ListSessionsResponse.SerializeToString,
+            ),
+            'DestroySession': grpc.unary_unary_rpc_method_handler(
+                    servicer.DestroySession,
+                    request_deserializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.DestroySessionRequest.FromString,
+                    response_serializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.DestroySessionResponse.SerializeToString,
+            ),
+            'ExtendSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExtendSession,
+                    request_deserializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.ExtendSessionRequest.FromString,
+                    response_serializer=sandbox_dot_api_dot_v1_dot_sandbox__pb2.SessionInfo.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -178,6 +305,195 @@ class Sandbox:
             '/skillopt.sandbox.v1.Sandbox/Cancel',
             sandbox_dot_api_dot_v1_dot_sandbox__pb2.CancelRequest.SerializeToString,
             sandbox_dot_api_dot_v1_dot_sandbox__pb2.CancelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/skillopt.sandbox.v1.Sandbox/CreateSession',
+            sandbox_dot_api_dot_v1_dot_sandbox__pb2.CreateSessionRequest.SerializeToString,
+            sandbox_dot_api_dot_v1_dot_sandbox__pb2.SessionInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Exec(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/skillopt.sandbox.v1.Sandbox/Exec',
+            sandbox_dot_api_dot_v1_dot_sandbox__pb2.ExecInput.SerializeToString,
+            sandbox_dot_api_dot_v1_dot_sandbox__pb2.ExecOutput.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteFile(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/skillopt.sandbox.v1.Sandbox/WriteFile',
+            sandbox_dot_api_dot_v1_dot_sandbox__pb2.WriteFileInput.SerializeToString,
+            sandbox_dot_api_dot_v1_dot_sandbox__pb2.WriteFileResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadFile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/skillopt.sandbox.v1.Sandbox/ReadFile',
+            sandbox_dot_api_dot_v1_dot_sandbox__pb2.ReadFileRequest.SerializeToString,
+            sandbox_dot_api_dot_v1_dot_sandbox__pb2.FileChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/skillopt.sandbox.v1.Sandbox/ListSessions',
+            sandbox_dot_api_dot_v1_dot_sandbox__pb2.ListSessionsRequest.SerializeToString,
+            sandbox_dot_api_dot_v1_dot_sandbox__pb2.ListSessionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DestroySession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/skillopt.sandbox.v1.Sandbox/DestroySession',
+            sandbox_dot_api_dot_v1_dot_sandbox__pb2.DestroySessionRequest.SerializeToString,
+            sandbox_dot_api_dot_v1_dot_sandbox__pb2.DestroySessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExtendSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/skillopt.sandbox.v1.Sandbox/ExtendSession',
+            sandbox_dot_api_dot_v1_dot_sandbox__pb2.ExtendSessionRequest.SerializeToString,
+            sandbox_dot_api_dot_v1_dot_sandbox__pb2.SessionInfo.FromString,
             options,
             channel_credentials,
             insecure,

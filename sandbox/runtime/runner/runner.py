@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import builtins
 import ctypes
+import errno
 import gc
 import importlib
 import json
@@ -203,6 +204,80 @@ def op_list(header: dict, _payload: bytes) -> tuple[dict, bytes]:
 
 
 # ---------------------------------------------------------------------------------------------
+# session files: any path the container's user may use (absolute, or relative to the workspace)
+#
+# Sessions are driven by their owner, not graded: links are followed like any program would, and
+# what the user may not touch fails with the errno's own kind, which the service passes on
+# typed (missing, permission, directory, too large).
+
+_ERRNO_CODES = {
+    errno.ENOENT: "not_found",
+    errno.ENOTDIR: "not_found",
+    errno.EACCES: "permission",
+    errno.EPERM: "permission",
+    errno.EROFS: "permission",
+    errno.EISDIR: "is_dir",
+    errno.EFBIG: "too_large",
+    errno.ENOSPC: "no_space",
+    errno.EDQUOT: "no_space",
+    errno.ENAMETOOLONG: "bad_path",
+    errno.ELOOP: "bad_path",
+}
+
+
+def session_path(path: str, base: str = WORKSPACE) -> str:
+    """``path`` made absolute (relative paths are below ``base``)."""
+    if not path or "\x00" in path:
+        raise RequestError("bad_path", f"not a usable path: {path!r}")
+    return os.path.normpath(os.path.join(base, path))
+
+
+def _os_error(exc: OSError, path: str) -> RequestError:
+    code = _ERRNO_CODES.get(exc.errno or 0, "os_error")
+    return RequestError(code, f"{path}: {exc.strerror or exc}")
+
+
+def op_fs_write(header: dict, payload: bytes) -> tuple[dict, bytes]:
+    path = session_path(header["path"])
+    try:
+        if os.path.isdir(path):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(payload)
+    except OSError as exc:
+        raise _os_error(exc, header["path"]) from exc
+    return {"ok": True, "written": len(payload)}, b""
+
+
+def op_fs_read(header: dict, _payload: bytes) -> tuple[dict, bytes]:
+    path = session_path(header["path"])
+    max_bytes = int(header.get("max_bytes", 64 << 20))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise _os_error(exc, header["path"]) from exc
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise RequestError("is_dir", f"{header['path']}: Is a directory")
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
+            raise RequestError("permission", f"{header['path']}: not a regular file")
+        if st.st_size > max_bytes:
+            raise RequestError("too_large", f"{header['path']} is {st.st_size} bytes > {max_bytes}")
+        os.set_blocking(fd, True)
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise _os_error(exc, header["path"]) from exc
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise RequestError("too_large", f"{header['path']} grew beyond {max_bytes} bytes")
+    return {"ok": True}, data
+
+
+# ---------------------------------------------------------------------------------------------
 # execution
 
 
@@ -313,11 +388,11 @@ def _run_main(path: str) -> None:
     exec(code, module.__dict__)
 
 
-def _close_inherited_fds() -> None:
+def _close_inherited_fds(keep: int = -1) -> None:
     # Listing our own fds is much cheaper than closerange(3, 65536) (~5 ms of syscalls).
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
-        if fd > 2:
+        if fd > 2 and fd != keep:
             try:
                 os.close(fd)
             except OSError:
@@ -348,12 +423,15 @@ class _Warm:
         in_r, self.in_w = os.pipe()
         self.out_r, out_w = os.pipe()
         self.err_r, err_w = os.pipe()
+        # Close-on-exec (os.pipe's default): stays empty when the program started, and carries
+        # the errno when it could not (a missing or non-executable program).
+        self.spawn_r, spawn_w = os.pipe()
         pid = os.fork()
         if pid == 0:
             # The parent's ends must be closed here, or the job pipe never reaches EOF.
-            for fd in (self.job_w, self.in_w, self.out_r, self.err_r):
+            for fd in (self.job_w, self.in_w, self.out_r, self.err_r, self.spawn_r):
                 os.close(fd)
-            _child(job_r, in_r, out_w, err_w, ctl_fd)
+            _child(job_r, in_r, out_w, err_w, ctl_fd, spawn_w)
         self.pid = pid
         # pidfd: readable when the child exits. Kernels or sandboxes without pidfd_open (gVisor)
         # use the SIGCHLD wake-up pipe instead, and the exit is confirmed with waitpid.
@@ -363,7 +441,7 @@ class _Warm:
         except OSError:
             self.pidfd = _child_wakeup_fd()
             self.owns_fd = False
-        for fd in (job_r, in_r, out_w, err_w):
+        for fd in (job_r, in_r, out_w, err_w, spawn_w):
             os.close(fd)
 
 
@@ -399,7 +477,7 @@ def _read_all(fd: int) -> bytes:
         chunks.append(data)
 
 
-def _child(job_r: int, in_r: int, out_w: int, err_w: int, ctl_fd: int) -> None:
+def _child(job_r: int, in_r: int, out_w: int, err_w: int, ctl_fd: int, spawn_w: int) -> None:
     """Runs in the forked child: wait for the job, then run it. Never returns."""
     code = 127
     try:
@@ -417,12 +495,21 @@ def _child(job_r: int, in_r: int, out_w: int, err_w: int, ctl_fd: int) -> None:
         os.dup2(in_r, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
-        _close_inherited_fds()
+        _close_inherited_fds(keep=spawn_w)
         env = dict(header.get("env") or {})
-        os.chdir(header.get("cwd") or WORKSPACE)
+        try:
+            os.chdir(header.get("cwd") or WORKSPACE)
+        except OSError as exc:
+            _spawn_failed(spawn_w, "cwd", exc)
         argv = header.get("argv")
         if argv:
-            os.execvpe(argv[0], argv, env)  # replaces the process; returns only on error
+            try:
+                os.execvpe(argv[0], argv, env)  # replaces the process; returns only on error
+            except OSError as exc:
+                code = (
+                    "permission" if exc.errno in (errno.EACCES, errno.EPERM, errno.ENOEXEC) else "not_found"
+                )
+                _spawn_failed(spawn_w, code, exc)
         os.environ.clear()
         os.environ.update(env)
         path = header["python"]
@@ -458,6 +545,14 @@ def _child(job_r: int, in_r: int, out_w: int, err_w: int, ctl_fd: int) -> None:
             except BaseException:
                 pass
         os._exit(code)
+
+
+def _spawn_failed(spawn_w: int, code: str, exc: OSError) -> None:
+    """Report why the program did not start (over the close-on-exec pipe) and exit 127."""
+    try:
+        os.write(spawn_w, json.dumps({"code": code, "message": exc.strerror or str(exc)}).encode())
+    finally:
+        os._exit(127)
 
 
 #: Largest program the parent scans for on-demand imports (a bigger one is run as it is).
@@ -516,16 +611,23 @@ class PreforkedChild:
         if self.warm is not None:
             os.close(self.warm.job_w)  # EOF: the child exits
             os.waitpid(self.warm.pid, 0)
-            for fd in (self.warm.in_w, self.warm.out_r, self.warm.err_r):
+            for fd in (self.warm.in_w, self.warm.out_r, self.warm.err_r, self.warm.spawn_r):
                 os.close(fd)
             if self.warm.owns_fd:
                 os.close(self.warm.pidfd)
             self.warm = None
 
-    def run(self, header: dict, payload: bytes) -> tuple[dict, bytes]:
+    def run(self, header: dict, payload: bytes, sock: socket.socket | None = None) -> tuple[dict, bytes]:
+        """Run one execution. With ``header["stream"]`` the output goes to ``sock`` as it comes
+        (``{"type": "out", "fd": 1|2}`` messages, at most ``output_limit_bytes`` in all, beyond
+        which the program is killed) and a ``{"op": "cancel"}`` arriving on ``sock`` kills it.
+        ``header["sweep"]``: ``always`` (rollouts: every process but the runner is killed
+        afterwards) or ``on_kill`` (sessions: background processes outlive the command unless it
+        was killed, when everything goes)."""
         timeout_s = float(header.get("timeout_s", 120.0))
         cap = int(header.get("output_limit_bytes", 65536))
-        kill_after = int(header.get("kill_after_output_bytes", 64 << 20))
+        stream = bool(header.get("stream")) and sock is not None
+        kill_after = cap if stream else int(header.get("kill_after_output_bytes", 64 << 20))
         pending = [m for m in self.on_demand if m not in sys.modules]
         if pending and header.get("python") and not header.get("argv"):
             wanted = _mentions(os.path.join(header.get("cwd") or WORKSPACE, header["python"]), pending)
@@ -542,33 +644,40 @@ class PreforkedChild:
         os.close(warm.job_w)
         pid, pidfd, owns_pidfd = warm.pid, warm.pidfd, warm.owns_fd
         out_r, err_r = warm.out_r, warm.err_r
-        stdin_data = payload if header.get("stdin_size") else b""
+        stdin_data = memoryview(payload if header.get("stdin_size") else b"")
         writers = [warm.in_w]
         if not stdin_data:
             os.close(warm.in_w)
             writers = []
         tails = {out_r: _Tail(cap), err_r: _Tail(cap)}
         open_fds = {out_r, err_r}
+        watch = [sock.fileno()] if stream and sock is not None else []
         status = None
-        timed_out = output_exceeded = False
+        timed_out = output_exceeded = cancelled = False
+        streamed = 0
         deadline = t0 + timeout_s
         while status is None or open_fds:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 timed_out = True
                 break
-            rlist = [*open_fds, pidfd] if status is None else list(open_fds)
+            rlist = [*open_fds, pidfd, *watch] if status is None else [*open_fds, *watch]
             ready_r, ready_w, _ = select.select(rlist, writers, [], remaining)
             for fd in ready_w:
                 try:
                     n = os.write(fd, stdin_data[:_READ_CHUNK])
                     stdin_data = stdin_data[n:]
                 except BrokenPipeError:
-                    stdin_data = b""
+                    stdin_data = memoryview(b"")
                 if not stdin_data:
                     os.close(fd)
                     writers = []
             for fd in ready_r:
+                if fd in watch:
+                    cancelled = _cancel_requested(sock)
+                    if cancelled:
+                        break
+                    continue
                 if fd == pidfd:
                     if owns_pidfd:
                         _, status = os.waitpid(pid, 0)
@@ -581,22 +690,30 @@ class PreforkedChild:
                     # The direct child is gone; whatever it left behind must not keep our pipes
                     # open (daemonized grandchildren): read what is buffered, then sweep.
                     for ofd in list(open_fds):
+                        before = tails[ofd].total
                         _drain_nonblocking(ofd, tails[ofd])
+                        if stream:
+                            streamed = _forward(sock, ofd == err_r, tails[ofd], before, streamed, cap)
                         os.close(ofd)
                         open_fds.discard(ofd)
                     continue
                 data = os.read(fd, _READ_CHUNK)
                 if data:
                     tails[fd].feed(data)
+                    if stream:
+                        streamed = _send_out(sock, fd == err_r, data, streamed, cap)
                 else:
                     os.close(fd)
                     open_fds.discard(fd)
+            if cancelled:
+                break
             if tails[out_r].total + tails[err_r].total > kill_after:
                 output_exceeded = True
                 break
-        if status is None:
-            # Timed out or flooded: kill the direct child first so its status is ours to read,
-            # then sweep whatever else it started.
+        killed = status is None
+        if killed:
+            # Timed out, flooded or cancelled: kill the direct child first so its status is ours
+            # to read, then sweep whatever else it started.
             try:
                 os.killpg(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -606,7 +723,12 @@ class PreforkedChild:
             except ProcessLookupError:
                 pass
             _, status = os.waitpid(pid, 0)
-        leftovers = kill_everything_else()
+        if killed or header.get("sweep", "always") == "always":
+            leftovers = kill_everything_else()
+        else:
+            leftovers = 0
+            _reap_children()  # background processes stay; exited orphans are reaped
+        spawn = _read_spawn_error(warm.spawn_r)
         if owns_pidfd:
             os.close(pidfd)
         for fd in open_fds:
@@ -617,23 +739,75 @@ class PreforkedChild:
         duration = time.monotonic() - t0
         exit_code = os.waitstatus_to_exitcode(status)
         sig = -exit_code if exit_code < 0 else None
-        return (
-            {
-                "ok": True,
-                "exit_code": None if sig is not None else exit_code,
-                "signal": sig,
-                "timed_out": timed_out,
-                "output_limit_exceeded": output_exceeded,
-                "stdout_tail": tails[out_r].text(),
-                "stderr_tail": tails[err_r].text(),
-                "stdout_bytes": tails[out_r].total,
-                "stderr_bytes": tails[err_r].total,
-                "duration_s": duration,
-                "started_at_ns": started_ns,
-                "leftover_processes": leftovers,
-            },
-            b"",
-        )
+        reply = {
+            "ok": True,
+            "exit_code": None if sig is not None else exit_code,
+            "signal": sig,
+            "timed_out": timed_out,
+            "cancelled": cancelled,
+            "output_limit_exceeded": output_exceeded,
+            "stdout_bytes": tails[out_r].total,
+            "stderr_bytes": tails[err_r].total,
+            "duration_s": duration,
+            "started_at_ns": started_ns,
+            "leftover_processes": leftovers,
+        }
+        if spawn:
+            reply["spawn_error"] = spawn
+        if not stream:
+            reply["stdout_tail"] = tails[out_r].text()
+            reply["stderr_tail"] = tails[err_r].text()
+        return reply, b""
+
+
+def _send_out(sock: socket.socket | None, is_err: bool, data: bytes, streamed: int, cap: int) -> int:
+    """Stream ``data`` (what fits under ``cap``, in messages of at most 64 KiB) to the service;
+    returns the new total sent."""
+    part = data[: max(cap - streamed, 0)]
+    if sock is not None:
+        for i in range(0, len(part), _READ_CHUNK):
+            send_message(sock, {"type": "out", "fd": 2 if is_err else 1}, part[i : i + _READ_CHUNK])
+    return streamed + len(part)
+
+
+def _forward(
+    sock: socket.socket | None, is_err: bool, tail: _Tail, before: int, streamed: int, cap: int
+) -> int:
+    """Stream what a final drain added to ``tail`` (the bytes past ``before``)."""
+    added = tail.total - before
+    if added <= 0:
+        return streamed
+    return _send_out(
+        sock, is_err, bytes(tail.buf[-added:]) if added <= len(tail.buf) else bytes(tail.buf), streamed, cap
+    )
+
+
+def _cancel_requested(sock: socket.socket | None) -> bool:
+    """Whether the service asked to cancel the running execution (or went away)."""
+    if sock is None:
+        return False
+    try:
+        header, _ = recv_message(sock, max_size=0)
+    except (EOFError, OSError, ValueError):
+        return True
+    return header.get("op") == "cancel"
+
+
+def _read_spawn_error(fd: int) -> dict | None:
+    """Why the program did not start, from the close-on-exec pipe (``None``: it started)."""
+    try:
+        os.set_blocking(fd, False)
+        data = os.read(fd, 4096)
+    except (BlockingIOError, OSError):
+        data = b""
+    finally:
+        os.close(fd)
+    if not data:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return {"code": "not_found", "message": data.decode("utf-8", "replace")}
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -678,7 +852,14 @@ def op_oom(_header: dict, _payload: bytes) -> tuple[dict, bytes]:
 
 
 def serve(sock: socket.socket, on_demand: list[str] | None = None) -> None:
-    handlers = {"write": op_write, "read": op_read, "list": op_list, "oom": op_oom}
+    handlers = {
+        "write": op_write,
+        "read": op_read,
+        "list": op_list,
+        "oom": op_oom,
+        "fs_write": op_fs_write,
+        "fs_read": op_fs_read,
+    }
     child = PreforkedChild(sock.fileno(), on_demand)
     child.prefork()
     try:
@@ -696,7 +877,9 @@ def _serve(sock: socket.socket, handlers: dict, child: PreforkedChild) -> None:
         op = header.get("op")
         try:
             if op == "exec":
-                reply, data = child.run(header, payload)
+                reply, data = child.run(header, payload, sock)
+            elif op == "cancel":  # arrived after its execution ended: nothing to do
+                continue
             elif op == "ping":
                 reply, data = {"ok": True, "pid": os.getpid()}, b""
             elif op in handlers:

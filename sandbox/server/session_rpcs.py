@@ -1,0 +1,286 @@
+"""The session RPCs of the gRPC servicer: translate, delegate, stream (the domain logic is in
+:mod:`sandbox.service.sessions`). Every call is made on behalf of the tenant whose token it
+carries; every failure leaves through the proto's status table like the rollout RPCs'."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+
+import grpc
+import structlog
+
+from sandbox.api.v1 import sandbox_pb2 as pb
+from sandbox.runtime.session import CommandExit
+from sandbox.service.sessions import SESSION_USER, Session, SessionManager, SessionRequest
+from sandbox.service.tenants import LOCAL_TENANT, Tenant, TenantTokens
+from skillopt.errors import InvalidRequest, SandboxFileTooLarge, Unauthenticated
+from skillopt.types import Limits
+
+__all__ = ["SessionRpcs"]
+
+log = structlog.get_logger("skillopt.sandbox.sessions")
+
+#: Bytes per message of a file or output stream (well under every message limit).
+CHUNK_BYTES = 1024 * 1024
+_DONE = object()
+
+
+class SessionRpcs:
+    """Mixin of :class:`~sandbox.server.servicer.SandboxServicer`: the session RPCs.
+
+    Needs ``self.sessions`` (a :class:`SessionManager`), ``self.tenants`` (``None``: the host
+    runs without tokens, every caller is :data:`LOCAL_TENANT`) and ``self._abort``."""
+
+    sessions: SessionManager | None
+    tenants: TenantTokens | None
+
+    def _abort(self, context: grpc.ServicerContext, exc: BaseException) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _tenant(self, context: grpc.ServicerContext) -> Tenant:
+        if not self.tenants:
+            return LOCAL_TENANT
+        for key, value in context.invocation_metadata() or ():
+            if key == "authorization":
+                text = value.decode("latin-1") if isinstance(value, bytes) else value
+                tenant = self.tenants.identify(text.partition(" ")[2])
+                if tenant is not None:
+                    return tenant
+        raise Unauthenticated("invalid token")  # the interceptor checked it already
+
+    def _manager(self) -> SessionManager:
+        if self.sessions is None:
+            raise InvalidRequest("this host does not offer sessions")
+        return self.sessions
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def CreateSession(
+        self, request: pb.CreateSessionRequest, context: grpc.ServicerContext
+    ) -> pb.SessionInfo:
+        try:
+            tenant = self._tenant(context)
+            session = self._manager().create(tenant, _session_request(request))
+            return self._info(session)
+        except Exception as exc:
+            self._abort(context, exc)
+            raise  # pragma: no cover - abort raises
+
+    def ListSessions(
+        self, request: pb.ListSessionsRequest, context: grpc.ServicerContext
+    ) -> pb.ListSessionsResponse:
+        try:
+            tenant = self._tenant(context)
+            return pb.ListSessionsResponse(sessions=[self._info(s) for s in self._manager().list(tenant)])
+        except Exception as exc:
+            self._abort(context, exc)
+            raise  # pragma: no cover
+
+    def DestroySession(
+        self, request: pb.DestroySessionRequest, context: grpc.ServicerContext
+    ) -> pb.DestroySessionResponse:
+        try:
+            tenant = self._tenant(context)
+            return pb.DestroySessionResponse(destroyed=self._manager().destroy(tenant, request.session_id))
+        except Exception as exc:
+            self._abort(context, exc)
+            raise  # pragma: no cover
+
+    def ExtendSession(
+        self, request: pb.ExtendSessionRequest, context: grpc.ServicerContext
+    ) -> pb.SessionInfo:
+        try:
+            tenant = self._tenant(context)
+            return self._info(self._manager().extend(tenant, request.session_id, request.idle_ttl_s))
+        except Exception as exc:
+            self._abort(context, exc)
+            raise  # pragma: no cover
+
+    # -- files -------------------------------------------------------------------------------
+
+    def WriteFile(self, request_iterator: Iterator[pb.WriteFileInput], context: grpc.ServicerContext):
+        try:
+            tenant = self._tenant(context)
+            manager = self._manager()
+            first = next(request_iterator, None)
+            if first is None or first.WhichOneof("kind") != "start":
+                raise InvalidRequest("the first WriteFile message must be a WriteFileStart")
+            start = first.start
+            manager.check_file_size(start.size)
+            with manager.using(tenant, start.session_id) as session:
+                data = bytearray()
+                for message in request_iterator:
+                    if message.WhichOneof("kind") != "data":
+                        raise InvalidRequest("WriteFile takes one WriteFileStart, then data chunks")
+                    data += message.data
+                    if len(data) > start.size:
+                        raise SandboxFileTooLarge(
+                            f"{start.path}: more data than the announced {start.size} bytes"
+                        )
+                if len(data) != start.size:
+                    raise InvalidRequest(f"{start.path}: {len(data)} bytes received, {start.size} announced")
+                session.box.write_path(start.path, bytes(data))
+            return pb.WriteFileResponse(size=len(data))
+        except Exception as exc:
+            self._abort(context, exc)
+            raise  # pragma: no cover
+
+    def ReadFile(self, request: pb.ReadFileRequest, context: grpc.ServicerContext):
+        try:
+            tenant = self._tenant(context)
+            manager = self._manager()
+            limit = manager.config.max_file_bytes
+            max_bytes = min(request.max_bytes, limit) if request.max_bytes > 0 else limit
+            with manager.using(tenant, request.session_id) as session:
+                data = session.box.read_path(request.path, max_bytes=max_bytes)
+        except Exception as exc:
+            self._abort(context, exc)
+            raise  # pragma: no cover
+        view = memoryview(data)
+        yield pb.FileChunk(data=bytes(view[:CHUNK_BYTES]), size=len(data))
+        for offset in range(CHUNK_BYTES, len(data), CHUNK_BYTES):
+            yield pb.FileChunk(data=bytes(view[offset : offset + CHUNK_BYTES]))
+
+    # -- exec --------------------------------------------------------------------------------
+
+    def Exec(self, request_iterator: Iterator[pb.ExecInput], context: grpc.ServicerContext):
+        try:
+            tenant = self._tenant(context)
+            manager = self._manager()
+            first = next(request_iterator, None)
+            if first is None or first.WhichOneof("kind") != "start":
+                raise InvalidRequest("the first Exec message must be an ExecStart")
+            start = first.start
+            stdin = bytearray()
+            for message in request_iterator:  # until the client half-closes
+                if message.WhichOneof("kind") != "stdin":
+                    raise InvalidRequest("Exec takes one ExecStart, then stdin chunks")
+                stdin += message.stdin
+                if len(stdin) > manager.config.max_stdin_bytes:
+                    raise InvalidRequest(f"stdin exceeds this host's {manager.config.max_stdin_bytes} bytes")
+            session_cm = manager.using(tenant, start.session_id)
+            session = session_cm.__enter__()
+        except Exception as exc:
+            self._abort(context, exc)
+            raise  # pragma: no cover
+        outputs: queue.SimpleQueue = queue.SimpleQueue()
+        done = threading.Event()
+
+        def on_rpc_end() -> None:
+            if not done.is_set():  # the client went away or cancelled: kill the command
+                log.info("session.exec_cancelled", session=session.id)
+                session.box.cancel_command()
+
+        context.add_callback(on_rpc_end)
+        worker = threading.Thread(
+            target=_run_command,
+            args=(manager, session, start, bytes(stdin), outputs, done),
+            name=f"exec-{session.id[:10]}",
+            daemon=True,
+        )
+        worker.start()
+        try:
+            while True:
+                item = outputs.get()
+                if item is _DONE:
+                    break
+                if isinstance(item, BaseException):
+                    self._abort(context, item)
+                if isinstance(item, CommandExit):
+                    yield pb.ExecOutput(exit=_exit_to_proto(item))
+                else:
+                    fd, data = item
+                    yield pb.ExecOutput(stderr=data) if fd == 2 else pb.ExecOutput(stdout=data)
+        finally:
+            if not done.is_set():  # the stream was closed under us: stop the command first
+                session.box.cancel_command()
+            worker.join()
+            session_cm.__exit__(None, None, None)
+
+    # -- conversion --------------------------------------------------------------------------
+
+    def _info(self, session: Session) -> pb.SessionInfo:
+        limits = session.limits
+        return pb.SessionInfo(
+            session_id=session.id,
+            host=self._manager().host_id,
+            image=session.spec.image,
+            image_digest=session.box.handle.image_digest,
+            network=session.network,
+            labels=session.labels,
+            created_ns=session.created_ns,
+            idle_expires_ns=session.wall_ns(min(session.idle_expires_at(), session.max_expires_at)),
+            max_expires_ns=session.wall_ns(session.max_expires_at),
+            idle_ttl_s=session.idle_ttl_s,
+            user=SESSION_USER,
+            workdir=self._manager().workdir(),
+            container_runtime=self._manager().runtime.runtime_name(session.spec),
+            limits=pb.Limits(
+                memory_bytes=int(limits.memory_bytes or 0),
+                cpus=float(limits.cpus or 0.0),
+                output_bytes=int(limits.output_bytes or 0),
+            ),
+        )
+
+
+def _run_command(
+    manager: SessionManager,
+    session: Session,
+    start: pb.ExecStart,
+    stdin: bytes,
+    outputs: queue.SimpleQueue,
+    done: threading.Event,
+) -> None:
+    try:
+        result = manager.exec(
+            session,
+            list(start.argv),
+            on_output=lambda fd, data: outputs.put((fd, data)),
+            cwd=start.cwd,
+            env=dict(start.env),
+            timeout_s=start.timeout_s,
+            stdin=stdin,
+            output_limit_bytes=start.output_limit_bytes,
+            user=start.user,
+        )
+        outputs.put(result)
+    except BaseException as exc:  # reported as the call's status
+        outputs.put(exc)
+    finally:
+        done.set()
+        outputs.put(_DONE)
+
+
+def _exit_to_proto(result: CommandExit) -> pb.ExecExit:
+    return pb.ExecExit(
+        exit_code=result.exit_code,
+        signal=result.signal,
+        timed_out=result.timed_out,
+        oom_killed=result.oom_killed,
+        output_limit_exceeded=result.output_limit_exceeded,
+        duration_s=result.duration_s,
+        stdout_bytes=result.stdout_bytes,
+        stderr_bytes=result.stderr_bytes,
+        spawn_error=result.spawn_error,
+        message=result.message,
+    )
+
+
+def _session_request(request: pb.CreateSessionRequest) -> SessionRequest:
+    lim = request.limits
+    return SessionRequest(
+        image=request.image,
+        limits=Limits(
+            memory_bytes=lim.memory_bytes or None,
+            cpus=lim.cpus or None,
+            output_bytes=lim.output_bytes or None,
+        ),
+        idle_ttl_s=request.idle_ttl_s,
+        max_lifetime_s=request.max_lifetime_s,
+        labels=dict(request.labels),
+        network=request.network or "none",
+        skill=request.skill.content if request.HasField("skill") else None,
+        files=tuple((f.name, f.content) for f in request.files),
+    )

@@ -1,0 +1,476 @@
+"""Sessions: hardened containers a client drives command by command (the general sandbox API).
+
+A session is one container from the same warm pool and with the same defaults as a rollout's
+(no network, read-only root, non-root user, no capabilities, limits). It belongs to the tenant
+(token) that created it: every lookup is by ``(tenant, id)``, so another token's session is
+indistinguishable from a missing one. It ends when destroyed, when no call touched it for its
+idle TTL (a command in flight counts as a touch for as long as it runs), at its maximum
+lifetime, or when the host drains (after the grace period). Caps are checked before a container
+is taken: host-wide and per tenant, refused with :class:`~skillopt.errors.SessionLimit` and a
+retry hint, never by degrading a running session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+
+import structlog
+
+from sandbox.runtime.session import WORKDIR, CommandExit, SessionSandbox
+from sandbox.runtime.spec import ContainerSpec
+from sandbox.service.config import SessionConfig
+from sandbox.service.tenants import Tenant
+from sandbox.service.validation import effective_limits, validate_limits
+from skillopt.errors import (
+    Draining,
+    InvalidRequest,
+    SandboxFileTooLarge,
+    SessionLimit,
+    UnknownSession,
+    UserUnsupported,
+)
+from skillopt.files import check_relative_name
+from skillopt.types import Limits
+
+__all__ = ["Session", "SessionManager", "SessionRequest"]
+
+log = structlog.get_logger("skillopt.sandbox.sessions")
+
+_MAX_LABEL_CHARS = 200
+#: The container user's name in the runtime image (uid 1000).
+SESSION_USER = "sandbox"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionRequest:
+    """What a client asks for when it creates a session (already decoded from the proto)."""
+
+    image: str = ""
+    limits: Limits = field(default_factory=Limits)
+    idle_ttl_s: float = 0.0
+    max_lifetime_s: float = 0.0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    network: str = "none"
+    skill: str | None = None
+    files: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(eq=False)
+class Session:
+    """One live session (the manager's record; the container is ``box``)."""
+
+    id: str
+    tenant: Tenant
+    box: SessionSandbox
+    spec: ContainerSpec
+    network: str
+    labels: dict[str, str]
+    limits: Limits
+    idle_ttl_s: float
+    created_ns: int
+    created_at: float  # monotonic
+    max_expires_at: float  # monotonic
+    last_used: float  # monotonic
+    busy: int = 0
+
+    def idle_expires_at(self) -> float:
+        return self.last_used + self.idle_ttl_s
+
+    def expires_in(self, now: float) -> float:
+        """Seconds until this session ends if nothing touches it."""
+        idle = float("inf") if self.busy else self.idle_expires_at() - now
+        return max(0.0, min(idle, self.max_expires_at - now))
+
+    def wall_ns(self, monotonic_at: float) -> int:
+        return self.created_ns + int((monotonic_at - self.created_at) * 1e9)
+
+
+class SessionManager:
+    """Creates, finds, expires and destroys the sessions of one host. Thread-safe.
+
+    Args:
+        config: the host's session policy.
+        host_id: this host's id (reported in every session).
+        pools: the host's warm pools (``acquire``/``release``).
+        runtime: the container runtime (leases, kills).
+        base_spec: the host's rollout container spec (sessions with default limits share its
+            warm pool).
+        gateway_spec: the spec of containers on the model gateway's network (``None``: this
+            host offers no gateway network).
+        default_limits, max_limits: the host's rollout limits (memory, CPUs) that sessions use.
+    """
+
+    def __init__(
+        self,
+        config: SessionConfig,
+        *,
+        host_id: str,
+        pools,
+        runtime,
+        base_spec: ContainerSpec,
+        gateway_spec: ContainerSpec | None,
+        default_limits: Limits,
+        max_limits: Limits,
+        max_lifetime_cap_s: float,
+    ) -> None:
+        self.config = config
+        self.host_id = host_id
+        self.pools = pools
+        self.runtime = runtime
+        self.base_spec = base_spec
+        self.gateway_spec = gateway_spec
+        self.default_limits, self.max_limits = default_limits, max_limits
+        self.max_lifetime_cap_s = max_lifetime_cap_s
+        self._sessions: dict[str, Session] = {}
+        self._reserved: dict[str, int] = {}  # tenant id -> creations in flight
+        self._cond = threading.Condition()
+        self.draining = False
+        self._closed = False
+        self._reaper = threading.Thread(target=self._reap_loop, name="session-reaper", daemon=True)
+        self._reaper.start()
+
+    # -- queries -----------------------------------------------------------------------------
+
+    @property
+    def images(self) -> tuple[str, ...]:
+        """The images sessions may use: the host's runtime image first."""
+        return (self.base_spec.image, *(i for i in self.config.extra_images if i != self.base_spec.image))
+
+    def count(self) -> int:
+        with self._cond:
+            return len(self._sessions)
+
+    def wait_count(self, at_most: int, *, timeout_s: float) -> bool:
+        """Block until at most ``at_most`` sessions are live (``False``: not within ``timeout_s``)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: len(self._sessions) <= at_most, timeout_s)
+
+    def list(self, tenant: Tenant) -> list[Session]:
+        with self._cond:
+            return sorted(
+                (s for s in self._sessions.values() if s.tenant == tenant), key=lambda s: s.created_ns
+            )
+
+    def get(self, tenant: Tenant, session_id: str) -> Session:
+        """The tenant's session ``session_id``.
+
+        Raises:
+            UnknownSession: none of this tenant's (another tenant's looks the same).
+        """
+        with self._cond:
+            session = self._sessions.get(session_id)
+            if session is None or session.tenant != tenant:
+                raise UnknownSession(
+                    f"no session {session_id[:64]!r} of this token on host {self.host_id} "
+                    "(destroyed, expired, or never created here)"
+                )
+            session.last_used = time.monotonic()
+            return session
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def create(self, tenant: Tenant, request: SessionRequest) -> Session:
+        """A new session for ``tenant``, seeded with the request's skill and files.
+
+        Raises:
+            InvalidRequest: an image off the allow-list, an unknown network, bad limits, labels
+                or file names, files beyond the host's limit.
+            SessionLimit: no room (host-wide or under the tenant's cap); ``retry_after_s`` says
+                when the soonest session ends.
+            Draining: the host is shutting down.
+            ImageMissing, ContainerStartFailed, RolloutTimeout: no container could be had.
+        """
+        spec, limits = self._spec_for(request)
+        idle_ttl = self._idle_ttl(request.idle_ttl_s)
+        lifetime = min(request.max_lifetime_s or self.config.default_max_lifetime_s, self.max_lifetime_cap_s)
+        if lifetime < 1.0:
+            raise InvalidRequest(f"max_lifetime_s must be at least 1 s, got {request.max_lifetime_s:g}")
+        labels = self._labels(request.labels)
+        files = self._files(request.files)
+        self._reserve(tenant)
+        session_id = "s-" + uuid.uuid4().hex
+        handle = None
+        try:
+            handle = self.pools.acquire(spec, timeout_s=self.config.acquire_timeout_s)
+            self.runtime.write_lease(handle, f"session/{session_id}")
+            box = SessionSandbox(self.runtime, handle, output_limit_bytes=int(limits.output_bytes or 0))
+            if request.skill is not None:
+                box.write_skill(request.skill)
+            for name, data in files:
+                box.write_path(name, data)
+            now = time.monotonic()
+            session = Session(
+                id=session_id,
+                tenant=tenant,
+                box=box,
+                spec=spec,
+                network=request.network or "none",
+                labels=labels,
+                limits=limits,
+                idle_ttl_s=idle_ttl,
+                created_ns=time.time_ns(),
+                created_at=now,
+                max_expires_at=now + lifetime,
+                last_used=now,
+            )
+        except BaseException:
+            if handle is not None:
+                self.runtime.kill(handle)
+                self.pools.release(handle)
+            with self._cond:
+                self._unreserve(tenant)
+            raise
+        with self._cond:
+            self._unreserve(tenant)
+            self._sessions[session_id] = session
+            self._cond.notify_all()
+        log.info(
+            "session.created", session=session_id, tenant=tenant.id, container=handle.name, image=spec.image
+        )
+        return session
+
+    def destroy(self, tenant: Tenant, session_id: str) -> bool:
+        """Destroy the tenant's session now; ``False`` when it does not exist (any more)."""
+        with self._cond:
+            session = self._sessions.get(session_id)
+            if session is None or session.tenant != tenant:
+                return False
+            del self._sessions[session_id]
+            self._cond.notify_all()
+        self._remove(session, "destroyed")
+        return True
+
+    def extend(self, tenant: Tenant, session_id: str, idle_ttl_s: float) -> Session:
+        """Touch a session and optionally give it a new idle TTL (never past its lifetime)."""
+        session = self.get(tenant, session_id)
+        with self._cond:
+            if idle_ttl_s:
+                session.idle_ttl_s = self._idle_ttl(idle_ttl_s)
+            session.last_used = time.monotonic()
+        return session
+
+    @contextlib.contextmanager
+    def using(self, tenant: Tenant, session_id: str) -> Iterator[Session]:
+        """The tenant's session, held busy (never idle-expired) while the block runs."""
+        session = self.get(tenant, session_id)
+        with self._cond:
+            session.busy += 1
+        try:
+            yield session
+        finally:
+            with self._cond:
+                session.busy -= 1
+                session.last_used = time.monotonic()
+                self._cond.notify_all()
+
+    # -- operations --------------------------------------------------------------------------
+
+    def exec(
+        self,
+        session: Session,
+        argv: list[str],
+        *,
+        on_output: Callable[[int, bytes], None],
+        cwd: str = "",
+        env: Mapping[str, str] | None = None,
+        timeout_s: float = 0.0,
+        stdin: bytes = b"",
+        output_limit_bytes: int = 0,
+        user: str = "",
+    ) -> CommandExit:
+        """Run one command in ``session`` (see :meth:`SessionSandbox.run_streaming`).
+
+        Raises:
+            UserUnsupported: ``user`` names someone other than the session's user.
+            InvalidRequest: empty argv, bad timeout or output cap, stdin beyond the host limit.
+        """
+        if user and user not in (SESSION_USER, self.base_spec.user.split(":", 1)[0]):
+            raise UserUnsupported(
+                f"cannot run as user {user!r}: session containers run as {SESSION_USER!r} (uid "
+                f"{self.base_spec.user.split(':', 1)[0]}) without the capability to switch users"
+            )
+        if len(stdin) > self.config.max_stdin_bytes:
+            raise InvalidRequest(
+                f"stdin of {len(stdin)} bytes exceeds this host's {self.config.max_stdin_bytes}"
+            )
+        timeout = self._bounded(
+            timeout_s, self.config.default_exec_timeout_s, self.config.max_exec_timeout_s, "timeout_s"
+        )
+        cap = int(
+            self._bounded(
+                output_limit_bytes,
+                self.config.default_output_bytes,
+                self.config.max_output_bytes,
+                "output_limit_bytes",
+            )
+        )
+        remaining = session.max_expires_at - time.monotonic()
+        return session.box.run_streaming(
+            argv,
+            timeout_s=max(0.5, min(timeout, remaining)),
+            on_output=on_output,
+            cwd=cwd,
+            env=env,
+            stdin=stdin,
+            output_limit_bytes=cap,
+        )
+
+    def check_file_size(self, size: int) -> None:
+        if size > self.config.max_file_bytes:
+            raise SandboxFileTooLarge(
+                f"a file of {size} bytes exceeds this host's limit of {self.config.max_file_bytes}"
+            )
+
+    # -- drain and close ---------------------------------------------------------------------
+
+    def drain(self, grace_s: float) -> None:
+        """Refuse new sessions, let live ones go on for up to ``grace_s``, then destroy the rest."""
+        with self._cond:
+            self.draining = True
+            end = time.monotonic() + grace_s
+            while self._sessions and time.monotonic() < end:
+                self._cond.wait(end - time.monotonic())
+        self.close()
+
+    def close(self) -> None:
+        """Destroy every session now and stop the reaper."""
+        with self._cond:
+            self._closed = True
+            self.draining = True
+            sessions = list(self._sessions.values())
+            self._sessions.clear()
+            self._cond.notify_all()
+        for session in sessions:
+            self._remove(session, "host closing")
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _spec_for(self, request: SessionRequest) -> tuple[ContainerSpec, Limits]:
+        image = request.image or self.base_spec.image
+        if image not in self.images:
+            raise InvalidRequest(
+                f"image {image[:200]!r} is not allowed on this host; allowed: {', '.join(self.images)}"
+            )
+        network = request.network or "none"
+        if network not in ("none", "gateway"):
+            raise InvalidRequest(f"network must be 'none' or 'gateway', got {network[:50]!r}")
+        validate_limits(request.limits)
+        asked = Limits(
+            memory_bytes=request.limits.memory_bytes,
+            cpus=request.limits.cpus,
+            output_bytes=request.limits.output_bytes,
+        )
+        default = replace(self.default_limits, output_bytes=self.config.default_output_bytes)
+        maximum = replace(self.max_limits, output_bytes=self.config.max_output_bytes)
+        limits = effective_limits(asked, default=default, maximum=maximum)
+        if network == "gateway":
+            if self.gateway_spec is None:
+                raise InvalidRequest(
+                    f"host {self.host_id} has no model gateway network (exec agents are off here)"
+                )
+            base = self.gateway_spec
+        else:
+            base = self.base_spec
+        spec = replace(base, image=image).with_limits(memory_bytes=limits.memory_bytes, cpus=limits.cpus)
+        return spec, limits
+
+    def _idle_ttl(self, asked: float) -> float:
+        return self._bounded(asked, self.config.default_idle_ttl_s, self.config.max_idle_ttl_s, "idle_ttl_s")
+
+    @staticmethod
+    def _bounded(value: float, default: float, maximum: float, name: str) -> float:
+        if value != value or value < 0 or value == float("inf"):
+            raise InvalidRequest(f"{name} must be a finite number >= 0, got {value!r}")
+        return min(float(value or default), maximum)
+
+    def _labels(self, labels: Mapping[str, str]) -> dict[str, str]:
+        if len(labels) > self.config.max_labels:
+            raise InvalidRequest(f"at most {self.config.max_labels} labels, got {len(labels)}")
+        for key, value in labels.items():
+            if not key or len(key) > _MAX_LABEL_CHARS or len(value) > _MAX_LABEL_CHARS:
+                raise InvalidRequest(
+                    f"label keys must be 1-{_MAX_LABEL_CHARS} characters and values at most that"
+                )
+        return dict(labels)
+
+    def _files(self, files: tuple[tuple[str, bytes], ...]) -> list[tuple[str, bytes]]:
+        total = 0
+        checked = []
+        for name, data in files:
+            checked.append((check_relative_name(name), data))
+            total += len(data)
+        self.check_file_size(total)
+        return checked
+
+    def _reserve(self, tenant: Tenant) -> None:
+        with self._cond:
+            if self.draining:
+                raise Draining(f"host {self.host_id} is draining: create the session on another host")
+            now = time.monotonic()
+            live = len(self._sessions) + sum(self._reserved.values())
+            if live >= self.config.max_sessions:
+                raise SessionLimit(
+                    f"host {self.host_id} holds its maximum of {self.config.max_sessions} sessions; "
+                    "retry later or on another host",
+                    retry_after_s=self._soonest_end(now, None),
+                )
+            mine = sum(1 for s in self._sessions.values() if s.tenant == tenant) + self._reserved.get(
+                tenant.id, 0
+            )
+            if tenant.max_sessions and mine >= tenant.max_sessions:
+                raise SessionLimit(
+                    f"this token's cap of {tenant.max_sessions} sessions on host {self.host_id} is reached; "
+                    "destroy one of them or wait for one to expire",
+                    retry_after_s=self._soonest_end(now, tenant),
+                )
+            self._reserved[tenant.id] = self._reserved.get(tenant.id, 0) + 1
+
+    def _unreserve(self, tenant: Tenant) -> None:
+        self._reserved[tenant.id] -= 1
+        if not self._reserved[tenant.id]:
+            del self._reserved[tenant.id]
+
+    def _soonest_end(self, now: float, tenant: Tenant | None) -> float:
+        ends = [s.expires_in(now) for s in self._sessions.values() if tenant is None or s.tenant == tenant]
+        finite = [e for e in ends if e != float("inf")]
+        return round(min(finite), 3) if finite else 1.0
+
+    def _remove(self, session: Session, why: str) -> None:
+        handle = session.box.handle
+        self.runtime.kill(handle)
+        self.pools.release(handle)
+        log.info("session.ended", session=session.id, tenant=session.tenant.id, reason=why)
+
+    def _reap_loop(self) -> None:
+        while True:
+            expired: list[tuple[Session, str]] = []
+            with self._cond:
+                if self._closed:
+                    return
+                now = time.monotonic()
+                for session in list(self._sessions.values()):
+                    if now >= session.max_expires_at:
+                        expired.append((session, "maximum lifetime reached"))
+                    elif not session.busy and now >= session.idle_expires_at():
+                        expired.append((session, "idle TTL lapsed"))
+                for session, _ in expired:
+                    del self._sessions[session.id]
+                if expired:
+                    self._cond.notify_all()
+                else:
+                    waits = [s.expires_in(now) for s in self._sessions.values()]
+                    self._cond.wait(min([w for w in waits if w != float("inf")] + [5.0]) + 0.01)
+            for session, why in expired:
+                try:
+                    self._remove(session, why)
+                except Exception:  # the reaper must never die
+                    log.exception("session.reap_failed", session=session.id)
+
+    @staticmethod
+    def workdir() -> str:
+        return WORKDIR
