@@ -441,8 +441,11 @@ def client_sessions(client: SandboxClient) -> list[pb.SessionInfo]:
 def _ranked_clients(where: SessionEndpoints) -> list[SandboxClient]:
     """Clients of every host, the most free session slots first (draining and unreachable
     hosts last: they are still tried, a host may have recovered)."""
+    channels = where.channels()
+    if len(channels) == 1:  # nothing to choose: skip the Describe round trip
+        return [SandboxClient(channels[0])]
     scored: list[tuple[int, int, SandboxClient]] = []
-    for index, channel in enumerate(where.channels()):
+    for index, channel in enumerate(channels):
         client = SandboxClient(channel)
         try:
             d = client.describe(timeout_s=5.0)

@@ -1,7 +1,10 @@
-"""``skillopt sandbox exec``: run one Python file in a fresh hardened rollout container.
+"""``skillopt sandbox``: run code in hardened containers.
 
-It uses the same runtime code as the sandbox service (``sandbox.runtime``): the same container
-defaults, the same runner, the same trusted-side timeout and OOM detection.
+``sandbox exec FILE.py`` runs one Python file in a fresh local rollout container, with the same
+runtime code as the sandbox service (``sandbox.runtime``): the same container defaults, the same
+runner, the same trusted-side timeout and OOM detection. With ``--endpoints`` or ``--session``,
+``sandbox exec -- PROGRAM ARGS`` runs a command in a session on a remote host instead; the other
+session commands (create, cp, shell, ls, rm) are in :mod:`controller.commands.sandbox_sessions`.
 """
 
 from __future__ import annotations
@@ -26,19 +29,24 @@ _MAX_OUTPUT_FILE = 256 * MiB
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sandbox", help="run code in a hardened rollout container (debugging, checks)")
+    from controller.commands.sandbox_sessions import add_remote_options, register_remote
+
+    p = sub.add_parser(
+        "sandbox", help="run code in a hardened container: locally, or in sessions on remote sandbox hosts"
+    )
     ssub = p.add_subparsers(dest="sandbox_command", metavar="SUBCOMMAND")
     ssub.required = True
     e = ssub.add_parser(
         "exec",
-        help="run FILE.py in a fresh rollout container",
+        help="run FILE.py in a fresh local rollout container, or (--endpoints) a command in a remote session",
         description=(
             "Run FILE.py in a fresh rollout container with the default hardening (no network, "
             "read-only root, non-root, no capabilities, pids/memory/cpu limits). IN.xlsx is placed in "
             "the workspace as input.xlsx. Prints a JSON result."
         ),
     )
-    e.add_argument("file", help="the Python file to run")
+    e.add_argument("file", help="the Python file to run (remote: the program)")
+    e.add_argument("args", nargs=argparse.REMAINDER, help="remote only: the program's arguments")
     e.add_argument("--input", help="an .xlsx file placed in the workspace as input.xlsx")
     e.add_argument("--timeout", type=float, default=120.0, help="seconds before the process tree is killed")
     e.add_argument("--memory", type=int, default=1024, help="memory limit in MiB (memory+swap)")
@@ -53,7 +61,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument(
         "--json", action="store_true", help="print the result as one JSON object (the default output)"
     )
+    remote = e.add_argument_group(
+        "remote sessions",
+        "with --endpoints or --session: run `-- PROGRAM ARGS...` in a session on a sandbox host "
+        "(a new session, destroyed afterwards, unless --session names one); output streams as it comes "
+        "and the exit status is the command's",
+    )
+    add_remote_options(remote)
+    remote.add_argument("--session", default="", help="id of the session to run in")
+    remote.add_argument("--cwd", default="", help="working directory (default the session's workdir)")
+    remote.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    remote.add_argument("--user", default="", help="only the session's own user is supported")
+    remote.add_argument("--stdin", action="store_true", help="send this process's stdin to the command")
     e.set_defaults(func=run_exec)
+    register_remote(ssub)
 
 
 def _safe_target(out_dir: Path, rel: str) -> Path | None:
@@ -68,6 +89,13 @@ def _safe_target(out_dir: Path, rel: str) -> Path | None:
 
 
 def run_exec(args: argparse.Namespace) -> int:
+    if args.endpoints or args.session:
+        from controller.commands.sandbox_sessions import run_remote_exec
+
+        return run_remote_exec(args)
+    if args.args:
+        print("skillopt sandbox exec: extra arguments need --endpoints (remote sessions)", file=sys.stderr)
+        return 2
     from sandbox.runtime.docker_runtime import DockerRuntime
     from sandbox.runtime.lease import LeasedSandbox
     from sandbox.runtime.spec import ContainerSpec, RuntimeConfig

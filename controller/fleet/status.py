@@ -34,6 +34,9 @@ class HostReport:
     capacity: int = 0
     free_slots: int = 0
     running: int = 0
+    #: Live sessions (the general sandbox API) and the host's cap on them.
+    sessions: int = 0
+    max_sessions: int = 0
     draining: bool = False
     container_runtime: str = ""
     available_runtimes: tuple[str, ...] = ()
@@ -82,6 +85,8 @@ def _report(address: str, health: str, d) -> HostReport:
         capacity=d.capacity,
         free_slots=d.free_slots,
         running=d.running,
+        sessions=d.sessions,
+        max_sessions=d.max_sessions,
         draining=d.draining,
         container_runtime=d.container_runtime,
         available_runtimes=tuple(d.available_runtimes),

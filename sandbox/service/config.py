@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sandbox.runtime.spec import ContainerSpec
+from skillopt.errors import ConfigError
 from skillopt.grader_pool import default_workers
 from skillopt.types import Limits
 
@@ -89,3 +90,12 @@ class SessionConfig:
     max_labels: int = 32
     #: Longest wait for a container when creating a session.
     acquire_timeout_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.max_sessions < 0:
+            raise ConfigError(f"max_sessions must be 0 or more, got {self.max_sessions}")
+        for name in ("default_idle_ttl_s", "default_max_lifetime_s", "default_exec_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"sessions.{name} must be positive, got {getattr(self, name)}")
+        if self.default_output_bytes > self.max_output_bytes or self.default_idle_ttl_s > self.max_idle_ttl_s:
+            raise ConfigError("a session default (output bytes, idle TTL) exceeds its maximum")

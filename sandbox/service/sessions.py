@@ -127,6 +127,8 @@ class SessionManager:
         self.default_limits, self.max_limits = default_limits, max_limits
         self.max_lifetime_cap_s = max_lifetime_cap_s
         self._sessions: dict[str, Session] = {}
+        #: Sessions created since the host started (for Describe-style counters and tests).
+        self.created_total = 0
         self._reserved: dict[str, int] = {}  # tenant id -> creations in flight
         self._cond = threading.Condition()
         self.draining = False
@@ -228,6 +230,7 @@ class SessionManager:
         with self._cond:
             self._unreserve(tenant)
             self._sessions[session_id] = session
+            self.created_total += 1
             self._cond.notify_all()
         log.info(
             "session.created", session=session_id, tenant=tenant.id, container=handle.name, image=spec.image

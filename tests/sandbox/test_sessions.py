@@ -165,6 +165,29 @@ def test_a_session_has_no_network_and_cannot_reach_the_host(session_a):
     assert [line.split(":")[0].strip() for line in interfaces.splitlines()[2:]] == ["lo"]
 
 
+CONNECT = (
+    "import socket,sys\n"
+    "for host, port in [a.split(':') for a in sys.argv[1:]]:\n"
+    "    try:\n"
+    "        socket.create_connection((host, int(port)), timeout=3); print('reached', host)\n"
+    "    except OSError as e:\n"
+    "        print('blocked', host)\n"
+)
+
+
+def test_only_a_gateway_session_reaches_the_gateway_and_nothing_else(host):
+    front = host.running.front
+    assert front is not None, "this test host runs as root: it has the gateway network"
+    gateway = front.url.split("//", 1)[1].rstrip("/")
+    probe = ["python3", "-c", CONNECT, gateway, "1.1.1.1:53", "172.17.0.1:22"]
+    with SandboxSession.create(where(host, TOKEN_A), network="gateway") as box:
+        assert box.info.network == "gateway"
+        out = box.exec(probe, timeout=30).stdout.decode()
+    assert out.splitlines() == [f"reached {gateway.split(':')[0]}", "blocked 1.1.1.1", "blocked 172.17.0.1"]
+    with SandboxSession.create(where(host, TOKEN_A)) as box:
+        assert box.exec(probe, timeout=30).stdout.decode().count("blocked") == 3
+
+
 def test_caps_refuse_politely_with_a_retry_hint(host):
     with SandboxSession.create(where(host, TOKEN_CAPPED), idle_ttl_s=300) as first:
         with pytest.raises(SessionLimit) as refused:
