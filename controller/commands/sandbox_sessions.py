@@ -10,6 +10,7 @@ use a session of their own, destroyed when they end. ``cp`` names the remote sid
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -94,6 +95,22 @@ def _find(args: argparse.Namespace, session_id: str):
     raise UnknownSession(f"no session {session_id!r} of this token on {', '.join(_where(args).endpoints)}")
 
 
+def _session(args: argparse.Namespace):
+    """The session ``--session`` names, or a new one (``_release`` destroys it again)."""
+    from controller.client.sessions import SandboxSession
+
+    return _find(args, args.session) if args.session else SandboxSession.create(_where(args))
+
+
+def _release(args: argparse.Namespace, session) -> None:
+    """Leave a named session running; destroy one this command made for itself."""
+    if args.session:
+        session.client.close()
+    else:
+        with contextlib.suppress(SkillOptError):
+            session.destroy()
+
+
 def _fail(command: str, exc: SkillOptError) -> int:
     print(f"skillopt sandbox {command}: {exc.message}", file=sys.stderr)
     return 2
@@ -127,14 +144,12 @@ def run_create(args: argparse.Namespace) -> int:
 
 def run_remote_exec(args: argparse.Namespace) -> int:
     """``skillopt sandbox exec --endpoints ... [--session ID] -- PROGRAM ARGS...``."""
-    from controller.client.sessions import SandboxSession
-
     argv = [args.file, *args.args]
     if argv and argv[0] == "--":
         argv = argv[1:]
     try:
         env = dict(_pair(e, "--env") for e in args.env)
-        session = _find(args, args.session) if args.session else SandboxSession.create(_where(args))
+        session = _session(args)
     except SkillOptError as exc:
         return _fail("exec", exc)
     try:
@@ -150,10 +165,7 @@ def run_remote_exec(args: argparse.Namespace) -> int:
     except SkillOptError as exc:
         return _fail("exec", exc)
     finally:
-        if args.session:
-            session.client.close()
-        else:
-            session.destroy()
+        _release(args, session)
     if result.spawn_error:
         print(f"skillopt sandbox exec: {argv[0]}: {result.message} ({result.spawn_error})", file=sys.stderr)
     if result.timed_out:
@@ -190,10 +202,8 @@ def run_cp(args: argparse.Namespace) -> int:
 
 
 def run_shell(args: argparse.Namespace) -> int:
-    from controller.client.sessions import SandboxSession
-
     try:
-        session = _find(args, args.session) if args.session else SandboxSession.create(_where(args))
+        session = _session(args)
     except SkillOptError as exc:
         return _fail("shell", exc)
     interactive = sys.stdin.isatty()
@@ -214,10 +224,7 @@ def run_shell(args: argparse.Namespace) -> int:
     except SkillOptError as exc:
         return _fail("shell", exc)
     finally:
-        if args.session:
-            session.client.close()
-        else:
-            session.destroy()
+        _release(args, session)
     return status
 
 
