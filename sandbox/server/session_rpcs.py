@@ -15,7 +15,7 @@ from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.runtime.session import CommandExit
 from sandbox.service.sessions import SESSION_USER, Session, SessionManager, SessionRequest
 from sandbox.service.tenants import LOCAL_TENANT, Tenant, TenantTokens
-from skillopt.errors import InvalidRequest, SandboxFileTooLarge, Unauthenticated
+from skillopt.errors import Cancelled, InvalidRequest, SandboxFileTooLarge, Unauthenticated
 from skillopt.types import Limits
 
 __all__ = ["SessionRpcs"]
@@ -160,23 +160,25 @@ class SessionRpcs:
                 stdin += message.stdin
                 if len(stdin) > manager.config.max_stdin_bytes:
                     raise InvalidRequest(f"stdin exceeds this host's {manager.config.max_stdin_bytes} bytes")
-            session_cm = manager.using(tenant, start.session_id)
-            session = session_cm.__enter__()
+            # Held busy by the command's thread, which releases it when the command ends (the
+            # stream may be abandoned by a vanished client and never resumed).
+            session = manager.hold(tenant, start.session_id)
         except Exception as exc:
             self._abort(context, exc)
             raise  # pragma: no cover
         outputs: queue.SimpleQueue = queue.SimpleQueue()
-        done = threading.Event()
+        done, abandoned = threading.Event(), threading.Event()
 
         def on_rpc_end() -> None:
             if not done.is_set():  # the client went away or cancelled: kill the command
+                abandoned.set()  # (or never start it, if it has not started yet)
                 log.info("session.exec_cancelled", session=session.id)
                 session.box.cancel_command()
 
         context.add_callback(on_rpc_end)
         worker = threading.Thread(
             target=_run_command,
-            args=(manager, session, start, bytes(stdin), outputs, done),
+            args=(manager, session, start, bytes(stdin), outputs, done, abandoned),
             name=f"exec-{session.id[:10]}",
             daemon=True,
         )
@@ -197,7 +199,6 @@ class SessionRpcs:
             if not done.is_set():  # the stream was closed under us: stop the command first
                 session.box.cancel_command()
             worker.join()
-            session_cm.__exit__(None, None, None)
 
     # -- conversion --------------------------------------------------------------------------
 
@@ -232,8 +233,11 @@ def _run_command(
     stdin: bytes,
     outputs: queue.SimpleQueue,
     done: threading.Event,
+    abandoned: threading.Event,
 ) -> None:
     try:
+        if abandoned.is_set():
+            raise Cancelled("the client went away before the command started")
         result = manager.exec(
             session,
             list(start.argv),
@@ -249,6 +253,7 @@ def _run_command(
     except BaseException as exc:  # reported as the call's status
         outputs.put(exc)
     finally:
+        manager.release(session)
         done.set()
         outputs.put(_DONE)
 

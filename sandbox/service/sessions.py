@@ -260,16 +260,25 @@ class SessionManager:
     @contextlib.contextmanager
     def using(self, tenant: Tenant, session_id: str) -> Iterator[Session]:
         """The tenant's session, held busy (never idle-expired) while the block runs."""
-        session = self.get(tenant, session_id)
-        with self._cond:
-            session.busy += 1
+        session = self.hold(tenant, session_id)
         try:
             yield session
         finally:
-            with self._cond:
-                session.busy -= 1
-                session.last_used = time.monotonic()
-                self._cond.notify_all()
+            self.release(session)
+
+    def hold(self, tenant: Tenant, session_id: str) -> Session:
+        """The tenant's session, marked busy until :meth:`release` (for work that outlives the
+        calling thread: a command runs on, and releases, in its own thread)."""
+        session = self.get(tenant, session_id)
+        with self._cond:
+            session.busy += 1
+        return session
+
+    def release(self, session: Session) -> None:
+        with self._cond:
+            session.busy -= 1
+            session.last_used = time.monotonic()
+            self._cond.notify_all()
 
     # -- operations --------------------------------------------------------------------------
 
