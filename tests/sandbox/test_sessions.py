@@ -84,6 +84,12 @@ def test_files_fail_with_distinct_typed_errors(session_a):
     session_a.exec(["mkdir", "-p", "adir"])
     with pytest.raises(SandboxIsADirectory):
         session_a.write_file("adir", b"x")
+    # A FIFO neither blocks the session's runner nor is written or read through.
+    session_a.exec(["mkfifo", "pipe"])
+    with pytest.raises(SandboxPermissionDenied):
+        session_a.write_file("pipe", b"x")
+    with pytest.raises(SandboxPermissionDenied):
+        session_a.read_file("pipe")
 
 
 def test_commands_that_cannot_start_say_why(session_a):

@@ -217,6 +217,7 @@ _ERRNO_CODES = {
     errno.EPERM: "permission",
     errno.EROFS: "permission",
     errno.EISDIR: "is_dir",
+    errno.ENXIO: "permission",  # a FIFO without a reader, a device: not a file to write
     errno.EFBIG: "too_large",
     errno.ENOSPC: "no_space",
     errno.EDQUOT: "no_space",
@@ -243,10 +244,21 @@ def op_fs_write(header: dict, payload: bytes) -> tuple[dict, bytes]:
         if os.path.isdir(path):
             raise IsADirectoryError(errno.EISDIR, "Is a directory")
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as fh:
-            fh.write(payload)
+        # Non-blocking open, then only a regular file is written: a FIFO planted at the path
+        # would otherwise block this process (the session's only runner) until a reader came.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, 0o644)
     except OSError as exc:
         raise _os_error(exc, header["path"]) from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RequestError("permission", f"{header['path']}: not a regular file")
+        os.set_blocking(fd, True)
+        os.ftruncate(fd, 0)
+        _write_all(fd, payload)
+    except OSError as exc:
+        raise _os_error(exc, header["path"]) from exc
+    finally:
+        os.close(fd)
     return {"ok": True, "written": len(payload)}, b""
 
 
