@@ -109,7 +109,7 @@ class SessionRpcs:
                 raise InvalidRequest("the first WriteFile message must be a WriteFileStart")
             start = first.start
             manager.check_file_size(start.size)
-            with manager.using(tenant, start.session_id) as session:
+            with manager.buffering(start.size), manager.using(tenant, start.session_id) as session:
                 data = bytearray()
                 for message in request_iterator:
                     if message.WhichOneof("kind") != "data":
@@ -133,7 +133,7 @@ class SessionRpcs:
             manager = self._manager()
             limit = manager.config.max_file_bytes
             max_bytes = min(request.max_bytes, limit) if request.max_bytes > 0 else limit
-            with manager.using(tenant, request.session_id) as session:
+            with manager.buffering(max_bytes), manager.using(tenant, request.session_id) as session:
                 data = session.box.read_path(request.path, max_bytes=max_bytes)
         except Exception as exc:
             self._abort(context, exc)
@@ -153,16 +153,15 @@ class SessionRpcs:
             if first is None or first.WhichOneof("kind") != "start":
                 raise InvalidRequest("the first Exec message must be an ExecStart")
             start = first.start
-            stdin = bytearray()
-            for message in request_iterator:  # until the client half-closes
-                if message.WhichOneof("kind") != "stdin":
-                    raise InvalidRequest("Exec takes one ExecStart, then stdin chunks")
-                stdin += message.stdin
-                if len(stdin) > manager.config.max_stdin_bytes:
-                    raise InvalidRequest(f"stdin exceeds this host's {manager.config.max_stdin_bytes} bytes")
-            # Held busy by the command's thread, which releases it when the command ends (the
-            # stream may be abandoned by a vanished client and never resumed).
-            session = manager.hold(tenant, start.session_id)
+            stdin, reserved = _receive_stdin(manager, request_iterator)
+            # Held busy by the command's thread, which releases it (and the stdin's share of the
+            # host's transfer budget) when the command ends: the stream may be abandoned by a
+            # vanished client and never resumed.
+            try:
+                session = manager.hold(tenant, start.session_id)
+            except BaseException:
+                manager.release_buffer(reserved)
+                raise
         except Exception as exc:
             self._abort(context, exc)
             raise  # pragma: no cover
@@ -178,7 +177,7 @@ class SessionRpcs:
         context.add_callback(on_rpc_end)
         worker = threading.Thread(
             target=_run_command,
-            args=(manager, session, start, bytes(stdin), outputs, done, abandoned),
+            args=(manager, session, start, stdin, reserved, outputs, done, abandoned),
             name=f"exec-{session.id[:10]}",
             daemon=True,
         )
@@ -231,6 +230,7 @@ def _run_command(
     session: Session,
     start: pb.ExecStart,
     stdin: bytes,
+    reserved: int,
     outputs: queue.SimpleQueue,
     done: threading.Event,
     abandoned: threading.Event,
@@ -254,8 +254,28 @@ def _run_command(
         outputs.put(exc)
     finally:
         manager.release(session)
+        manager.release_buffer(reserved)
         done.set()
         outputs.put(_DONE)
+
+
+def _receive_stdin(manager: SessionManager, requests: Iterator[pb.ExecInput]) -> tuple[bytes, int]:
+    """The stdin chunks up to the client's half-close, each counted against the host's transfer
+    budget as it arrives; returns the bytes and the budget taken (the caller gives it back)."""
+    stdin = bytearray()
+    reserved = 0
+    try:
+        for message in requests:
+            if message.WhichOneof("kind") != "stdin":
+                raise InvalidRequest("Exec takes one ExecStart, then stdin chunks")
+            if len(stdin) + len(message.stdin) > manager.config.max_stdin_bytes:
+                raise InvalidRequest(f"stdin exceeds this host's {manager.config.max_stdin_bytes} bytes")
+            reserved += manager.reserve_buffer(len(message.stdin))
+            stdin += message.stdin
+    except BaseException:
+        manager.release_buffer(reserved)
+        raise
+    return bytes(stdin), reserved
 
 
 def _exit_to_proto(result: CommandExit) -> pb.ExecExit:

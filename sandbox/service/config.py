@@ -78,6 +78,11 @@ class SessionConfig:
     #: Largest file written or read, and largest stdin of one command.
     max_file_bytes: int = 256 * MiB
     max_stdin_bytes: int = 256 * MiB
+    #: Most bytes of files and stdin the host holds in memory for sessions at once, all
+    #: transfers together: a transfer waits for room (up to a minute, then RESOURCE_EXHAUSTED),
+    #: so many tokens moving large files cannot run the host out of memory.
+    max_buffered_bytes: int = 1024 * MiB
+    buffer_wait_s: float = 60.0
     #: Output streamed back per command when the client asks for no cap, and the largest cap.
     default_output_bytes: int = 10 * MiB
     max_output_bytes: int = 64 * MiB
@@ -97,5 +102,7 @@ class SessionConfig:
         for name in ("default_idle_ttl_s", "default_max_lifetime_s", "default_exec_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"sessions.{name} must be positive, got {getattr(self, name)}")
+        if self.max_buffered_bytes < max(self.max_file_bytes, self.max_stdin_bytes):
+            raise ConfigError("sessions.max_buffered_bytes must hold at least one largest file or stdin")
         if self.default_output_bytes > self.max_output_bytes or self.default_idle_ttl_s > self.max_idle_ttl_s:
             raise ConfigError("a session default (output bytes, idle TTL) exceeds its maximum")

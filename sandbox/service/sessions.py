@@ -130,6 +130,7 @@ class SessionManager:
         #: Sessions created since the host started (for Describe-style counters and tests).
         self.created_total = 0
         self._reserved: dict[str, int] = {}  # tenant id -> creations in flight
+        self._buffered = 0  # bytes of file and stdin transfers held in memory now
         self._cond = threading.Condition()
         self.draining = False
         self._closed = False
@@ -331,6 +332,40 @@ class SessionManager:
             stdin=stdin,
             output_limit_bytes=cap,
         )
+
+    @contextlib.contextmanager
+    def buffering(self, size: int) -> Iterator[None]:
+        """Room for ``size`` bytes of a transfer in host memory while the block runs."""
+        reserved = self.reserve_buffer(size)
+        try:
+            yield
+        finally:
+            self.release_buffer(reserved)
+
+    def reserve_buffer(self, size: int) -> int:
+        """Take ``size`` bytes of the host's transfer budget (waiting for other transfers to
+        finish, at most ``config.buffer_wait_s``); returns what to give back to
+        :meth:`release_buffer`.
+
+        Raises:
+            SessionLimit: no room within the wait.
+        """
+        size = min(max(size, 0), self.config.max_buffered_bytes)
+        with self._cond:
+            if not self._cond.wait_for(
+                lambda: self._buffered + size <= self.config.max_buffered_bytes, self.config.buffer_wait_s
+            ):
+                raise SessionLimit(
+                    f"host {self.host_id} is moving {self._buffered} bytes for sessions already; retry shortly",
+                    retry_after_s=1.0,
+                )
+            self._buffered += size
+        return size
+
+    def release_buffer(self, size: int) -> None:
+        with self._cond:
+            self._buffered -= size
+            self._cond.notify_all()
 
     def check_file_size(self, size: int) -> None:
         if size > self.config.max_file_bytes:

@@ -40,7 +40,13 @@ def host(docker_client, scripted):
         pool_size=2,
         server_kw={
             "tenants": ((TOKEN_A, 0), (TOKEN_B, 0), (TOKEN_CAPPED, 1)),
-            "sessions": SessionConfig(max_sessions=4, max_file_bytes=8 * MiB, max_stdin_bytes=8 * MiB),
+            "sessions": SessionConfig(
+                max_sessions=4,
+                max_file_bytes=8 * MiB,
+                max_stdin_bytes=8 * MiB,
+                max_buffered_bytes=16 * MiB,
+                buffer_wait_s=1.0,
+            ),
         },
     )
 
@@ -90,6 +96,24 @@ def test_files_fail_with_distinct_typed_errors(session_a):
         session_a.write_file("pipe", b"x")
     with pytest.raises(SandboxPermissionDenied):
         session_a.read_file("pipe")
+
+
+def test_transfers_share_a_bounded_host_buffer(host, session_a):
+    """Files and stdin in flight count against one host-wide budget: beyond it a transfer
+    waits, then is refused with a retry hint; nothing is held once transfers end."""
+    manager = host.running.servicer.sessions
+    taken = manager.reserve_buffer(12 * MiB)  # other transfers in flight
+    try:
+        with pytest.raises(SessionLimit, match="moving"):
+            session_a.write_file("blob", b"x" * (6 * MiB))
+        with pytest.raises(SessionLimit, match="moving"):
+            session_a.exec(["wc", "-c"], input=b"y" * (6 * MiB))
+        assert session_a.exec(["wc", "-c"], input=b"y" * MiB).stdout.split()[0] == str(MiB).encode()
+    finally:
+        manager.release_buffer(taken)
+    session_a.write_file("blob", b"x" * (6 * MiB))
+    assert len(session_a.read_file("blob")) == 6 * MiB
+    assert manager._buffered == 0
 
 
 def test_commands_that_cannot_start_say_why(session_a):
