@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     e.add_argument("file", help="the Python file to run (remote: the program)")
-    e.add_argument("args", nargs=argparse.REMAINDER, help="remote only: the program's arguments")
+    e.add_argument("args", nargs="*", help="remote only: the program's arguments (after --)")
     e.add_argument("--input", help="an .xlsx file placed in the workspace as input.xlsx")
     e.add_argument("--timeout", type=float, default=120.0, help="seconds before the process tree is killed")
     e.add_argument("--memory", type=int, default=1024, help="memory limit in MiB (memory+swap)")
