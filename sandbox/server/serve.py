@@ -332,8 +332,11 @@ def _grpc_server(
     config: ServerConfig, servicer: SandboxServicer, tokens: TenantTokens
 ) -> tuple[grpc.Server, health.HealthServicer]:
     capacity = config.service.capacity
+    # Every running rollout and every session's command in flight holds a handler thread for
+    # as long as it streams (64 sessions each looping commands hit the old bound).
+    sessions = config.sessions.max_sessions
     server = grpc.server(
-        ThreadPoolExecutor(max_workers=4 * capacity + 16, thread_name_prefix="grpc"),
+        ThreadPoolExecutor(max_workers=4 * capacity + 16 + 2 * sessions, thread_name_prefix="grpc"),
         interceptors=[TokenAuthInterceptor(tokens or None, host=config.runtime.host_id)],
         options=[
             ("grpc.max_receive_message_length", config.max_message_bytes),
@@ -347,7 +350,7 @@ def _grpc_server(
             ("grpc.so_reuseport", 0),
         ],
         # A backstop only: rollouts beyond capacity are refused by the admission with a message.
-        maximum_concurrent_rpcs=8 * capacity + 32,
+        maximum_concurrent_rpcs=8 * capacity + 32 + 4 * sessions,
     )
     pb_grpc.add_SandboxServicer_to_server(servicer, server)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)

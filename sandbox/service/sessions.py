@@ -412,9 +412,6 @@ class SessionManager:
             cpus=request.limits.cpus,
             output_bytes=request.limits.output_bytes,
         )
-        default = replace(self.default_limits, output_bytes=self.config.default_output_bytes)
-        maximum = replace(self.max_limits, output_bytes=self.config.max_output_bytes)
-        limits = effective_limits(asked, default=default, maximum=maximum)
         if network == "gateway":
             if self.gateway_spec is None:
                 raise InvalidRequest(
@@ -423,6 +420,15 @@ class SessionManager:
             base = self.gateway_spec
         else:
             base = self.base_spec
+        # Unset limits are the spec's own, so a default session takes a warm pool's container.
+        default = replace(
+            self.default_limits,
+            memory_bytes=base.memory_bytes,
+            cpus=base.cpus,
+            output_bytes=self.config.default_output_bytes,
+        )
+        maximum = replace(self.max_limits, output_bytes=self.config.max_output_bytes)
+        limits = effective_limits(asked, default=default, maximum=maximum)
         spec = replace(base, image=image).with_limits(memory_bytes=limits.memory_bytes, cpus=limits.cpus)
         return spec, limits
 

@@ -61,6 +61,11 @@ def session_a(host) -> Iterator[SandboxSession]:
         yield session
 
 
+def test_a_session_with_default_limits_takes_a_warm_rollout_container(host, session_a):
+    session = host.running.servicer.sessions._sessions[session_a.id]
+    assert session.spec == host.running.service.config.base_spec  # the rollouts' warm pool
+
+
 def test_a_session_runs_commands_and_moves_files(session_a):
     result = session_a.exec(["sh", "-c", "echo out; echo err >&2; exit 3"])
     assert (result.exit_code, result.stdout, result.stderr) == (3, b"out\n", b"err\n")
