@@ -209,9 +209,25 @@ def sim_models(*, noisy: bool) -> tuple[str, str]:
 
 
 _MISS = (
-    "offline simulation: the simulated target only knows the {n} vendored SpreadsheetBench sample "
-    "tasks, and this request is not one of them; use real models (a provider key) for other data"
+    "offline simulation: the simulated agent CLIs only know the {n} vendored sample tasks, and this "
+    "request is not one of them; use real models (a provider key) for other data"
 )
+#: What the simulated target answers a task it has no rule for (full datasets on `serve
+#: --simulate` hosts): SpreadsheetBench gets a program that saves its input unchanged, the
+#: other envs a reply with an empty program and an "unknown" answer. Graded on its merits.
+_GENERIC_SPREADSHEET_PROGRAM = """import openpyxl
+
+# Placeholders: the harness strips these two lines and prepends the real paths.
+INPUT_PATH = "input.xlsx"
+OUTPUT_PATH = "output.xlsx"
+
+# The offline simulation has no rule for this task: save the input unchanged.
+wb = openpyxl.load_workbook(INPUT_PATH)
+wb.save(OUTPUT_PATH)"""
+_GENERIC_REPLY = (
+    "The offline simulation has no rule for this task.\n\n```python\npass\n```\n\nAnswer: unknown"
+)
+_GENERIC_ACTION = "look"
 _EXEC_TASK = "Spreadsheet task:"
 _SKILL_PATH = re.compile(r"`([^`\s]*SKILL\.md)`")
 _DONE = "Done: solution.py written and checked with run_solution.py."
@@ -223,7 +239,7 @@ def _miss() -> dict:
     return {
         "error": {
             "status": 400,
-            "message": _MISS.format(n=len(_CATALOGUE.data["tasks"])),
+            "message": _MISS.format(n=len(_CATALOGUE.tasks)),
             "type": "invalid_request_error",
         }
     }
@@ -236,8 +252,10 @@ class SimulatedTarget:
     over Responses, Claude Code over Messages) are driven through their shell tool like a real
     agent: read the skill and the task, write ``solution.py``, run the harness's check (code
     envs: load the module), answer.
-    What the script is depends on the skill the CLI read (the first tool output). A request the
-    simulation cannot place is a clear model error (HTTP 400), never a silent wrong answer.
+    What the script is depends on the skill the CLI read (the first tool output). A task the
+    simulation has no rule for (full datasets) gets a generic answer from the in-service agents'
+    target, graded on its merits; an agent CLI's request it cannot place is a clear model error
+    (HTTP 400), never a silent wrong answer.
     """
 
     def __call__(self, req: ScriptedRequest):
@@ -252,7 +270,9 @@ class SimulatedTarget:
     def _chat(self, req: ScriptedRequest):
         user = next((m.text for m in req.messages if m.role == "user"), "")
         game = STEP_HEADER.search(user)
-        if game is not None and _CATALOGUE.rule_of(game.group(1)) is not None:
+        if game is not None:
+            if _CATALOGUE.rule_of(game.group(1)) is None:
+                return {"text": _GENERIC_ACTION}  # a game outside the seed list
             # A TextWorld step: the skill is the prompt's "## Skill Knowledge" preamble.
             game_id, step = game.group(1), int(game.group(2))
             return {"text": sim_action(game_id, step, solved=_solved(req, game_id, user))}
@@ -266,7 +286,9 @@ class SimulatedTarget:
             return {"text": sim_code_reply(code_item, solved=_solved(req, code_item.id, req.system))}
         found = _CATALOGUE.qa_item(user)
         if found is None:
-            return _miss()
+            if "# Instruction" in user and "Instruction type:" in user:  # a SpreadsheetBench task
+                return {"text": f"```python\n{_GENERIC_SPREADSHEET_PROGRAM}\n```"}
+            return {"text": _GENERIC_REPLY}
         env, item = found
         return {"text": sim_reply(env, item, user, solved=_solved(req, item.id, req.system))}
 
