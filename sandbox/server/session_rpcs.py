@@ -4,9 +4,11 @@ carries; every failure leaves through the proto's status table like the rollout 
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import grpc
 import structlog
@@ -25,6 +27,20 @@ log = structlog.get_logger("skillopt.sandbox.sessions")
 #: Bytes per message of a file or output stream (well under every message limit).
 CHUNK_BYTES = 1024 * 1024
 _DONE = object()
+
+
+def _aborts_on_error(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A unary-response handler whose failures end the call through the status table."""
+
+    @functools.wraps(method)
+    def handler(self: SessionRpcs, request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return method(self, request, context)
+        except Exception as exc:
+            self._abort(context, exc)
+            raise  # pragma: no cover - abort raises
+
+    return handler
 
 
 class SessionRpcs:
@@ -57,75 +73,61 @@ class SessionRpcs:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
+    @_aborts_on_error
     def CreateSession(
         self, request: pb.CreateSessionRequest, context: grpc.ServicerContext
     ) -> pb.SessionInfo:
-        try:
-            tenant = self._tenant(context)
-            session = self._manager().create(tenant, _session_request(request))
-            return self._info(session)
-        except Exception as exc:
-            self._abort(context, exc)
-            raise  # pragma: no cover - abort raises
+        session = self._manager().create(self._tenant(context), _session_request(request))
+        return self._info(session)
 
+    @_aborts_on_error
     def ListSessions(
         self, request: pb.ListSessionsRequest, context: grpc.ServicerContext
     ) -> pb.ListSessionsResponse:
-        try:
-            tenant = self._tenant(context)
-            return pb.ListSessionsResponse(sessions=[self._info(s) for s in self._manager().list(tenant)])
-        except Exception as exc:
-            self._abort(context, exc)
-            raise  # pragma: no cover
+        sessions = self._manager().list(self._tenant(context))
+        return pb.ListSessionsResponse(sessions=[self._info(s) for s in sessions])
 
+    @_aborts_on_error
     def DestroySession(
         self, request: pb.DestroySessionRequest, context: grpc.ServicerContext
     ) -> pb.DestroySessionResponse:
-        try:
-            tenant = self._tenant(context)
-            return pb.DestroySessionResponse(destroyed=self._manager().destroy(tenant, request.session_id))
-        except Exception as exc:
-            self._abort(context, exc)
-            raise  # pragma: no cover
+        destroyed = self._manager().destroy(self._tenant(context), request.session_id)
+        return pb.DestroySessionResponse(destroyed=destroyed)
 
+    @_aborts_on_error
     def ExtendSession(
         self, request: pb.ExtendSessionRequest, context: grpc.ServicerContext
     ) -> pb.SessionInfo:
-        try:
-            tenant = self._tenant(context)
-            return self._info(self._manager().extend(tenant, request.session_id, request.idle_ttl_s))
-        except Exception as exc:
-            self._abort(context, exc)
-            raise  # pragma: no cover
+        session = self._manager().extend(self._tenant(context), request.session_id, request.idle_ttl_s)
+        return self._info(session)
 
     # -- files -------------------------------------------------------------------------------
 
-    def WriteFile(self, request_iterator: Iterator[pb.WriteFileInput], context: grpc.ServicerContext):
-        try:
-            tenant = self._tenant(context)
-            manager = self._manager()
-            first = next(request_iterator, None)
-            if first is None or first.WhichOneof("kind") != "start":
-                raise InvalidRequest("the first WriteFile message must be a WriteFileStart")
-            start = first.start
-            manager.check_file_size(start.size)
-            with manager.buffering(start.size), manager.using(tenant, start.session_id) as session:
-                data = bytearray()
-                for message in request_iterator:
-                    if message.WhichOneof("kind") != "data":
-                        raise InvalidRequest("WriteFile takes one WriteFileStart, then data chunks")
-                    data += message.data
-                    if len(data) > start.size:
-                        raise SandboxFileTooLarge(
-                            f"{start.path}: more data than the announced {start.size} bytes"
-                        )
-                if len(data) != start.size:
-                    raise InvalidRequest(f"{start.path}: {len(data)} bytes received, {start.size} announced")
-                session.box.write_path(start.path, bytes(data))
-            return pb.WriteFileResponse(size=len(data))
-        except Exception as exc:
-            self._abort(context, exc)
-            raise  # pragma: no cover
+    @_aborts_on_error
+    def WriteFile(
+        self, request_iterator: Iterator[pb.WriteFileInput], context: grpc.ServicerContext
+    ) -> pb.WriteFileResponse:
+        tenant = self._tenant(context)
+        manager = self._manager()
+        first = next(request_iterator, None)
+        if first is None or first.WhichOneof("kind") != "start":
+            raise InvalidRequest("the first WriteFile message must be a WriteFileStart")
+        start = first.start
+        manager.check_file_size(start.size)
+        with manager.buffering(start.size), manager.using(tenant, start.session_id) as session:
+            data = bytearray()
+            for message in request_iterator:
+                if message.WhichOneof("kind") != "data":
+                    raise InvalidRequest("WriteFile takes one WriteFileStart, then data chunks")
+                data += message.data
+                if len(data) > start.size:
+                    raise SandboxFileTooLarge(
+                        f"{start.path}: more data than the announced {start.size} bytes"
+                    )
+            if len(data) != start.size:
+                raise InvalidRequest(f"{start.path}: {len(data)} bytes received, {start.size} announced")
+            session.box.write_path(start.path, bytes(data))
+        return pb.WriteFileResponse(size=len(data))
 
     def ReadFile(self, request: pb.ReadFileRequest, context: grpc.ServicerContext):
         try:
