@@ -67,6 +67,7 @@ def test_fleet_status_reports_every_host_and_fails_on_a_dead_one(docker_client, 
         for h in hosts:
             r = by_addr[h.address]
             assert r["health"] == "SERVING" and r["host"] == h.host_id and r["capacity"] == 2
+            assert (r["sessions"], r["max_sessions"]) == (0, 64)  # the general sandbox API's count
             assert r["image_digests"][DEFAULT_IMAGE].startswith("sha256:") and r["version"]
             assert r["gvisor"] == ("runsc" in r["available_runtimes"]) and r["engine_version"].startswith(
                 "Docker"
