@@ -18,8 +18,11 @@ exception at import, missing function), ``timeout`` (the run exceeded its time),
 
 from __future__ import annotations
 
+import hashlib
 import json
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -38,7 +41,16 @@ __all__ = ["CodeVerdict", "GradingError", "grade_program", "run_in_fresh"]
 FreshSandbox = Callable[[], AbstractContextManager[Sandbox]]
 
 _MAX_RESULTS_BYTES = 16 * 1024 * 1024
-_PROBE_TIMEOUT_S = 30.0  # one assertion; MBPP 123 needs ~10 s on a loaded 2-core host
+_PROBE_TIMEOUT_S = 30.0  # one assertion at most; MBPP 123 needs ~10 s on a loaded 2-core host
+#: A test's own limit: this factor times the reference solution's time on it, at least the
+#: floor (EvalPlus's way), at most :data:`_PROBE_TIMEOUT_S`. A candidate that hangs is stopped
+#: at its first hung test; the rest fail as ``timeout`` without running.
+_PROBE_FACTOR = 10.0
+_PROBE_FLOOR_S = 3.0
+#: Module-level code of the candidate (a loop at import never reaches a test).
+_LOAD_TIMEOUT_S = 10.0
+_TRACE_FLOOR_S = 5.0
+_TIMING_CACHE_MAX = 4096
 _REPORT_FAILS = 8
 
 
@@ -98,13 +110,24 @@ def run_in_fresh(
     return RunOutput(outcome=outcome, lines=lines)
 
 
-def _config(plan: TestPlan, entry_point: str, exprs: list[str] | None, *, timeout_s: float) -> dict[str, Any]:
+def _config(
+    plan: TestPlan,
+    entry_point: str,
+    exprs: list[str] | None,
+    *,
+    timeout_s: float,
+    probe_limits: list[float] | None = None,
+    trace_timeout_s: float | None = None,
+) -> dict[str, Any]:
     cfg: dict[str, Any] = {
         "entry_point": entry_point,
         "setup": plan.setup,
         "probe_timeout_s": min(_PROBE_TIMEOUT_S, timeout_s),
-        "trace_timeout_s": timeout_s,
+        "load_timeout_s": min(_LOAD_TIMEOUT_S, timeout_s),
+        "trace_timeout_s": min(trace_timeout_s or timeout_s, timeout_s),
     }
+    if probe_limits:
+        cfg["probe_timeouts_s"] = probe_limits
     if exprs is None:
         cfg["trace"] = plan.trace_src
     else:
@@ -137,9 +160,9 @@ def _run_failure(run: RunOutput, timeout_s: float) -> str:
 
 def _reference_values(
     fresh: FreshSandbox, plan: TestPlan, entry_point: str, reference: str, *, timeout_s: float
-) -> tuple[dict[int, Any], list[Any]]:
+) -> tuple[dict[int, Any], list[Any], float]:
     """Expected values of the non-literal probes (by probe index) and, in trace mode, the
-    reference's recorded calls.
+    reference's recorded calls and how long its run took.
 
     Raises:
         GradingError: the reference solution failed its own suite's run.
@@ -154,10 +177,10 @@ def _reference_values(
             raise GradingError(
                 f"the reference solution's trace run failed: {ends or _run_failure(run, timeout_s)}"
             )
-        return {}, records
+        return {}, records, run.outcome.duration_s
     wanted = [i for i, p in enumerate(plan.probes) if not p.literal]
     if not wanted:
-        return {}, []
+        return {}, [], 0.0
     exprs = [plan.probes[i].expected_src for i in wanted]
     run = run_in_fresh(
         fresh, reference, _config(plan, entry_point, exprs, timeout_s=timeout_s), timeout_s=timeout_s
@@ -165,7 +188,40 @@ def _reference_values(
     got, ok = _indexed([line for line in run.lines if "i" in line], len(exprs))
     if not ok or len(got) != len(exprs) or any("err" in line for line in got.values()):
         raise GradingError(f"the reference run could not evaluate the expected values: {run.lines[:3]}")
-    return {wanted[k]: decode(got[k]["v"]) for k in range(len(exprs))}, []
+    return {wanted[k]: decode(got[k]["v"]) for k in range(len(exprs))}, [], 0.0
+
+
+_timings: OrderedDict[tuple[str, ...], list[float]] = OrderedDict()
+_timings_lock = threading.Lock()
+
+
+def _probe_limits(
+    fresh: FreshSandbox, plan: TestPlan, entry_point: str, reference: str, *, timeout_s: float
+) -> list[float]:
+    """Each test's time limit, from the reference solution's time on it (measured once per
+    suite and process, in its own container: trusted code, so its timings are too)."""
+    exprs = [p.expr for p in plan.probes]
+    key = (hashlib.sha256(reference.encode()).hexdigest(), entry_point, plan.setup, *exprs)
+    with _timings_lock:
+        if key in _timings:
+            _timings.move_to_end(key)
+            return _timings[key]
+    run = run_in_fresh(
+        fresh, reference, _config(plan, entry_point, exprs, timeout_s=timeout_s), timeout_s=timeout_s
+    )
+    got, ok = _indexed([line for line in run.lines if "i" in line], len(exprs))
+    limits = []
+    for i in range(len(exprs)):
+        d = got.get(i, {}).get("d") if ok else None
+        ok_d = isinstance(d, int | float) and not isinstance(d, bool) and d >= 0
+        limits.append(
+            min(_PROBE_TIMEOUT_S, max(_PROBE_FLOOR_S, _PROBE_FACTOR * d)) if ok_d else _PROBE_TIMEOUT_S
+        )
+    with _timings_lock:
+        _timings[key] = limits
+        while len(_timings) > _TIMING_CACHE_MAX:
+            _timings.popitem(last=False)
+    return limits
 
 
 def _load_error(lines: list[dict[str, Any]]) -> str:
@@ -199,15 +255,24 @@ def grade_program(
         InfraError: a grading container could not be had or died.
     """
     t0 = time.monotonic()
-    expected_by_ref, ref_records = (
+    expected_by_ref, ref_records, reference_s = (
         _reference_values(fresh, plan, entry_point, reference, timeout_s=timeout_s)
         if plan.needs_reference
-        else ({}, [])
+        else ({}, [], 0.0)
     )
-    exprs = None if plan.mode == "trace" else [p.expr for p in plan.probes]
-    run = run_in_fresh(
-        fresh, program, _config(plan, entry_point, exprs, timeout_s=timeout_s), timeout_s=timeout_s
+    if plan.mode == "trace":
+        exprs, limits = None, None
+        trace_timeout = max(_TRACE_FLOOR_S, _PROBE_FACTOR * reference_s) if reference_s else None
+    else:
+        exprs = [p.expr for p in plan.probes]
+        limits = (
+            _probe_limits(fresh, plan, entry_point, reference, timeout_s=timeout_s) if reference else None
+        )
+        trace_timeout = None
+    config = _config(
+        plan, entry_point, exprs, timeout_s=timeout_s, probe_limits=limits, trace_timeout_s=trace_timeout
     )
+    run = run_in_fresh(fresh, program, config, timeout_s=timeout_s)
     metrics: dict[str, Any] = {"grading_mode": plan.mode, "grade_s": round(time.monotonic() - t0, 3)}
     if plan.mode == "trace":
         return _trace_verdict(run, ref_records, plan, timeout_s, metrics)
@@ -241,9 +306,13 @@ def _probe_verdict(
     passed = sum(1 for c in cases if c.ok)
     hard = float(passed == n and not problem)
     soft = 0.0 if problem else passed / n
+    hung = next(
+        (str(v["err"]) for v in got.values() if str(v.get("err", "")).startswith("timeout: more")), ""
+    )
+    wrong = f"{n - passed} of {n} assertions failed"
     reason = _fail_reason(
         run, timeout_s, hard=hard, problem=problem, load_error=load_error, reported=bool(got),
-        wrong=f"{n - passed} of {n} assertions failed",
+        wrong=wrong, hung=f"a test ran {hung.removeprefix('timeout: ')}; the tests after it were not run" if hung else "",
     )  # fmt: skip
     report = _report(reason, passed, n, fails)
     metrics.update({"n_tests": n, "n_pass": passed})
@@ -298,6 +367,7 @@ def _fail_reason(
     load_error: str,
     reported: bool,
     wrong: str,
+    hung: str = "",
 ) -> str:
     """The row's ``fail_reason`` for a grading run ("" when it passed), the same in probe and
     trace mode: tampering first, then the run's own failure, a load error, no report at all,
@@ -309,12 +379,12 @@ def _fail_reason(
     if problem:
         return _run_failure(run, timeout_s)
     if load_error:
-        return f"load-error: {load_error}"
+        return load_error if load_error.startswith("load-timeout:") else f"load-error: {load_error}"
     if not reported:
         return _run_failure(run, timeout_s) or (
             f"no-results: the test run ended before reporting anything (exit {run.outcome.exit_code})"
         )
-    return _run_failure(run, timeout_s) or f"wrong-answer: {wrong}"
+    return _run_failure(run, timeout_s) or (f"timeout: {hung}" if hung else f"wrong-answer: {wrong}")
 
 
 def _trace_verdict(

@@ -19,6 +19,7 @@ import json
 import random
 import signal
 import sys
+import time
 
 _MAX_DEPTH = 60
 _MAX_NODES = 200_000
@@ -78,17 +79,21 @@ def main():
         out.flush()
 
     per_probe = float(cfg.get("probe_timeout_s", 10.0))
+    load_timeout = float(cfg.get("load_timeout_s", per_probe))
     signal.signal(signal.SIGALRM, _on_alarm)
     random.seed(0)
     ns = {"__name__": "solution"}
     try:
         with open(cfg["solution"], encoding="utf-8") as fh:
             source = fh.read()
-        signal.setitimer(signal.ITIMER_REAL, per_probe)
+        signal.setitimer(signal.ITIMER_REAL, load_timeout)
         exec(compile(source, "solution.py", "exec"), ns)
         signal.setitimer(signal.ITIMER_REAL, 0)
         if cfg.get("setup"):
             exec(compile(cfg["setup"], "test_setup.py", "exec"), ns)
+    except _ProbeTimeout:
+        emit({"load_error": f"load-timeout: module-level code did not finish within {load_timeout:g} s"})
+        return
     except BaseException as exc:  # the candidate's failure (SystemExit included) is data
         signal.setitimer(signal.ITIMER_REAL, 0)
         emit({"load_error": _error(exc)})
@@ -125,15 +130,23 @@ def main():
             emit({"end": _error(exc)})
         return
     ns["candidate"] = fn
+    limits = cfg.get("probe_timeouts_s") or []
+    hung = None
     for i, expr in enumerate(cfg["exprs"]):
+        if hung is not None:  # a candidate that hung once is not given every test's time again
+            emit({"i": i, "err": f"timeout: not run (the candidate hung on test {hung + 1})"})
+            continue
+        limit = float(limits[i]) if i < len(limits) else per_probe
+        started = time.monotonic()
         try:
-            signal.setitimer(signal.ITIMER_REAL, per_probe)
+            signal.setitimer(signal.ITIMER_REAL, limit)
             value = eval(compile(expr, f"probe_{i}", "eval"), ns)
             encoded = encode(value)
             signal.setitimer(signal.ITIMER_REAL, 0)
-            emit({"i": i, "v": encoded})
+            emit({"i": i, "v": encoded, "d": round(time.monotonic() - started, 6)})
         except _ProbeTimeout:
-            emit({"i": i, "err": f"timeout: more than {per_probe:g}s"})
+            emit({"i": i, "err": f"timeout: more than {limit:g}s"})
+            hung = i
         except BaseException as exc:
             signal.setitimer(signal.ITIMER_REAL, 0)
             emit({"i": i, "err": _error(exc)})

@@ -173,3 +173,20 @@ def test_truthiness_asserts_accept_an_unserialisable_value_and_equality_does_not
     always = "import re\ndef check_str(string):\n    return re.search('.*', string)\n"
     v = grade(fresh, item, always)
     assert v.hard == 0.0 and v.metrics["n_pass"] == 2  # the "assert not" one fails
+
+
+def test_a_hanging_candidate_is_stopped_at_its_first_hung_test(fresh):
+    """Each test's limit comes from the reference's time on it (a floor of a few seconds for a
+    fast reference, not 30 s per assertion), and the tests after a hang are not run."""
+    item = SAMPLES["humaneval"]["HumanEval-0"]
+    v = grade(fresh, item, HE0 + "    while True:\n        pass\n")
+    assert v.hard == 0.0 and v.fail_reason.startswith("timeout: a test ran more than 3s")
+    reasons = [c.reason for c in v.cases]
+    assert reasons[0] == "raised timeout: more than 3s"
+    assert all("not run (the candidate hung on test 1)" in r for r in reasons[1:]) and len(reasons) > 1
+
+
+def test_module_level_code_that_never_finishes_is_a_load_timeout(fresh):
+    item = SAMPLES["humaneval"]["HumanEval-0"]
+    v = grade(fresh, item, "while True:\n    pass\n" + HE0 + "    return False\n")
+    assert v.fail_reason.startswith("load-timeout: module-level code did not finish within")
