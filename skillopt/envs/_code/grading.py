@@ -413,9 +413,12 @@ def _trace_verdict(
     passed = sum(1 for c in cases if c.ok)
     hard = float(n > 0 and passed == n and not problem)
     soft = 0.0 if problem or n == 0 else passed / n
+    ends = [str(line.get("end")) for line in run.lines if "end" in line]
+    hung = ends[0].removeprefix("timeout: ") if ends and ends[0].startswith("timeout: more") else ""
     reason = _fail_reason(
-        run, timeout_s, hard=hard, problem=problem, load_error=load_error, reported=bool(records),
+        run, timeout_s, hard=hard, problem=problem, load_error=load_error, reported=bool(records) or bool(hung),
         wrong=f"{n - passed} of {n} calls differ from the reference",
+        hung=f"the tests ran {hung}; the rest were not run" if hung else "",
     )  # fmt: skip
     metrics.update({"n_tests": n, "n_pass": passed, "why_trace": plan.why_trace})
     return CodeVerdict(

@@ -120,11 +120,14 @@ def main():
 
         ns[entry] = recorder
         ns["candidate"] = recorder
-        signal.setitimer(signal.ITIMER_REAL, float(cfg.get("trace_timeout_s", 30.0)))
+        trace_limit = float(cfg.get("trace_timeout_s", 30.0))
+        signal.setitimer(signal.ITIMER_REAL, trace_limit)
         try:
             exec(compile(cfg["trace"], "test_trace.py", "exec"), ns)
             signal.setitimer(signal.ITIMER_REAL, 0)
             emit({"end": "ok"})
+        except _ProbeTimeout:
+            emit({"end": f"timeout: more than {trace_limit:g}s"})
         except BaseException as exc:
             signal.setitimer(signal.ITIMER_REAL, 0)
             emit({"end": _error(exc)})
