@@ -183,15 +183,7 @@ class DockerSandbox(RolloutSandbox):
         }
         oom_before = self._oom_count()
         t0 = time.monotonic()
-        try:
-            reply, _ = self._call(header, payload, timeout_s=timeout_s + _BACKSTOP_SLACK_S)
-        except SandboxUnavailable:
-            # The runner itself died: the OOM killer is the usual culprit.
-            if self._oom_count(after_death=True) > oom_before:
-                raise OOMKilled(
-                    f"the container ran out of memory ({self.handle.spec.memory_bytes // 2**20} MiB limit)"
-                ) from None
-            raise
+        reply = self._execute(header, payload, timeout_s=timeout_s + _BACKSTOP_SLACK_S, oom_before=oom_before)
         elapsed = time.monotonic() - t0
         oom = self._oom_count() > oom_before
         # The runner says it timed out; believe it only if our own clock agrees.
@@ -214,6 +206,28 @@ class DockerSandbox(RolloutSandbox):
             signal=reply.get("signal"),
             started_at_ns=int(reply.get("started_at_ns", 0)),
         )
+
+    def _execute(
+        self,
+        header: dict[str, Any],
+        payload: bytes,
+        *,
+        timeout_s: float,
+        oom_before: int,
+        on_output: Callable[[int, bytes], None] | None = None,
+    ) -> dict[str, Any]:
+        """One execution's reply from the runner; a runner that died of the container's memory
+        limit (the OOM counter moved past ``oom_before``) is :class:`OOMKilled`."""
+        try:
+            reply, _ = self._call(header, payload, timeout_s=timeout_s, on_output=on_output)
+        except SandboxUnavailable:
+            # The runner itself died: the OOM killer is the usual culprit.
+            if self._oom_count(after_death=True) > oom_before:
+                raise OOMKilled(
+                    f"the container ran out of memory ({self.handle.spec.memory_bytes // 2**20} MiB limit)"
+                ) from None
+            raise
+        return reply
 
     def _oom_count(self, *, after_death: bool = False) -> int:
         count = self.runtime.oom_kills(self.handle)

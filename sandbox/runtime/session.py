@@ -20,12 +20,10 @@ from typing import Any
 from sandbox.runtime.lease import DockerSandbox
 from skillopt.errors import (
     InvalidRequest,
-    OOMKilled,
     SandboxFileMissing,
     SandboxFileTooLarge,
     SandboxIsADirectory,
     SandboxPermissionDenied,
-    SandboxUnavailable,
     SkillOptError,
 )
 
@@ -122,7 +120,9 @@ class SessionSandbox(DockerSandbox):
             header["stdin_size"] = len(stdin)
         oom_before = self._oom_count()
         t0 = time.monotonic()
-        reply = self._call_streaming(header, stdin, timeout_s + _BACKSTOP_SLACK_S, on_output, oom_before)
+        reply = self._execute(
+            header, stdin, timeout_s=timeout_s + _BACKSTOP_SLACK_S, oom_before=oom_before, on_output=on_output
+        )
         elapsed = time.monotonic() - t0
         spawn = reply.get("spawn_error") or {}
         return CommandExit(
@@ -145,24 +145,6 @@ class SessionSandbox(DockerSandbox):
         self.handle.conn.cancel_execution()
 
     # -- internals ---------------------------------------------------------------------------
-
-    def _call_streaming(
-        self,
-        header: dict[str, Any],
-        payload: bytes,
-        timeout_s: float,
-        on_output: Callable[[int, bytes], None],
-        oom_before: int,
-    ) -> dict[str, Any]:
-        try:
-            reply, _ = self._call(header, payload, timeout_s=timeout_s, on_output=on_output)
-        except SandboxUnavailable:
-            if self._oom_count(after_death=True) > oom_before:
-                raise OOMKilled(
-                    f"the session's container ran out of memory ({self.handle.spec.memory_bytes // 2**20} MiB limit)"
-                ) from None
-            raise
-        return reply
 
     def _file_op(self, header: dict[str, Any], payload: bytes, *, max_reply: int) -> bytes:
         reply, data = self._call(
