@@ -109,10 +109,7 @@ class SessionRpcs:
     ) -> pb.WriteFileResponse:
         tenant = self._tenant(context)
         manager = self._manager()
-        first = next(request_iterator, None)
-        if first is None or first.WhichOneof("kind") != "start":
-            raise InvalidRequest("the first WriteFile message must be a WriteFileStart")
-        start = first.start
+        start = _first_start(request_iterator, "WriteFile", "WriteFileStart")
         manager.check_file_size(start.size)
         with manager.buffering(start.size), manager.using(tenant, start.session_id) as session:
             data = bytearray()
@@ -151,10 +148,7 @@ class SessionRpcs:
         try:
             tenant = self._tenant(context)
             manager = self._manager()
-            first = next(request_iterator, None)
-            if first is None or first.WhichOneof("kind") != "start":
-                raise InvalidRequest("the first Exec message must be an ExecStart")
-            start = first.start
+            start = _first_start(request_iterator, "Exec", "ExecStart")
             stdin, reserved = _receive_stdin(manager, request_iterator)
             # Held busy by the command's thread, which releases it (and the stdin's share of the
             # host's transfer budget) when the command ends: the stream may be abandoned by a
@@ -259,6 +253,18 @@ def _run_command(
         manager.release_buffer(reserved)
         done.set()
         outputs.put(_DONE)
+
+
+def _first_start(requests: Iterator[Any], rpc: str, kind: str) -> Any:
+    """The ``start`` of a client stream's first message (WriteFile, Exec).
+
+    Raises:
+        InvalidRequest: the stream is empty or begins with something else.
+    """
+    first = next(requests, None)
+    if first is None or first.WhichOneof("kind") != "start":
+        raise InvalidRequest(f"the first {rpc} message must be a {kind}")
+    return first.start
 
 
 def _receive_stdin(manager: SessionManager, requests: Iterator[pb.ExecInput]) -> tuple[bytes, int]:
