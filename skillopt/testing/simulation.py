@@ -290,6 +290,13 @@ class SimulatedTarget:
                 return {"text": f"```python\n{_GENERIC_SPREADSHEET_PROGRAM}\n```"}
             return {"text": _GENERIC_REPLY}
         env, item = found
+        if req.has_tool("grep") and not req.tool_results:
+            # A corpus-tools agent (OfficeQA): search the corpus once, as a real agent would.
+            return {
+                "tool_calls": [
+                    {"name": "grep", "arguments": {"pattern": _search_words(item.task.instruction)}}
+                ]
+            }
         return {"text": sim_reply(env, item, user, solved=_solved(req, item.id, req.system))}
 
     def _cli(self, req: ScriptedRequest):
@@ -329,6 +336,11 @@ class SimulatedTarget:
         if step == 2:
             return {"shell": "python3 -c 'import solution'"}
         return {"text": "Done: solution.py written and loads."}
+
+
+def _search_words(question: str) -> str:
+    """What the simulated target greps for: the question's longest word."""
+    return max(re.findall(r"[A-Za-z]{4,}", question) or ["the"], key=len)
 
 
 def _solved(req: ScriptedRequest, task_id: str, skill: str) -> bool:

@@ -57,6 +57,8 @@ class QAEnv(ComposedEnv):
     )
     #: Shown before the learned rules in the CLIs' SKILL.md.
     skill_preamble: ClassVar[str] = ""
+    #: The per-rollout task the agents get (a subclass adds what an env's agents need).
+    task_class: ClassVar[type[PromptedQATask]]
 
     # -- payload -------------------------------------------------------------------------------
 
@@ -132,12 +134,12 @@ class QAEnv(ComposedEnv):
         )
 
     def build_agents(self) -> Mapping[str, Agent]:
-        agents: dict[str, Agent] = {"qa": QAAgent(lambda ctx: PromptedQATask(self, ctx))}
+        agents: dict[str, Agent] = {"qa": QAAgent(lambda ctx: self.task_class(self, ctx))}
         for name in self.spec.agent_names:
             if name in CLIS:
                 agents[name] = ExecAgent(
                     name,
-                    make_task=lambda ctx, st: QAExecTask(ctx, st, PromptedQATask(self, ctx)),
+                    make_task=lambda ctx, st: QAExecTask(ctx, st, self.task_class(self, ctx)),
                     skill_md=self.skill_md,
                 )
         return agents
@@ -179,3 +181,6 @@ class PromptedQATask(QATask):
         folder = ".agents/skills" if cli == "codex" else ".claude/skills"
         name = self.ctx.request.skill.name or "skillopt-target"
         return fill(self.env.prompt("exec_prompt"), skill_path=f"{folder}/{name}/SKILL.md").strip()
+
+
+QAEnv.task_class = PromptedQATask

@@ -43,6 +43,7 @@ def test_builtin_configs_are_listed_and_resolved() -> None:
         "livemathematicianbench",
         "math500",
         "mbpp",
+        "officeqa",
         "searchqa",
         "spreadsheetbench",
         "textworld",

@@ -236,7 +236,7 @@ def test_gate_mixed_weight_out_of_range(weight: float) -> None:
         (lambda: EnvConfig(name="spreadsheetbench", agent="nope"), "allowed: codegen_single, codegen_multi"),
         (
             lambda: EnvConfig(name="nosuchbench"),
-            "unknown env 'nosuchbench'; known: gsm8k, hotpotqa, humaneval, livemathematicianbench, math500, mbpp, searchqa, "
+            "unknown env 'nosuchbench'; known: gsm8k, hotpotqa, humaneval, livemathematicianbench, math500, mbpp, officeqa, searchqa, "
             "spreadsheetbench, textworld",
         ),
         (lambda: EnvConfig(name=""), "env.name: is required"),

@@ -1,0 +1,1 @@
+"""OfficeQA: questions about U.S. Treasury Bulletins answered from a document corpus with tools."""
