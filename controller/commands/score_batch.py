@@ -65,7 +65,7 @@ def _read_records(path: Path, what: str) -> list[dict[str, Any]]:
 
 
 def _key(record: dict[str, Any]) -> str:
-    for field in ("task_id", "id"):
+    for field in ("task_id", "id", "uid"):
         if field in record:
             return str(record[field])
     return ""
@@ -78,11 +78,13 @@ def _problems(env: str, problems_file: str | None) -> dict[str, dict[str, Any]]:
         from skillopt.envs.registry import env_dir
 
         sample = env_dir(env) / "data" / "sample"
-        records = [r for f in sorted(sample.glob("*.json*")) for r in _read_records(f, "sample")]
+        # OfficeQA's sample root also holds splits.json (split name -> uids), not problems.
+        files = [f for f in sorted(sample.glob("*.json*")) if f.name != "splits.json"]
+        records = [r for f in files for r in _read_records(f, "sample")]
     out = {_key(r): r for r in records if _key(r)}
     if not out:
         raise InvalidRequest(
-            f"no {env} problems with a task_id or id in {problems_file or 'the vendored sample'}"
+            f"no {env} problems with a task_id, id or uid in {problems_file or 'the vendored sample'}"
         )
     return out
 

@@ -74,6 +74,20 @@ def test_qa_samples_give_mean_scores(tmp_path):
     assert summary["hard"] == pytest.approx(0.5)
 
 
+def test_officeqa_samples_use_the_uid_and_the_vendored_sample_by_default(tmp_path):
+    samples = [
+        {"id": "UID0001", "response": "<answer>2,602</answer>"},
+        {"uid": "UID0023", "response": "<answer>2.24 billion</answer>"},
+        {"id": "UID0023", "response": "<answer>2.25</answer>"},
+    ]
+    res = score(tmp_path, "officeqa", samples)
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    assert (summary["samples"], summary["tasks"]) == (3, 2) and summary["hard"] == pytest.approx(2 / 3)
+    rows = [json.loads(line) for line in Path(summary["results"]).read_text().splitlines()]
+    assert [r["passed"] for r in rows] == [True, True, False] and rows[0]["result"] == "passed"
+
+
 def test_bad_sample_files_are_refused_with_the_reason(tmp_path):
     res = score(tmp_path, "humaneval", [{"task_id": "HumanEval/99999", "completion": "pass"}])
     assert res.returncode == 2 and "not among the problems" in res.stderr and res.stdout == ""
