@@ -49,7 +49,10 @@ def test_train_over_endpoints_gates_and_reports_categories(remote, tmp_path, env
     assert summary["total_accepts"] >= 1 and summary["total_rejects"] >= 1, summary["epoch_stats"]
     assert summary["best_selection_hard"] > summary["baseline_selection_hard"]
     assert summary["test_hard"] > summary["baseline_test_hard"]
-    assert summary["config"]["env"]["name"] == env and summary["config"]["env"]["agent"] == env_spec(env).default_agent
+    assert (
+        summary["config"]["env"]["name"] == env
+        and summary["config"]["env"]["agent"] == env_spec(env).default_agent
+    )
     assert _test_eval_options(out) == summary["config"]["env"]["options"]
     test = json.loads((out / "test_eval" / "summary.json").read_text())
     assert (
