@@ -61,7 +61,8 @@ def test_train_over_endpoints_gates_and_reports_categories(remote, tmp_path, env
     )  # every test item falls in one category
     rows = [json.loads(line) for p in out.rglob("results.jsonl") for line in p.read_text().splitlines()]
     assert rows and all(r["infra_error"] is None for r in rows)
-    assert all("acquire" not in r["timings_s"] for r in rows)  # no container for the qa agent
+    if env_spec(env).agent(env_spec(env).default_agent).sandbox == "none":
+        assert all("acquire" not in r["timings_s"] for r in rows)  # no container for the qa agent
     best = (out / "best_skill.md").read_text()
     assert best != (out / "skills" / "skill_v0000.md").read_text()
 

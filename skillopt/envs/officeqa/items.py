@@ -34,8 +34,9 @@ __all__ = [
     "render_pages",
 ]
 
-#: Per-category breakdown: the question's difficulty as upstream labels it.
-CATEGORIES = ("easy", "hard")
+#: Per-category breakdown: the question's difficulty as upstream labels it (``hard`` = the
+#: OfficeQA Pro questions), prefixed so that no category is named like a score (``hard``).
+CATEGORIES = ("difficulty_easy", "difficulty_hard")
 #: The task case holding the corpus files of a question.
 CORPUS_CASE = "corpus"
 _MONTHS = {
@@ -143,7 +144,7 @@ def item_from_raw(
         if not _FILE_NAME.match(name):
             raise ValueError(f"field 'source_files' holds {name[:80]!r}, not a plain file name")
     difficulty = text_field(raw, "difficulty", required=False).strip().lower()
-    kind = difficulty if difficulty in CATEGORIES else "hard"
+    kind = f"difficulty_{difficulty}" if f"difficulty_{difficulty}" in CATEGORIES else CATEGORIES[1]
     payload = OfficeQATask(question=question, source_files=files, max_tool_turns=options.max_tool_turns)
     task = Task(id=uid, instruction=question, attributes=payload.model_dump() | {"task_type": kind})
     gold = OfficeQAGold(answer=answer, grading=options.grading, numeric_tolerance=options.numeric_tolerance)

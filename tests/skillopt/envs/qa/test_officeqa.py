@@ -160,7 +160,7 @@ def test_cited_pages_map_urls_to_corpus_files_and_form_feed_pages():
 def test_an_item_carries_its_bulletins_and_pages_and_no_gold_in_the_task():
     options = OfficeQAOptions()
     item = item_from_raw(RAW, options=options)
-    assert item.id == "UID0001" and item.task_type == "hard" and item.task.cases == ()
+    assert item.id == "UID0001" and item.task_type == "difficulty_hard" and item.task.cases == ()
     assert item.grading.attributes == {"answer": "2,602", "grading": "normalized", "numeric_tolerance": 0.0}
     data = b"cover\fDefense 2,602\fother"
     full = attach_corpus(item, RAW, options=options, files={"treasury_bulletin_1941_01.txt": data})
@@ -178,7 +178,7 @@ def test_the_sample_root_and_its_errors(tmp_path):
     data = OfficeQAData()
     assert data.root == SAMPLE_ROOT
     assert {k: len(data.split(k)) for k in ("train", "val", "test")} == {"train": 4, "val": 2, "test": 2}
-    assert data.task_types() == ["easy", "hard"]
+    assert data.task_types() == ["difficulty_easy", "difficulty_hard"]
     items = data.items()
     assert len(items) <= 8  # upstream gates the answers: at most 8 are committed
     # One bytes object per bulletin, shared by every question citing it.
