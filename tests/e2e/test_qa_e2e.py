@@ -147,3 +147,25 @@ def test_noisy_simulation_repeat_gate_and_a_paired_eval_through_the_sandbox(tmp_
     listed = cli("runs", "--runs-dir", str(tmp_path))
     line = next(x for x in listed.stdout.splitlines() if x.startswith("noisy "))
     assert "noisy sim" in line and "repeat" in line and "[" in line
+
+
+def test_officeqa_trains_over_endpoints_on_the_shared_data(remote, tmp_path):
+    """The full config on the shared data root (70 questions, 69 bulletins): each rollout's
+    cited bulletins travel to the host; the simulation answers the questions it has no rule for
+    generically, so they are scored on their merits, never as infrastructure errors."""
+    from skillopt.testing.shared_data import shared_datasets
+
+    root = shared_datasets()
+    assert root is not None and (root / "officeqa").is_dir(), "the shared OfficeQA data are missing"
+    out = tmp_path / "run"
+    res = cli(
+        "train", "--config", "officeqa", "--out", str(out), *remote,
+        "--set", f"env.data_root={root / 'officeqa'}", "--set", "train.num_epochs=1",
+        "--set", "train.batch_size=6", "--set", "evaluation.eval_test=false",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-4000:]
+    data = json.loads((out / "config.json").read_text())["derived"]["data"]
+    assert data["sizes"] == {"train": 12, "val": 9, "test": 49} and data["corpus_files"] == 69
+    rows = [json.loads(line) for p in out.rglob("results.jsonl") for line in p.read_text().splitlines()]
+    assert len(rows) >= 12 + 9 and all(r["infra_error"] is None for r in rows)
+    assert any(r["hard"] == 1.0 for r in rows) and any(r["metrics"]["tool_calls"] for r in rows)
