@@ -5,7 +5,9 @@
    real sandbox service (gRPC on a socket, warm pool, the scripted model server as the target);
    ``warm_excl_model_*`` is that time without the model call.
 3. gRPC overhead per rollout: the client's wall time of ``Run`` minus the rollout's own time on
-   the host, with a 200 KB skill in and the trace (which carries it) out.
+   the host, with a 200 KB skill in and the trace (which carries it) out. The skill is sent
+   once, then named by its SHA-256 (content addressing), and the trace carries it back as a
+   marker; the same figure with a 1-byte skill shows what is left of the skill's cost.
 4. The same generated load-edit-save script on real SpreadsheetBench inputs: in the sandbox
    (warm container, runner fork) vs a bare ``python script.py`` subprocess on the host.
 
@@ -346,6 +348,9 @@ def main() -> int:
             print(f"  {k:32s} {v:9.2f}")
     print("== gRPC overhead per rollout, 200 KB in, the trace out ==")
     for k, v in grpc_overhead(args.rpcs).items():
+        print(f"  {k:32s} {v:9.2f}")
+    print("== gRPC overhead per rollout, a 1-byte skill (the floor) ==")
+    for k, v in grpc_overhead(args.rpcs, in_bytes=1).items():
         print(f"  {k:32s} {v:9.2f}")
     print(f"== same script on {args.tasks} real tasks: sandbox vs bare host subprocess ==")
     for k, v in same_script(args.tasks).items():

@@ -53,6 +53,7 @@ from __future__ import annotations
 from skillopt.types import InfraErrorKind, InfraFailure
 
 __all__ = [
+    "BlobsMissing",
     "BudgetExceeded",
     "Cancelled",
     "ConfigError",
@@ -156,6 +157,15 @@ class SandboxPermissionDenied(SandboxFileError):
 
 class SandboxFileTooLarge(SandboxFileError):
     """A session file is larger than the read's limit or the host's file limit."""
+
+
+class BlobsMissing(SkillOptError):
+    """A request named content-addressed files (by SHA-256) that the host does not keep for
+    this token; ``missing`` lists their hashes. The client sends them again with content."""
+
+    def __init__(self, message: str, *, missing: tuple[str, ...] = (), **context: str) -> None:
+        super().__init__(message, **context)
+        self.missing = tuple(missing)
 
 
 class UnknownSession(SkillOptError):

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+import structlog
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sandbox.api import convert
+from sandbox.api.blobs import ClientBlobs
 from sandbox.api.status import detail_from_metadata, error_for
 from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from skillopt.envs.base import ProgressEvent
-from skillopt.errors import SandboxUnavailable, SkillOptError, Unauthenticated
+from skillopt.errors import BlobsMissing, SandboxUnavailable, SkillOptError, Unauthenticated
 from skillopt.types import HostDescription, RolloutRequest, RolloutResult
+
+log = structlog.get_logger(__name__)
+#: Runs of one rollout whose named files went missing before the client gives up.
+_BLOB_ATTEMPTS = 3
 
 __all__ = ["ChannelConfig", "HealthWatch", "SandboxClient", "map_rpc_error"]
 
@@ -116,6 +123,8 @@ class SandboxClient:
         self._stub = pb_grpc.SandboxStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
         self._metadata = (("authorization", f"Bearer {config.token}"),) if config.token else ()
+        #: What this host keeps of the files and skills sent to it (sent once, then named).
+        self.blobs = ClientBlobs()
 
     def run(
         self,
@@ -136,12 +145,41 @@ class SandboxClient:
             ``"connect"`` when the host never answered (the rollout did not start there) and
             ``"stream"`` when the stream broke after the host had accepted it.
         """
-        call = self._stub.Run(
-            convert.request_to_proto(request),
-            timeout=timeout_s,
-            metadata=self._metadata,
-            wait_for_ready=False,
+        deadline = time.monotonic() + timeout_s
+        for attempt in range(_BLOB_ATTEMPTS):
+            skill_sha256, skill_inline = self.blobs.skill(request.skill.content)
+            msg = convert.request_to_proto(request, skill_sha256=skill_sha256, skill_inline=skill_inline)
+            inlined = self.blobs.elide(msg)
+            if skill_sha256 and skill_inline:
+                inlined.append(skill_sha256)
+            try:
+                return self._run_once(
+                    request, msg, inlined, max(0.1, deadline - time.monotonic()), on_event, cancel
+                )
+            except BlobsMissing as err:
+                # The host evicted (or never had) files this client named by hash: send them
+                # again with their content. Nothing ran: the rollout was refused at the door.
+                self.blobs.forget(err.missing)
+                log.info("run.blobs_missing", rollout_id=request.rollout_id, host=self.config.address,
+                         missing=len(err.missing), attempt=attempt + 1)  # fmt: skip
+        raise SandboxUnavailable(
+            f"{self.config.address}: content-addressed files went missing {_BLOB_ATTEMPTS} times in a row "
+            "(the host's file cache is too small for this request?)",
+            rollout_id=request.rollout_id,
+            host=self.config.address,
+            phase="connect",
         )
+
+    def _run_once(
+        self,
+        request: RolloutRequest,
+        msg: pb.RunRequest,
+        inlined: list[str],
+        timeout_s: float,
+        on_event: Callable[[ProgressEvent], None] | None,
+        cancel: threading.Event | None,
+    ) -> RolloutResult:
+        call = self._stub.Run(msg, timeout=timeout_s, metadata=self._metadata, wait_for_ready=False)
         received = False
         done = threading.Event()
         if cancel is not None:
@@ -157,10 +195,14 @@ class SandboxClient:
             threading.Thread(target=watch, daemon=True, name="run-cancel-watch").start()
         try:
             for event in call:
+                if not received:
+                    self.blobs.learn(inlined)  # the host accepted the request: it keeps them
                 received = True
                 kind = event.WhichOneof("kind")
                 if kind == "result":
-                    return convert.result_from_proto(event.result)
+                    return convert.result_from_proto(
+                        event.result, skill=request.skill.content, skill_sha256=msg.skill.sha256
+                    )
                 if kind == "progress" and on_event is not None:
                     p = event.progress
                     on_event(ProgressEvent(phase=p.phase, turn=p.turn, detail=p.detail))

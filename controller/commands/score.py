@@ -14,11 +14,15 @@ Exit status: 0 for right *and* wrong answers; 2 with a message on stderr (and no
 stdout) when a file cannot be read, the env is unknown or the item is malformed.
 
 Envs: gsm8k, hotpotqa, livemathematicianbench (labels as in the file: no choice shuffling),
-math500, searchqa; and the code envs humaneval, mbpp, where RESPONSE.txt is the model's reply
-(its first ```python block is taken) or a bare program, graded by running it in fresh grading
-containers on the local Docker engine (``answer`` is the program graded; ``soft`` the share of
-tests passed; ``cases`` one entry per test). Without a reachable Docker engine a code env exits
-2 with a message saying how to start it.
+math500, officeqa, searchqa; the code envs humaneval, mbpp, where RESPONSE.txt is the model's
+reply (its first ```python block is taken) or a bare program, graded by running it in fresh
+grading containers on the local Docker engine (``answer`` is the program graded; ``soft`` the
+share of tests passed; ``cases`` one entry per test); and textworld, where ITEM.json names a game
+(``challenge``, ``level``, ``seed``, as in the env's ``games.json``) and RESPONSE.txt holds the
+actions (one per line, or a JSON list), replayed against the game generated from its seed in a
+fresh container of the TextWorld image (``won``, ``score``, ``max_score``; ``hard`` = won,
+``soft`` = score / max score). Without a reachable Docker engine these envs exit 2 with a
+message saying how to start it.
 
 ``--samples`` grades a file of samples in the formats the field uses and writes
 ``<SAMPLES>_results.jsonl`` (:mod:`controller.commands.score_batch`).
@@ -103,11 +107,12 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"cannot read response {args.response}: {exc.strerror or exc}")
     try:
-        out = (
-            _score_code(args.env, raw, response)
-            if _is_code_env(args.env)
-            else score_item(args.env, raw, response)
-        )
+        if args.env == "textworld":
+            out = _score_game(raw, response)
+        elif _is_code_env(args.env):
+            out = _score_code(args.env, raw, response)
+        else:
+            out = score_item(args.env, raw, response)
     except SkillOptError as exc:
         return _fail(exc.message)
     print(json.dumps(out, ensure_ascii=False))
@@ -141,6 +146,28 @@ def _is_code_env(env: str) -> bool:
     from skillopt.envs.registry import find_spec
 
     return find_spec(env) is not None and is_code_env(env)
+
+
+def _score_game(raw: dict, response: str) -> dict:
+    """Replay a TextWorld action list on its game in a fresh local container.
+
+    Raises:
+        SandboxUnavailable: Docker is not reachable, or the TextWorld image is not built.
+    """
+    from sandbox.runtime.fresh import local_grading_sandboxes
+    from skillopt.envs.textworld.scoring import score_actions, textworld_spec
+    from skillopt.errors import SandboxUnavailable
+    from skillopt.logs import configure_logging
+
+    configure_logging(json=True, level="warning")  # stdout holds exactly one JSON object
+    try:
+        with local_grading_sandboxes(spec=textworld_spec()) as fresh:
+            return score_actions(raw, response, fresh)
+    except SandboxUnavailable as exc:
+        raise SandboxUnavailable(
+            "textworld replays the actions in a container of skillopt-textworld:latest, and Docker or "
+            f"the image is not available ({exc.message}); build it with: bash docker/build.sh --only textworld"
+        ) from exc
 
 
 def _score_code(env: str, raw: dict, response: str) -> dict:

@@ -135,6 +135,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--session-idle-ttl", type=float, default=600.0, help="idle TTL of a session that asks for none (s)"
     )
+    p.add_argument(
+        "--blob-cache-mb",
+        type=int,
+        default=1024,
+        help="memory for the request files and skills clients send once and then name by "
+        "SHA-256 (corpora, workbooks, skills), all tokens together, least recently used out first "
+        "(0: keep nothing, every request sends its files)",
+    )
     p.add_argument("--port-file", help="write the bound port here once listening")
     p.add_argument(
         "--drain-grace", type=float, default=30.0, help="seconds to let rollouts finish on SIGTERM"
@@ -180,6 +188,8 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
             )
         elif os.environ.get("SKILLOPT_SANDBOX_TOKEN"):
             token = os.environ["SKILLOPT_SANDBOX_TOKEN"]
+        if args.blob_cache_mb < 0:
+            raise ConfigError(f"--blob-cache-mb must be 0 or more, got {args.blob_cache_mb}")
         if args.max_sessions < 0:
             raise ConfigError(f"--max-sessions must be 0 or more, got {args.max_sessions}")
         providers = load_profiles(file=args.providers, specs=provider_specs)
@@ -215,6 +225,7 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
                 default_limits=limits,
                 require_runtime=args.require_runtime,
                 grader_workers=args.grader_workers,
+                blob_cache_bytes=args.blob_cache_mb * 1024 * 1024,
             ),
             providers=providers,
             gateway_cache_dir=args.gateway_cache_dir,

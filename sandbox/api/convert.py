@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from sandbox.api.blobs import BLOB_MIN_BYTES, EMPTY_SHA256, can_elide, elide, restore, sha256_hex
 from sandbox.api.v1 import sandbox_pb2 as pb
 from skillopt.envs.base import ProgressEvent
 from skillopt.errors import InvalidRequest
@@ -30,6 +31,9 @@ from skillopt.types import (
     Trace,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from sandbox.service.blobs import BlobResolver
 
 __all__ = [
     "description_to_proto",
@@ -76,9 +80,18 @@ def _dump(obj: Mapping[str, Any]) -> str:
     return json.dumps(dict(obj), sort_keys=True, default=str) if obj else ""
 
 
-def _cases_from(cases) -> tuple[TestCase, ...]:
+def _cases_from(cases, blobs: BlobResolver | None, side: str) -> tuple[TestCase, ...]:
+    def content(f, case: str) -> bytes:
+        if not f.sha256:
+            return f.content
+        if blobs is None:
+            raise InvalidRequest(
+                f"{side} file {case}/{f.name}: content-addressed files are not accepted here"
+            )
+        return blobs.file(f.sha256, f.content, f"{side} file {case}/{f.name}")
+
     return tuple(
-        TestCase(name=c.name, files=tuple(File(name=f.name, content=f.content) for f in c.files))
+        TestCase(name=c.name, files=tuple(File(name=f.name, content=content(f, c.name)) for f in c.files))
         for c in cases
     )
 
@@ -93,15 +106,39 @@ def _cases_to(cases: tuple[TestCase, ...]) -> list[pb.TestCase]:
 # -- requests ---------------------------------------------------------------------------------
 
 
-def request_from_proto(msg: pb.RunRequest) -> RolloutRequest:
-    """Raises InvalidRequest for malformed JSON fields or a missing task."""
+def _skill_from(msg: pb.Skill, blobs: BlobResolver | None) -> SkillSpec:
+    name = msg.name or "skillopt-target"
+    digest = msg.sha256.lower()
+    named = bool(digest) and not msg.content and digest != EMPTY_SHA256
+    if named or (digest and blobs is not None and len(msg.content) >= BLOB_MIN_BYTES):
+        # A kept skill, or one to keep so that the next request can name it.
+        if blobs is None:
+            raise InvalidRequest("skill: content-addressed skills are not accepted here")
+        try:
+            return SkillSpec(name=name, content=blobs.skill(digest, msg.content))
+        except InvalidRequest:
+            raise InvalidRequest(
+                "skill.sha256 does not match the skill content (corrupted or edited in transit)"
+            ) from None
+    skill = SkillSpec(name=name, content=msg.content)
+    if digest and digest != skill.sha256:
+        raise InvalidRequest("skill.sha256 does not match the skill content (corrupted or edited in transit)")
+    return skill
+
+
+def request_from_proto(msg: pb.RunRequest, blobs: BlobResolver | None = None) -> RolloutRequest:
+    """The domain request of ``msg``; content-addressed files and skill are resolved through
+    ``blobs`` (the host's cache for the caller's token; ``None``: none accepted).
+
+    Raises:
+        InvalidRequest: malformed JSON fields, a missing task, a hash that does not match.
+        BlobsMissing: named files the host does not keep (all of them listed).
+    """
     if not msg.HasField("task"):
         raise InvalidRequest("request has no task")
-    skill = SkillSpec(name=msg.skill.name or "skillopt-target", content=msg.skill.content)
-    if msg.skill.sha256 and msg.skill.sha256.lower() != skill.sha256:
-        raise InvalidRequest("skill.sha256 does not match the skill content (corrupted or edited in transit)")
+    skill = _skill_from(msg.skill, blobs)
     model = msg.model
-    return RolloutRequest(
+    request = RolloutRequest(
         rollout_id=msg.rollout_id,
         env=msg.env,
         agent=msg.agent,
@@ -109,11 +146,11 @@ def request_from_proto(msg: pb.RunRequest) -> RolloutRequest:
             id=msg.task.id,
             instruction=msg.task.instruction,
             attributes=_json_obj(msg.task.attributes_json, "task.attributes_json"),
-            cases=_cases_from(msg.task.cases),
+            cases=_cases_from(msg.task.cases, blobs, "task"),
         ),
         grading=Grading(
             attributes=_json_obj(msg.grading.attributes_json, "grading.attributes_json"),
-            cases=_cases_from(msg.grading.cases),
+            cases=_cases_from(msg.grading.cases, blobs, "grading"),
         ),
         skill=skill,
         model=ModelSpec(
@@ -138,9 +175,17 @@ def request_from_proto(msg: pb.RunRequest) -> RolloutRequest:
         model_cache=msg.model_cache,
         seed=msg.seed,
     )
+    if blobs is not None:
+        blobs.check()
+    return request
 
 
-def request_to_proto(req: RolloutRequest) -> pb.RunRequest:
+def request_to_proto(
+    req: RolloutRequest, *, skill_sha256: str = "", skill_inline: bool = True
+) -> pb.RunRequest:
+    """The proto of ``req``. ``skill_sha256``: the skill's hash when the caller knows it
+    (:meth:`sandbox.api.blobs.ClientBlobs.skill`); ``skill_inline=False`` names the skill by that
+    hash instead of sending its text."""
     m = req.model
     model = pb.ModelSpec(
         provider=m.provider,
@@ -164,7 +209,11 @@ def request_to_proto(req: RolloutRequest) -> pb.RunRequest:
             cases=_cases_to(req.task.cases),
         ),
         grading=pb.Grading(attributes_json=_dump(req.grading.attributes), cases=_cases_to(req.grading.cases)),
-        skill=pb.Skill(name=req.skill.name, content=req.skill.content, sha256=req.skill.sha256),
+        skill=pb.Skill(
+            name=req.skill.name,
+            content=req.skill.content if skill_inline or not skill_sha256 else "",
+            sha256=skill_sha256 or req.skill.sha256,
+        ),
         model=model,
         limits=pb.Limits(
             wall_time_s=lim.wall_time_s or 0.0,
@@ -185,8 +234,16 @@ def request_to_proto(req: RolloutRequest) -> pb.RunRequest:
 # -- results ----------------------------------------------------------------------------------
 
 
-def result_to_proto(r: RolloutResult) -> pb.RunResult:
+def result_to_proto(r: RolloutResult, *, skill: str = "", skill_sha256: str = "") -> pb.RunResult:
+    """The proto of ``r``. With the request's ``skill`` (and its ``skill_sha256``), the trace
+    carries the skill's text as a marker (see ``Trace.elided_skill_sha256``)."""
     t = r.trace
+    texts = (t.system_prompt, t.user_prompt, *(m.content for m in t.messages))
+    shrink = bool(skill_sha256) and can_elide(texts, skill)
+
+    def text(value: str) -> str:
+        return elide(value, skill) if shrink else value
+
     msg = pb.RunResult(
         id=r.id,
         rollout_id=r.rollout_id,
@@ -205,7 +262,7 @@ def result_to_proto(r: RolloutResult) -> pb.RunResult:
             messages=[
                 pb.Message(
                     role=m.role,
-                    content=m.content,
+                    content=text(m.content),
                     name=m.name,
                     tool_call_id=m.tool_call_id,
                     tool_calls_json=json.dumps([dict(c) for c in m.tool_calls]) if m.tool_calls else "",
@@ -213,10 +270,11 @@ def result_to_proto(r: RolloutResult) -> pb.RunResult:
                 for m in t.messages
             ],
             executions=[_exec_to(e) for e in t.executions],
-            system_prompt=t.system_prompt,
-            user_prompt=t.user_prompt,
+            system_prompt=text(t.system_prompt),
+            user_prompt=text(t.user_prompt),
             code=t.code,
             notes=dict(t.notes),
+            elided_skill_sha256=skill_sha256 if shrink else "",
         ),
         artifacts=[pb.File(name=a.name, content=a.content) for a in r.artifacts],
         usage=pb.Usage(
@@ -256,8 +314,20 @@ def _exec_to(e: ExecRecord) -> pb.ExecRecord:
     return rec
 
 
-def result_from_proto(msg: pb.RunResult) -> RolloutResult:
+def result_from_proto(msg: pb.RunResult, *, skill: str = "", skill_sha256: str = "") -> RolloutResult:
+    """The domain result of ``msg``; ``skill`` (the request's, with its hash when known)
+    expands an elided trace.
+
+    Raises:
+        InvalidRequest: the trace was elided for another skill than ``skill``.
+    """
     t = msg.trace
+    if t.elided_skill_sha256 and (skill_sha256 or sha256_hex(skill.encode("utf-8"))) != t.elided_skill_sha256:
+        raise InvalidRequest("the result's trace names a skill other than the request's")
+
+    def text(value: str) -> str:
+        return restore(value, skill) if t.elided_skill_sha256 else value
+
     infra = None
     if msg.HasField("infra_error"):
         infra = InfraFailure(
@@ -283,7 +353,7 @@ def result_from_proto(msg: pb.RunResult) -> RolloutResult:
             messages=tuple(
                 Message(
                     role=m.role,
-                    content=m.content,
+                    content=text(m.content),
                     name=m.name,
                     tool_call_id=m.tool_call_id,
                     tool_calls=tuple(json.loads(m.tool_calls_json)) if m.tool_calls_json else (),
@@ -304,8 +374,8 @@ def result_from_proto(msg: pb.RunResult) -> RolloutResult:
                 )
                 for e in t.executions
             ),
-            system_prompt=t.system_prompt,
-            user_prompt=t.user_prompt,
+            system_prompt=text(t.system_prompt),
+            user_prompt=text(t.user_prompt),
             code=t.code,
             notes=dict(t.notes),
         ),

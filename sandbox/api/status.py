@@ -15,6 +15,7 @@ import grpc
 
 from sandbox.api.v1 import sandbox_pb2 as pb
 from skillopt.errors import (
+    BlobsMissing,
     Cancelled,
     DeadlineExceeded,
     Draining,
@@ -66,6 +67,7 @@ _TABLE: tuple[tuple[type[SkillOptError], grpc.StatusCode, int], ...] = (
     (SandboxIsADirectory, C.FAILED_PRECONDITION, R.IS_A_DIRECTORY),
     (SandboxFileTooLarge, C.OUT_OF_RANGE, R.FILE_TOO_LARGE),
     (Draining, C.UNAVAILABLE, R.DRAINING),
+    (BlobsMissing, C.FAILED_PRECONDITION, R.BLOBS_MISSING),
     (ImageMissing, C.FAILED_PRECONDITION, R.IMAGE_MISSING),
     (UnknownRollout, C.NOT_FOUND, R.NOT_FOUND),
     (Cancelled, C.CANCELLED, R.CANCELLED),
@@ -108,7 +110,11 @@ def status_for(exc: BaseException, *, host: str = "") -> tuple[grpc.StatusCode, 
         code, reason, retryable = C.INTERNAL, R.INTERNAL, True
         message = f"internal error: {type(exc).__name__}: {exc}"
     detail = pb.ErrorDetail(
-        reason=reason, retryable=retryable, host=host, retry_after_s=float(getattr(exc, "retry_after_s", 0.0))
+        reason=reason,
+        retryable=retryable,
+        host=host,
+        retry_after_s=float(getattr(exc, "retry_after_s", 0.0)),
+        missing_sha256=list(getattr(exc, "missing", ()) if isinstance(exc, BlobsMissing) else ()),
     )
     return code, bounded(message), ((DETAIL_KEY, detail.SerializeToString()),)
 
@@ -140,4 +146,6 @@ def error_for(
         err.retryable = detail.retryable
     if detail is not None and isinstance(err, SessionLimit):
         err.retry_after_s = detail.retry_after_s
+    if detail is not None and isinstance(err, BlobsMissing):
+        err.missing = tuple(detail.missing_sha256)
     return err

@@ -23,6 +23,7 @@ from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from sandbox.server.session_rpcs import SessionRpcs
 from sandbox.service.admission import RolloutAdmission, RolloutHandle
+from sandbox.service.blobs import BlobStore
 from sandbox.service.rollout import RolloutService
 from sandbox.service.sessions import SessionManager
 from sandbox.service.tenants import TenantTokens
@@ -50,6 +51,8 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
         #: Sessions (the general sandbox API; ``None``: not offered) and the host's tokens.
         self.sessions = sessions
         self.tenants = tenants
+        #: Content-addressed request files (corpora, workbooks, skills) kept per token.
+        self.blobs = BlobStore(service.config.blob_cache_bytes)
         #: Why the host cannot take a rollout right now ("" when it can): checked at the door,
         #: so a rollout is refused as "not here, not now" (UNAVAILABLE, costs the caller no
         #: attempt) instead of being accepted and failing on a dead engine or a full disk.
@@ -69,7 +72,7 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
 
     def Run(self, request: pb.RunRequest, context: grpc.ServicerContext):
         try:
-            domain = convert.request_from_proto(request)
+            domain = convert.request_from_proto(request, self.blobs.resolver(self._tenant(context).id))
             self.service.validate(domain)
             self.service.check_deadline(context.time_remaining())
             problem = self.host_check() if self.host_check is not None else ""
@@ -90,7 +93,10 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
                     error = _status_error(item)
                     if error is not None:
                         break
-                    yield pb.RunEvent(result=convert.result_to_proto(item))
+                    result = convert.result_to_proto(
+                        item, skill=domain.skill.content, skill_sha256=request.skill.sha256.lower()
+                    )
+                    yield pb.RunEvent(result=result)
                 else:
                     time_ns, event = item
                     yield convert.event_to_proto(time_ns, event)

@@ -47,6 +47,9 @@ class ServiceConfig:
     max_request_bytes: int = 64 * MiB
     #: Largest skill accepted.
     max_skill_bytes: int = 1 * MiB
+    #: Memory for content-addressed request files kept between rollouts (all tokens together,
+    #: least recently used out first; 0 = keep nothing: every request sends its files).
+    blob_cache_bytes: int = 1024 * MiB
     #: Most test cases per side (task, grading) and files in all cases of a request.
     max_cases: int = 64
     max_files: int = 256

@@ -293,7 +293,12 @@ class RolloutService:
         live: list[LeasedSandbox] = []
         if set_killer is not None:
             set_killer(lambda: [box.kill() for box in list(live)])
-        grading = self._grading_factory(request, limits, deadline=deadline, cancel=cancel, live=live)
+        # A fresh grading container runs the agent's own image when it has one (a game engine),
+        # else the host's runtime image; never the exec agents' gateway network.
+        grading_base = self.config.base_spec if exec_agent else self.agent_spec(env, request.agent)
+        grading = self._grading_factory(
+            request, limits, base=grading_base, deadline=deadline, cancel=cancel, live=live
+        )
         try:
             emit(ProgressEvent(phase="accepted", detail=f"host {self.config.host_id}"))
             # Agents that run no code (env declares sandbox "none", e.g. the QA agents) get no
@@ -421,12 +426,19 @@ class RolloutService:
         )
 
     def _grading_factory(
-        self, request: RolloutRequest, limits: Limits, *, deadline: float, cancel, live: list
+        self,
+        request: RolloutRequest,
+        limits: Limits,
+        *,
+        base: ContainerSpec,
+        deadline: float,
+        cancel,
+        live: list,
     ):
-        """``ctx.grading_sandbox``: leases a fresh container of the host's base spec (never the
-        exec agents' gateway network: ``network_mode`` is forced to ``none``), used for one
-        grading run and released (destroyed) afterwards."""
-        spec = replace(self.config.base_spec, network_mode="none").with_limits(
+        """``ctx.grading_sandbox``: leases a fresh container of ``base`` (never the exec agents'
+        gateway network: ``network_mode`` is forced to ``none``), used for one grading run and
+        released (destroyed) afterwards."""
+        spec = replace(base, network_mode="none").with_limits(
             memory_bytes=limits.memory_bytes, cpus=limits.cpus
         )
         output_limit = int(limits.output_bytes or DEFAULT_LIMITS.output_bytes)

@@ -16,6 +16,8 @@ import hashlib
 import math
 import os
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from typing import Any
@@ -87,8 +89,36 @@ def fingerprint(obj: Any) -> str:
     return digest.hexdigest()
 
 
+#: Values at least this long are fed as their own SHA-256, memoised by object identity: a
+#: corpus file or skill served from the host's blob cache is the same object in every request,
+#: so it is hashed once, not once per request.
+_BIG = 4096
+_BIG_KEPT = 512
+_big_lock = threading.Lock()
+_big_digests: OrderedDict[int, tuple[str | bytes, bytes]] = OrderedDict()
+
+
+def _big_digest(obj: str | bytes) -> bytes:
+    key = id(obj)
+    with _big_lock:
+        hit = _big_digests.get(key)
+        if hit is not None and hit[0] is obj:
+            _big_digests.move_to_end(key)
+            return hit[1]
+    data = obj.encode("utf-8", "surrogatepass") if isinstance(obj, str) else obj
+    value = hashlib.sha256(data).digest()
+    with _big_lock:
+        _big_digests[key] = (obj, value)  # the reference keeps id(obj) from being reused
+        while len(_big_digests) > _BIG_KEPT:
+            _big_digests.popitem(last=False)
+    return value
+
+
 def _feed(digest: Any, obj: Any) -> None:
-    if isinstance(obj, str):
+    if isinstance(obj, str | bytes) and len(obj) >= _BIG:
+        digest.update(b"h%d:" % len(obj))
+        digest.update(_big_digest(obj))
+    elif isinstance(obj, str):
         obj = obj.encode("utf-8", "surrogatepass")
         digest.update(b"s%d:" % len(obj))
         digest.update(obj)

@@ -228,8 +228,10 @@ def test_fuzz_the_grpc_api(live, docker_client, capsys):
         if auth != "good":
             assert code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.DEADLINE_EXCEEDED), (kind, code)
         if kind == "run" and auth == "good" and timeout > 2:
-            # Nothing the fuzzer makes is a valid rollout: refused at the door, as bad input.
-            assert code == grpc.StatusCode.INVALID_ARGUMENT, (code, message[:300])
+            # Nothing the fuzzer makes is a valid rollout: refused at the door, as bad input,
+            # or (a file or skill named by a hash the host does not keep) asked for its content.
+            missing = code == grpc.StatusCode.FAILED_PRECONDITION and "content-addressed" in message
+            assert code == grpc.StatusCode.INVALID_ARGUMENT or missing, (code, message[:300])
 
     one()
     total = sum(SEEN.values())

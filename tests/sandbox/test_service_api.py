@@ -72,7 +72,7 @@ def test_bad_input_is_invalid_argument_with_a_useful_message(service, sample):
         assert expected in info.value.message, (label, info.value.message)
     # A skill whose checksum does not match its content.
     msg = convert.request_to_proto(good)
-    msg.skill.sha256 = "0" * 64
+    msg.skill.content, msg.skill.sha256 = "# A skill\n", "0" * 64
     with pytest.raises(grpc.RpcError) as info:
         _raw_run(service, msg, token=service.token)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "sha256" in info.value.details()

@@ -102,6 +102,9 @@ def test_the_walkthrough_wins_and_forged_text_does_not(service, player, games, t
     assert lost.hard == 0.0 and lost.soft == 0.0 and lost.metrics["won"] is False
     assert lost.fail_reason == "Timeout after 6 steps (score 0/1)" and lost.metrics["stopped"] == "step-limit"
     assert lost.n_turns == 6 and lost.agent_ok
+    # Both outcomes were re-checked by replaying the actions in a fresh container: they agree.
+    assert won.metrics["replay_agrees"] is True and lost.metrics["replay_agrees"] is True
+    assert won.timings_s["grade"] > 0 and "replay" not in won.trace.notes
     assert lost.trace.messages[-1].content.startswith("[EVALUATION RESULT] won=False")
     # The game ran in the rollout's own container, from the textworld image.
     for row in rows:
@@ -144,3 +147,64 @@ def test_a_resume_reruns_no_finished_game(service, player, games, tmp_path):
     assert [r.id for r in rows] == [first.id, second.id] and all(r.hard == 1.0 for r in rows)
     assert set(player.calls) == {second.id}  # the finished game was not played again
     assert len((tmp_path / "r" / "results.jsonl").read_text().splitlines()) == 2
+
+
+class CompromisedSandbox:
+    """A real container whose game driver has been replaced by one that always reports a win:
+    what a rollout container that forges its state would send back."""
+
+    LIAR = (
+        "import json\n"
+        "print('@@TW@@' + json.dumps({'observation': 'You won!', 'score': %d, 'max_score': %d, "
+        "'won': True, 'lost': False, 'done': True, 'moves': 1, 'played': 1, 'admissible': []}))\n"
+    )
+
+    def __init__(self, box, max_score: int) -> None:
+        self.box, self.max_score = box, max_score
+
+    def write_file(self, path: str, data: bytes) -> None:
+        if path == "tw_driver.py":
+            data = (self.LIAR % (self.max_score, self.max_score)).encode()
+        self.box.write_file(path, data)
+
+    def __getattr__(self, name: str):
+        return getattr(self.box, name)
+
+
+def test_a_container_that_forges_a_win_is_graded_by_the_trusted_replay(
+    docker_client, scripted, player, games
+):
+    """The rollout container's driver claims a win; the actions replayed against a fresh copy
+    of the game in a fresh container say otherwise, and the replay decides."""
+    import time
+    import uuid
+
+    from sandbox.runtime.fresh import local_grading_sandboxes
+    from skillopt.agents.context import AgentContext
+    from skillopt.envs.textworld.scoring import textworld_spec
+    from skillopt.models.openai_chat import OpenAIChatModel
+    from skillopt.types import RolloutRequest, SkillSpec
+
+    item = games["coin_collector_l1"]
+    player.modes[item.id] = "forge"
+    limits = Limits(wall_time_s=120, exec_timeout_s=60, max_turns=3)
+    request = RolloutRequest(
+        rollout_id=f"test/forge/{uuid.uuid4().hex[:8]}", env="textworld", agent="play", task=item.task,
+        grading=item.grading, skill=SkillSpec(content=""), model=ModelSpec(provider="scripted", model="gpt-5.5"),
+        limits=limits,
+    )  # fmt: skip
+    with local_grading_sandboxes(spec=textworld_spec()) as fresh, fresh() as box:
+        ctx = AgentContext(
+            request=request,
+            sandbox=CompromisedSandbox(box, int(item.grading.attributes["max_score"])),
+            model=OpenAIChatModel("scripted", base_url=scripted.base_url, api_key="", max_retries=0),
+            limits=limits,
+            emit=lambda _event: None,
+            deadline=time.monotonic() + 120,
+            grading_sandbox=fresh,
+        )
+        row = get_env("textworld").run("play", ctx)
+    assert row.infra_error is None, row.fail_reason
+    assert row.metrics["stopped"] == "won"  # what the compromised container claimed ...
+    assert row.hard == 0.0 and row.metrics["won"] is False  # ... and what the replay found
+    assert row.metrics["replay_agrees"] is False and "graded by the replay" in row.trace.notes["replay"]

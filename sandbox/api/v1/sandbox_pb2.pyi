@@ -8,12 +8,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class File(_message.Message):
-    __slots__ = ("name", "content")
+    __slots__ = ("name", "content", "sha256")
     NAME_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
     name: str
     content: bytes
-    def __init__(self, name: _Optional[str] = ..., content: _Optional[bytes] = ...) -> None: ...
+    sha256: str
+    def __init__(self, name: _Optional[str] = ..., content: _Optional[bytes] = ..., sha256: _Optional[str] = ...) -> None: ...
 
 class TestCase(_message.Message):
     __slots__ = ("name", "files")
@@ -226,7 +228,7 @@ class ExecRecord(_message.Message):
     def __init__(self, turn: _Optional[int] = ..., case: _Optional[str] = ..., code: _Optional[str] = ..., exit_code: _Optional[int] = ..., stdout_tail: _Optional[str] = ..., stderr_tail: _Optional[str] = ..., duration_s: _Optional[float] = ..., timed_out: _Optional[bool] = ..., oom_killed: _Optional[bool] = ...) -> None: ...
 
 class Trace(_message.Message):
-    __slots__ = ("messages", "executions", "system_prompt", "user_prompt", "code", "notes")
+    __slots__ = ("messages", "executions", "system_prompt", "user_prompt", "code", "notes", "elided_skill_sha256")
     class NotesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -240,13 +242,15 @@ class Trace(_message.Message):
     USER_PROMPT_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
     NOTES_FIELD_NUMBER: _ClassVar[int]
+    ELIDED_SKILL_SHA256_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[Message]
     executions: _containers.RepeatedCompositeFieldContainer[ExecRecord]
     system_prompt: str
     user_prompt: str
     code: str
     notes: _containers.ScalarMap[str, str]
-    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., executions: _Optional[_Iterable[_Union[ExecRecord, _Mapping]]] = ..., system_prompt: _Optional[str] = ..., user_prompt: _Optional[str] = ..., code: _Optional[str] = ..., notes: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    elided_skill_sha256: str
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., executions: _Optional[_Iterable[_Union[ExecRecord, _Mapping]]] = ..., system_prompt: _Optional[str] = ..., user_prompt: _Optional[str] = ..., code: _Optional[str] = ..., notes: _Optional[_Mapping[str, str]] = ..., elided_skill_sha256: _Optional[str] = ...) -> None: ...
 
 class Usage(_message.Message):
     __slots__ = ("calls", "prompt_tokens", "completion_tokens")
@@ -389,7 +393,7 @@ class DescribeResponse(_message.Message):
     def __init__(self, host: _Optional[str] = ..., version: _Optional[str] = ..., capacity: _Optional[int] = ..., free_slots: _Optional[int] = ..., running: _Optional[int] = ..., draining: _Optional[bool] = ..., agents: _Optional[_Iterable[str]] = ..., image_digests: _Optional[_Mapping[str, str]] = ..., pool_idle: _Optional[_Mapping[str, int]] = ..., container_runtime: _Optional[str] = ..., providers: _Optional[_Iterable[str]] = ..., runner_sha256: _Optional[str] = ..., agent_runtimes: _Optional[_Mapping[str, str]] = ..., unavailable_agents: _Optional[_Mapping[str, str]] = ..., available_runtimes: _Optional[_Iterable[str]] = ..., engine_version: _Optional[str] = ..., service_build: _Optional[str] = ..., image_labels: _Optional[_Mapping[str, str]] = ..., sessions: _Optional[int] = ..., max_sessions: _Optional[int] = ...) -> None: ...
 
 class ErrorDetail(_message.Message):
-    __slots__ = ("reason", "retryable", "host", "retry_after_s")
+    __slots__ = ("reason", "retryable", "host", "retry_after_s", "missing_sha256")
     class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         REASON_UNSPECIFIED: _ClassVar[ErrorDetail.Reason]
@@ -410,6 +414,7 @@ class ErrorDetail(_message.Message):
         IS_A_DIRECTORY: _ClassVar[ErrorDetail.Reason]
         FILE_TOO_LARGE: _ClassVar[ErrorDetail.Reason]
         USER_UNSUPPORTED: _ClassVar[ErrorDetail.Reason]
+        BLOBS_MISSING: _ClassVar[ErrorDetail.Reason]
     REASON_UNSPECIFIED: ErrorDetail.Reason
     INVALID_REQUEST: ErrorDetail.Reason
     UNAUTHENTICATED: ErrorDetail.Reason
@@ -428,15 +433,18 @@ class ErrorDetail(_message.Message):
     IS_A_DIRECTORY: ErrorDetail.Reason
     FILE_TOO_LARGE: ErrorDetail.Reason
     USER_UNSUPPORTED: ErrorDetail.Reason
+    BLOBS_MISSING: ErrorDetail.Reason
     REASON_FIELD_NUMBER: _ClassVar[int]
     RETRYABLE_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_S_FIELD_NUMBER: _ClassVar[int]
+    MISSING_SHA256_FIELD_NUMBER: _ClassVar[int]
     reason: ErrorDetail.Reason
     retryable: bool
     host: str
     retry_after_s: float
-    def __init__(self, reason: _Optional[_Union[ErrorDetail.Reason, str]] = ..., retryable: _Optional[bool] = ..., host: _Optional[str] = ..., retry_after_s: _Optional[float] = ...) -> None: ...
+    missing_sha256: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, reason: _Optional[_Union[ErrorDetail.Reason, str]] = ..., retryable: _Optional[bool] = ..., host: _Optional[str] = ..., retry_after_s: _Optional[float] = ..., missing_sha256: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CancelRequest(_message.Message):
     __slots__ = ("rollout_id",)

@@ -9,10 +9,13 @@ action is appended to the episode's action list in the container and the game dr
 done or after ``limits.max_turns`` steps (the step limit).
 
 Trusted grading: the model only ever sends game commands (cleaned to one printable line, as
-data in a JSON file, never a shell word); won and score are read from the driver's structured
-output, which reports the game's own state, and the score is bounded by the max score the
-trusted side generated the game with (``grading.attributes.max_score``). A reply that merely
-*says* "you won" changes nothing.
+data in a JSON file, never a shell word). When the episode ends, its action list is replayed
+against a fresh copy of the game in a fresh grading container (no network, never held the
+episode): won and score come from that replay's driver output, the game's own state, so a
+rollout container that misreports its state cannot forge a win (a disagreement is noted in the
+trace and ``replay_agrees`` is false). The score is bounded by the max score the trusted side
+generated the game with (``grading.attributes.max_score``). A reply that merely *says* "you
+won" changes nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -33,10 +38,19 @@ from skillopt.agents.common import (
     read_prompt,
 )
 from skillopt.agents.context import AgentContext, ProgressEvent
+from skillopt.agents.sandbox import Sandbox
 from skillopt.errors import InfraError
-from skillopt.types import CaseResult, InfraErrorKind, InfraFailure, Message, RolloutResult
+from skillopt.types import CaseResult, File, InfraErrorKind, InfraFailure, Message, RolloutResult
 
-__all__ = ["MAX_ACTION_CHARS", "GameAgent", "GameEngineError", "clean_action", "parse_reply"]
+__all__ = [
+    "MAX_ACTION_CHARS",
+    "GameAgent",
+    "GameEngineError",
+    "GameState",
+    "clean_action",
+    "parse_reply",
+    "replay_actions",
+]
 
 PROMPTS = Path(__file__).parent / "prompts"
 DRIVER_FILE = Path(__file__).parent / "driver.py"
@@ -114,6 +128,43 @@ def _parse_driver(stdout: str) -> GameState | None:
         return None
 
 
+def _stage_game(sandbox: Sandbox, files: Iterable[File]) -> None:
+    """The game files and the driver, written into a sandbox's workspace."""
+    for f in files:
+        sandbox.write_file(f"game/{f.name}", f.content)
+    sandbox.write_file("tw_driver.py", _driver())
+
+
+def _episode(actions: list[str]) -> bytes:
+    return json.dumps({"game": "game/game.z8", "actions": actions}).encode()
+
+
+def replay_actions(
+    fresh: Callable[[], AbstractContextManager[Sandbox]],
+    files: Iterable[File],
+    actions: list[str],
+    *,
+    timeout_s: float,
+) -> GameState:
+    """The state after ``actions``, played against a fresh copy of the game (``files``) in a
+    fresh container from ``fresh`` (the trusted replay; also what ``skillopt score`` runs).
+
+    Raises:
+        GameEngineError: the driver crashed, timed out or printed no state.
+    """
+    with fresh() as box:
+        _stage_game(box, files)
+        box.write_file("episode.json", _episode(actions))
+        outcome = box.run_python("tw_driver.py", timeout_s=timeout_s)
+    state = _parse_driver(outcome.stdout_tail) if outcome.ok else None
+    if state is None:
+        why = "timed out" if outcome.timed_out else f"exit code {outcome.exit_code}"
+        raise GameEngineError(
+            f"the replay of {len(actions)} actions failed ({why}): {outcome.stderr_tail[-600:].strip()}"
+        )
+    return state
+
+
 class _Game:
     """The episode in the container: the game files, the action list, the driver."""
 
@@ -122,10 +173,7 @@ class _Game:
         self.st = st
         self.step_timeout_s = step_timeout_s
         self.actions: list[str] = []
-        sandbox = ctx.require_sandbox()
-        for f in ctx.request.task.cases[0].files:
-            sandbox.write_file(f"game/{f.name}", f.content)
-        sandbox.write_file("tw_driver.py", _driver())
+        _stage_game(ctx.require_sandbox(), ctx.request.task.cases[0].files)
 
     def play(self, action: str | None, step: int) -> GameState:
         """Play ``action`` (``None``: the initial state) and return the new state.
@@ -139,9 +187,7 @@ class _Game:
         if action is not None:
             self.actions.append(action)
         sandbox = self.ctx.require_sandbox()
-        sandbox.write_file(
-            "episode.json", json.dumps({"game": "game/game.z8", "actions": self.actions}).encode()
-        )
+        sandbox.write_file("episode.json", _episode(self.actions))
         budget = min(self.step_timeout_s, self.ctx.remaining_s() - 1.0)
         if budget < 1.0:
             raise RolloutTimeout(f"the rollout's wall time ran out before step {step}")
@@ -158,6 +204,27 @@ class _Game:
                 f"the game driver failed at step {step} ({why}): {outcome.stderr_tail[-600:].strip()}"
             )
         return state
+
+    def replay(self) -> GameState:
+        """The episode's outcome on the trusted side: the action list played again against a
+        fresh copy of the game in a fresh container that never held the episode, so nothing the
+        rollout's container did can forge ``won`` or the score.
+
+        Raises:
+            GameEngineError: the replay failed (the driver crashed or timed out).
+            SandboxUnavailable: the host offers no fresh container.
+        """
+        budget = max(1.0, min(self.step_timeout_s * 2, self.ctx.remaining_s() - 1.0))
+        t0 = time.monotonic()
+        try:
+            return replay_actions(
+                self.ctx.fresh_grading_sandbox,
+                self.ctx.request.task.cases[0].files,
+                self.actions,
+                timeout_s=budget,
+            )
+        finally:
+            self.st.add_time("grade", t0)
 
 
 def _prompt(name: str) -> str:
@@ -247,7 +314,16 @@ class GameAgent(GuardedAgent):
             if state.done:
                 stopped = "won" if state.won else ("lost" if state.lost else "done")
                 break
-        return self._row(ctx, st, steps, state, stopped=stopped, max_steps=max_steps)
+        st.phase = "eval"
+        trusted = game.replay()
+        agrees = (trusted.won, trusted.score, trusted.lost) == (state.won, state.score, state.lost)
+        if not agrees:
+            st.notes["replay"] = (
+                f"the rollout's container reported won={state.won} score={state.score}; the trusted "
+                f"replay of its actions gives won={trusted.won} score={trusted.score}: graded by the replay"
+            )
+        row = self._row(ctx, st, steps, trusted, stopped=stopped, max_steps=max_steps)
+        return replace(row, metrics={**dict(row.metrics), "replay_agrees": agrees})
 
     # -- rows ------------------------------------------------------------------------------------
 
@@ -335,8 +411,6 @@ class GameAgent(GuardedAgent):
         )
         self._finish_trace(ctx, st, steps, f"timed out before step {step} (score {state.score})")
         row = interrupted_row(ctx, st, info, f"infra-timeout: {info.message}")
-        from dataclasses import replace
-
         return replace(
             row,
             metrics={"task_type": str(ctx.request.task.attributes.get("category", "")), "steps": len(steps)},
