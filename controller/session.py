@@ -140,7 +140,12 @@ def sandbox_channels(cfg: Config) -> list[ChannelConfig]:
 
 @contextlib.contextmanager
 def open_session(
-    cfg: Config, *, out_dir: Path, mode: RunMode | None = None, pinned_digest: str = ""
+    cfg: Config,
+    *,
+    out_dir: Path,
+    mode: RunMode | None = None,
+    pinned_digest: str = "",
+    pinned_agent_digest: str = "",
 ) -> Iterator[Session]:
     """Start what the run needs (simulation server, embedded sandbox) and stop it afterwards.
 
@@ -148,7 +153,7 @@ def open_session(
         mode: decided by the caller (:func:`decide_simulation`), which prints it; decided here
             when not given.
         pinned_digest: the runtime image digest a resumed run started on ("" = pin to what the
-            hosts run now).
+            hosts run now); ``pinned_agent_digest`` the same for its agent's own image.
 
     Raises:
         ConfigError: a provider or endpoint setting is missing or wrong (says what to set).
@@ -234,7 +239,7 @@ def open_session(
             )
         )
         _check_hosts_serve(executor, target.provider, simulated)
-        environment = _pin_environment(executor, cfg, pinned_digest)
+        environment = _pin_environment(executor, cfg, pinned_digest, pinned_agent_digest)
         spec = RolloutSpec(
             run_id=run_id_for(out_dir),
             env=cfg.env.name,
@@ -253,8 +258,35 @@ def open_session(
         )
 
 
-def _pin_environment(executor: FleetExecutor, cfg: Config, pinned: str) -> dict:
-    """Pin the run to one runtime image digest and describe the sandbox environment.
+def _agent_image_pin(executor: FleetExecutor, cfg: Config, pinned: str, refuse: bool) -> tuple[str, str]:
+    """``(image, digest)`` the run pins its agent's own image to (``("", "")``: the agent runs
+    in the runtime image), chosen like the runtime image's.
+
+    Raises:
+        ConfigError: (policy ``refuse``) the hosts run different builds of the image.
+    """
+    from skillopt.envs.registry import env_spec
+
+    image = env_spec(cfg.env.name).agent(cfg.env.agent).image
+    if not image:
+        return "", ""
+    per_host = {a: d.get(image, "") for a, d in executor.agent_image_digests().items()}
+    seen = sorted({d for d in per_host.values() if d})
+    if pinned or len(seen) <= 1:
+        return image, pinned or (seen[0] if seen else "")
+    detail = "; ".join(f"{a}: {d or 'not built'}" for a, d in sorted(per_host.items()))
+    if refuse:
+        raise ConfigError(
+            f"the sandbox hosts run different builds of {image} ({detail}); one run must see one "
+            "environment: rebuild them from one image (bash docker/build.sh), or set "
+            "sandbox.image_digest_policy=warn"
+        )
+    return image, max(seen, key=lambda d: sum(d == v for v in per_host.values()))
+
+
+def _pin_environment(executor: FleetExecutor, cfg: Config, pinned: str, pinned_agent: str = "") -> dict:
+    """Pin the run to one runtime image digest (and its agent's own image, if any) and
+    describe the sandbox environment.
 
     Raises:
         ConfigError: (policy ``refuse``) the hosts differ and nothing is pinned yet, or no
@@ -273,7 +305,10 @@ def _pin_environment(executor: FleetExecutor, cfg: Config, pinned: str) -> dict:
                 "sandbox.image_digest_policy=warn"
             )
         pin = max(seen, key=lambda d: sum(d in v.values() for v in per_host.values()))
-    for line in executor.pin(pin, refuse=refuse):
+    agent_image, agent_pin = _agent_image_pin(executor, cfg, pinned_agent, refuse)
+    for line in executor.pin(
+        pin, refuse=refuse, agent_images={agent_image: agent_pin} if agent_image else None
+    ):
         if refuse:
             print(f"skillopt: not using sandbox host {line}", file=sys.stderr)
         else:
@@ -282,8 +317,10 @@ def _pin_environment(executor: FleetExecutor, cfg: Config, pinned: str) -> dict:
             )
     if refuse and not any(not h.excluded for h in executor.hosts_state if h.host_id):
         raise ConfigError(
-            f"no reachable sandbox host runs this run's runtime image {pin} (a resumed run keeps the image "
-            "it started on); rebuild or start hosts with it, or set sandbox.image_digest_policy=warn"
+            f"no reachable sandbox host runs this run's runtime image {pin}"
+            + (f" and {agent_image} {agent_pin}" if agent_image and agent_pin else "")
+            + " (a resumed run keeps the images it started on); rebuild or start hosts with them, "
+            "or set sandbox.image_digest_policy=warn"
         )
     hosts = {
         (h.host_id or h.address): {
@@ -303,6 +340,7 @@ def _pin_environment(executor: FleetExecutor, cfg: Config, pinned: str) -> dict:
     return {
         "runtime_image": cfg.sandbox.image,
         "runtime_image_digest": pin,
+        **({"agent_image": agent_image, "agent_image_digest": agent_pin} if agent_image else {}),
         "image_digest_policy": cfg.sandbox.image_digest_policy,
         "controller_version": __version__,
         "hosts": hosts,

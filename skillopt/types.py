@@ -354,3 +354,5 @@ class HostDescription:
     #: Live sessions (the general sandbox API) and the host-wide cap on them.
     sessions: int = 0
     max_sessions: int = 0
+    #: Images of agents with their own image (tag → digest, "" when not built here).
+    agent_image_digests: Mapping[str, str] = field(default_factory=dict)

@@ -104,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         if recorded:
             refuse_mode_change(out, recorded.get("mode"), mode)
         pinned = (recorded.get("environment") or {}).get("runtime_image_digest", "")
+        pinned_agent = (recorded.get("environment") or {}).get("agent_image_digest", "")
     except SkillOptError as exc:
         print(f"skillopt train: {exc.message}", file=sys.stderr)
         return 2
@@ -133,7 +134,9 @@ def run(args: argparse.Namespace) -> int:
             from skillopt.testing.truth import simulation_truth
 
             callbacks.append(simulation_truth(cfg, data))  # simulation-only ground truth
-        with open_session(cfg, out_dir=out, mode=mode, pinned_digest=pinned) as session:
+        with open_session(
+            cfg, out_dir=out, mode=mode, pinned_digest=pinned, pinned_agent_digest=pinned_agent
+        ) as session:
             executor = session.rollouts.executor
             hosts = (lambda: executor.hosts_state) if hasattr(executor, "hosts_state") else None
             callbacks.append(LiveStatus(out, hosts=hosts))

@@ -32,7 +32,7 @@ import collections
 import enum
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -101,6 +101,8 @@ class HostState:
     gone: bool = False
     #: What ``Describe`` said (image tag → digest; version and build; agent CLI labels).
     image_digests: dict[str, str] = field(default_factory=dict)
+    #: Images of agents with their own image (tag → digest; "" = not built there).
+    agent_image_digests: dict[str, str] = field(default_factory=dict)
     version: str = ""
     service_build: str = ""
     image_labels: dict[str, str] = field(default_factory=dict)
@@ -152,6 +154,8 @@ class FleetExecutor:
         self.max_workers = max(1, workers)
         self._pin: str = ""
         self._pin_refuses = True
+        #: Agent image tag → the digest the run is pinned to (see :meth:`pin`).
+        self._agent_pins: dict[str, str] = {}
         self.rpc_slack_s = rpc_slack_s
         self.max_attempts = max_attempts
         self.down_timeout_s = down_timeout_s
@@ -229,21 +233,29 @@ class FleetExecutor:
 
     # -- pinned environment ------------------------------------------------------------------
 
-    def pin(self, digest: str, *, refuse: bool = True) -> list[str]:
-        """Pin the fleet to one runtime image digest: a host that runs another is never chosen
-        (``refuse``) or only reported (``refuse=False``), now and when it joins later.
+    def pin(
+        self, digest: str, *, refuse: bool = True, agent_images: Mapping[str, str] | None = None
+    ) -> list[str]:
+        """Pin the fleet to one runtime image digest (and ``agent_images``: the run's agent
+        image tag → digest, e.g. TextWorld's game image): a host that runs another is never
+        chosen (``refuse``) or only reported (``refuse=False``), now and when it joins later.
 
         Returns:
             One line per host whose digest differs.
         """
         with self._cond:
             self._pin, self._pin_refuses = digest, refuse
+            self._agent_pins = {k: v for k, v in (agent_images or {}).items() if v}
             hosts = list(self.hosts_state)
         for host in hosts:
             self._apply_pin(host)
         return [h.excluded or self._mismatch(h) for h in hosts if self._mismatch(h)]
 
     def _mismatch(self, host: HostState) -> str:
+        for image, want in self._agent_pins.items():
+            have = host.agent_image_digests.get(image)
+            if have is not None and have != want:  # a host that reports no such field: older
+                return f"{host.address} runs {image} {have or '(not built)'}, not the run's {want}"
         if not self._pin or not host.image_digests or self._pin in host.image_digests.values():
             return ""
         have = ", ".join(host.image_digests.values()) or "none"
@@ -263,6 +275,11 @@ class FleetExecutor:
         """Runtime image digests per host that answered ``Describe`` (address → tag → digest)."""
         with self._cond:
             return {h.address: dict(h.image_digests) for h in self.hosts_state if h.host_id}
+
+    def agent_image_digests(self) -> dict[str, dict[str, str]]:
+        """Agent image digests per host that answered ``Describe`` (address → tag → digest)."""
+        with self._cond:
+            return {h.address: dict(h.agent_image_digests) for h in self.hosts_state if h.host_id}
 
     def _emit(self, kind: str, host: HostState, detail: str = "", rollout_id: str = "") -> None:
         if self.on_event is not None:
@@ -388,6 +405,7 @@ class FleetExecutor:
             host.host_id = info.host
             host.providers = tuple(info.providers)
             host.image_digests = dict(info.image_digests)
+            host.agent_image_digests = dict(info.agent_image_digests)
             host.version, host.service_build = info.version, info.service_build
             host.image_labels = dict(info.image_labels)
         self._apply_pin(host)

@@ -421,6 +421,7 @@ def description_to_proto(d: HostDescription) -> pb.DescribeResponse:
         image_labels=dict(d.image_labels),
         sessions=d.sessions,
         max_sessions=d.max_sessions,
+        agent_image_digests=dict(d.agent_image_digests),
     )
 
 
@@ -434,6 +435,7 @@ def description_from_proto(m: pb.DescribeResponse) -> HostDescription:
         draining=m.draining,
         agents=tuple(m.agents),
         image_digests=dict(m.image_digests),
+        agent_image_digests=dict(m.agent_image_digests),
         pool_idle=dict(m.pool_idle),
         container_runtime=m.container_runtime,
         providers=tuple(m.providers),

@@ -191,8 +191,16 @@ class RolloutService:
         agents: list[str] = []
         runtimes: dict[str, str] = {}
         unavailable: dict[str, str] = {}
+        agent_images: dict[str, str] = {}
         for name in available_envs():
-            for agent in get_env(name).agents:
+            env = get_env(name)
+            for agent in env.agents:
+                own = self.agent_spec(env, agent).image
+                if own != image and own not in agent_images:
+                    try:
+                        agent_images[own] = self.runtime.image_digest(own)
+                    except InfraError:
+                        agent_images[own] = ""
                 key = f"{name}/{agent}"
                 refusal = self.agent_refusal(name, agent)
                 if refusal:
@@ -211,6 +219,7 @@ class RolloutService:
             agent_runtimes=runtimes,
             unavailable_agents=unavailable,
             image_digests=digests,
+            agent_image_digests=agent_images,
             pool_idle={f"{s.image}@{s.spec_key}": s.idle for s in self.pools.stats()},
             container_runtime=self.runtime.runtime_name(self.config.base_spec),
             providers=tuple(sorted(self.providers)),

@@ -143,3 +143,33 @@ def test_a_run_is_pinned_to_one_runtime_image(docker_client, fleet_dir, other_im
     finally:
         _stop(same, docker_client)
         _stop(other, docker_client)
+
+
+def test_a_textworld_run_pins_its_game_image_like_the_runtime_image(docker_client, fleet_dir):
+    from skillopt.envs.textworld.spec import IMAGE as GAME_IMAGE
+
+    host = _serve(fleet_dir, "")
+    token = (fleet_dir / "token").read_text()
+    channels = [ChannelConfig(address=host.address, token=token)]
+    refuse = load_config("textworld_demo", [])
+    warn = load_config("textworld_demo", ["sandbox.image_digest_policy=warn"])
+    try:
+        with FleetExecutor(channels, workers=1) as fleet:
+            game = fleet.agent_image_digests()[host.address][GAME_IMAGE]
+            assert game.startswith("sha256:")  # Describe reports the game image's digest
+            env = _pin_environment(fleet, refuse, "")
+            assert env["agent_image"] == GAME_IMAGE and env["agent_image_digest"] == game
+            runtime = env["runtime_image_digest"]
+            # A resumed run started on another build of the game image: this host is left out.
+            other = "sha256:" + "0" * 64
+            with pytest.raises(ConfigError, match=f"and {GAME_IMAGE} {other}"):
+                _pin_environment(fleet, refuse, runtime, other)
+            assert fleet.hosts_state[0].excluded.endswith(f"not the run's {other}")
+            _pin_environment(fleet, warn, runtime, other)  # warn: used, and said to differ
+            assert not fleet.hosts_state[0].excluded
+        # A run on the runtime image alone pins no game image.
+        with FleetExecutor(channels, workers=1) as fleet:
+            env = _pin_environment(fleet, load_config("searchqa_demo", []), "")
+            assert "agent_image" not in env
+    finally:
+        _stop(host, docker_client)

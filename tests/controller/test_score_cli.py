@@ -136,3 +136,25 @@ def test_a_code_env_without_docker_says_so(tmp_path):
     )  # fmt: skip
     assert res.returncode == 2 and res.stdout == ""
     assert "Docker is not reachable" in res.stderr
+
+
+def test_textworld_replays_an_action_list_on_the_game_of_a_seed(tmp_path, docker_client):
+    from skillopt.envs.textworld.games import GameSpec, ensure_game
+
+    game = {"challenge": "tw-treasure_hunter", "level": 1, "seed": 203}
+    walkthrough = ensure_game(GameSpec(**game, split="val")).walkthrough
+    item = tmp_path / "game.json"
+    item.write_text(json.dumps(game))
+    right, wrong = tmp_path / "right.txt", tmp_path / "wrong.json"
+    right.write_text("\n".join(walkthrough) + "\n")
+    wrong.write_text(json.dumps(["look", "inventory"]))
+    won = _score("--env", "textworld", "--item", str(item), "--response", str(right))
+    assert won.returncode == 0, won.stderr
+    out = json.loads(won.stdout)
+    assert out["won"] is True and out["hard"] == 1.0 and out["score"] == out["max_score"] >= 1
+    assert out["actions"] == len(walkthrough) and out["id"] == "treasure_hunter-l1-s203"
+    lost = json.loads(_score("--env", "textworld", "--item", str(item), "--response", str(wrong)).stdout)
+    assert lost["won"] is False and lost["hard"] == 0.0 and lost["fail_reason"].startswith("not won")
+    item.write_text(json.dumps({"challenge": "tw-treasure_hunter", "seed": 1}))
+    bad = _score("--env", "textworld", "--item", str(item), "--response", str(right))
+    assert bad.returncode == 2 and "'level' is missing" in bad.stderr and bad.stdout == ""

@@ -94,6 +94,9 @@ def test_describe_health_and_reflection(service):
     assert d.host == service.host_id and d.capacity == 4 and not d.draining
     assert "spreadsheetbench/codegen_multi" in d.agents
     assert d.image_digests["skillopt-runtime:latest"].startswith("sha256:")
+    # Agents with their own image report it too (TextWorld's game engine), pinned by runs.
+    assert d.agent_image_digests["skillopt-textworld:latest"].startswith("sha256:")
+    assert "skillopt-runtime:latest" not in d.agent_image_digests
     assert d.providers == ("scripted", "scripted-anthropic") and len(d.runner_sha256) == 64
     assert "spreadsheetbench/codex_exec" in d.agents  # the gateway network is up on this host
     channel = grpc.insecure_channel(service.running.address)
