@@ -84,4 +84,9 @@ def run(args: argparse.Namespace) -> int:
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     for r in rows:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    for i in infos:
+        if i.damage:
+            print(f"\n{i.name}: damaged: {i.damage.advice()}")
+            for d in i.damage.problems:
+                print(f"  {d.file} {d.problem}; {d.repair}")
     return 0

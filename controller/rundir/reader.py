@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.rundir.damage import DamageReport
+from controller.rundir.damage import inspect as inspect_damage
 from controller.rundir.live import LIVE_NAME
 from controller.rundir.lock import LOCK_NAME, LockHolder, lock_holder, read_stop_request
 from skillopt.logs import redact_text
@@ -43,6 +45,7 @@ __all__ = [
     "RunInfo",
     "RunStatus",
     "diff_lines",
+    "is_run_dir",
     "list_runs",
     "run_status",
 ]
@@ -57,6 +60,7 @@ class RunStatus(enum.StrEnum):
     RUNNING = "running"  # the lock is held
     FINISHED = "finished"  # summary.json of this session says complete (eval: eval_summary.json)
     STOPPED = "stopped"  # summary.json of this session says stopped (a stop or a budget)
+    DAMAGED = "damaged"  # not running, and a file it wrote cannot be read (controller.rundir.damage)
     FAILED = "failed"  # none of the above: crashed, killed, or refused at startup
 
 
@@ -100,10 +104,13 @@ class StatusInfo:
     stop_requested: bool = False
     #: When the current (or last) session started, seconds since the epoch (0 = unknown).
     session_started_at: float = 0.0
+    #: What is damaged (status ``damaged``); empty otherwise.
+    damage: DamageReport = field(default_factory=DamageReport)
 
 
-def run_status(path: Path) -> StatusInfo:
-    """The status of the run (or eval) in ``path``, from its files and its lock."""
+def run_status(path: Path, *, deep: bool = False) -> StatusInfo:
+    """The status of the run (or eval) in ``path``, from its files and its lock (``deep``:
+    check every committed step's record for damage, not only the last one's)."""
     holder = lock_holder(path)
     if holder is not None:
         return StatusInfo(
@@ -120,6 +127,11 @@ def run_status(path: Path) -> StatusInfo:
         pid = int(launch.get("pid") or 0)
         state = RunStatus.STARTING if pid and _alive(pid) else RunStatus.FAILED
         return StatusInfo(state, pid=pid, session_started_at=launched_at)
+    report = inspect_damage(path, deep=deep)
+    if report:
+        return StatusInfo(
+            RunStatus.DAMAGED, pid=last.pid if last else 0, session_started_at=started, damage=report
+        )
     for name in (layout.SUMMARY, layout.EVAL_SUMMARY):
         summary = _json(path / name)
         if isinstance(summary, dict) and (_mtime(path / name) or 0.0) >= started:
@@ -162,11 +174,14 @@ class RunInfo:
     gate_mode: str = ""
     #: The noisy simulation (``run.simulate: noisy``).
     noisy: bool = False
+    #: Status ``damaged``: which files, what the directory still proves, what to do.
+    damage: DamageReport = field(default_factory=DamageReport)
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["path"] = str(self.path)
         d["status"] = self.status.value
+        d["damage"] = self.damage.to_dict() if self.damage else None
         d["hosts"] = list(self.hosts)
         d["best_score_ci95"] = list(self.best_score_ci95) if self.best_score_ci95 else None
         return d
@@ -248,8 +263,8 @@ class RunDir:
 
     # -- the run -----------------------------------------------------------------------------
 
-    def status(self) -> StatusInfo:
-        return run_status(self.path)
+    def status(self, *, deep: bool = False) -> StatusInfo:
+        return run_status(self.path, deep=deep)
 
     @property
     def store(self) -> RunDirectory:
@@ -263,7 +278,16 @@ class RunDir:
         return _dict(self.store.read_json(layout.STATE))
 
     def history(self) -> list[dict[str, Any]]:
-        return self.store.committed_history()
+        """The committed step records: ``history.json``, else (damaged) the steps' own records
+        up to the last committed step, as ``--resume`` would rebuild it."""
+        hist = self.store.committed_history()
+        if hist or isinstance(self.store.read_json(layout.HISTORY), list):
+            return hist
+        last = self.state().get("last_completed_step")
+        if not isinstance(last, int):
+            return []
+        records = (self.json(f"{layout.step_dir(n)}/{layout.Step.RECORD}") for n in range(1, last + 1))
+        return [r for r in records if isinstance(r, dict)]
 
     def summary(self) -> dict[str, Any] | None:
         data = self.store.read_json(layout.SUMMARY)
@@ -299,16 +323,17 @@ class RunDir:
         hist = self.history()
         return hist[0].get("current_score_before") if hist else None
 
-    def usage(self) -> tuple[int, float]:
+    def usage(self, status: RunStatus | None = None) -> tuple[int, float]:
         """Tokens and cost so far: the live status while running, else the summary, else the
-        run state with the config's prices."""
+        run state with the config's prices (``status``: the run's, when the caller has it)."""
         live = self.live() or {}
-        status = self.status().status
+        status = status or self.status().status
         if status is RunStatus.RUNNING and "tokens" in live:
             return int(live["tokens"]), float(live.get("cost_usd") or 0.0)
         summary = self.summary()
         # A summary is this session's only when the status came from it (not stale).
-        if summary and summary.get("token_summary") and status in (RunStatus.FINISHED, RunStatus.STOPPED):
+        done = (RunStatus.FINISHED, RunStatus.STOPPED, RunStatus.DAMAGED)
+        if summary and summary.get("token_summary") and status in done:
             return int(summary["token_summary"]["_total"]["total_tokens"]), float(
                 summary.get("cost_usd", 0.0)
             )
@@ -333,7 +358,7 @@ class RunDir:
         cfg, st, live = self.config(), self.state(), self.live() or {}
         derived = cfg.get("derived", {})
         mode = st.get("mode") or derived.get("mode") or {}
-        tokens, cost = self.usage()
+        tokens, cost = self.usage(st_info.status)
         hosts = set(st.get("hosts") or [])
         hosts |= {
             h.get("host") or h.get("address")
@@ -377,6 +402,7 @@ class RunDir:
             else _pair(eval_summary.get("hard_ci95")),
             gate_mode=str(cfg.get("evaluation", {}).get("gate_mode", "strict")) if kind == "train" else "",
             noisy=bool(mode.get("noisy")) if mode else False,
+            damage=st_info.damage,
         )
 
     # -- steps, rollouts, skills ---------------------------------------------------------------
@@ -497,13 +523,17 @@ class RunDir:
         return [redact_text(_ANSI.sub("", line)) for line in lines]
 
 
+def is_run_dir(path: Path) -> bool:
+    """Whether ``path`` is a run (or eval) directory: a folder holding one of the files only
+    ``skillopt train``/``eval`` or a WebUI launch write (an empty or foreign folder is not)."""
+    return (
+        path.is_dir() and not path.name.startswith(".") and any((path / m).exists() for m in layout.MARKERS)
+    )
+
+
 def list_runs(runs_dir: Path) -> list[RunDir]:
     """The run directories directly under ``runs_dir`` (newest first)."""
     if not runs_dir.is_dir():
         return []
-    runs = [
-        RunDir(p)
-        for p in runs_dir.iterdir()
-        if p.is_dir() and not p.name.startswith(".") and any((p / m).exists() for m in layout.MARKERS)
-    ]
+    runs = [RunDir(p) for p in runs_dir.iterdir() if is_run_dir(p)]
     return sorted(runs, key=lambda r: _mtime(r.path / layout.RUN_ID) or _mtime(r.path) or 0.0, reverse=True)

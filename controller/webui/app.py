@@ -43,7 +43,7 @@ from starlette.staticfiles import StaticFiles
 from controller.commands.train import _load as _load_run
 from controller.preflight import preflight
 from controller.rundir.lock import clear_stop_request, request_stop
-from controller.rundir.reader import RunDir, RunStatus, diff_lines
+from controller.rundir.reader import RunDir, RunStatus, diff_lines, is_run_dir
 from controller.webui.forms import FIELDS, config_choices, form_values, plan_launch
 from controller.webui.launch import Launcher, eval_argv, resume_argv, train_argv
 from controller.webui.security import COOKIE, SecurityMiddleware, session_value
@@ -104,6 +104,10 @@ class WebUI:
         path = self.runs_dir / name
         if not path.is_dir() or path.resolve().parent != self.runs_dir:
             raise _Error(404, f"no run {name!r}")
+        if not is_run_dir(path):  # an empty or foreign folder in the runs directory
+            raise _Error(
+                404, f"{name!r} is a folder in the runs directory but not a run (no run files in it)"
+            )
         return RunDir(path)
 
     @staticmethod
@@ -270,7 +274,16 @@ class WebUI:
     async def api_resume(self, request: Request) -> Response:
         run = self.run(request.path_params["name"])
         body = await self.body(request)
-        status = run.status().status
+        info = run.status()
+        status = info.status
+        if status is RunStatus.DAMAGED and not info.damage.resumable:
+            return JSONResponse(
+                {
+                    "ok": False,
+                    "error": f"{run.name} is damaged: {info.damage.headline()}; {info.damage.advice()}",
+                },
+                status_code=409,
+            )
         if status in (RunStatus.RUNNING, RunStatus.STARTING):
             return JSONResponse(
                 {"ok": False, "error": f"{run.name} is {status}: nothing to resume"}, status_code=409

@@ -286,3 +286,40 @@ def test_eval_of_a_skill_version_from_the_page(page, ui, cli_run):
     assert summary["split"] == "test" and summary["simulated"] is True and summary["n_items"] == 3
     expect(row).to_contain_text(f"{summary['hard']:.3f}")
     shot(page, "12_eval")
+
+
+def test_damaged_runs_are_shown_as_damaged(page, tmp_path, ui_server_factory):
+    """Each truncated file of a finished run: the runs list and the run page say ``damaged``,
+    name the file and the problem, what the directory still proves and what to do; Resume is
+    offered only where ``--resume`` can repair; an empty folder is not a run."""
+    from tests.controller.rundir.test_damage import cut, finished
+
+    runs = tmp_path / "runs"
+    files = {
+        "history": "history.json",
+        "state": "runtime_state.json",
+        "summary": "summary.json",
+        "record": "steps/step_0001/step_record.json",
+    }
+    for name, rel in files.items():
+        cut(finished(runs, name) / rel)
+    (runs / "empty").mkdir()
+    ui = ui_server_factory(runs)
+    page.goto(ui.url + "/")
+    for name in files:
+        expect(page.locator(f'tr[data-run="{name}"] .pill')).to_have_text("damaged")
+    expect(page.locator('tr[data-run="empty"]')).to_have_count(0)
+    for name, rel in files.items():
+        page.goto(f"{ui.url}/runs/{name}")
+        expect(page.locator("#status")).to_have_text("damaged")
+        box = page.locator("#damage")
+        expect(box).to_contain_text(rel)
+        expect(box).to_contain_text("is not valid JSON")
+        expect(box).to_contain_text("still proves steps 1-1 committed")
+        expect(page.locator("#resume")).to_be_visible(visible=name != "state")
+        if name == "history":
+            # The committed step is still shown, from its own record.
+            expect(page.locator("#steps")).not_to_contain_text("not committed")
+            shot(page, "damaged-run")
+    page.goto(ui.url + "/runs/empty")
+    expect(page.locator("body")).to_contain_text("not a run")

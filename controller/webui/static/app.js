@@ -78,7 +78,7 @@ function renderRuns(snap) {
     const st = statusLabel(r);
     body.append(el("tr", { "data-run": r.name },
       el("td", {}, el("a", { href: "/runs/" + encodeURIComponent(r.name), text: r.name })),
-      el("td", {}, el("span", { class: "pill " + st, text: st })),
+      el("td", {}, el("span", { class: "pill " + st, text: st, title: r.damage ? r.damage.headline + " — " + r.damage.advice : "" })),
       el("td", { text: r.env || "-" }),
       el("td", { text: r.agent || (r.kind === "eval" ? "eval" : "-") }),
       el("td", { text: (r.target || "-") + " / " + (r.optimizer || "-") }),
@@ -233,6 +233,19 @@ function fillSelect(select, items, preferred) {
   if ([...select.options].some((o) => o.value === current)) select.value = current;
 }
 
+// A damaged run directory: which files, what it still proves, what to do (controller/rundir/damage.py).
+function renderDamage(damage) {
+  const box = $("#damage");
+  if (!box) return;
+  box.hidden = !damage;
+  if (!damage) return;
+  box.replaceChildren(
+    el("strong", { text: "Damaged: " }), el("span", { text: damage.advice + "." }),
+    el("ul", {}, ...damage.problems.map((d) => el("li", {},
+      el("code", { text: d.file }), el("span", { text: " " + d.problem + ". " }), el("em", { text: d.repair }))))
+  );
+}
+
 function renderRun(snap) {
   const info = snap.info, live = snap.live || {}, name = info.name;
   const st = statusLabel(info);
@@ -247,7 +260,9 @@ function renderRun(snap) {
     "started " + when(info.started_at), info.pid && (st === "running" || st === "stopping" || st === "starting") ? "pid " + info.pid : ""].filter(Boolean).join(" · ");
   const alive = ["running", "starting"].includes(info.status);
   $("#stop").hidden = !alive || info.stop_requested;
-  $("#resume").hidden = alive || info.status === "finished" || info.kind !== "train";
+  $("#resume").hidden = alive || info.status === "finished" || info.kind !== "train" ||
+    (info.status === "damaged" && !info.damage.resumable);
+  renderDamage(info.damage);
   const notice = $("#stop-reason");
   const reason = info.stop_requested ? "Stop requested: the run stops at the next stage boundary." :
     info.status === "stopped" ? "Stopped: " + (snap.stop_reason || "") :

@@ -173,7 +173,18 @@ class RunDirectory:
                 "Start a new run, or restore the file from a backup"
             )
         last = int(data.get("last_completed_step", 0))
-        return TrainerState.from_json(data, self._history(last))
+        history = self._history(last)
+        self._repair_records(history)
+        return TrainerState.from_json(data, history)
+
+    def _repair_records(self, history: list[StepRecord]) -> None:
+        """Rewrite a committed step's unreadable ``step_record.json`` from the history (which
+        holds the same record), so a resumed run leaves no damaged file behind."""
+        for record in history:
+            rel = f"{layout.step_dir(record.step)}/{layout.Step.RECORD}"
+            if self.path(rel).exists() and not isinstance(self.read_json(rel), dict):
+                log.warning("rundir.step_record_repaired", dir=str(self.root), step=record.step)
+                self.write_json(rel, record.to_json())
 
     def committed_history(self) -> list[dict[str, Any]]:
         """The committed step records of ``history.json`` as JSON (what the WebUI and

@@ -283,3 +283,23 @@ def test_the_rollout_view_shows_tool_calls_executions_and_verification(plain_ui)
         "<script>alert"
         not in httpx.get(f"{plain_ui.url}/runs/r/rows", params={"dir": "steps/step_0001/rollout"}).text
     )
+
+
+def test_a_damaged_run_says_so_and_a_folder_that_is_no_run_is_not_one(tmp_path, ui_server_factory):
+    runs = tmp_path / "runs"
+    make_run(runs, "broken")
+    (runs / "broken" / "runtime_state.json").write_text('{"last_completed_step": 1, "best_sc')  # cut off
+    (runs / "empty").mkdir()
+    ui = ui_server_factory(runs)
+    with httpx.Client(base_url=ui.url, timeout=10) as c:
+        info = c.get("/api/runs/broken").json()["info"]
+        assert info["status"] == "damaged"
+        damage = info["damage"]
+        assert damage["problems"][0]["file"] == "runtime_state.json" and not damage["resumable"]
+        assert "the run cannot be resumed" in damage["advice"]
+        listed = {r["name"]: r["status"] for r in c.get("/api/runs").json()["runs"]}
+        assert listed == {"broken": "damaged"}  # the empty folder is not a run
+        resume = c.post("/api/runs/broken/resume", json={}, headers={"Origin": ui.url})
+        assert resume.status_code == 409 and "is damaged: runtime_state.json" in resume.json()["error"]
+        page = c.get("/runs/empty", headers={"Accept": "text/html"})
+        assert page.status_code == 404 and "not a run" in page.text
