@@ -1,9 +1,11 @@
 """Checks before a run is launched: will ``skillopt train`` with this config get going?
 
 * **models**: the provider profiles the run needs exist and build (keys are named by where
-  they come from, never shown), or the offline simulation was chosen on purpose
-  (``run.simulate: on``); a run that would fall back to the simulation by itself (``auto``
-  without a key) is refused here, so nobody mistakes scripted numbers for a measurement;
+  they come from, never shown), or the offline simulation was chosen: ``run.simulate: on`` or
+  ``noisy``, or ``auto`` (which only a config or the user sets: the default is ``off``, so a
+  shipped ``<env>_demo`` launches as shipped) without a provider key. The check's detail says
+  "offline simulation" and the run is marked simulated everywhere, so nobody mistakes scripted
+  numbers for a measurement;
 * **sandbox**: the configured hosts answer ``Describe`` (gRPC, with the run's token and TLS
   settings), or, for the embedded default, the local Docker engine answers;
 * **images**: the rollout image is built (embedded) or reported by every host.
@@ -42,16 +44,14 @@ def _models(cfg: Config) -> Check:
         mode = decide_simulation(cfg)
     except ConfigError as exc:
         return Check("models", False, exc.message)
-    if mode.simulated and cfg.run.simulate not in ("on", "noisy"):
-        return Check(
-            "models",
-            False,
-            f"this run would be an offline simulation by itself ({mode.reason}); choose "
-            "simulate: on to run the simulation on purpose, or configure the provider keys",
-        )
     if mode.simulated:
         noisy = " (noisy target)" if mode.noisy else ""
-        return Check("models", True, f"offline simulation with scripted models{noisy}, {mode.reason}")
+        why = (
+            f"run.simulate: auto in this config and {mode.reason}; configure a provider key for real models"
+            if cfg.run.simulate == "auto"
+            else mode.reason
+        )
+        return Check("models", True, f"offline simulation with scripted models{noisy}: {why}")
     profiles = load_profiles(file=cfg.model.providers_file or None)
     used = dict.fromkeys((cfg.model.optimizer_provider, cfg.model.target_provider))
     where = ", ".join(f"{n} (key from {profiles[n].public()['credential']})" for n in used)

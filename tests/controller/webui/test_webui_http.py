@@ -231,12 +231,20 @@ def test_the_form_refuses_bad_values_with_the_config_systems_message(plain_ui, v
     assert resp.json()["error"] == exc.value.message  # verbatim
 
 
-def test_preflight_wants_the_simulation_chosen_on_purpose(tmp_path, ui_server_factory):
+def test_preflight_says_when_a_run_is_an_offline_simulation(tmp_path, ui_server_factory):
     ui = ui_server_factory(tmp_path)
     with httpx.Client(base_url=ui.url, timeout=60) as c:
+        # A shipped demo config says run.simulate: auto: it launches as shipped, and the check
+        # says it is a simulation (no provider key on this machine).
         auto = c.post("/api/preflight", json={"config": "spreadsheetbench_demo", "values": {}}).json()
         models = {ch["name"]: ch for ch in auto["checks"]}["models"]
-        assert not auto["ok"] and not models["ok"] and "simulate: on" in models["detail"]
+        assert auto["ok"] and models["ok"], auto
+        assert models["detail"].startswith("offline simulation with scripted models: run.simulate: auto")
+        assert "run.simulate" not in auto["command"]  # launched exactly as shipped
+        off = c.post(
+            "/api/preflight", json={"config": "spreadsheetbench_demo", "values": {"run.simulate": "off"}}
+        ).json()
+        assert not off["ok"] and not {ch["name"]: ch for ch in off["checks"]}["models"]["ok"]
         on = c.post(
             "/api/preflight", json={"config": "spreadsheetbench_demo", "values": {"run.simulate": "on"}}
         ).json()
