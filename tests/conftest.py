@@ -60,6 +60,7 @@ class UIServer:
         import threading
 
         self.runs_dir = runs_dir
+        runs_dir.mkdir(parents=True, exist_ok=True)  # `skillopt ui` refuses a missing --runs-dir
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "controller.cli", "ui", "--port", "0", "--runs-dir", str(runs_dir), *args],
             cwd=REPO,

@@ -12,6 +12,9 @@ from skillopt.errors import ConfigError
 __all__ = ["register"]
 
 
+_DEFAULT_RUNS = "runs"
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "ui",
@@ -31,7 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 = any free port)")
-    p.add_argument("--runs-dir", default="runs", help="directory of run directories (default ./runs)")
+    p.add_argument(
+        "--runs-dir",
+        default=_DEFAULT_RUNS,
+        help="directory of run directories (default ./runs, created when missing; another one must exist)",
+    )
     p.add_argument("--token-file", help="file holding the access token (or set SKILLOPT_UI_TOKEN)")
     p.set_defaults(func=run)
 
@@ -72,6 +79,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"skillopt ui: {exc.message}", file=sys.stderr)
         return 2
     runs_dir = Path(args.runs_dir).expanduser().resolve()
+    if args.runs_dir != _DEFAULT_RUNS and not runs_dir.is_dir():
+        # A typo must not silently serve an empty new directory; the default ./runs is where
+        # `skillopt train` writes, so it may be created.
+        print(
+            f"skillopt ui: --runs-dir {args.runs_dir} is not a directory; give the directory your runs "
+            f"are in, or create it first (mkdir -p {args.runs_dir})",
+            file=sys.stderr,
+        )
+        return 2
     configure_logging(json=True, level="info")
     app = create_app(runs_dir, token=token, bind_host=args.host)
     config = uvicorn.Config(

@@ -28,6 +28,7 @@ import structlog
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import (
     FileResponse,
@@ -427,6 +428,15 @@ def create_app(
             status, message = exc.status, exc.message
         elif isinstance(exc, SkillOptError):
             status, message = 400, exc.message
+        elif isinstance(exc, HTTPException):  # Starlette's own: an unknown route, a wrong method
+            status = exc.status_code
+            message = (
+                f"there is no page at {request.url.path}"
+                if status == 404
+                else f"{request.method} is not allowed here"
+                if status == 405
+                else str(exc.detail)
+            )
         else:
             raise exc
         if "text/html" in request.headers.get("accept", ""):
@@ -455,6 +465,8 @@ def create_app(
         Route("/runs/{name}/files/{rel:path}", ui.file),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes, exception_handlers={_Error: errors, SkillOptError: errors})
+    app = Starlette(
+        routes=routes, exception_handlers={_Error: errors, SkillOptError: errors, HTTPException: errors}
+    )
     app.state.ui = ui
     return SecurityMiddleware(app, token=token, bind_host=bind_host)

@@ -302,6 +302,8 @@ class EditReport:
         status: One of the §6.7 statuses, ``skipped_empty_content``, or ``error``.
         matched: ``"exact"``/``"whitespace"`` when a target was located, else ``None``.
         error: ``"Type: message"`` when ``status == "error"``.
+        content: the whole cleaned content, and ``full_target`` the whole target (the
+            previews are the reference's fields; the WebUI shows these).
     """
 
     index: int
@@ -311,6 +313,8 @@ class EditReport:
     status: str
     matched: MatchKind | None = None
     error: str = ""
+    content: str = ""
+    full_target: str = ""
 
     @property
     def applied(self) -> bool:
@@ -329,6 +333,8 @@ class EditReport:
             "content_preview": self.content_preview,
             "status": self.status,
             "matched": self.matched,
+            "content": self.content,
+            "full_target": self.full_target,
         }
         if self.error:
             out["error"] = self.error
@@ -618,11 +624,11 @@ def apply_edits(
     text = original
     reports: list[EditReport] = []
     for index, raw in enumerate(edits, 1):
-        op, target, preview = "", "", ""
+        op, target, content = "", "", ""
         try:
             edit = raw if isinstance(raw, Edit) else Edit.from_dict(raw)
             op, target = str(edit.op), str(edit.target)
-            preview = remove_protected_markers(str(edit.content)).strip()[:_PREVIEW]
+            content = remove_protected_markers(str(edit.content)).strip()
             before = _protected_texts(text, protected_spans(text))
             new, status, matched = _apply_one(text, edit, whitespace_tolerant)
             # Belt and braces: no op may alter a protected region (e.g. a delete that joins
@@ -630,10 +636,16 @@ def apply_edits(
             if new != text and _protected_texts(new, protected_spans(new)) != before:
                 new, status, matched = text, "skipped_protected_region", None
             text = new
-            report = EditReport(index, op, target[:_PREVIEW], preview, status, matched)
+            report = EditReport(
+                index, op, target[:_PREVIEW], content[:_PREVIEW], status, matched,
+                content=content, full_target=target,
+            )  # fmt: skip
         except Exception as exc:  # one bad edit must not sink the patch (§6.7)
             error = f"{type(exc).__name__}: {exc}"
-            report = EditReport(index, op, target[:_PREVIEW], preview, "error", None, error)
+            report = EditReport(
+                index, op, target[:_PREVIEW], content[:_PREVIEW], "error", None, error,
+                content=content, full_target=target,
+            )  # fmt: skip
         reports.append(report)
     return ApplyResult(
         document=SkillDocument(text),

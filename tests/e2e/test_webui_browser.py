@@ -180,12 +180,17 @@ def test_the_new_run_form_shows_the_config_systems_messages(page, ui):
     expect(page.locator("#form-error")).to_have_text(
         "train.batch_size (from --set): expected an integer, got string 'abc'"
     )
+    # ... and next to its field.
+    beside = page.locator('label:has([data-key="train.batch_size"]) .field-error')
+    expect(beside).to_have_text("train.batch_size (from --set): expected an integer, got string 'abc'")
+    expect(page.locator('[data-key="train.batch_size"]')).to_have_attribute("aria-invalid", "true")
     page.fill('[data-key="train.batch_size"]', "5")
     page.fill("#extra", "train.batch_sise=3")
     page.click("#preflight")
     expect(page.locator("#form-error")).to_have_text(
         "unknown key 'train.batch_sise' in --set; did you mean 'train.batch_size'?"
     )
+    expect(page.locator(".field-error")).to_have_count(0)  # not a field's message
     shot(page, "05_new_run_refused")
 
 
@@ -323,3 +328,30 @@ def test_damaged_runs_are_shown_as_damaged(page, tmp_path, ui_server_factory):
             shot(page, "damaged-run")
     page.goto(ui.url + "/runs/empty")
     expect(page.locator("body")).to_contain_text("not a run")
+
+
+def test_narrow_windows_error_pages_and_pages_without_javascript(browser, tmp_path, ui_server_factory):
+    from tests.controller.rundir.test_damage import finished
+
+    runs = tmp_path / "runs"
+    finished(runs, "small")
+    ui = ui_server_factory(runs)
+    narrow = browser.new_context(viewport={"width": 420, "height": 800})
+    try:
+        page = narrow.new_page()
+        page.goto(ui.url + "/runs/small")
+        expect(page.locator("#steps tbody tr")).to_have_count(1)
+        # The page does not grow wider than the window: tables scroll inside their cards.
+        assert page.evaluate("document.documentElement.scrollWidth") <= 420
+        page.goto(ui.url + "/no/such/page")
+        expect(page.locator("#error-message")).to_have_text("there is no page at /no/such/page")
+        expect(page.locator("header.top .brand")).to_be_visible()  # the styled page, not a bare text
+    finally:
+        narrow.close()
+    no_js = browser.new_context(java_script_enabled=False)
+    try:
+        page = no_js.new_page()
+        page.goto(ui.url + "/")
+        expect(page.get_by_text("This page needs JavaScript")).to_be_visible()
+    finally:
+        no_js.close()

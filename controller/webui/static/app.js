@@ -2,6 +2,9 @@
 // posts actions. No framework, no build step; text is always set with textContent.
 "use strict";
 
+// The script runs: the "needs JavaScript" notice of base.html goes.
+document.getElementById("needs-js")?.remove();
+
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
@@ -129,6 +132,18 @@ function initNew() {
     return { config: select.value, name: $("#run-name").value, values, extra: $("#extra").value };
   }
 
+  // The config system's messages start with the key they are about ("train.batch_size (from
+  // --set): ..."): such a message is also shown next to that field.
+  function showFieldError(message) {
+    for (const n of form.querySelectorAll(".field-error")) n.remove();
+    for (const i of form.querySelectorAll("[aria-invalid]")) i.removeAttribute("aria-invalid");
+    const key = /^([a-z_]+(?:\.[a-z_]+)+)/.exec(message || "");
+    const input = key && form.querySelector(`[data-key="${key[1]}"]`);
+    if (!input) return;
+    input.setAttribute("aria-invalid", "true");
+    input.closest("label").append(el("small", { class: "field-error", text: message }));
+  }
+
   function showChecks(data) {
     const list = $("#checks");
     list.replaceChildren(...(data.checks || []).map((c) =>
@@ -141,6 +156,7 @@ function initNew() {
   $("#preflight").addEventListener("click", async () => {
     const data = await post("/api/preflight", collect());
     showError(error, data.error);
+    showFieldError(data.error);
     showChecks(data);
     form.dataset.preflight = data.error ? "error" : data.ok ? "ok" : "failed";
   });
@@ -149,6 +165,7 @@ function initNew() {
     const data = await post("/api/launch", collect());
     $("#launch").disabled = false;
     showError(error, data.error);
+    showFieldError(data.error);
     showChecks(data);
     if (data.ok) window.location.assign(data.url);
   });
@@ -256,7 +273,9 @@ function renderRun(snap) {
   mode.textContent = info.simulated === null ? "" : info.simulated ? "SIMULATION" : "REAL MODELS";
   mode.className = "badge" + (info.simulated ? " sim" : "");
   mode.title = info.mode_reason || "";
-  $("#subtitle").textContent = [info.env, info.agent, "target " + (info.target || "-"), "optimizer " + (info.optimizer || "-"),
+  const models = info.target || info.optimizer ? ["target " + (info.target || "-"), "optimizer " + (info.optimizer || "-")]
+    : [st === "starting" || st === "running" ? "starting: the config is not read yet" : "no config read"];
+  $("#subtitle").textContent = [info.env, info.agent, ...models,
     "started " + when(info.started_at), info.pid && (st === "running" || st === "stopping" || st === "starting") ? "pid " + info.pid : ""].filter(Boolean).join(" · ");
   const alive = ["running", "starting"].includes(info.status);
   $("#stop").hidden = !alive || info.stop_requested;

@@ -311,3 +311,28 @@ def test_a_damaged_run_says_so_and_a_folder_that_is_no_run_is_not_one(tmp_path, 
         assert resume.status_code == 409 and "is damaged: runtime_state.json" in resume.json()["error"]
         page = c.get("/runs/empty", headers={"Accept": "text/html"})
         assert page.status_code == 404 and "not a run" in page.text
+
+
+def test_unknown_pages_get_the_styled_error_page_and_a_missing_runs_dir_is_refused(plain_ui, tmp_path):
+    with httpx.Client(base_url=plain_ui.url, timeout=10) as c:
+        page = c.get("/no/such/page", headers={"Accept": "text/html"})
+        assert page.status_code == 404 and "there is no page at /no/such/page" in page.text
+        assert '<link rel="stylesheet" href="/static/style.css">' in page.text
+        assert c.get("/runs/r/steps/99", headers={"Accept": "text/html"}).status_code == 404
+        api = c.get("/api/nothing")
+        assert api.status_code == 404 and api.json()["error"] == "there is no page at /api/nothing"
+        assert "This page needs JavaScript" in c.get("/", headers={"Accept": "text/html"}).text
+    missing = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "ui", "--runs-dir", str(tmp_path / "typo")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert missing.returncode == 2 and "is not a directory" in missing.stderr
+    assert not (tmp_path / "typo").exists()
+
+
+def test_the_login_page_does_not_show_the_runs_directory(tmp_path, ui_server_factory):
+    (tmp_path / "token").write_text(secrets.token_urlsafe(24) + "\n")
+    ui = ui_server_factory(tmp_path / "secret-runs-location", "--token-file", str(tmp_path / "token"))
+    page = httpx.get(ui.url + "/login", headers={"Accept": "text/html"}, timeout=10)
+    assert page.status_code == 200 and "Log in" in page.text
+    assert "secret-runs-location" not in page.text

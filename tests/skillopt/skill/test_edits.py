@@ -353,14 +353,17 @@ def test_reports_and_summary() -> None:
     assert [r.index for r in result.reports] == list(range(1, 8))
     assert result.summary.to_dict() == {"total": 7, "applied": 4, "skipped": 3, "errors": 0, "unmatched": 2}
     first = result.reports[1].to_dict()
-    assert set(first) == {"index", "op", "target", "content_preview", "status", "matched"}
+    assert set(first) == {
+        "index", "op", "target", "content_preview", "status", "matched", "content", "full_target",
+    }  # fmt: skip
     assert doc.content == f"{BODY}\n{SU}\n"  # input untouched
 
 
-def test_report_truncates_target_and_preview() -> None:
+def test_report_truncates_target_and_preview_and_keeps_the_whole_edit() -> None:
     result = apply_edits(SkillDocument("x"), [Edit("replace", "c" * 500, target="t" * 500)])
     rep = result.reports[0]
     assert len(rep.target) == 200 and len(rep.content_preview) == 200
+    assert rep.content == "c" * 500 and rep.full_target == "t" * 500  # the WebUI shows these
 
 
 def test_exception_gives_error_status_and_keeps_text() -> None:
