@@ -45,6 +45,7 @@ from controller.commands.train import _load as _load_run
 from controller.preflight import preflight
 from controller.rundir.lock import clear_stop_request, request_stop
 from controller.rundir.reader import RunDir, RunStatus, diff_lines, is_run_dir
+from controller.webui.compare import MAX_RUNS, compare_runs
 from controller.webui.forms import FIELDS, config_choices, form_values, plan_launch
 from controller.webui.launch import Launcher, eval_argv, resume_argv, train_argv
 from controller.webui.security import COOKIE, SecurityMiddleware, session_value
@@ -388,6 +389,17 @@ class WebUI:
             "rollout.html", run=run, rel=rel, row=row, files=files, exchanges=exchanges, notes=notes
         )
 
+    async def compare_page(self, request: Request) -> Response:
+        """``/compare?runs=A,B,...``: two to :data:`MAX_RUNS` runs side by side."""
+        names = [n for n in request.query_params.get("runs", "").split(",") if n]
+        if not 2 <= len(names) <= MAX_RUNS or len(set(names)) != len(names):
+            raise _Error(
+                400, f"compare two to {MAX_RUNS} different runs: /compare?runs=NAME,NAME (got {len(names)})"
+            )
+        runs = [self.run(n) for n in names]
+        data = await run_in_threadpool(compare_runs, runs)
+        return self.page("compare.html", data=data)
+
     async def skills_page(self, request: Request) -> Response:
         run = self.run(request.path_params["name"])
         versions = run.skill_versions()
@@ -457,6 +469,7 @@ def create_app(
         Route("/api/runs/{name}/eval", ui.api_eval, methods=["POST"]),
         Route("/events/runs", ui.events_runs),
         Route("/events/runs/{name}", ui.events_run),
+        Route("/compare", ui.compare_page),
         Route("/runs/{name}", ui.run_page),
         Route("/runs/{name}/steps/{n:int}", ui.step_page),
         Route("/runs/{name}/rows", ui.rows_page),

@@ -355,3 +355,55 @@ def test_narrow_windows_error_pages_and_pages_without_javascript(browser, tmp_pa
         expect(page.get_by_text("This page needs JavaScript")).to_be_visible()
     finally:
         no_js.close()
+
+
+def test_compare_three_runs_from_the_list(page, tmp_path, ui_server_factory):
+    """Pick three runs in the list → one page: their curves overlaid, the configs side by side
+    with the differing keys marked, scores with intervals, the best skills' diffs; the URL
+    holds the selection."""
+    from tests.controller.rundir.test_damage import finished
+
+    runs = tmp_path / "runs"
+    for i, name in enumerate(("base", "bigger_batch", "slower_lr")):
+        run = finished(runs, name)
+        cfg = json.loads((run / "config.json").read_text())
+        cfg["train"] = {"num_epochs": 1, "batch_size": 10 * (2 if name == "bigger_batch" else 1)}
+        cfg["optimizer"] = {"learning_rate": 2 if name == "slower_lr" else 4}
+        (run / "config.json").write_text(json.dumps(cfg))
+        history = [
+            {"step": s, "epoch": 1, "current_score": min(1.0, 0.2 + 0.15 * s * (i + 1)), "action": "accept"}
+            for s in (1, 2, 3)
+        ]
+        (run / "history.json").write_text(json.dumps(history))
+        state = json.loads((run / "runtime_state.json").read_text())
+        (run / "runtime_state.json").write_text(json.dumps({**state, "last_completed_step": 3}))
+        for s in history:
+            rec = run / f"steps/step_{s['step']:04d}/step_record.json"
+            rec.parent.mkdir(parents=True, exist_ok=True)
+            rec.write_text(json.dumps(s))
+        (run / "summary.json").write_text(
+            json.dumps({"status": "complete", "best_selection_score": 0.5 + 0.1 * i,
+                        "best_selection_score_ci95": [0.3, 0.7 + 0.1 * i], "test_hard": 0.4})
+        )  # fmt: skip
+        (run / "best_skill.md").write_text(f"# Skill\n- shared rule\n- rule of {name}\n")
+    ui = ui_server_factory(runs)
+    page.goto(ui.url + "/")
+    for name in ("base", "bigger_batch", "slower_lr"):
+        page.check(f'tr[data-run="{name}"] input.pick')
+    button = page.locator("#compare-runs")
+    expect(button).to_have_text("Compare 3 runs")
+    button.click()
+    expect(page).to_have_url(ui.url + "/compare?runs=base,bigger_batch,slower_lr")
+    expect(page.locator("#compare-curve path.cur")).to_have_count(3)
+    expect(page.locator("#compare-legend li")).to_have_count(3)
+    expect(page.locator("#compare-scores tbody tr")).to_have_count(3)
+    expect(page.locator('#compare-scores tr[data-run="slower_lr"]')).to_contain_text("0.700 [0.300, 0.900]")
+    expect(page.locator('#compare-config tr.differs[data-key="train.batch_size"]')).to_contain_text("20")
+    expect(page.locator('#compare-config tr.differs[data-key="optimizer.learning_rate"]')).to_have_count(1)
+    expect(page.locator('#compare-config tr.same[data-key="env.name"]')).to_have_count(1)
+    expect(page.locator("#differing")).to_contain_text("2 of")
+    expect(page.locator(".skill-diff")).to_have_count(2)
+    expect(page.locator('.skill-diff[data-run="slower_lr"] tr.d-add')).to_contain_text("rule of slower_lr")
+    shot(page, "compare")
+    page.goto(ui.url + "/compare?runs=base")
+    expect(page.locator("#error-message")).to_contain_text("compare two to 8 different runs")

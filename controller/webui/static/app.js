@@ -74,12 +74,29 @@ function statusLabel(info) {
 
 // -- runs list --------------------------------------------------------------------------------
 
+// Runs picked for comparison (kept across the list's live re-renders).
+const picked = new Set();
+
+function updateCompare() {
+  const button = $("#compare-runs");
+  if (!button) return;
+  const names = [...picked];
+  button.hidden = names.length < 2;
+  button.href = "/compare?runs=" + names.map(encodeURIComponent).join(",");
+  button.textContent = `Compare ${names.length} runs`;
+}
+
 function renderRuns(snap) {
   const body = $("#runs tbody");
   body.replaceChildren();
+  const present = new Set(snap.runs.map((r) => r.name));
+  for (const name of [...picked]) if (!present.has(name)) picked.delete(name);
   for (const r of snap.runs) {
     const st = statusLabel(r);
+    const box = el("input", { type: "checkbox", class: "pick", "aria-label": "compare " + r.name, checked: picked.has(r.name) });
+    box.addEventListener("change", () => { box.checked ? picked.add(r.name) : picked.delete(r.name); updateCompare(); });
     body.append(el("tr", { "data-run": r.name },
+      el("td", {}, box),
       el("td", {}, el("a", { href: "/runs/" + encodeURIComponent(r.name), text: r.name })),
       el("td", {}, el("span", { class: "pill " + st, text: st, title: r.damage ? r.damage.headline + " — " + r.damage.advice : "" })),
       el("td", { text: r.env || "-" }),
@@ -95,6 +112,7 @@ function renderRuns(snap) {
     ));
   }
   $("#no-runs").hidden = snap.runs.length > 0;
+  updateCompare();
 }
 
 // -- new run ----------------------------------------------------------------------------------
@@ -415,4 +433,43 @@ document.addEventListener("DOMContentLoaded", () => {
     follow("/events/runs", renderRuns);
   } else if (page === "new") initNew();
   else if (page === "run") initRun();
+  else if (page === "compare") initCompare();
 });
+
+// -- compare runs -----------------------------------------------------------------------------
+
+// The colours of style.css's .s0-.s7 (a presentation attribute: CSP allows no inline style).
+const PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563"];
+
+// Each run's selection curve (the current skill's score per step) on the same axes.
+function initCompare() {
+  const data = JSON.parse($("#compare-data").textContent);
+  const svg = $("#compare-curve");
+  const W = 640, H = 280, L = 52, R = 12, T = 12, B = 40;
+  const n = Math.max(1, ...data.runs.flatMap((r) => r.history.map((h) => h.step)));
+  const x = (s) => L + (s / n) * (W - L - R);
+  const y = (v) => T + (1 - v) * (H - T - B);
+  const ns = "http://www.w3.org/2000/svg";
+  const mk = (tag, attrs, text) => {
+    const e = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  };
+  for (const v of [0, 0.25, 0.5, 0.75, 1]) {
+    svg.append(mk("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "gridline" }), mk("text", { x: 18, y: y(v) + 3 }, v.toFixed(2)));
+  }
+  for (let s = 0; s <= n; s += Math.max(1, Math.ceil(n / 12))) svg.append(mk("text", { x: x(s) - 3, y: H - 22 }, String(s)));
+  svg.append(mk("text", { x: (L + W - R) / 2 - 12, y: H - 4, class: "axis-title" }, "step"),
+    mk("text", { x: 10, y: T + 2, class: "axis-title", transform: `rotate(-90 10 ${T + 2})`, "text-anchor": "end" }, "selection score"));
+  const legend = $("#compare-legend");
+  data.runs.forEach((run, i) => {
+    const pts = [[0, run.baseline ?? 0]];
+    for (const h of run.history) pts.push([h.step, h.current_score ?? pts[pts.length - 1][1]]);
+    const d = pts.map(([s, v], j) => (j === 0 ? `M${x(s)},${y(v)}` : `H${x(s)}V${y(v)}`)).join("");
+    const path = mk("path", { d, class: "cur", stroke: PALETTE[i % PALETTE.length], "data-run": run.name });
+    path.append(mk("title", {}, run.name));
+    svg.append(path);
+    legend.append(el("li", { "data-run": run.name }, el("span", { class: `swatch s${i}` }), el("a", { href: "/runs/" + encodeURIComponent(run.name), text: run.name })));
+  });
+}
