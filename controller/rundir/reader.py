@@ -459,6 +459,42 @@ class RunDir:
         root = self.resolve(rel)
         return read_result_lines(root) if root is not None else []
 
+    def eval_summary(self, rel: str) -> dict[str, Any] | None:
+        """The evaluation a rollout directory holds, normalised: ``hard``/``soft`` with their
+        intervals, ``n``, ``n_infra``, ``categories`` (name, total, hard, interval) and, for a
+        ``skillopt eval``, ``skill`` and ``split``. From ``<rel>/summary.json`` (the trainer's
+        test and selection evaluations) or the ``eval_summary.json`` beside it (an eval
+        directory); ``None`` for a training batch."""
+        own = self.json(f"{rel}/summary.json")
+        parent = str(Path(rel).parent)
+        outer = self.json(f"{parent}/{layout.EVAL_SUMMARY}") if parent not in ("", ".") else None
+        data = own if isinstance(own, dict) else outer if isinstance(outer, dict) else None
+        if data is None:
+            return None
+        cats = data.get("by_task_type") if isinstance(data.get("by_task_type"), dict) else {
+            k: v for k, v in data.items() if isinstance(v, dict) and "total" in v and k != "overall"
+        }  # fmt: skip
+        return {
+            "hard": data.get("hard"),
+            "hard_ci95": _pair(data.get("hard_ci95")),
+            "soft": data.get("soft"),
+            "soft_ci95": _pair(data.get("soft_ci95")),
+            "n": data.get("n", data.get("n_items")),
+            "n_infra": data.get("n_infra", 0),
+            "skill": data.get("skill", ""),
+            "split": data.get("split", ""),
+            "categories": [
+                {
+                    "name": name,
+                    "total": v.get("total", 0),
+                    "hard": v.get("hard_acc", v.get("hard")),
+                    "hard_ci95": _pair(v.get("hard_acc_ci95", v.get("hard_ci95"))),
+                }
+                for name, v in sorted(cats.items())
+                if isinstance(v, dict)
+            ],
+        }
+
     def rollout(self, rel: str, item_id: str) -> tuple[RolloutResult, list[str]] | None:
         """One rollout, typed (row, trace, case reports), and its files relative to the run."""
         row = next((r for r in self.rows(rel) if str(r["id"]) == item_id), None)

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import csv
 import hmac
+import io
 import json
 import mimetypes
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 
 import structlog
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -69,6 +71,30 @@ class _Error(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status, self.message = status, message
+
+
+_EXPORT_FIELDS = ("id", "task_type", "hard", "soft", "fail_reason", "phase", "n_turns", "host", "infra_error")
+
+
+def _rows_export(run: str, rel: str, rows: list[dict[str, Any]], fmt: str) -> Response:
+    """A rows table as a download: CSV (the table's columns) or JSONL (the rows whole)."""
+    name = f"{run}_{rel.replace('/', '_')}.{fmt}"
+    headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+    if fmt == "jsonl":
+        body = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
+        return Response(body, media_type="application/x-ndjson; charset=utf-8", headers=headers)
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(_EXPORT_FIELDS)
+    for r in rows:
+        infra = r.get("infra_error")
+        writer.writerow(
+            [
+                *(r.get(k, "") for k in _EXPORT_FIELDS[:-1]),
+                f"{infra.get('kind')}: {infra.get('message')}" if isinstance(infra, dict) else "",
+            ]
+        )
+    return Response(out.getvalue(), media_type="text/csv; charset=utf-8", headers=headers)
 
 
 def _score(value: Any, ci95: Any = None) -> str:
@@ -368,7 +394,20 @@ class WebUI:
         if run.resolve(rel) is None or not run.exists(f"{rel}/results.jsonl"):
             raise _Error(404, f"no rollout directory {rel!r}")
         rows = await run_in_threadpool(run.rows, rel)
-        return self.page("rows.html", run=run, rel=rel, rows=rows)
+        fmt = request.query_params.get("format", "")
+        if fmt in ("csv", "jsonl"):
+            return _rows_export(run.name, rel, rows, fmt)
+        summary = await run_in_threadpool(run.eval_summary, rel)
+        return self.page("rows.html", run=run, rel=rel, rows=rows, summary=summary)
+
+    async def eval_page(self, request: Request) -> Response:
+        """An eval of the run (``evals/<name>``): its rows page with its summary."""
+        run = self.run(request.path_params["name"])
+        ev = request.path_params["ev"]
+        dirs = run.rollout_dirs(f"{layout.EVALS}/{ev}") if run.resolve(f"{layout.EVALS}/{ev}") else []
+        if not dirs:
+            raise _Error(404, f"no finished eval {ev!r} in {run.name} (it has no rows yet)")
+        return RedirectResponse(f"/runs/{quote(run.name)}/rows?dir={quote(dirs[0])}", status_code=303)
 
     async def rollout_page(self, request: Request) -> Response:
         run = self.run(request.path_params["name"])
@@ -473,6 +512,7 @@ def create_app(
         Route("/runs/{name}", ui.run_page),
         Route("/runs/{name}/steps/{n:int}", ui.step_page),
         Route("/runs/{name}/rows", ui.rows_page),
+        Route("/runs/{name}/evals/{ev}", ui.eval_page),
         Route("/runs/{name}/rollout", ui.rollout_page),
         Route("/runs/{name}/skills", ui.skills_page),
         Route("/runs/{name}/files/{rel:path}", ui.file),

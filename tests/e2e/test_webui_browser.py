@@ -291,6 +291,14 @@ def test_eval_of_a_skill_version_from_the_page(page, ui, cli_run):
     assert summary["split"] == "test" and summary["simulated"] is True and summary["n_items"] == 3
     expect(row).to_contain_text(f"{summary['hard']:.3f}")
     shot(page, "12_eval")
+    # The eval's row opens its page: the score with its interval, per category, per row.
+    row.locator("a", has_text="open").click()
+    expect(page.locator("#eval-hard")).to_have_text(format_score(summary["hard"], summary["hard_ci95"]))
+    expect(page.locator("#eval-categories tbody tr")).to_have_count(len(summary["by_task_type"]))
+    expect(page.locator("#rows tbody tr")).to_have_count(3)
+    shot(page, "eval_page")
+    page.locator("#rows tbody tr a").first.click()
+    expect(page.locator("h1")).to_contain_text("Rollout")
 
 
 def test_damaged_runs_are_shown_as_damaged(page, tmp_path, ui_server_factory):
@@ -407,3 +415,39 @@ def test_compare_three_runs_from_the_list(page, tmp_path, ui_server_factory):
     shot(page, "compare")
     page.goto(ui.url + "/compare?runs=base")
     expect(page.locator("#error-message")).to_contain_text("compare two to 8 different runs")
+
+
+def test_the_trainers_evaluations_have_pages_and_rows_export(page, tmp_path, ui_server_factory):
+    import httpx
+
+    from tests.controller.rundir.test_damage import finished
+
+    runs = tmp_path / "runs"
+    run = finished(runs, "r")
+    rows = [
+        {"id": "a", "task_type": "easy", "hard": 1.0, "soft": 1.0, "fail_reason": "", "n_turns": 1, "infra_error": None},
+        {"id": "b", "task_type": "hard", "hard": 0.0, "soft": 0.5, "fail_reason": "EM=0", "n_turns": 2, "infra_error": None},
+    ]  # fmt: skip
+    for rel in ("test_eval_baseline", "test_eval"):
+        (run / rel).mkdir()
+        (run / rel / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (run / rel / "summary.json").write_text(json.dumps({
+            "hard": 0.5, "hard_ci95": [0.1, 0.9], "soft": 0.75, "soft_ci95": [0.4, 1.0], "n": 2, "n_infra": 0,
+            "easy": {"total": 1, "hard_acc": 1.0, "hard_acc_ci95": [0.2, 1.0]},
+            "hard_qs": {"total": 1, "hard_acc": 0.0, "hard_acc_ci95": [0.0, 0.8]},
+            "overall": {"total": 2, "hard_acc": 0.5, "hard_acc_ci95": [0.1, 0.9]},
+        }))  # fmt: skip
+    ui = ui_server_factory(runs)
+    page.goto(ui.url + "/runs/r")
+    links = page.locator("a.eval-link")
+    expect(links).to_have_text(["test eval: initial skill", "test eval: best skill"])
+    links.nth(1).click()
+    expect(page.locator("#eval-hard")).to_have_text("0.500 [0.100, 0.900]")
+    expect(page.locator("#eval-categories tbody tr")).to_have_count(2)
+    expect(page.locator('#eval-categories tr[data-category="easy"]')).to_contain_text("1.000 [0.200, 1.000]")
+    csv_text = httpx.get(ui.url + page.locator("#export-csv").get_attribute("href"), timeout=10)
+    assert csv_text.status_code == 200 and csv_text.text.splitlines()[0].startswith("id,task_type,hard,soft")
+    assert csv_text.text.splitlines()[2].startswith("b,hard,0.0,0.5,EM=0")
+    jsonl = httpx.get(ui.url + page.locator("#export-jsonl").get_attribute("href"), timeout=10)
+    assert [json.loads(x)["id"] for x in jsonl.text.splitlines()] == ["a", "b"]
+    assert "attachment" in jsonl.headers["content-disposition"]

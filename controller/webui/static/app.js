@@ -389,7 +389,7 @@ function renderRun(snap) {
   $("#evals tbody").replaceChildren(...snap.evals.map((e) => el("tr", {},
     el("td", { text: e.name }), el("td", {}, el("span", { class: "pill " + e.status, text: e.status })),
     el("td", { class: "num", text: scoreCI(e.best_score, e.best_score_ci95) }),
-    el("td", {}, el("a", { href: `/runs/${encodeURIComponent(name)}/files/evals/${encodeURIComponent(e.name)}/${e.status === "finished" ? "eval_summary.json" : "console.log"}`, text: e.status === "finished" ? "summary" : "console" })))));
+    el("td", {}, el("a", { href: e.status === "finished" ? `/runs/${encodeURIComponent(name)}/evals/${encodeURIComponent(e.name)}` : `/runs/${encodeURIComponent(name)}/files/evals/${encodeURIComponent(e.name)}/console.log`, text: e.status === "finished" ? "open" : "console" })))));
 
   const log = $("#log");
   const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
