@@ -26,6 +26,7 @@ from controller.rundir.damage import DamageReport
 from controller.rundir.damage import inspect as inspect_damage
 from controller.rundir.live import LIVE_NAME
 from controller.rundir.lock import LOCK_NAME, LockHolder, lock_holder, read_stop_request
+from controller.rundir.notes import RunNotes, read_notes
 from skillopt.logs import redact_text
 from skillopt.models.roles import PriceTable
 from skillopt.trainer.rundir import (
@@ -176,12 +177,15 @@ class RunInfo:
     noisy: bool = False
     #: Status ``damaged``: which files, what the directory still proves, what to do.
     damage: DamageReport = field(default_factory=DamageReport)
+    #: What a person wrote about the run (``notes.json``): a note, tags, archived (hidden).
+    notes: RunNotes = field(default_factory=RunNotes)
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["path"] = str(self.path)
         d["status"] = self.status.value
         d["damage"] = self.damage.to_dict() if self.damage else None
+        d["notes"] = self.notes.to_dict()
         d["hosts"] = list(self.hosts)
         d["best_score_ci95"] = list(self.best_score_ci95) if self.best_score_ci95 else None
         return d
@@ -403,6 +407,7 @@ class RunDir:
             gate_mode=str(cfg.get("evaluation", {}).get("gate_mode", "strict")) if kind == "train" else "",
             noisy=bool(mode.get("noisy")) if mode else False,
             damage=st_info.damage,
+            notes=read_notes(self.path),
         )
 
     # -- steps, rollouts, skills ---------------------------------------------------------------

@@ -20,8 +20,10 @@ import hmac
 import io
 import json
 import mimetypes
+import shutil
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -46,12 +48,13 @@ from starlette.staticfiles import StaticFiles
 from controller.commands.train import _load as _load_run
 from controller.preflight import preflight
 from controller.rundir.lock import clear_stop_request, request_stop
+from controller.rundir.notes import parse_tags, read_notes, write_notes
 from controller.rundir.reader import RunDir, RunStatus, diff_lines, is_run_dir
 from controller.webui.compare import MAX_RUNS, compare_runs
 from controller.webui.forms import FIELDS, config_choices, form_values, plan_launch
 from controller.webui.launch import Launcher, eval_argv, resume_argv, train_argv
 from controller.webui.security import COOKIE, SecurityMiddleware, session_value
-from controller.webui.snapshot import RunsList, run_signature, run_snapshot, runs_signature, runs_snapshot
+from controller.webui.snapshot import RunsList, run_signature, run_snapshot, runs_signature
 from skillopt.durable import atomic_write_json
 from skillopt.errors import ConfigError, SkillOptError
 from skillopt.stats import format_score
@@ -114,6 +117,7 @@ class WebUI:
         self.poll_s = poll_s
         self.keepalive_s = keepalive_s
         self.launcher = Launcher()
+        self.runs_list = RunsList(self.runs_dir)
         self.templates = Environment(
             loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"])
         )
@@ -159,10 +163,16 @@ class WebUI:
             last_sent = time.monotonic()
             yield "retry: 1000\n\n"
             while not await request.is_disconnected():
-                sig = await run_in_threadpool(signature)
+                try:
+                    sig = await run_in_threadpool(signature)
+                    data = await run_in_threadpool(snapshot) if sig != last_sig else None
+                except OSError as exc:  # the run directory went away (deleted): end cleanly
+                    log.info("webui.stream_ended", path=request.url.path, reason=str(exc)[:200])
+                    yield "event: gone\ndata: {}\n\n"
+                    return
                 if sig != last_sig:
                     last_sig = sig
-                    body = json.dumps(await run_in_threadpool(snapshot), default=str)
+                    body = json.dumps(data, default=str)
                     if body != last_body:
                         last_body = body
                         last_sent = time.monotonic()
@@ -198,15 +208,48 @@ class WebUI:
     # -- runs list ---------------------------------------------------------------------------
 
     async def index(self, request: Request) -> Response:
-        snap = await run_in_threadpool(runs_snapshot, self.runs_dir)
+        snap = await run_in_threadpool(self.runs_list.snapshot)
         return self.page("runs.html", snapshot=snap)
 
     async def api_runs(self, request: Request) -> Response:
-        return JSONResponse(await run_in_threadpool(runs_snapshot, self.runs_dir))
+        return JSONResponse(await run_in_threadpool(self.runs_list.snapshot))
+
+    async def api_notes(self, request: Request) -> Response:
+        """Set a run's note and tags, or archive / unarchive it (``{note?, tags?, archived?}``)."""
+        run = self.run(request.path_params["name"])
+        body = await self.body(request)
+        notes = read_notes(run.path)
+        changes: dict[str, Any] = {}
+        if "note" in body:
+            changes["note"] = str(body["note"] or "")
+        if "tags" in body:
+            changes["tags"] = parse_tags(body["tags"])
+        if "archived" in body:
+            changes["archived"] = bool(body["archived"])
+        notes = replace(notes, **changes)
+        await run_in_threadpool(write_notes, run.path, notes)
+        return JSONResponse({"ok": True, "notes": notes.to_dict()})
+
+    async def api_delete(self, request: Request) -> Response:
+        """Delete a run directory for good; the body must repeat its name (``{confirm: NAME}``)
+        and nothing may run in it."""
+        run = self.run(request.path_params["name"])
+        body = await self.body(request)
+        if body.get("confirm") != run.name:
+            return JSONResponse(
+                {"ok": False, "error": f"to delete {run.name}, send its name as confirm"}, status_code=400
+            )
+        status = (await run_in_threadpool(run.status)).status
+        if status in (RunStatus.RUNNING, RunStatus.STARTING):
+            return JSONResponse(
+                {"ok": False, "error": f"{run.name} is {status}: stop it before deleting it"}, status_code=409
+            )
+        await run_in_threadpool(shutil.rmtree, run.path)
+        log.info("webui.run_deleted", run=run.name)
+        return JSONResponse({"ok": True})
 
     async def events_runs(self, request: Request) -> Response:
-        runs = RunsList(self.runs_dir)
-        return self.sse(request, lambda: runs_signature(self.runs_dir), runs.snapshot)
+        return self.sse(request, lambda: runs_signature(self.runs_dir), self.runs_list.snapshot)
 
     # -- new run -----------------------------------------------------------------------------
 
@@ -506,6 +549,8 @@ def create_app(
         Route("/api/runs/{name}/stop", ui.api_stop, methods=["POST"]),
         Route("/api/runs/{name}/resume", ui.api_resume, methods=["POST"]),
         Route("/api/runs/{name}/eval", ui.api_eval, methods=["POST"]),
+        Route("/api/runs/{name}/notes", ui.api_notes, methods=["POST"]),
+        Route("/api/runs/{name}/delete", ui.api_delete, methods=["POST"]),
         Route("/events/runs", ui.events_runs),
         Route("/events/runs/{name}", ui.events_run),
         Route("/compare", ui.compare_page),

@@ -10,15 +10,18 @@ snapshot is built from changes, or the run's lock is taken or dropped.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
+from controller.rundir.notes import NOTES_NAME
 from controller.rundir.reader import RunDir, RunStatus, list_runs
 from skillopt.trainer.rundir import layout
 
 __all__ = ["RunsList", "run_signature", "run_snapshot", "runs_signature", "runs_snapshot"]
 
 _WATCHED = (
+    NOTES_NAME,
     layout.LIVE,
     layout.STATE,
     layout.HISTORY,
@@ -153,15 +156,17 @@ class RunsList:
     def __init__(self, runs_dir: Path) -> None:
         self.runs_dir = runs_dir
         self._lines: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+        self._lock = threading.Lock()
 
     def snapshot(self) -> dict[str, Any]:
-        lines: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
-        for run in list_runs(self.runs_dir):
-            sig = run_signature(run)
-            cached = self._lines.get(run.name)
-            lines[run.name] = cached if cached and cached[0] == sig else (sig, run.info().to_dict())
-        self._lines = lines
-        return {"runs": [line for _, line in lines.values()]}
+        with self._lock:  # one list shared by every request and stream of the server
+            lines: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+            for run in list_runs(self.runs_dir):
+                sig = run_signature(run)
+                cached = self._lines.get(run.name)
+                lines[run.name] = cached if cached and cached[0] == sig else (sig, run.info().to_dict())
+            self._lines = lines
+            return {"runs": [line for _, line in lines.values()]}
 
 
 def runs_snapshot(runs_dir: Path) -> dict[str, Any]:

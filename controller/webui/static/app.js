@@ -86,31 +86,88 @@ function updateCompare() {
   button.textContent = `Compare ${names.length} runs`;
 }
 
+// The list's view: sort column and direction, filters, search (kept across live re-renders).
+const view = { sort: "started_at", desc: true, q: "", status: "", env: "", agent: "", mode: "", archived: false };
+let lastRuns = { runs: [] };
+
+function modeOf(r) {
+  return r.simulated === null ? "-" : r.simulated ? (r.noisy ? "noisy sim" : "simulated") : "real";
+}
+
+const SORT_KEYS = {
+  name: (r) => r.name, status: (r) => statusLabel(r), env: (r) => r.env || "", agent: (r) => r.agent || "",
+  models: (r) => (r.target || "") + "/" + (r.optimizer || ""), mode: modeOf, best_score: (r) => r.best_score ?? -1,
+  steps: (r) => r.steps_done, tokens: (r) => r.tokens, cost_usd: (r) => r.cost_usd, started_at: (r) => r.started_at,
+  hosts: (r) => (r.hosts || []).join(","),
+};
+
+function visibleRuns(runs) {
+  const q = view.q.trim().toLowerCase();
+  const out = runs.filter((r) => (view.archived || !r.notes.archived) &&
+    (!view.status || statusLabel(r) === view.status) && (!view.env || r.env === view.env) &&
+    (!view.agent || r.agent === view.agent) && (!view.mode || modeOf(r) === view.mode) &&
+    (!q || [r.name, r.notes.note, ...r.notes.tags].join(" ").toLowerCase().includes(q)));
+  const key = SORT_KEYS[view.sort] || SORT_KEYS.started_at;
+  out.sort((a, b) => { const x = key(a), y = key(b); return (x < y ? -1 : x > y ? 1 : 0) * (view.desc ? -1 : 1); });
+  return out;
+}
+
+function fillFilter(select, values) {
+  const keep = select.value;
+  select.replaceChildren(el("option", { value: "", text: select.dataset.all }), ...[...new Set(values)].filter(Boolean).sort().map((v) => el("option", { value: v, text: v })));
+  select.value = [...select.options].some((o) => o.value === keep) ? keep : "";
+}
+
+function initRunsControls() {
+  for (const th of document.querySelectorAll("#runs th[data-sort]")) {
+    th.addEventListener("click", () => {
+      view.desc = view.sort === th.dataset.sort ? !view.desc : ["best_score", "tokens", "cost_usd", "started_at", "steps"].includes(th.dataset.sort);
+      view.sort = th.dataset.sort;
+      renderRuns(lastRuns);
+    });
+  }
+  $("#runs-search").addEventListener("input", (e) => { view.q = e.target.value; renderRuns(lastRuns); });
+  for (const key of ["status", "env", "agent", "mode"]) {
+    $("#f-" + key).addEventListener("change", (e) => { view[key] = e.target.value; renderRuns(lastRuns); });
+  }
+  $("#f-archived").addEventListener("change", (e) => { view.archived = e.target.checked; renderRuns(lastRuns); });
+}
+
 function renderRuns(snap) {
+  lastRuns = snap;
+  fillFilter($("#f-status"), snap.runs.map(statusLabel));
+  fillFilter($("#f-env"), snap.runs.map((r) => r.env));
+  fillFilter($("#f-agent"), snap.runs.map((r) => r.agent));
+  fillFilter($("#f-mode"), snap.runs.map(modeOf));
+  for (const th of document.querySelectorAll("#runs th[data-sort]")) {
+    th.dataset.dir = th.dataset.sort === view.sort ? (view.desc ? "desc" : "asc") : "";
+  }
   const body = $("#runs tbody");
-  body.replaceChildren();
   const present = new Set(snap.runs.map((r) => r.name));
   for (const name of [...picked]) if (!present.has(name)) picked.delete(name);
-  for (const r of snap.runs) {
+  const shown = visibleRuns(snap.runs);
+  body.replaceChildren(...shown.map((r) => {
     const st = statusLabel(r);
     const box = el("input", { type: "checkbox", class: "pick", "aria-label": "compare " + r.name, checked: picked.has(r.name) });
     box.addEventListener("change", () => { box.checked ? picked.add(r.name) : picked.delete(r.name); updateCompare(); });
-    body.append(el("tr", { "data-run": r.name },
+    return el("tr", { "data-run": r.name, class: r.notes.archived ? "archived" : "" },
       el("td", {}, box),
-      el("td", {}, el("a", { href: "/runs/" + encodeURIComponent(r.name), text: r.name })),
+      el("td", { title: r.notes.note || "" }, el("a", { href: "/runs/" + encodeURIComponent(r.name), text: r.name }),
+        ...r.notes.tags.map((t) => el("span", { class: "tag", text: t }))),
       el("td", {}, el("span", { class: "pill " + st, text: st, title: r.damage ? r.damage.headline + " — " + r.damage.advice : "" })),
       el("td", { text: r.env || "-" }),
       el("td", { text: r.agent || (r.kind === "eval" ? "eval" : "-") }),
       el("td", { text: (r.target || "-") + " / " + (r.optimizer || "-") }),
-      el("td", {}, r.simulated === null ? "-" : el("span", { class: "badge" + (r.simulated ? " sim" : ""), title: r.mode_reason, text: r.simulated ? (r.noisy ? "noisy sim" : "simulated") : "real" })),
+      el("td", {}, r.simulated === null ? "-" : el("span", { class: "badge" + (r.simulated ? " sim" : ""), title: r.mode_reason, text: modeOf(r) })),
       el("td", { class: "num", text: scoreCI(r.best_score, r.best_score_ci95) }),
       el("td", { class: "num", text: r.total_steps ? r.steps_done + "/" + r.total_steps : String(r.steps_done || "-") }),
       el("td", { class: "num", text: tokens(r.tokens) }),
       el("td", { class: "num", text: money(r.cost_usd) }),
       el("td", { text: when(r.started_at) }),
       el("td", { text: (r.hosts || []).join(", ") || "-" }),
-    ));
-  }
+    );
+  }));
+  $("#runs-count").textContent = shown.length === snap.runs.length ? `${snap.runs.length} runs` : `${shown.length} of ${snap.runs.length} runs`;
   $("#no-runs").hidden = snap.runs.length > 0;
   updateCompare();
 }
@@ -403,12 +460,40 @@ function renderRun(snap) {
   if (live.updated_at) document.body.dataset.liveUpdated = String(live.updated_at);
 }
 
+// A run's note and tags, archive (hide from the list) and delete (asks, then names the run).
+function initNotes(name, notes, api) {
+  const error = $("#notes-error");
+  let archived = notes.archived;
+  $("#note").value = notes.note;
+  $("#tags").value = notes.tags.join(", ");
+  const label = () => { $("#archive").textContent = archived ? "Unarchive" : "Archive"; };
+  label();
+  $("#save-notes").addEventListener("click", async () => {
+    const data = await post(api("notes"), { note: $("#note").value, tags: $("#tags").value });
+    showError(error, data.error);
+    if (data.ok) { $("#tags").value = data.notes.tags.join(", "); $("#notes-saved").textContent = "saved"; }
+  });
+  $("#archive").addEventListener("click", async () => {
+    const data = await post(api("notes"), { archived: !archived });
+    showError(error, data.error);
+    if (data.ok) { archived = data.notes.archived; label(); $("#notes-saved").textContent = archived ? "archived: hidden from the list" : "back in the list"; }
+  });
+  $("#delete").addEventListener("click", async () => {
+    if (!window.confirm(`Delete the run directory ${name} and everything in it? This cannot be undone.`)) return;
+    const data = await post(api("delete"), { confirm: name });
+    showError(error, data.error);
+    if (data.ok) window.location.assign("/");
+  });
+}
+
 function initRun() {
   const name = $("#run-head").dataset.run;
   const error = $("#action-error");
   const api = (what) => `/api/runs/${encodeURIComponent(name)}/${what}`;
-  renderRun(snapshotFromPage());
+  const first = snapshotFromPage();
+  renderRun(first);
   follow(`/events/runs/${encodeURIComponent(name)}`, renderRun);
+  initNotes(name, first.info.notes, api);
   $("#stop").addEventListener("click", async () => {
     const data = await post(api("stop"), { reason: "stopped from the WebUI" });
     showError(error, data.error);
@@ -429,6 +514,7 @@ function initRun() {
 document.addEventListener("DOMContentLoaded", () => {
   const page = document.body.dataset.page;
   if (page === "runs") {
+    initRunsControls();
     renderRuns(snapshotFromPage());
     follow("/events/runs", renderRuns);
   } else if (page === "new") initNew();
