@@ -522,3 +522,39 @@ def test_the_runs_list_sorts_filters_searches_tags_archives_and_deletes(page, tm
     expect(page).to_have_url(ui.url + "/")
     assert not (runs / "run_007").exists()
     expect(page.locator("#runs-count")).to_have_text("498 of 499 runs")
+
+
+def test_chart_marks_tell_their_step_and_open_it(page, tmp_path, ui_server_factory):
+    from tests.controller.rundir.test_damage import finished
+
+    runs = tmp_path / "runs"
+    run = finished(runs, "c")
+    history = [
+        {"step": s, "epoch": 1, "current_score": cur, "candidate_gate_score": cand, "candidate_gate_score_ci95": ci,
+         "action": action, "gate_reason": reason, "tokens": {"analyst": {"prompt_tokens": 1000 * s, "completion_tokens": 10}}}
+        for s, cur, cand, ci, action, reason in (
+            (1, 0.5, 0.5, [0.3, 0.7], "accept_new_best", "new_best"),
+            (2, 0.5, 0.4, [0.2, 0.6], "reject", "not_above_current"),
+            (3, 0.7, 0.7, [0.5, 0.9], "accept_new_best", "new_best"),
+        )
+    ]  # fmt: skip
+    (run / "history.json").write_text(json.dumps(history))
+    state = json.loads((run / "runtime_state.json").read_text())
+    (run / "runtime_state.json").write_text(json.dumps({**state, "last_completed_step": 3}))
+    for h in history:
+        (run / f"steps/step_{h['step']:04d}").mkdir(parents=True, exist_ok=True)
+        (run / f"steps/step_{h['step']:04d}/step_record.json").write_text(json.dumps(h))
+    ui = ui_server_factory(runs)
+    page.goto(ui.url + "/runs/c")
+    marks = page.locator("#curve .mark")
+    expect(marks).to_have_count(3)
+    expect(page.locator('#curve .mark[data-step="2"] title')).to_have_text(
+        "step 2 (epoch 1): candidate 0.400 [0.200, 0.600] → reject; current skill 0.500 (not_above_current). Click: the step."
+    )
+    expect(page.locator("#curve .axis-title")).to_have_text(["step", "selection score"])
+    expect(page.locator("#tokens-chart .tokbar")).to_have_count(3)
+    expect(page.locator('#tokens-chart .tokbar[data-step="3"] title')).to_contain_text(
+        "3,010 tokens (6,030 so far)"
+    )
+    page.locator('#curve .mark[data-step="2"]').click()
+    expect(page).to_have_url(ui.url + "/runs/c/steps/2")

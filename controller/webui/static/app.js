@@ -256,8 +256,18 @@ const PHASES = {
   epoch_end: "end of epoch", test: "test evaluation", done: "done", stopped: "stopped", failed: "failed",
 };
 
+// A mark's tooltip: what the gate decided at that step, with the candidate's interval.
+function markTitle(r) {
+  const ci = Array.isArray(r.candidate_gate_score_ci95) ? ` [${r.candidate_gate_score_ci95.map((v) => v.toFixed(3)).join(", ")}]` : "";
+  return `step ${r.step} (epoch ${r.epoch ?? "-"}): candidate ${r.candidate_gate_score.toFixed(3)}${ci} → ${r.action}` +
+    (r.current_score !== null && r.current_score !== undefined ? `; current skill ${r.current_score.toFixed(3)}` : "") +
+    (r.gate_reason ? ` (${r.gate_reason})` : "") + ". Click: the step.";
+}
+
+function svgText(mk, attrs, text) { const t = mk("text", attrs); t.textContent = text; return t; }
+
 function drawCurve(svg, history, baseline) {
-  const W = 640, H = 260, L = 36, R = 12, T = 12, B = 28;
+  const W = 640, H = 260, L = 52, R = 12, T = 12, B = 36;
   const n = Math.max(1, history.length ? history[history.length - 1].step : 1);
   const x = (s) => L + (s / n) * (W - L - R);
   const y = (v) => T + (1 - v) * (H - T - B);
@@ -266,12 +276,14 @@ function drawCurve(svg, history, baseline) {
   svg.replaceChildren();
   for (const v of [0, 0.25, 0.5, 0.75, 1]) {
     svg.append(mk("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "gridline" }));
-    const t = mk("text", { x: 4, y: y(v) + 3 }); t.textContent = v.toFixed(2); svg.append(t);
+    const t = mk("text", { x: 18, y: y(v) + 3 }); t.textContent = v.toFixed(2); svg.append(t);
   }
   svg.append(mk("line", { x1: L, x2: W - R, y1: y(0), y2: y(0), class: "axis" }));
   for (let s = 0; s <= n; s += Math.max(1, Math.ceil(n / 12))) {
-    const t = mk("text", { x: x(s) - 3, y: H - 10 }); t.textContent = String(s); svg.append(t);
+    const t = mk("text", { x: x(s) - 3, y: H - 18 }); t.textContent = String(s); svg.append(t);
   }
+  svg.append(svgText(mk, { x: (L + W - R) / 2 - 12, y: H - 3, class: "axis-title" }, "step"),
+    svgText(mk, { x: 10, y: T, class: "axis-title", transform: `rotate(-90 10 ${T})`, "text-anchor": "end" }, "selection score"));
   const pts = [[0, baseline ?? 0]];
   for (const r of history) pts.push([r.step, r.current_score ?? pts[pts.length - 1][1]]);
   // The current skill's 95% interval as a band (steps without one: the line itself).
@@ -301,14 +313,48 @@ function drawCurve(svg, history, baseline) {
     const cx = x(r.step), cy = y(r.candidate_gate_score);
     const ci = r.candidate_gate_score_ci95;
     if (Array.isArray(ci)) svg.append(mk("line", { x1: cx, x2: cx, y1: y(ci[0]), y2: y(ci[1]), class: "cibar" }));
+    const title = mk("title", {});
+    title.textContent = markTitle(r);
     if (String(r.action).includes("accept")) {
-      svg.append(mk("circle", { cx, cy, r: 5, class: "acc", "data-step": r.step }));
+      const c = mk("circle", { cx, cy, r: 5, class: "acc mark", "data-step": r.step });
+      c.append(title);
+      svg.append(c);
     } else {
-      const g = mk("g", { class: "rej", "data-step": r.step });
-      g.append(mk("line", { x1: cx - 5, y1: cy - 5, x2: cx + 5, y2: cy + 5 }), mk("line", { x1: cx - 5, y1: cy + 5, x2: cx + 5, y2: cy - 5 }));
+      const g = mk("g", { class: "rej mark", "data-step": r.step });
+      // A transparent hit area: the cross's thin lines are hard to point at.
+      g.append(mk("circle", { cx, cy, r: 7, class: "hit" }), mk("line", { x1: cx - 5, y1: cy - 5, x2: cx + 5, y2: cy + 5 }), mk("line", { x1: cx - 5, y1: cy + 5, x2: cx + 5, y2: cy - 5 }), title);
       svg.append(g);
     }
   }
+}
+
+// Tokens per step (bars: every role's prompt + completion tokens the step recorded) and their
+// running total (line, right axis).
+function drawTokens(svg, history) {
+  const W = 640, H = 200, L = 60, R = 60, T = 12, B = 36;
+  const per = history.map((r) => Object.values(r.tokens || {}).reduce((a, u) => a + (u.prompt_tokens || 0) + (u.completion_tokens || 0), 0));
+  const total = per.reduce((acc, v) => [...acc, (acc.length ? acc[acc.length - 1] : 0) + v], []);
+  const n = Math.max(1, history.length ? history[history.length - 1].step : 1);
+  const maxPer = Math.max(1, ...per), maxTotal = Math.max(1, ...total);
+  const x = (s) => L + (s / n) * (W - L - R);
+  const ns = "http://www.w3.org/2000/svg";
+  const mk = (tag, attrs) => { const e = document.createElementNS(ns, tag); for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v); return e; };
+  svg.replaceChildren();
+  const yb = (v) => T + (1 - v / maxPer) * (H - T - B), yl = (v) => T + (1 - v / maxTotal) * (H - T - B);
+  svg.append(mk("line", { x1: L, x2: W - R, y1: yb(0), y2: yb(0), class: "axis" }));
+  svg.append(svgText(mk, { x: 4, y: yb(maxPer) + 4 }, tokens(maxPer)), svgText(mk, { x: W - R + 4, y: yl(maxTotal) + 4 }, tokens(maxTotal)));
+  for (let s = 0; s <= n; s += Math.max(1, Math.ceil(n / 12))) svg.append(svgText(mk, { x: x(s) - 3, y: H - 18 }, String(s)));
+  svg.append(svgText(mk, { x: (L + W - R) / 2 - 12, y: H - 3, class: "axis-title" }, "step"),
+    svgText(mk, { x: 10, y: T, class: "axis-title", transform: `rotate(-90 10 ${T})`, "text-anchor": "end" }, "tokens per step"),
+    svgText(mk, { x: W - 8, y: T, class: "axis-title", transform: `rotate(-90 ${W - 8} ${T})`, "text-anchor": "end" }, "tokens so far"));
+  const bw = Math.max(2, (W - L - R) / n * 0.6);
+  history.forEach((r, i) => {
+    const bar = mk("rect", { x: x(r.step) - bw / 2, y: yb(per[i]), width: bw, height: yb(0) - yb(per[i]), class: "tokbar mark", "data-step": r.step });
+    const t = mk("title", {}); t.textContent = `step ${r.step}: ${per[i].toLocaleString()} tokens (${total[i].toLocaleString()} so far). Click: the step.`;
+    bar.append(t);
+    svg.append(bar);
+  });
+  if (history.length) svg.append(mk("path", { d: history.map((r, i) => (i ? "L" : "M") + x(r.step) + "," + yl(total[i])).join(""), class: "toktotal" }));
 }
 
 // Options follow the run; the choice stays the user's once made, else follows `preferred`.
@@ -398,6 +444,7 @@ function renderRun(snap) {
   } else batch.replaceChildren(el("span", { class: "muted", text: alive ? "no rollouts in flight" : "" }));
 
   drawCurve($("#curve"), snap.history, snap.baseline_score);
+  drawTokens($("#tokens-chart"), snap.history);
   $("#curve").dataset.points = String(snap.history.length);
   $("#best").textContent = scoreCI(info.best_score, info.best_score_ci95);
   $("#baseline").textContent = score(snap.baseline_score);
@@ -491,6 +538,13 @@ function initRun() {
   const error = $("#action-error");
   const api = (what) => `/api/runs/${encodeURIComponent(name)}/${what}`;
   const first = snapshotFromPage();
+  // A chart's marks open their step (the charts are redrawn on every push: one listener each).
+  for (const chart of [$("#curve"), $("#tokens-chart")]) {
+    chart.addEventListener("click", (e) => {
+      const mark = e.target.closest("[data-step]");
+      if (mark) window.location.assign(`/runs/${encodeURIComponent(name)}/steps/${mark.dataset.step}`);
+    });
+  }
   renderRun(first);
   follow(`/events/runs/${encodeURIComponent(name)}`, renderRun);
   initNotes(name, first.info.notes, api);
