@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote
 
 import structlog
-from jinja2 import Environment, FileSystemLoader, select_autoescape
+from jinja2 import Environment, FileSystemLoader, Undefined, select_autoescape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -102,7 +102,15 @@ def _rows_export(run: str, rel: str, rows: list[dict[str, Any]], fmt: str) -> Re
 
 def _score(value: Any, ci95: Any = None) -> str:
     """``0.625`` or, with its interval, ``0.625 [0.521, 0.719]`` (the CLI's format)."""
-    return format_score(None if value is None else float(value), ci95)
+    # A field an older or partial record lacks is "-", never a page error.
+    if isinstance(value, Undefined) or value is None:
+        value = None
+    if isinstance(ci95, Undefined):
+        ci95 = None
+    try:
+        return format_score(None if value is None else float(value), ci95)
+    except (TypeError, ValueError):
+        return "-"
 
 
 class WebUI:

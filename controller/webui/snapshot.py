@@ -39,6 +39,7 @@ _WATCHED = (
 _RECORD_KEYS = (
     "step",
     "epoch",
+    "tokens",
     "action",
     "gate_reason",
     "gate_mode",
