@@ -154,14 +154,18 @@ def _score_game(raw: dict, response: str) -> dict:
     Raises:
         SandboxUnavailable: Docker is not reachable, or the TextWorld image is not built.
     """
+    from dataclasses import replace
+
     from sandbox.runtime.fresh import local_grading_sandboxes
-    from skillopt.envs.textworld.scoring import score_actions, textworld_spec
+    from sandbox.runtime.spec import ContainerSpec
+    from skillopt.envs.textworld.scoring import score_actions
+    from skillopt.envs.textworld.spec import IMAGE
     from skillopt.errors import SandboxUnavailable
     from skillopt.logs import configure_logging
 
     configure_logging(json=True, level="warning")  # stdout holds exactly one JSON object
     try:
-        with local_grading_sandboxes(spec=textworld_spec()) as fresh:
+        with local_grading_sandboxes(spec=replace(ContainerSpec(), image=IMAGE)) as fresh:
             return score_actions(raw, response, fresh)
     except SandboxUnavailable as exc:
         raise SandboxUnavailable(

@@ -205,10 +205,13 @@ def test_launch_watch_stop_resume_kill_resume_and_compare(page, ui, runs):
     page.fill("#run-name", "from_page")
     page.fill('[data-key="train.num_epochs"]', "1")
     page.uncheck('[data-key="evaluation.eval_test"]')
-    page.select_option('[data-key="run.simulate"]', "on")
+    # The demo config as shipped (run.simulate: auto, no provider key here): it launches, and
+    # the check says it is an offline simulation.
+    expect(page.locator('[data-key="run.simulate"]')).to_have_value("auto")
     page.click("#preflight")
     expect(page.locator("#checks li.ok")).to_have_count(4)
-    expect(page.locator("#command")).to_contain_text("--set run.simulate=on")
+    expect(page.locator('#checks li[data-check="models"]')).to_contain_text("offline simulation")
+    expect(page.locator("#command")).not_to_contain_text("run.simulate")
     shot(page, "06_preflight")
     page.click("#launch")
     expect(page).to_have_url(f"{ui.url}/runs/from_page")

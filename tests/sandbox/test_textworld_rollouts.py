@@ -178,10 +178,11 @@ def test_a_container_that_forges_a_win_is_graded_by_the_trusted_replay(
     of the game in a fresh container say otherwise, and the replay decides."""
     import time
     import uuid
+    from dataclasses import replace
 
     from sandbox.runtime.fresh import local_grading_sandboxes
+    from sandbox.runtime.spec import ContainerSpec
     from skillopt.agents.context import AgentContext
-    from skillopt.envs.textworld.scoring import textworld_spec
     from skillopt.models.openai_chat import OpenAIChatModel
     from skillopt.types import RolloutRequest, SkillSpec
 
@@ -193,7 +194,7 @@ def test_a_container_that_forges_a_win_is_graded_by_the_trusted_replay(
         grading=item.grading, skill=SkillSpec(content=""), model=ModelSpec(provider="scripted", model="gpt-5.5"),
         limits=limits,
     )  # fmt: skip
-    with local_grading_sandboxes(spec=textworld_spec()) as fresh, fresh() as box:
+    with local_grading_sandboxes(spec=replace(ContainerSpec(), image=IMAGE)) as fresh, fresh() as box:
         ctx = AgentContext(
             request=request,
             sandbox=CompromisedSandbox(box, int(item.grading.attributes["max_score"])),

@@ -4,7 +4,7 @@ replayed against it in a fresh container of the TextWorld image on the local Doc
 
 Usage::
 
-    with local_grading_sandboxes(spec=textworld_spec()) as fresh:
+    with local_grading_sandboxes(spec=replace(ContainerSpec(), image=IMAGE)) as fresh:
         score_actions({"challenge": "tw-coin_collector", "level": 1, "seed": 101},
                       "go east\\ntake coin", fresh)
         # {"env": "textworld", "id": "tw-coin_collector-l1-s101", "hard": 1.0, "won": true, ...}
@@ -15,26 +15,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import replace
 from typing import Any
 
 from skillopt.agents.sandbox import Sandbox
 from skillopt.envs.textworld.agents import clean_action, replay_actions
 from skillopt.envs.textworld.data import game_item
 from skillopt.envs.textworld.games import GameSpec, ensure_game
-from skillopt.envs.textworld.spec import IMAGE, TextWorldOptions
+from skillopt.envs.textworld.spec import TextWorldOptions
 from skillopt.errors import ConfigError, InvalidRequest
 
-__all__ = ["parse_actions", "score_actions", "textworld_spec"]
+__all__ = ["parse_actions", "score_actions"]
 
 MAX_ACTIONS = 1000
-
-
-def textworld_spec():
-    """The container spec of a replay: the hardened default on the TextWorld image."""
-    from sandbox.runtime.spec import ContainerSpec
-
-    return replace(ContainerSpec(), image=IMAGE)
 
 
 def parse_actions(response: str) -> list[str]:
