@@ -10,6 +10,7 @@ import signal
 import socket
 import sys
 import threading
+import uuid
 from pathlib import Path
 
 from skillopt.errors import ConfigError, SkillOptError
@@ -18,6 +19,14 @@ from skillopt.grader_pool import default_workers
 __all__ = ["register"]
 
 MiB = 1024 * 1024
+
+
+def default_host_id(listen: str) -> str:
+    """A host id unique per service on this machine: ``<hostname>-<port>``, or with port 0 (a
+    free port picked at start) ``<hostname>-<6 random hex>``."""
+    port = listen.rsplit(":", 1)[-1] if ":" in listen else ""
+    suffix = port if port.isdigit() and int(port) > 0 else uuid.uuid4().hex[:6]
+    return f"{socket.gethostname()}-{suffix}"
 
 
 def _default_state_dir() -> str:
@@ -52,7 +61,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--tls-client-ca", default="", help="PEM CA; clients must present a certificate it signed (mTLS)"
     )
     p.add_argument(
-        "--host-id", default=socket.gethostname(), help="this host's id (container labels, results)"
+        "--host-id",
+        default="",
+        help="this host's id (container labels, results, fleet status); default: the machine's name and "
+        "the listen port (HOSTNAME-50051), or HOSTNAME-<random> with port 0, so that several services on "
+        "one machine are told apart",
     )
     p.add_argument(
         "--state-dir", default=_default_state_dir(), help="host dir for per-container files and the lock"
@@ -161,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
     from skillopt.logs import configure_logging
 
     configure_logging(json=args.log_format == "json", level=args.log_level)
+    args.host_id = args.host_id or default_host_id(args.listen)
     with contextlib.ExitStack() as stack:
         specs = list(args.provider)
         if args.simulate:

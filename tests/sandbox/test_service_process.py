@@ -234,3 +234,49 @@ def test_sigterm_drains_in_flight_rollouts_and_refuses_new_ones(
     client.close()
     assert svc.proc.wait(60) == 0
     assert _containers(docker_client, host_id) == []
+
+
+def test_services_on_one_machine_get_different_default_host_ids(docker_client, scripted, short_tmp):
+    """Without --host-id, two services on one machine stamp different ids (the machine's name
+    and the port, or a random suffix with port 0), and Describe, rows and fleet status agree."""
+    import socket
+
+    from controller.commands.serve import default_host_id
+
+    name = socket.gethostname()
+    assert default_host_id("0.0.0.0:50051") == f"{name}-50051"
+    random_a, random_b = default_host_id("127.0.0.1:0"), default_host_id("127.0.0.1:0")
+    assert random_a != random_b and random_a.startswith(f"{name}-")
+    token = uuid.uuid4().hex
+    (short_tmp / "token").write_text(token)
+    procs = [
+        spawn_service(
+            [
+                "--listen",
+                "127.0.0.1:0",
+                "--token-file",
+                str(short_tmp / "token"),
+                "--state-dir",
+                str(short_tmp / f"s{i}"),
+                "--capacity",
+                "1",
+                "--pool-size",
+                "0",
+                "--provider",
+                f"scripted=openai_compatible,base_url={scripted.base_url}",
+            ]
+        )
+        for i in range(2)
+    ]
+    try:
+        ports = [wait_listening(p, 120) for p in procs]
+        ids = [
+            SandboxClient(ChannelConfig(address=f"127.0.0.1:{port}", token=token)).describe().host
+            for port in ports
+        ]
+        assert ids[0] != ids[1] and all(i.startswith(f"{name}-") for i in ids)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(timeout=60)
