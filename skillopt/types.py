@@ -251,22 +251,71 @@ class Trace:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Usage:
-    """Token usage of model calls, per stage (e.g. ``rollout``) and in total."""
+    """Token usage of model calls, per stage (e.g. ``rollout``) and in total.
+
+    ``prompt_tokens`` counts every input token; of them, ``cached_input_tokens`` were read from
+    the provider's prompt cache (OpenAI ``prompt_tokens_details.cached_tokens`` / Responses
+    ``input_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``) and
+    ``cache_write_input_tokens`` were written to it (Anthropic ``cache_creation_input_tokens``);
+    both are priced apart (:class:`skillopt.models.roles.PriceTable`).
+    """
 
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             calls=self.calls + other.calls,
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            cache_write_input_tokens=self.cache_write_input_tokens + other.cache_write_input_tokens,
+        )
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(
+            calls=self.calls - other.calls,
+            prompt_tokens=self.prompt_tokens - other.prompt_tokens,
+            completion_tokens=self.completion_tokens - other.completion_tokens,
+            cached_input_tokens=self.cached_input_tokens - other.cached_input_tokens,
+            cache_write_input_tokens=self.cache_write_input_tokens - other.cache_write_input_tokens,
         )
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict[str, int]:
+        """The JSON form (every file that records usage): the cache counts only when not 0,
+        so usage without caching keeps the shape it always had (absent = 0)."""
+        out = {
+            "calls": self.calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+        if self.cached_input_tokens:
+            out["cached_input_tokens"] = self.cached_input_tokens
+        if self.cache_write_input_tokens:
+            out["cache_write_input_tokens"] = self.cache_write_input_tokens
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Usage:
+        """Inverse of :meth:`to_dict` (missing counts are 0).
+
+        Raises:
+            ValueError, TypeError: a count that is not a whole number.
+        """
+        return cls(
+            calls=int(data.get("calls", 0)),
+            prompt_tokens=int(data.get("prompt_tokens", 0)),
+            completion_tokens=int(data.get("completion_tokens", 0)),
+            cached_input_tokens=int(data.get("cached_input_tokens", 0)),
+            cache_write_input_tokens=int(data.get("cache_write_input_tokens", 0)),
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -343,15 +343,21 @@ class RunDir:
             )
         st, model = self.state(), self.config().get("model", {})
         prices = PriceTable(
-            prices={m: (p["input"], p["output"]) for m, p in (model.get("prices") or {}).items()}
+            prices={
+                m: (
+                    p["input"],
+                    p["output"],
+                    p.get("cached_input") if p.get("cached_input") is not None else p["input"],
+                    p.get("cache_write") if p.get("cache_write") is not None else p["input"],
+                )
+                for m, p in (model.get("prices") or {}).items()
+            }
         )
         tokens, cost = 0, 0.0
         for key, name in (("usage", model.get("optimizer", "")), ("target_usage", model.get("target", ""))):
             total = Usage()
             for u in (st.get(key) or {}).values():
-                total = total + Usage(
-                    **{k: int(u.get(k, 0)) for k in ("calls", "prompt_tokens", "completion_tokens")}
-                )
+                total = total + Usage.from_dict(u)
             tokens += total.total_tokens
             cost += prices.cost(name, total)
         return tokens, cost

@@ -251,6 +251,10 @@ class ModelPrice(BaseModel):
     """USD per million prompt (input) tokens."""
     output: float
     """USD per million completion (output) tokens."""
+    cached_input: float | None = None
+    """USD per million input tokens read from the provider's prompt cache (null = ``input``)."""
+    cache_write: float | None = None
+    """USD per million input tokens written to the prompt cache (Anthropic; null = ``input``)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -277,14 +281,15 @@ def _price(raw: Any, key: str) -> ModelPrice:
         raise FieldError(
             key, f"expected a mapping {{input: USD, output: USD}} per million tokens, got {show(raw, key)}"
         )
-    unknown = [k for k in raw if k not in ("input", "output")]
+    fields = ("input", "output", "cached_input", "cache_write")
+    unknown = [k for k in raw if k not in fields]
     if unknown:
-        raise ConfigError(unknown_key_message(f"{key}.{unknown[0]}", str(unknown[0]), ("input", "output")))
+        raise ConfigError(unknown_key_message(f"{key}.{unknown[0]}", str(unknown[0]), fields))
     missing = [k for k in ("input", "output") if k not in raw]
     if missing:
         raise FieldError(key, f"missing {', '.join(missing)} (USD per million tokens)")
     values = {}
-    for k in ("input", "output"):
+    for k in (f for f in fields if f in raw and raw[f] is not None):
         value = raw[k]
         if isinstance(value, str):
             with contextlib.suppress(ValueError):
@@ -353,9 +358,18 @@ class ModelConfig(_Section):
                 raise FieldError(self._key(name), f"must be in [0, 2] or null, got {value}")
         self._existing("providers_file")
 
-    def price_pairs(self) -> dict[str, tuple[float, float]]:
-        """Prices as ``{model: (input, output)}``, the shape of :class:`skillopt.models.roles.PriceTable`."""
-        return {name: (p.input, p.output) for name, p in self.prices.items()}
+    def price_pairs(self) -> dict[str, tuple[float, ...]]:
+        """Prices as ``{model: (input, output, cached_input, cache_write)}`` (an unset cache
+        price is the input price), the shape of :class:`skillopt.models.roles.PriceTable`."""
+        return {
+            name: (
+                p.input,
+                p.output,
+                p.input if p.cached_input is None else p.cached_input,
+                p.input if p.cache_write is None else p.cache_write,
+            )
+            for name, p in self.prices.items()
+        }
 
 
 class TrainConfig(_Section):

@@ -123,7 +123,13 @@ def parse_message(resp: Any) -> ChatResponse:
     return ChatResponse(
         text="".join(texts),
         tool_calls=tuple(calls),
-        usage=Usage(calls=1, prompt_tokens=prompt, completion_tokens=getattr(usage, "output_tokens", 0) or 0),
+        usage=Usage(
+            calls=1,
+            prompt_tokens=prompt,
+            completion_tokens=getattr(usage, "output_tokens", 0) or 0,
+            cached_input_tokens=getattr(usage, "cache_read_input_tokens", 0) or 0,
+            cache_write_input_tokens=getattr(usage, "cache_creation_input_tokens", 0) or 0,
+        ),
         finish_reason=_STOP.get(stop, stop),
         raw_model=getattr(resp, "model", "") or "",
     )

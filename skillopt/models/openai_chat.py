@@ -225,10 +225,12 @@ class OpenAIChatModel:
             for c in (msg.tool_calls or ())
             if getattr(c, "function", None) is not None
         )
+        details = getattr(resp.usage, "prompt_tokens_details", None)
         usage = Usage(
             calls=1,
             prompt_tokens=getattr(resp.usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(resp.usage, "completion_tokens", 0) or 0,
+            cached_input_tokens=getattr(details, "cached_tokens", 0) or 0,
         )
         return ChatResponse(
             text=msg.content or "",

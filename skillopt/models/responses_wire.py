@@ -150,6 +150,8 @@ def parse_response(resp: Any, *, name: str) -> ChatResponse:
             calls=1,
             prompt_tokens=getattr(usage, "input_tokens", 0) or 0,
             completion_tokens=getattr(usage, "output_tokens", 0) or 0,
+            cached_input_tokens=getattr(getattr(usage, "input_tokens_details", None), "cached_tokens", 0)
+            or 0,
         ),
         finish_reason=finish,
         raw_model=getattr(resp, "model", "") or "",

@@ -28,15 +28,28 @@ log = structlog.get_logger("skillopt.models")
 
 @dataclass(frozen=True, kw_only=True)
 class PriceTable:
-    """USD per million tokens, per model name (``"*"`` = any other model)."""
+    """USD per million tokens, per model name (``"*"`` = any other model): ``(input, output)``
+    or ``(input, output, cached_input, cache_write)``."""
 
-    prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    prices: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
     def cost(self, model: str, usage: Usage) -> float:
+        """USD of ``usage``: uncached input at the input price, cache reads and writes at
+        theirs (a price of 2 numbers ``(input, output)`` prices them as input), output at the
+        output price."""
         price = self.prices.get(model) or self.prices.get("*")
         if not price:
             return 0.0
-        return (usage.prompt_tokens * price[0] + usage.completion_tokens * price[1]) / 1e6
+        inp, out = price[0], price[1]
+        cached = price[2] if len(price) > 2 else inp
+        write = price[3] if len(price) > 3 else inp
+        uncached = max(0, usage.prompt_tokens - usage.cached_input_tokens - usage.cache_write_input_tokens)
+        return (
+            uncached * inp
+            + usage.cached_input_tokens * cached
+            + usage.cache_write_input_tokens * write
+            + usage.completion_tokens * out
+        ) / 1e6
 
 
 class UsageTracker:
@@ -56,15 +69,7 @@ class UsageTracker:
         with self._lock:
             self._by_stage[stage] = self._by_stage.get(stage, Usage()) + usage
             if self._ledger is not None:
-                line = json.dumps(
-                    {
-                        "stage": stage,
-                        "calls": usage.calls,
-                        "prompt_tokens": usage.prompt_tokens,
-                        "completion_tokens": usage.completion_tokens,
-                        "t": round(time.time(), 3),
-                    }
-                )
+                line = json.dumps({"stage": stage, **usage.to_dict(), "t": round(time.time(), 3)})
                 # One write() per addition; a crash leaves at most a torn last line.
                 with open(self._ledger, "a", encoding="utf-8") as fh:
                     fh.write(line + "\n")
@@ -92,14 +97,10 @@ class UsageTracker:
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
                 d = json.loads(line)
-                u = Usage(
-                    calls=int(d["calls"]),
-                    prompt_tokens=int(d["prompt_tokens"]),
-                    completion_tokens=int(d["completion_tokens"]),
-                )
-            except (ValueError, KeyError, TypeError):
+                stage, u = d["stage"], Usage.from_dict(d)  # a line without its stage is torn
+            except (ValueError, KeyError, TypeError, AttributeError):
                 continue
-            totals[d["stage"]] = totals.get(d["stage"], Usage()) + u
+            totals[stage] = totals.get(stage, Usage()) + u
         with self._lock:
             self._by_stage = totals
 
@@ -118,25 +119,13 @@ class UsageTracker:
         """Per-stage ``{calls, prompt_tokens, completion_tokens}`` spent between two snapshots."""
         out: dict[str, dict[str, int]] = {}
         for stage, u in after.items():
-            b = before.get(stage, Usage())
-            d = Usage(
-                calls=u.calls - b.calls,
-                prompt_tokens=u.prompt_tokens - b.prompt_tokens,
-                completion_tokens=u.completion_tokens - b.completion_tokens,
-            )
+            d = u - before.get(stage, Usage())
             if d.calls:
-                out[stage] = {
-                    "calls": d.calls,
-                    "prompt_tokens": d.prompt_tokens,
-                    "completion_tokens": d.completion_tokens,
-                }
+                out[stage] = d.to_dict()
         return out
 
     def to_json(self) -> dict[str, dict[str, int]]:
-        return {
-            s: {"calls": u.calls, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
-            for s, u in self.snapshot().items()
-        }
+        return {s: u.to_dict() for s, u in self.snapshot().items()}
 
     def load(self, totals: Mapping[str, Usage]) -> None:
         """Replace the totals (e.g. with what a ledger of the run sums to)."""
@@ -145,14 +134,7 @@ class UsageTracker:
 
     def load_json(self, data: Mapping[str, Mapping[str, int]]) -> None:
         with self._lock:
-            self._by_stage = {
-                s: Usage(
-                    calls=int(v["calls"]),
-                    prompt_tokens=int(v["prompt_tokens"]),
-                    completion_tokens=int(v["completion_tokens"]),
-                )
-                for s, v in data.items()
-            }
+            self._by_stage = {s: Usage.from_dict(v) for s, v in data.items()}
 
 
 class RoleModel:

@@ -149,12 +149,7 @@ class RunContext:
     def usage_summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {"optimizer": self.usage.to_json(), "target": self.target_usage.to_json()}
         total = self.usage.total() + self.target_usage.total()
-        out["_total"] = {
-            "calls": total.calls,
-            "prompt_tokens": total.prompt_tokens,
-            "completion_tokens": total.completion_tokens,
-            "total_tokens": total.total_tokens,
-        }
+        out["_total"] = {**total.to_dict(), "total_tokens": total.total_tokens}
         return out
 
     def meta_text(self) -> str:

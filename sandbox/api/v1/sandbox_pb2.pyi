@@ -253,14 +253,18 @@ class Trace(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., executions: _Optional[_Iterable[_Union[ExecRecord, _Mapping]]] = ..., system_prompt: _Optional[str] = ..., user_prompt: _Optional[str] = ..., code: _Optional[str] = ..., notes: _Optional[_Mapping[str, str]] = ..., elided_skill_sha256: _Optional[str] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ("calls", "prompt_tokens", "completion_tokens")
+    __slots__ = ("calls", "prompt_tokens", "completion_tokens", "cached_input_tokens", "cache_write_input_tokens")
     CALLS_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CACHED_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_WRITE_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     calls: int
     prompt_tokens: int
     completion_tokens: int
-    def __init__(self, calls: _Optional[int] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ...) -> None: ...
+    cached_input_tokens: int
+    cache_write_input_tokens: int
+    def __init__(self, calls: _Optional[int] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cached_input_tokens: _Optional[int] = ..., cache_write_input_tokens: _Optional[int] = ...) -> None: ...
 
 class RunResult(_message.Message):
     __slots__ = ("id", "rollout_id", "hard", "soft", "fail_reason", "phase", "agent_ok", "n_turns", "cases", "metrics_json", "trace", "artifacts", "usage", "timings_s", "host", "image_digest", "infra_error", "container_runtime")

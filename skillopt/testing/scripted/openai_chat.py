@@ -78,11 +78,12 @@ def parse(body: Mapping[str, Any]) -> ParsedBody:
     )
 
 
-def _usage(r: ResolvedReply) -> dict[str, int]:
+def _usage(r: ResolvedReply) -> dict[str, Any]:
     return {
         "prompt_tokens": r.prompt_tokens,
         "completion_tokens": r.completion_tokens,
         "total_tokens": r.total_tokens,
+        "prompt_tokens_details": {"cached_tokens": r.cached_tokens},
     }
 
 

@@ -105,7 +105,7 @@ def parse(body: Mapping[str, Any]) -> ParsedBody:
 def _usage(r: ResolvedReply) -> dict[str, Any]:
     return {
         "input_tokens": r.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": r.cached_tokens},
         "output_tokens": r.completion_tokens,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": r.total_tokens,

@@ -98,6 +98,8 @@ class ResolvedReply:
     sse_mode: str
     id_seed: str
     model: str
+    #: Of ``prompt_tokens``, read from the (simulated) prompt cache (see ``prompt_cache``).
+    cached_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:

@@ -22,6 +22,7 @@ snippet of the request, and a warning is logged. Every request is recorded (see
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -39,6 +40,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from skillopt.testing.scripted import anthropic_messages, openai_chat, openai_responses
+from skillopt.testing.scripted.prompt_cache import PromptCache
 from skillopt.testing.scripted.record import RecordedRequest, redact_headers
 from skillopt.testing.scripted.render import error_body, estimate_tokens, resolve
 from skillopt.testing.scripted.request import ScriptedRequest
@@ -166,6 +168,8 @@ class ScriptedModelServer:
         self._conns: set[socket.socket] = set()
         self._conns_lock = threading.Lock()
         self._log_lock = threading.Lock()
+        #: OpenAI's automatic prefix caching, simulated (``cached_tokens`` in usage).
+        self.prompt_cache = PromptCache()
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -409,6 +413,12 @@ class ScriptedModelServer:
                 default_sse_mode=self._scenario.responses_sse,
                 call_prefix=module.CALL_PREFIX,
             )
+            if req.api in ("chat", "responses") and (
+                reply.usage is None or reply.usage.prompt_tokens is None
+            ):
+                key = str(req.body.get("prompt_cache_key") or "")
+                cached = self.prompt_cache.lookup(model=req.model, key=key, text=req.text)
+                resolved = dataclasses.replace(resolved, cached_tokens=min(cached, resolved.prompt_tokens))
             if req.stream:
                 frames = list(module.render_sse(resolved, req))  # errors surface before any byte
             else:

@@ -182,11 +182,7 @@ def target_usage_on_disk(run_root: Path) -> dict[str, Usage]:
             for line in lines:
                 try:
                     u = json.loads(line).get("usage") or {}
-                    usage = Usage(
-                        calls=int(u.get("calls", 0)),
-                        prompt_tokens=int(u.get("prompt_tokens", 0)),
-                        completion_tokens=int(u.get("completion_tokens", 0)),
-                    )
+                    usage = Usage.from_dict(u)
                 except (ValueError, AttributeError, TypeError):
                     continue  # a torn last line
                 if usage.calls:

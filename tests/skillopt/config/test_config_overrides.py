@@ -78,7 +78,13 @@ def test_mapping_overrides() -> None:
         "model.prices.gpt-4o-mini.input=0.15",
         "model.prices.gpt-4o-mini.output=0.6",
     )
-    assert cfg.model.price_pairs() == {"gpt-5.5": (1.25, 10.0), "gpt-4o-mini": (0.15, 0.6)}
+    # An unset cache price is the input price.
+    assert cfg.model.price_pairs() == {
+        "gpt-5.5": (1.25, 10.0, 1.25, 1.25),
+        "gpt-4o-mini": (0.15, 0.6, 0.15, 0.15),
+    }
+    cached = sb("model.prices={m: {input: 3, output: 15, cached_input: 0.3, cache_write: 3.75}}")
+    assert cached.model.price_pairs() == {"m": (3.0, 15.0, 0.3, 3.75)}
     cfg = sb("model.prices.*={input: 1, output: 1}")
     assert set(cfg.model.prices) == {"*"}
     with pytest.raises(ConfigError, match=r"model\.prices\.m .*missing output"):

@@ -74,3 +74,63 @@ def test_usage_survives_json_round_trip():
     restored = UsageTracker()
     restored.load_json(tracker.to_json())
     assert restored.snapshot() == tracker.snapshot()
+
+
+@pytest.mark.parametrize("kind", ["chat", "responses"])
+def test_cached_tokens_are_read_from_usage_recorded_and_priced(kind, tmp_path):
+    """The scripted server caches prompt prefixes as OpenAI does (>= 1024 tokens, 128-token
+    steps); the SDK's usage carries the cached count; the ledger keeps it; cost prices it."""
+    long_system = "You answer questions about bulletins. " * 200  # ~1900 tokens, the same each call
+    with ScriptedModelServer({"rules": [{"name": "any", "match": {}, "reply": {"text": "ok"}}]}) as srv:
+        model = {
+            "chat": lambda: OpenAIChatModel("p", base_url=srv.base_url, api_key="k", max_retries=0),
+            "responses": lambda: OpenAIResponsesModel("p", base_url=srv.base_url, api_key="k", max_retries=0),
+        }[kind]()
+        tracker = UsageTracker()
+        tracker.attach_ledger(tmp_path / "ledger.jsonl")
+        role = RoleModel(model, ModelSpec(provider="p", model="gpt-5.5"), tracker)
+        role.ask(long_system, "first question", stage="target")
+        first = tracker.total()
+        role.ask(long_system, "second question, a different one", stage="target")
+        role.ask("short system", "no shared prefix", stage="target")
+    total = tracker.total()
+    assert first.cached_input_tokens == 0  # nothing was cached before the first call
+    second = total.cached_input_tokens
+    assert second >= 1024 and second % 128 == 0 and second < first.prompt_tokens
+    # The ledger keeps the cached count: a resumed run counts the same.
+    again = UsageTracker()
+    again.load_ledger(tmp_path / "ledger.jsonl")
+    assert again.total() == total and total.to_dict()["cached_input_tokens"] == second
+    assert Usage.from_dict(total.to_dict()) == total
+    # Cached input at its own price; without one it costs what input costs.
+    cfg = ModelConfig(prices={"gpt-5.5": {"input": 2.0, "output": 10.0, "cached_input": 0.5}})
+    cost = PriceTable(prices=cfg.price_pairs()).cost("gpt-5.5", total)
+    uncached = total.prompt_tokens - second
+    assert cost == pytest.approx((uncached * 2.0 + second * 0.5 + total.completion_tokens * 10.0) / 1e6)
+    plain = PriceTable(prices=ModelConfig(prices={"gpt-5.5": {"input": 2.0, "output": 10.0}}).price_pairs())
+    assert plain.cost("gpt-5.5", total) == pytest.approx(
+        (total.prompt_tokens * 2.0 + total.completion_tokens * 10.0) / 1e6
+    )
+
+
+def test_anthropic_cache_reads_and_writes_are_their_own_counts():
+    from types import SimpleNamespace
+
+    from skillopt.models.anthropic_messages import parse_message
+
+    usage = SimpleNamespace(
+        input_tokens=100, cache_read_input_tokens=2000, cache_creation_input_tokens=500, output_tokens=7
+    )
+    resp = SimpleNamespace(
+        content=[SimpleNamespace(type="text", text="hi")], usage=usage, stop_reason="end_turn", model="m"
+    )
+    got = parse_message(resp).usage
+    assert got == Usage(
+        calls=1,
+        prompt_tokens=2600,
+        completion_tokens=7,
+        cached_input_tokens=2000,
+        cache_write_input_tokens=500,
+    )
+    prices = PriceTable(prices={"m": (3.0, 15.0, 0.3, 3.75)})
+    assert prices.cost("m", got) == pytest.approx((100 * 3.0 + 2000 * 0.3 + 500 * 3.75 + 7 * 15.0) / 1e6)

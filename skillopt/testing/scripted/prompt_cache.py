@@ -1,0 +1,65 @@
+"""The scripted server's prompt cache, as OpenAI's automatic prefix caching behaves, so that
+cached-token accounting is tested end to end against the real SDKs' ``usage`` fields.
+
+OpenAI (Chat Completions and Responses): a prompt of at least 1024 tokens is cached in
+128-token steps; a later request of the same model (and the same ``prompt_cache_key``, when
+given) whose prompt starts with an earlier one's reports the shared prefix as
+``cached_tokens``, rounded down to a 128-token step (and 0 below 1024). Tokens are the server's
+estimate (4 characters each), over the request's text in order: system, then every message.
+
+Anthropic caches only up to explicit ``cache_control`` breakpoints; this server reports no
+cache reads or writes for Messages (``cache_*_input_tokens`` 0).
+
+Usage::
+
+    cache = PromptCache()
+    cached = cache.lookup(api="chat", model="m", key="", text=prompt_text)   # then remembered
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+
+__all__ = ["MIN_CACHED_TOKENS", "STEP_TOKENS", "PromptCache"]
+
+MIN_CACHED_TOKENS = 1024
+STEP_TOKENS = 128
+_CHARS_PER_TOKEN = 4
+_MAX_ENTRIES = 200_000
+
+
+class PromptCache:
+    """Prefix digests seen per (model, cache key), thread-safe and bounded."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, str], set[str]] = {}
+        self._size = 0
+
+    def lookup(self, *, model: str, key: str, text: str) -> int:
+        """Cached tokens of a request whose prompt is ``text``; its prefixes are remembered."""
+        step = STEP_TOKENS * _CHARS_PER_TOKEN
+        n = len(text) // step
+        if n * STEP_TOKENS < MIN_CACHED_TOKENS:
+            return 0
+        h = hashlib.sha256()
+        digests = []
+        for i in range(n):
+            h.update(text[i * step : (i + 1) * step].encode("utf-8", "surrogatepass"))
+            digests.append(h.copy().hexdigest())
+        with self._lock:
+            seen = self._seen.setdefault((model, key), set())
+            hits = 0
+            for d in digests:
+                if d not in seen:
+                    break
+                hits += 1
+            if self._size + len(digests) > _MAX_ENTRIES:
+                self._seen = {(model, key): seen}
+                self._size = len(seen)
+            before = len(seen)
+            seen.update(digests)
+            self._size += len(seen) - before
+        cached = hits * STEP_TOKENS
+        return cached if cached >= MIN_CACHED_TOKENS else 0
