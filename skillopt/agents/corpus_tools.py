@@ -22,10 +22,10 @@ from functools import cache
 from pathlib import Path
 from typing import Protocol
 
-from skillopt.agents.common import GuardedAgent, RolloutState, exec_record, model_request
+from skillopt.agents.common import GuardedAgent, RolloutState, exec_record
 from skillopt.agents.context import AgentContext, ProgressEvent
 from skillopt.agents.qa import Verdict, has_answer_tag, qa_row
-from skillopt.agents.react import _normalise_calls, _parse_arguments
+from skillopt.agents.react import _parse_arguments, tool_turn
 from skillopt.models.base import ToolSpec
 from skillopt.types import Message, RolloutResult
 
@@ -133,21 +133,12 @@ class CorpusToolsAgent(GuardedAgent):
             if turn > 1 and ctx.remaining_s() < _MIN_TURN_S:
                 stopped = "wall-time"
                 break
-            st.phase = "llm"
-            ctx.emit(ProgressEvent(phase="model_call", turn=turn))
-            t0 = time.monotonic()
-            reply = ctx.model.complete(model_request(ctx, st.messages, tools=TOOL_SPECS))
-            st.add_time("model", t0)
+            text, calls = tool_turn(ctx, st, turn, TOOL_SPECS)
             st.turns = turn
-            st.usage = st.usage + reply.usage
-            st.agent_ok = True
-            calls = _normalise_calls(reply.tool_calls, turn)
-            st.messages.append(Message(role="assistant", content=reply.text, tool_calls=calls))
-            ctx.emit(ProgressEvent(phase="model_reply", turn=turn, detail=f"{len(calls)} tool call(s)"))
-            if reply.text.strip():
-                response = reply.text
+            if text.strip():
+                response = text
             if not calls:
-                stopped = "answer" if has_answer_tag(reply.text) else "no-tool-call-no-answer"
+                stopped = "answer" if has_answer_tag(text) else "no-tool-call-no-answer"
                 break
             st.phase = "tools"
             for call in calls:

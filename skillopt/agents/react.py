@@ -38,6 +38,7 @@ __all__ = [
     "ReactTools",
     "format_command_output",
     "tool_specs",
+    "tool_turn",
 ]
 
 #: The shell the ``bash`` tool runs (present in the runtime image).
@@ -243,6 +244,31 @@ def _normalise_calls(calls: Any, turn: int) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
+def tool_turn(
+    ctx: AgentContext, st: RolloutState, turn: int, tools: tuple[ToolSpec, ...]
+) -> tuple[str, tuple[dict[str, Any], ...]]:
+    """One model call of a tool loop: the reply's text and its (normalised) tool calls, with
+    the usage, timing, trace message and progress events recorded."""
+    assert ctx.model is not None
+    st.phase = "llm"
+    ctx.emit(ProgressEvent(phase="model_call", turn=turn))
+    t0 = time.monotonic()
+    reply = ctx.model.complete(model_request(ctx, st.messages, tools=tools))
+    st.add_time("model", t0)
+    st.usage = st.usage + reply.usage
+    st.agent_ok = True
+    calls = _normalise_calls(reply.tool_calls, turn)
+    st.messages.append(Message(role="assistant", content=reply.text, tool_calls=calls))
+    ctx.emit(
+        ProgressEvent(
+            phase="model_reply",
+            turn=turn,
+            detail=f"{reply.usage.completion_tokens} tokens, {len(calls)} tool call(s)",
+        )
+    )
+    return reply.text, calls
+
+
 class ReactAgent(GuardedAgent):
     """ReAct over any :class:`ReactTask`.
 
@@ -278,23 +304,8 @@ class ReactAgent(GuardedAgent):
             if (turn > 1 and ctx.remaining_s() < _MIN_TURN_S) or tools.out_of_time:
                 stopped = "wall-time"
                 break
-            st.phase = "llm"
-            ctx.emit(ProgressEvent(phase="model_call", turn=turn))
-            t0 = time.monotonic()
-            reply = ctx.model.complete(model_request(ctx, st.messages, tools=specs))
-            st.add_time("model", t0)
+            _, calls = tool_turn(ctx, st, turn, specs)
             model_calls = turn
-            st.usage = st.usage + reply.usage
-            st.agent_ok = True
-            calls = _normalise_calls(reply.tool_calls, turn)
-            st.messages.append(Message(role="assistant", content=reply.text, tool_calls=calls))
-            ctx.emit(
-                ProgressEvent(
-                    phase="model_reply",
-                    turn=turn,
-                    detail=f"{reply.usage.completion_tokens} tokens, {len(calls)} tool call(s)",
-                )
-            )
             if not calls:
                 stopped = "final-answer"
                 break

@@ -11,7 +11,9 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 __all__ = [
     "FILE_ALIASES",
@@ -20,6 +22,7 @@ __all__ = [
     "carve",
     "largest_remainder",
     "parse_ratio",
+    "pick_split",
     "ratio_split",
 ]
 
@@ -107,3 +110,18 @@ def carve(ids: Sequence[str], start: float, end: float, *, seed: int, salt: str 
     n = len(order)
     chosen = set(order[round(start * n) : round(end * n)])
     return [i for i in ids if i in chosen]
+
+
+def pick_split(splits: Mapping[str, list[T]], name: str, *, env: str, root: object) -> list[T]:
+    """The items of split ``name`` (an alias such as ``valid_seen``/``selection``/``dev`` names
+    val) from an env's ``splits``, as a new list.
+
+    Raises:
+        ConfigError: unknown split (the message lists the available ones).
+    """
+    from skillopt.errors import ConfigError
+
+    canonical = FILE_ALIASES.get(name, name)
+    if canonical not in splits:
+        raise ConfigError(f"unknown split {name!r} for {env} under {root}; available: {', '.join(splits)}")
+    return list(splits[canonical])

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from skillopt.envs.base import EnvOptions, TaskItem
-from skillopt.envs.splits import FILE_ALIASES, RATIO_NAMES, carve, ratio_split
+from skillopt.envs.splits import FILE_ALIASES, RATIO_NAMES, carve, pick_split, ratio_split
 from skillopt.errors import ConfigError
 
 __all__ = ["Carve", "Layout", "QAData", "QADataError", "read_items", "split_files"]
@@ -243,12 +243,7 @@ class QAData:
         Raises:
             ConfigError: unknown split (the message lists the available ones).
         """
-        canonical = FILE_ALIASES.get(name, name)
-        if canonical not in self._splits:
-            raise ConfigError(
-                f"unknown split {name!r} for {self.env} under {self.root}; available: {', '.join(self._splits)}"
-            )
-        return list(self._splits[canonical])
+        return pick_split(self._splits, name, env=self.env, root=self.root)
 
     def task_types(self) -> list[str]:
         """:attr:`categories`, or (when the env has no fixed list) every ``task_type`` found."""

@@ -20,7 +20,7 @@ from skillopt.envs._qa.data import QADataError, read_items
 from skillopt.envs.base import EnvOptions, TaskItem
 from skillopt.envs.officeqa.items import CATEGORIES, attach_corpus, item_from_raw
 from skillopt.envs.officeqa.spec import OfficeQAOptions
-from skillopt.envs.splits import FILE_ALIASES, RATIO_NAMES, ratio_split
+from skillopt.envs.splits import FILE_ALIASES, RATIO_NAMES, pick_split, ratio_split
 from skillopt.errors import ConfigError
 
 __all__ = ["SAMPLE_ROOT", "OfficeQAData"]
@@ -137,12 +137,7 @@ class OfficeQAData:
         Raises:
             ConfigError: unknown split (the message lists the available ones).
         """
-        canonical = FILE_ALIASES.get(name, name)
-        if canonical not in self._splits:
-            raise ConfigError(
-                f"unknown split {name!r} for officeqa under {self.root}; available: {', '.join(self._splits)}"
-            )
-        return list(self._splits[canonical])
+        return pick_split(self._splits, name, env="officeqa", root=self.root)
 
     def task_types(self) -> list[str]:
         return list(CATEGORIES)
