@@ -41,6 +41,7 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 #: What stands for the skill's text in an elided trace (private-use characters).
 SKILL_MARKER = "\ue000skill\ue000"
 _HASHES_KEPT = 4096
+_HASHED_BYTES_KEPT = 256 * 1024 * 1024
 _KNOWN_KEPT = 100_000
 
 
@@ -59,6 +60,7 @@ class ClientBlobs:
         self._lock = threading.Lock()
         self._known: OrderedDict[str, None] = OrderedDict()
         self._hashes: OrderedDict[int, tuple[bytes | str, str]] = OrderedDict()
+        self._hashed_bytes = 0
         #: Bytes of content-addressed files and skills sent inline, and named instead.
         self.inline_bytes = 0
         self.named_bytes = 0
@@ -72,9 +74,15 @@ class ClientBlobs:
                 return hit[1]
         digest = sha256_hex(data.encode("utf-8") if isinstance(data, str) else data)
         with self._lock:
+            old = self._hashes.pop(key, None)
+            if old is not None:
+                self._hashed_bytes -= len(old[0])
             self._hashes[key] = (data, digest)  # the reference keeps id(data) valid
-            while len(self._hashes) > _HASHES_KEPT:
-                self._hashes.popitem(last=False)
+            self._hashed_bytes += len(data)
+            # Bounded by count and by bytes: the memo must not keep request files alive.
+            while len(self._hashes) > _HASHES_KEPT or self._hashed_bytes > _HASHED_BYTES_KEPT:
+                _, (gone, _digest) = self._hashes.popitem(last=False)
+                self._hashed_bytes -= len(gone)
         return digest
 
     def _is_known(self, digest: str) -> bool:

@@ -94,11 +94,16 @@ def fingerprint(obj: Any) -> str:
 #: so it is hashed once, not once per request.
 _BIG = 4096
 _BIG_KEPT = 512
+#: The memo holds a reference to each object it knows (so that its id is not reused): bounded
+#: by bytes too, so that requests sending large files inline cannot pin much memory with it.
+_BIG_KEPT_BYTES = 64 * 1024 * 1024
 _big_lock = threading.Lock()
 _big_digests: OrderedDict[int, tuple[str | bytes, bytes]] = OrderedDict()
+_big_bytes = 0
 
 
 def _big_digest(obj: str | bytes) -> bytes:
+    global _big_bytes
     key = id(obj)
     with _big_lock:
         hit = _big_digests.get(key)
@@ -107,10 +112,17 @@ def _big_digest(obj: str | bytes) -> bytes:
             return hit[1]
     data = obj.encode("utf-8", "surrogatepass") if isinstance(obj, str) else obj
     value = hashlib.sha256(data).digest()
+    if len(obj) > _BIG_KEPT_BYTES // 8:
+        return value  # too large to keep a reference to
     with _big_lock:
+        old = _big_digests.pop(key, None)
+        if old is not None:
+            _big_bytes -= len(old[0])
         _big_digests[key] = (obj, value)  # the reference keeps id(obj) from being reused
-        while len(_big_digests) > _BIG_KEPT:
-            _big_digests.popitem(last=False)
+        _big_bytes += len(obj)
+        while len(_big_digests) > _BIG_KEPT or _big_bytes > _BIG_KEPT_BYTES:
+            _, (gone, _digest) = _big_digests.popitem(last=False)
+            _big_bytes -= len(gone)
     return value
 
 
