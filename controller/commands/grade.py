@@ -20,6 +20,8 @@ import math
 import sys
 from typing import Any
 
+from controller.signals import unwinds_on_sigterm
+
 __all__ = ["register"]
 
 EXIT_UNREADABLE = 2
@@ -73,6 +75,7 @@ def _jsonable(value: Any) -> Any:
     return repr(value)
 
 
+@unwinds_on_sigterm
 def run(args: argparse.Namespace) -> int:
     """Grade and print; see the module docstring for the output contract."""
     # Imported here so that ``skillopt --help`` does not pay for openpyxl.

@@ -20,6 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
+from controller.signals import unwinds_on_sigterm
 from skillopt.errors import InfraError, SkillOptError
 
 __all__ = ["register"]
@@ -88,6 +89,7 @@ def _safe_target(out_dir: Path, rel: str) -> Path | None:
     return target if target.is_relative_to(out_dir.resolve()) else None
 
 
+@unwinds_on_sigterm
 def run_exec(args: argparse.Namespace) -> int:
     if args.endpoints or args.session:
         from controller.commands.sandbox_sessions import run_remote_exec

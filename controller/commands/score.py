@@ -34,6 +34,8 @@ import argparse
 import json
 import sys
 
+from controller.signals import unwinds_on_sigterm
+
 __all__ = ["register"]
 
 EXIT_UNUSABLE = 2
@@ -78,6 +80,7 @@ def _fail(message: str) -> int:
     return EXIT_UNUSABLE
 
 
+@unwinds_on_sigterm
 def run(args: argparse.Namespace) -> int:
     """Grade and print; see the module docstring for the output contract."""
     from pathlib import Path

@@ -4,6 +4,7 @@ envs, graded in fresh containers) and id + response (QA envs), with pass@k."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from math import comb
@@ -94,3 +95,38 @@ def test_bad_sample_files_are_refused_with_the_reason(tmp_path):
     task = sample_items("humaneval")[0]["task_id"]
     res = score(tmp_path, "humaneval", [{"task_id": task, "code": "pass"}])
     assert res.returncode == 2 and "neither 'completion' nor 'solution'" in res.stderr
+
+
+def _grade_containers(docker_client) -> set[str]:
+    # One listing call (the high-level list inspects each container: racy while they go).
+    names = (n.lstrip("/") for c in docker_client.api.containers(all=True) for n in c.get("Names") or ())
+    return {n for n in names if n.startswith("skillopt-grade-")}
+
+
+def test_sigterm_while_grading_leaves_no_container(docker_client, tmp_path):
+    """`skillopt score` ended by SIGTERM mid-batch removes its grading containers (seen before:
+    exited ones left behind)."""
+    before = _grade_containers(docker_client)
+    problems = sample_items("humaneval")[:4]
+    path = tmp_path / "samples.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"task_id": p["task_id"], "completion": "    while True:\n        pass\n"}) + "\n"
+            for p in problems
+        )
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "score", "--env", "humaneval", "--samples", str(path), "--workers", "2"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        # Wait (on the engine, not on time) until the batch holds containers of its own.
+        while not (_grade_containers(docker_client) - before):
+            assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, proc.stderr.read() if proc.stderr else ""
+    assert _grade_containers(docker_client) - before == set()
