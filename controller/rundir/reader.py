@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import functools
 import json
 import os
 import re
@@ -276,7 +277,9 @@ class RunDir:
         return RunDirectory(self.path, failpoint=None)
 
     def config(self) -> dict[str, Any]:
-        return _dict(self.store.read_json(layout.CONFIG))
+        if "config" not in self._cache:  # read once per view (a page reads it for every step)
+            self._cache["config"] = _dict(self.store.read_json(layout.CONFIG))
+        return self._cache["config"]
 
     def state(self) -> dict[str, Any]:
         return _dict(self.store.read_json(layout.STATE))
@@ -342,17 +345,7 @@ class RunDir:
                 summary.get("cost_usd", 0.0)
             )
         st, model = self.state(), self.config().get("model", {})
-        prices = PriceTable(
-            prices={
-                m: (
-                    p["input"],
-                    p["output"],
-                    p.get("cached_input") if p.get("cached_input") is not None else p["input"],
-                    p.get("cache_write") if p.get("cache_write") is not None else p["input"],
-                )
-                for m, p in (model.get("prices") or {}).items()
-            }
-        )
+        prices = self.prices()
         tokens, cost = 0, 0.0
         for key, name in (("usage", model.get("optimizer", "")), ("target_usage", model.get("target", ""))):
             total = Usage()
@@ -465,6 +458,41 @@ class RunDir:
         found = sorted(p.parent for p in root.rglob(layout.RESULTS))
         return [str(p.relative_to(self.path.resolve())) for p in found]
 
+    def prices(self) -> PriceTable:
+        """The run's price table (its config's ``model.prices``)."""
+        model = self.config().get("model", {})
+        return PriceTable(
+            prices={
+                m: (
+                    p["input"],
+                    p["output"],
+                    p.get("cached_input") if p.get("cached_input") is not None else p["input"],
+                    p.get("cache_write") if p.get("cache_write") is not None else p["input"],
+                )
+                for m, p in (model.get("prices") or {}).items()
+            }
+        )
+
+    def step_spend(self, record: dict[str, Any]) -> dict[str, Any]:
+        """What a committed step spent: the optimizer's tokens (its record) and the target's
+        (its rollout rows: the training batch and the selection evaluation), and their cost."""
+        model = self.config().get("model", {})
+        optimizer = Usage()
+        for u in (record.get("tokens") or {}).values():
+            if isinstance(u, dict):
+                optimizer = optimizer + Usage.from_dict(u)
+        step = record.get("step")
+        target = _rows_usage(self.path / layout.step_dir(int(step))) if isinstance(step, int) else Usage()
+        prices = self.prices()
+        cost = prices.cost(model.get("optimizer", ""), optimizer) + prices.cost(
+            model.get("target", ""), target
+        )
+        return {
+            "optimizer_tokens": optimizer.total_tokens,
+            "target_tokens": target.total_tokens,
+            "cost_usd": round(cost, 6),
+        }
+
     def rows(self, rel: str) -> list[dict[str, Any]]:
         """The rows of a rollout directory (first occurrence of an id wins; a torn line is skipped)."""
         root = self.resolve(rel)
@@ -568,6 +596,35 @@ class RunDir:
             data = fh.read().decode("utf-8", errors="replace")
         lines = data.splitlines()[-n:]
         return [redact_text(_ANSI.sub("", line)) for line in lines]
+
+
+@functools.lru_cache(maxsize=4096)
+def _rows_usage_cached(folder: str, stamps: tuple[tuple[str, float, int], ...]) -> Usage:
+    total = Usage()
+    for name, _mtime, _size in stamps:
+        for row in read_result_lines(Path(name).parent):
+            usage = row.get("usage")
+            if isinstance(usage, dict):
+                try:
+                    total = total + Usage.from_dict(usage)
+                except (TypeError, ValueError):
+                    continue
+    return total
+
+
+def _rows_usage(folder: Path) -> Usage:
+    """The target usage of every rollout row under ``folder`` (cached by the files' stamps, so
+    a live page re-reads only what changed)."""
+    if not folder.is_dir():
+        return Usage()
+    stamps = []
+    for p in sorted(folder.rglob(layout.RESULTS)):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        stamps.append((str(p), st.st_mtime, st.st_size))
+    return _rows_usage_cached(str(folder), tuple(stamps))
 
 
 def is_run_dir(path: Path) -> bool:

@@ -107,7 +107,7 @@ def run_snapshot(run: RunDir) -> dict[str, Any]:
     live = run.live() or {}
     state = run.state()
     summary = run.summary() or {}
-    history = [{k: r.get(k) for k in _RECORD_KEYS} for r in run.history()]
+    history = [{**{k: r.get(k) for k in _RECORD_KEYS}, **run.step_spend(r)} for r in run.history()]
     running = info.status in (RunStatus.RUNNING, RunStatus.STARTING)
     if not running:
         # What a live file says about a process that is gone is history, not a present stage.

@@ -556,8 +556,10 @@ def test_chart_marks_tell_their_step_and_open_it(page, tmp_path, ui_server_facto
     )
     expect(page.locator("#curve .axis-title")).to_have_text(["step", "selection score"])
     expect(page.locator("#tokens-chart .tokbar")).to_have_count(3)
+    # Tokens of the step (the optimizer's from its record, the target's from its rollout rows)
+    # and the cost so far, at the run's prices (make_run: $1 in, $2 out per million).
     expect(page.locator('#tokens-chart .tokbar[data-step="3"] title')).to_contain_text(
-        "3,010 tokens (6,030 so far)"
+        "step 3: 3,010 tokens (optimizer 3,010, target 0), $0.0030; $0.0061 so far"
     )
     page.locator('#curve .mark[data-step="2"]').click()
     expect(page).to_have_url(ui.url + "/runs/c/steps/2")

@@ -328,12 +328,12 @@ function drawCurve(svg, history, baseline) {
   }
 }
 
-// Tokens per step (bars: every role's prompt + completion tokens the step recorded) and their
-// running total (line, right axis).
+// Tokens per step (bars: the optimizer's calls and the target's rollouts of the step) and the
+// run's cost so far (line, right axis; from the run's prices).
 function drawTokens(svg, history) {
   const W = 640, H = 200, L = 60, R = 60, T = 12, B = 36;
-  const per = history.map((r) => Object.values(r.tokens || {}).reduce((a, u) => a + (u.prompt_tokens || 0) + (u.completion_tokens || 0), 0));
-  const total = per.reduce((acc, v) => [...acc, (acc.length ? acc[acc.length - 1] : 0) + v], []);
+  const per = history.map((r) => (r.optimizer_tokens || 0) + (r.target_tokens || 0));
+  const total = history.reduce((acc, r) => [...acc, (acc.length ? acc[acc.length - 1] : 0) + (r.cost_usd || 0)], []);
   const n = Math.max(1, history.length ? history[history.length - 1].step : 1);
   const maxPer = Math.max(1, ...per), maxTotal = Math.max(1, ...total);
   const x = (s) => L + (s / n) * (W - L - R);
@@ -342,15 +342,16 @@ function drawTokens(svg, history) {
   svg.replaceChildren();
   const yb = (v) => T + (1 - v / maxPer) * (H - T - B), yl = (v) => T + (1 - v / maxTotal) * (H - T - B);
   svg.append(mk("line", { x1: L, x2: W - R, y1: yb(0), y2: yb(0), class: "axis" }));
-  svg.append(svgText(mk, { x: 4, y: yb(maxPer) + 4 }, tokens(maxPer)), svgText(mk, { x: W - R + 4, y: yl(maxTotal) + 4 }, tokens(maxTotal)));
+  svg.append(svgText(mk, { x: 4, y: yb(maxPer) + 4 }, tokens(maxPer)), svgText(mk, { x: W - R + 4, y: yl(maxTotal) + 4 }, money(maxTotal)));
   for (let s = 0; s <= n; s += Math.max(1, Math.ceil(n / 12))) svg.append(svgText(mk, { x: x(s) - 3, y: H - 18 }, String(s)));
   svg.append(svgText(mk, { x: (L + W - R) / 2 - 12, y: H - 3, class: "axis-title" }, "step"),
     svgText(mk, { x: 10, y: T, class: "axis-title", transform: `rotate(-90 10 ${T})`, "text-anchor": "end" }, "tokens per step"),
-    svgText(mk, { x: W - 8, y: T, class: "axis-title", transform: `rotate(-90 ${W - 8} ${T})`, "text-anchor": "end" }, "tokens so far"));
+    svgText(mk, { x: W - 8, y: T, class: "axis-title", transform: `rotate(-90 ${W - 8} ${T})`, "text-anchor": "end" }, "cost so far"));
   const bw = Math.max(2, (W - L - R) / n * 0.6);
   history.forEach((r, i) => {
     const bar = mk("rect", { x: x(r.step) - bw / 2, y: yb(per[i]), width: bw, height: yb(0) - yb(per[i]), class: "tokbar mark", "data-step": r.step });
-    const t = mk("title", {}); t.textContent = `step ${r.step}: ${per[i].toLocaleString()} tokens (${total[i].toLocaleString()} so far). Click: the step.`;
+    const t = mk("title", {});
+    t.textContent = `step ${r.step}: ${per[i].toLocaleString()} tokens (optimizer ${(r.optimizer_tokens || 0).toLocaleString()}, target ${(r.target_tokens || 0).toLocaleString()}), ${money(r.cost_usd || 0)}; ${money(total[i])} so far. Click: the step.`;
     bar.append(t);
     svg.append(bar);
   });

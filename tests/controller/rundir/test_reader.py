@@ -105,3 +105,19 @@ def test_skillopt_runs_lists_what_the_webui_lists(tmp_path):
         cwd=REPO, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert stop.returncode == 1 and "nothing runs" in stop.stderr
+
+
+def test_a_steps_spend_counts_the_optimizer_and_the_targets_rows(tmp_path):
+    run = make_run(tmp_path)
+    rows = [
+        {"id": "a", "hard": 1.0, "usage": {"calls": 2, "prompt_tokens": 1000, "completion_tokens": 100}},
+        {"id": "b", "hard": 0.0, "usage": {"calls": 1, "prompt_tokens": 500, "completion_tokens": 50, "cached_input_tokens": 400}},
+    ]  # fmt: skip
+    sel = run.path / "steps/step_0001/selection"
+    sel.mkdir()
+    (sel / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    record = {"step": 1, "tokens": {"analyst": {"calls": 1, "prompt_tokens": 2000, "completion_tokens": 200}}}
+    spend = run.step_spend(record)
+    assert spend["optimizer_tokens"] == 2200 and spend["target_tokens"] == 1650
+    # make_run's prices: "*" at $1 in and $2 out per million (cached input at the input price).
+    assert spend["cost_usd"] == round((2000 + 200 * 2 + 1500 + 150 * 2) / 1e6, 6)
