@@ -183,7 +183,9 @@ def open_session(
                 optimizer_model, ModelSpec(provider=SIM_PROVIDER, model=sim_optimizer), tracker
             )
             api = getattr(get_env(cfg.env.name), "agent_apis", {}).get(cfg.env.agent, "openai")
-            target = ModelSpec(provider=simulation_target_provider(api), model=sim_target)
+            target = ModelSpec(
+                provider=simulation_target_provider(api), model=sim_target, prompt_caching=m.prompt_caching
+            )
         else:
             profiles = load_profiles(file=m.providers_file or None)
             # Fail now, with what to set, rather than at the first call of a long run.
@@ -205,8 +207,11 @@ def open_session(
                 temperature=m.target_temperature,
                 max_output_tokens=m.max_completion_tokens,
                 reasoning_effort=m.reasoning_effort or None,
+                prompt_caching=m.prompt_caching,
             )
             provider_specs = []
+        # The optimizer's calls share one prompt-caching key per run (each stage adds its name).
+        optimizer.cache_key = f"{run_id_for(out_dir)}:optimizer" if m.prompt_caching else ""
         if cfg.sandbox.endpoints:
             channels = sandbox_channels(cfg)
             address = ",".join(cfg.sandbox.endpoints)

@@ -106,6 +106,8 @@ class ModelSpec:
     max_output_tokens: int | None = None
     reasoning_effort: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: Send prompt-caching hints (``model.prompt_caching``; see ``ChatRequest.cache_key``).
+    prompt_caching: bool = True
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -160,6 +160,7 @@ def request_from_proto(msg: pb.RunRequest, blobs: BlobResolver | None = None) ->
             max_output_tokens=model.max_output_tokens if model.HasField("max_output_tokens") else None,
             reasoning_effort=model.reasoning_effort or None,
             extra=_json_obj(model.extra_json, "model.extra_json"),
+            prompt_caching=not model.no_prompt_caching,
         ),
         limits=Limits(
             wall_time_s=msg.limits.wall_time_s or None,
@@ -192,6 +193,7 @@ def request_to_proto(
         model=m.model,
         reasoning_effort=m.reasoning_effort or "",
         extra_json=_dump(m.extra),
+        no_prompt_caching=not m.prompt_caching,
     )
     if m.temperature is not None:
         model.temperature = m.temperature

@@ -88,7 +88,15 @@ def model_request(
         timeout_s=min(MODEL_CALL_TIMEOUT_S, max(1.0, ctx.remaining_s())),
         stage="rollout",
         extra=m.extra,
+        cache_key=_cache_key(ctx) if m.prompt_caching else "",
     )
+
+
+def _cache_key(ctx: AgentContext) -> str:
+    """The target's prompt-caching key: the run (the rollout id's first part), the role and the
+    skill's hash, so rollouts of one skill in one run share their cached prefixes."""
+    run = ctx.request.rollout_id.split("/", 1)[0][:64]
+    return f"{run}:target:{ctx.request.skill.sha256[:16]}"
 
 
 def exec_record(outcome: ExecOutcome, *, turn: int, case: str, code: str) -> ExecRecord:

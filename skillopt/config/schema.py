@@ -343,6 +343,11 @@ class ModelConfig(_Section):
     prices: Annotated[Mapping[str, ModelPrice], BeforeValidator(_prices)] = Field(default_factory=dict)
     """Model name → ``{input, output}`` in USD per million tokens; ``"*"`` = any other model.
     Empty = costs are reported as 0."""
+    prompt_caching: bool = True
+    """Send prompt-caching hints: OpenAI requests carry a ``prompt_cache_key`` (run, role and
+    skill hash), Anthropic requests ``cache_control`` breakpoints after the system prompt and
+    the tools. The agent CLIs keep their own behaviour (Codex CLI sends its own
+    ``prompt_cache_key``; Claude Code marks its own breakpoints)."""
     providers_file: str = ""
     """YAML file of provider profiles (see :mod:`skillopt.models.profiles`); ``""`` = only the
     environment (``OPENAI_API_KEY`` gives profile ``openai``)."""

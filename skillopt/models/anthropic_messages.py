@@ -218,6 +218,12 @@ class AnthropicModel:
                 {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
                 for t in request.tools
             ]
+        if request.cache_key:
+            # Cache breakpoints after the stable parts: the tools, then the system prompt.
+            if system:
+                kwargs["system"] = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
+            if request.tools:
+                kwargs["tools"][-1] = {**kwargs["tools"][-1], "cache_control": {"type": "ephemeral"}}
         if self.thinking_budget_tokens:
             budget = self.thinking_budget_tokens
             kwargs["thinking"] = {"type": "enabled", "budget_tokens": budget}

@@ -45,6 +45,10 @@ class ChatRequest:
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: The rollout's sampling seed, sent as the ``X-Skillopt-Seed`` header (None = not sent).
     seed: int | None = None
+    #: Prompt caching (``""`` = no hints): OpenAI requests carry it as ``prompt_cache_key``
+    #: (requests sharing it are routed to the same cache); Anthropic requests get
+    #: ``cache_control`` breakpoints after the system prompt and after the tools.
+    cache_key: str = ""
 
     def headers(self) -> dict[str, str]:
         """The headers every provider call carries: which stage asked (for gateways,

@@ -211,6 +211,8 @@ class OpenAIChatModel:
             # reasoning models, so it is only sent without tools.
             kwargs["reasoning_effort"] = request.reasoning_effort
         extra = chat_extra(self.default_extra, request.extra, thinking=self.thinking, name=self.name)
+        if request.cache_key:
+            extra = {**extra, "prompt_cache_key": request.cache_key}
         if extra:
             kwargs["extra_body"] = extra
         return kwargs

@@ -113,6 +113,8 @@ def responses_kwargs(request: ChatRequest, *, model: str, extra: Mapping[str, An
         kwargs["max_output_tokens"] = request.max_output_tokens
     if request.reasoning_effort:
         kwargs["reasoning"] = {"effort": request.reasoning_effort}
+    if request.cache_key:
+        extra = {**extra, "prompt_cache_key": request.cache_key}
     if extra:
         kwargs["extra_body"] = dict(extra)
     return kwargs

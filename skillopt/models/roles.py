@@ -154,6 +154,8 @@ class RoleModel:
         self.spec = spec
         self.tracker = tracker
         self.retries = retries
+        #: Prompt-caching key of this role's calls (``""`` = none); each stage adds its name.
+        self.cache_key = ""
 
     def ask(
         self,
@@ -179,6 +181,7 @@ class RoleModel:
             timeout_s=timeout_s,
             stage=stage,
             extra=self.spec.extra,
+            cache_key=f"{self.cache_key}:{stage}" if self.cache_key else "",
         )
         last: Exception | None = None
         for attempt in range(self.retries + 1):

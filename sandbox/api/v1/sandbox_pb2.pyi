@@ -56,20 +56,22 @@ class Skill(_message.Message):
     def __init__(self, name: _Optional[str] = ..., content: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
 
 class ModelSpec(_message.Message):
-    __slots__ = ("provider", "model", "temperature", "max_output_tokens", "reasoning_effort", "extra_json")
+    __slots__ = ("provider", "model", "temperature", "max_output_tokens", "reasoning_effort", "extra_json", "no_prompt_caching")
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
     MAX_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     REASONING_EFFORT_FIELD_NUMBER: _ClassVar[int]
     EXTRA_JSON_FIELD_NUMBER: _ClassVar[int]
+    NO_PROMPT_CACHING_FIELD_NUMBER: _ClassVar[int]
     provider: str
     model: str
     temperature: float
     max_output_tokens: int
     reasoning_effort: str
     extra_json: str
-    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., temperature: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., reasoning_effort: _Optional[str] = ..., extra_json: _Optional[str] = ...) -> None: ...
+    no_prompt_caching: bool
+    def __init__(self, provider: _Optional[str] = ..., model: _Optional[str] = ..., temperature: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., reasoning_effort: _Optional[str] = ..., extra_json: _Optional[str] = ..., no_prompt_caching: _Optional[bool] = ...) -> None: ...
 
 class Limits(_message.Message):
     __slots__ = ("wall_time_s", "max_turns", "exec_timeout_s", "memory_bytes", "cpus", "output_bytes", "max_model_tokens")

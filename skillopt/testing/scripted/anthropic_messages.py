@@ -127,12 +127,14 @@ def _stop(r: ResolvedReply) -> str:
     return r.stop_reason or ("tool_use" if r.calls else "end_turn")
 
 
-def _usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
+def _usage(r: ResolvedReply, output_tokens: int) -> dict[str, int]:
+    # Anthropic's input_tokens are the ones neither read from nor written to the cache.
+    read, write = r.cached_tokens, r.cache_write_tokens
     return {
-        "input_tokens": input_tokens,
+        "input_tokens": max(0, r.prompt_tokens - read - write),
         "output_tokens": output_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": write,
+        "cache_read_input_tokens": read,
     }
 
 
@@ -146,7 +148,7 @@ def render_json(r: ResolvedReply, req: ScriptedRequest) -> dict[str, Any]:
         "content": _content(r),
         "stop_reason": _stop(r),
         "stop_sequence": None,
-        "usage": _usage(r.prompt_tokens, r.completion_tokens),
+        "usage": _usage(r, r.completion_tokens),
     }
 
 
@@ -157,7 +159,7 @@ def render_sse(r: ResolvedReply, req: ScriptedRequest) -> Iterator[bytes]:
     def ev(data: dict[str, Any]) -> bytes:
         return sse_frame(data, event=data["type"])
 
-    start = {**render_json(r, req), "content": [], "stop_reason": None, "usage": _usage(r.prompt_tokens, 1)}
+    start = {**render_json(r, req), "content": [], "stop_reason": None, "usage": _usage(r, 1)}
     yield ev({"type": "message_start", "message": start})
     for i, block in enumerate(blocks):
         if block["type"] == "text":

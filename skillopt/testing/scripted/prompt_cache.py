@@ -7,8 +7,11 @@ given) whose prompt starts with an earlier one's reports the shared prefix as
 ``cached_tokens``, rounded down to a 128-token step (and 0 below 1024). Tokens are the server's
 estimate (4 characters each), over the request's text in order: system, then every message.
 
-Anthropic caches only up to explicit ``cache_control`` breakpoints; this server reports no
-cache reads or writes for Messages (``cache_*_input_tokens`` 0).
+Anthropic (Messages) caches only up to explicit ``cache_control`` breakpoints: a request whose
+tools or system blocks carry one caches the tools and the system prompt (at least 1024 tokens):
+the first such request reports them as ``cache_creation_input_tokens``, later ones with the
+same model, tools and system as ``cache_read_input_tokens``. Breakpoints inside messages are
+not simulated.
 
 Usage::
 
@@ -19,7 +22,10 @@ Usage::
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = ["MIN_CACHED_TOKENS", "STEP_TOKENS", "PromptCache"]
 
@@ -63,3 +69,23 @@ class PromptCache:
             self._size += len(seen) - before
         cached = hits * STEP_TOKENS
         return cached if cached >= MIN_CACHED_TOKENS else 0
+
+    def anthropic(self, *, model: str, body: Mapping[str, Any]) -> tuple[int, int]:
+        """``(read, write)`` tokens of a Messages request (see the module docstring)."""
+        system, tools = body.get("system"), body.get("tools") or []
+        blocks = system if isinstance(system, list) else []
+        marked = any(isinstance(b, Mapping) and b.get("cache_control") for b in [*blocks, *tools])
+        if not marked:
+            return 0, 0
+        prefix = json.dumps([tools, system], sort_keys=True, default=str)
+        tokens = -(-len(prefix) // _CHARS_PER_TOKEN)
+        if tokens < MIN_CACHED_TOKENS:
+            return 0, 0
+        digest = hashlib.sha256(prefix.encode("utf-8", "surrogatepass")).hexdigest()
+        with self._lock:
+            seen = self._seen.setdefault((model, "anthropic"), set())
+            if digest in seen:
+                return tokens, 0
+            seen.add(digest)
+            self._size += 1
+        return 0, tokens

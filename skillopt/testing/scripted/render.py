@@ -98,8 +98,10 @@ class ResolvedReply:
     sse_mode: str
     id_seed: str
     model: str
-    #: Of ``prompt_tokens``, read from the (simulated) prompt cache (see ``prompt_cache``).
+    #: Of ``prompt_tokens``, read from the (simulated) prompt cache and written to it (see
+    #: ``prompt_cache``).
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:

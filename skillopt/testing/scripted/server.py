@@ -419,6 +419,12 @@ class ScriptedModelServer:
                 key = str(req.body.get("prompt_cache_key") or "")
                 cached = self.prompt_cache.lookup(model=req.model, key=key, text=req.text)
                 resolved = dataclasses.replace(resolved, cached_tokens=min(cached, resolved.prompt_tokens))
+            elif req.api == "messages" and (reply.usage is None or reply.usage.prompt_tokens is None):
+                read, write = self.prompt_cache.anthropic(model=req.model, body=req.body)
+                budget = resolved.prompt_tokens
+                resolved = dataclasses.replace(
+                    resolved, cached_tokens=min(read, budget), cache_write_tokens=min(write, budget)
+                )
             if req.stream:
                 frames = list(module.render_sse(resolved, req))  # errors surface before any byte
             else:

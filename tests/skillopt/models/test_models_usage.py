@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from skillopt.config.schema import ModelConfig
@@ -134,3 +136,69 @@ def test_anthropic_cache_reads_and_writes_are_their_own_counts():
     )
     prices = PriceTable(prices={"m": (3.0, 15.0, 0.3, 3.75)})
     assert prices.cost("m", got) == pytest.approx((100 * 3.0 + 2000 * 0.3 + 500 * 3.75 + 7 * 15.0) / 1e6)
+
+
+@pytest.mark.parametrize("caching", [True, False])
+def test_prompt_caching_hints_per_provider(caching):
+    """On: OpenAI calls carry prompt_cache_key (the key routes the scripted cache too);
+    Anthropic calls get cache_control after the system prompt and the tools, and the scripted
+    server reports the cache write, then reads. Off: no hint, no cache."""
+    system = "You are the failure analyst of a skill optimizer. " * 120  # ~1600 tokens
+    with ScriptedModelServer({"rules": [{"name": "any", "match": {}, "reply": {"text": "ok"}}]}) as srv:
+        chat = OpenAIChatModel("p", base_url=srv.base_url, api_key="k", max_retries=0)
+        claude = AnthropicModel("p", base_url=srv.anthropic_base_url, api_key="k", max_retries=0)
+        for model, name in ((chat, "gpt-5.5"), (claude, "claude-sonnet-4-6")):
+            tracker = UsageTracker()
+            role = RoleModel(model, ModelSpec(provider="p", model=name), tracker)
+            role.cache_key = "run1:optimizer" if caching else ""
+            for question in ("one", "two", "three"):
+                role.ask(system, question, stage="analyst")
+            calls = tracker.total()
+            if name.startswith("claude"):
+                bodies = [r.body for r in srv.api_requests("messages")]
+                assert all(isinstance(b["system"], list) == caching for b in bodies)
+                if caching:
+                    assert bodies[0]["system"][0]["cache_control"] == {"type": "ephemeral"}
+                    assert (
+                        calls.cache_write_input_tokens > 0
+                        and calls.cached_input_tokens == 2 * calls.cache_write_input_tokens
+                    )
+                else:
+                    assert calls.cached_input_tokens == calls.cache_write_input_tokens == 0
+            else:
+                bodies = [r.body for r in srv.api_requests("chat")]
+                assert [b.get("prompt_cache_key") for b in bodies] == (
+                    ["run1:optimizer:analyst"] * 3 if caching else [None] * 3
+                )
+                assert calls.cached_input_tokens >= 2 * 1024  # OpenAI caches automatically either way
+
+
+def test_the_gateway_counts_cached_tokens_of_every_api():
+    from sandbox.gateway.core import parse_usage
+
+    chat = {
+        "usage": {
+            "prompt_tokens": 3000,
+            "completion_tokens": 5,
+            "prompt_tokens_details": {"cached_tokens": 2048},
+        }
+    }
+    assert parse_usage("application/json", json.dumps(chat).encode()) == Usage(
+        calls=1, prompt_tokens=3000, completion_tokens=5, cached_input_tokens=2048
+    )
+    start = {"type": "message_start", "message": {"usage": {"input_tokens": 100, "cache_read_input_tokens": 2000,
+                                                             "cache_creation_input_tokens": 500, "output_tokens": 1}}}  # fmt: skip
+    delta = {"type": "message_delta", "usage": {"output_tokens": 42}}
+    sse = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in (start, delta)).encode()
+    assert parse_usage("text/event-stream", sse) == Usage(
+        calls=1,
+        prompt_tokens=2600,
+        completion_tokens=42,
+        cached_input_tokens=2000,
+        cache_write_input_tokens=500,
+    )
+    done = {"type": "response.completed", "response": {"usage": {"input_tokens": 1500, "output_tokens": 9,
+                                                                 "input_tokens_details": {"cached_tokens": 1024}}}}  # fmt: skip
+    assert parse_usage("text/event-stream", f"data: {json.dumps(done)}\n\n".encode()) == Usage(
+        calls=1, prompt_tokens=1500, completion_tokens=9, cached_input_tokens=1024
+    )
