@@ -459,19 +459,16 @@ class RunDir:
         return [str(p.relative_to(self.path.resolve())) for p in found]
 
     def prices(self) -> PriceTable:
-        """The run's price table (its config's ``model.prices``)."""
-        model = self.config().get("model", {})
-        return PriceTable(
-            prices={
-                m: (
-                    p["input"],
-                    p["output"],
-                    p.get("cached_input") if p.get("cached_input") is not None else p["input"],
-                    p.get("cache_write") if p.get("cache_write") is not None else p["input"],
-                )
-                for m, p in (model.get("prices") or {}).items()
-            }
-        )
+        """The run's price table (its config's ``model.prices``; read once per view)."""
+        if "prices" not in self._cache:
+            model = self.config().get("model", {})
+            self._cache["prices"] = PriceTable(
+                prices={
+                    m: (p["input"], p["output"], p.get("cached_input"), p.get("cache_write"))
+                    for m, p in (model.get("prices") or {}).items()
+                }
+            )
+        return self._cache["prices"]
 
     def step_spend(self, record: dict[str, Any]) -> dict[str, Any]:
         """What a committed step spent: the optimizer's tokens (its record) and the target's
@@ -598,11 +595,10 @@ class RunDir:
         return [redact_text(_ANSI.sub("", line)) for line in lines]
 
 
-@functools.lru_cache(maxsize=4096)
-def _rows_usage_cached(folder: str, stamps: tuple[tuple[str, float, int], ...]) -> Usage:
+def _walk_rows_usage(folder: Path) -> Usage:
     total = Usage()
-    for name, _mtime, _size in stamps:
-        for row in read_result_lines(Path(name).parent):
+    for path in sorted(folder.rglob(layout.RESULTS)):
+        for row in read_result_lines(path.parent):
             usage = row.get("usage")
             if isinstance(usage, dict):
                 try:
@@ -612,19 +608,20 @@ def _rows_usage_cached(folder: str, stamps: tuple[tuple[str, float, int], ...]) 
     return total
 
 
+@functools.lru_cache(maxsize=4096)
+def _committed_rows_usage(folder: str, record_stamp: tuple[int, int]) -> Usage:
+    return _walk_rows_usage(Path(folder))
+
+
 def _rows_usage(folder: Path) -> Usage:
-    """The target usage of every rollout row under ``folder`` (cached by the files' stamps, so
-    a live page re-reads only what changed)."""
-    if not folder.is_dir():
-        return Usage()
-    stamps = []
-    for p in sorted(folder.rglob(layout.RESULTS)):
-        try:
-            st = p.stat()
-        except OSError:
-            continue
-        stamps.append((str(p), st.st_mtime, st.st_size))
-    return _rows_usage_cached(str(folder), tuple(stamps))
+    """The target usage of every rollout row of a committed step's folder. A committed step's
+    rows are final, so they are read once per record (keyed by its stamp: one stat per step
+    per view, not a walk of every step's folders on each push of a live page)."""
+    try:
+        st = (folder / layout.Step.RECORD).stat()
+    except OSError:  # no record (a hand-made or damaged step): read it as it is
+        return _walk_rows_usage(folder) if folder.is_dir() else Usage()
+    return _committed_rows_usage(str(folder), (st.st_mtime_ns, st.st_size))
 
 
 def is_run_dir(path: Path) -> bool:

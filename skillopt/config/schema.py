@@ -363,18 +363,10 @@ class ModelConfig(_Section):
                 raise FieldError(self._key(name), f"must be in [0, 2] or null, got {value}")
         self._existing("providers_file")
 
-    def price_pairs(self) -> dict[str, tuple[float, ...]]:
-        """Prices as ``{model: (input, output, cached_input, cache_write)}`` (an unset cache
-        price is the input price), the shape of :class:`skillopt.models.roles.PriceTable`."""
-        return {
-            name: (
-                p.input,
-                p.output,
-                p.input if p.cached_input is None else p.cached_input,
-                p.input if p.cache_write is None else p.cache_write,
-            )
-            for name, p in self.prices.items()
-        }
+    def price_pairs(self) -> dict[str, tuple[float | None, ...]]:
+        """Prices as ``{model: (input, output, cached_input, cache_write)}`` (``None``: the
+        input price), the shape of :class:`skillopt.models.roles.PriceTable`."""
+        return {name: (p.input, p.output, p.cached_input, p.cache_write) for name, p in self.prices.items()}
 
 
 class TrainConfig(_Section):

@@ -29,9 +29,10 @@ log = structlog.get_logger("skillopt.models")
 @dataclass(frozen=True, kw_only=True)
 class PriceTable:
     """USD per million tokens, per model name (``"*"`` = any other model): ``(input, output)``
-    or ``(input, output, cached_input, cache_write)``."""
+    or ``(input, output, cached_input, cache_write)``; a cache price that is absent or ``None``
+    is the input price."""
 
-    prices: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    prices: Mapping[str, tuple[float | None, ...]] = field(default_factory=dict)
 
     def cost(self, model: str, usage: Usage) -> float:
         """USD of ``usage``: uncached input at the input price, cache reads and writes at
@@ -40,9 +41,9 @@ class PriceTable:
         price = self.prices.get(model) or self.prices.get("*")
         if not price:
             return 0.0
-        inp, out = price[0], price[1]
-        cached = price[2] if len(price) > 2 else inp
-        write = price[3] if len(price) > 3 else inp
+        inp, out = float(price[0] or 0.0), float(price[1] or 0.0)
+        cached = price[2] if len(price) > 2 and price[2] is not None else inp
+        write = price[3] if len(price) > 3 and price[3] is not None else inp
         uncached = max(0, usage.prompt_tokens - usage.cached_input_tokens - usage.cache_write_input_tokens)
         return (
             uncached * inp

@@ -78,11 +78,16 @@ def test_mapping_overrides() -> None:
         "model.prices.gpt-4o-mini.input=0.15",
         "model.prices.gpt-4o-mini.output=0.6",
     )
-    # An unset cache price is the input price.
+    # An unset cache price (None) is priced as input.
     assert cfg.model.price_pairs() == {
-        "gpt-5.5": (1.25, 10.0, 1.25, 1.25),
-        "gpt-4o-mini": (0.15, 0.6, 0.15, 0.15),
+        "gpt-5.5": (1.25, 10.0, None, None),
+        "gpt-4o-mini": (0.15, 0.6, None, None),
     }
+    from skillopt.models.roles import PriceTable
+    from skillopt.types import Usage
+
+    cached_use = Usage(prompt_tokens=1_000_000, cached_input_tokens=600_000, cache_write_input_tokens=100_000)
+    assert PriceTable(prices=cfg.model.price_pairs()).cost("gpt-5.5", cached_use) == 1.25
     cached = sb("model.prices={m: {input: 3, output: 15, cached_input: 0.3, cache_write: 3.75}}")
     assert cached.model.price_pairs() == {"m": (3.0, 15.0, 0.3, 3.75)}
     cfg = sb("model.prices.*={input: 1, output: 1}")

@@ -290,7 +290,7 @@ def test_derived_helpers() -> None:
         (0.2, 0.1, 0.7)
     )
     prices = ModelConfig(prices={"gpt-5.5": {"input": 1.25, "output": 10}})  # type: ignore[dict-item]
-    assert prices.price_pairs() == {"gpt-5.5": (1.25, 10.0, 1.25, 1.25)}
+    assert prices.price_pairs() == {"gpt-5.5": (1.25, 10.0, None, None)}
 
 
 def test_to_dict_round_trips_through_from_dict() -> None:
