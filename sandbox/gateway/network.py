@@ -20,7 +20,7 @@ import docker
 import docker.errors
 import structlog
 
-from sandbox.runtime.docker_runtime import LABEL_HOST, LABEL_MANAGED
+from sandbox.runtime.docker_runtime import LABEL_HOST, LABEL_MANAGED, LABEL_OWNER
 from skillopt.errors import ConfigError
 
 __all__ = ["GatewayNetwork", "network_name", "remove_host_network"]
@@ -64,7 +64,7 @@ def remove_host_network(client: docker.DockerClient, host_id: str) -> bool:
 class GatewayNetwork:
     """Create (or adopt) the host's exec-agent network and firewall it to one port."""
 
-    def __init__(self, client: docker.DockerClient, host_id: str) -> None:
+    def __init__(self, client: docker.DockerClient, host_id: str, owner_label: str = "") -> None:
         self.client = client
         self.name = network_name(host_id)
         # Linux interface names are at most 15 characters.
@@ -75,6 +75,16 @@ class GatewayNetwork:
             raise ConfigError("exec agents need iptables on the sandbox host (apt-get install iptables)")
         try:
             net = self.client.networks.get(self.name)
+            if (net.attrs.get("Labels") or {}).get(LABEL_OWNER, "") != owner_label:
+                # A previous instance's network, labelled with a dead owner: other hosts would
+                # sweep it (and its firewall rules) from under us. Its containers are reaped by
+                # now, so it can go; if it cannot, it is adopted (swept only once idle).
+                try:
+                    net.remove()
+                except docker.errors.APIError as exc:
+                    log.warning("gateway.network_adopted", network=self.name, error=str(exc))
+                else:
+                    raise docker.errors.NotFound(self.name)
         except docker.errors.NotFound:
             net = self.client.networks.create(
                 self.name,
@@ -84,7 +94,7 @@ class GatewayNetwork:
                     "com.docker.network.bridge.enable_icc": "false",
                     "com.docker.network.bridge.name": self.bridge,
                 },
-                labels={LABEL_MANAGED: "1", LABEL_HOST: host_id},
+                labels={LABEL_MANAGED: "1", LABEL_HOST: host_id, LABEL_OWNER: owner_label},
             )
         net.reload()
         config = (net.attrs.get("IPAM") or {}).get("Config") or [{}]

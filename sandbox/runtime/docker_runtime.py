@@ -41,6 +41,7 @@ from docker.models.containers import _create_container_args  # the SDK's run() k
 from docker.types import LogConfig, Mount, Ulimit
 
 from sandbox.runtime.base import RolloutSandbox, SandboxRuntime
+from sandbox.runtime.owner import LABEL_OWNER, Owner, current_owner, owner_gone
 from sandbox.runtime.runner import runner as wire
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from skillopt.errors import (
@@ -53,6 +54,7 @@ from skillopt.errors import (
 __all__ = [
     "LABEL_HOST",
     "LABEL_MANAGED",
+    "LABEL_OWNER",
     "ContainerHandle",
     "ContainerSummary",
     "DockerRuntime",
@@ -247,6 +249,11 @@ class DockerRuntime(SandboxRuntime):
         #: The engine's default OCI runtime (what a spec with ``runtime=""`` runs under).
         self.default_runtime: str = info.get("DefaultRuntime") or "runc"
         self._runtimes: dict[str, Any] = info.get("Runtimes") or {}
+        #: This process as the owner of what it creates (the label other hosts sweep by).
+        try:
+            self.owner: Owner = current_owner(self._running_since)
+        except docker.errors.DockerException:
+            self.owner = current_owner()
 
     # -- OCI runtimes ------------------------------------------------------------------------
 
@@ -557,6 +564,7 @@ class DockerRuntime(SandboxRuntime):
                 LABEL_MANAGED: "1",
                 LABEL_HOST: self.config.host_id,
                 LABEL_INSTANCE: self.instance,
+                LABEL_OWNER: self.owner.label(),
                 LABEL_SPEC: spec.key,
                 LABEL_EXPIRES: str(int(time.time() + self.config.max_container_lifetime_s)),
             },
@@ -672,8 +680,10 @@ class DockerRuntime(SandboxRuntime):
         On startup (and again at close, once our own containers are gone) every container
         labelled with this host id belongs to a previous instance (crash, ``kill -9``) and is
         removed. Periodically: containers of other instances of this host, containers of ours
-        the runtime does not know, and expired containers of any skillopt host. Directories
-        without a live container go too.
+        the runtime does not know, and expired containers of any skillopt host. At any time:
+        containers and exec-agent networks of any host id whose owning process is provably gone
+        (a SIGKILLed host, a killed CLI; see :mod:`sandbox.runtime.owner`). Directories without
+        a live container go too.
         """
         removed: list[str] = []
         now = time.time()
@@ -685,6 +695,7 @@ class DockerRuntime(SandboxRuntime):
         with self._live_lock:
             live = set(self._live)
         doomed: list[str] = []
+        gone = self._owner_check()
         for c in containers:
             labels = c.labels
             ours = labels.get(LABEL_HOST) == self.config.host_id
@@ -695,12 +706,16 @@ class DockerRuntime(SandboxRuntime):
                 reason = "unknown-to-runtime"
             elif expired:
                 reason = "expired"
+            elif not ours and gone(labels.get(LABEL_OWNER)):
+                reason = "owner-gone"
             else:
                 continue
             doomed.append(c.id)
             removed.append(c.name)
             log.info("reaper.removed", container=c.name, reason=reason)
         self._remove_all(doomed)
+        dead = set(doomed)
+        self._reap_networks(gone, busy={c.labels.get(LABEL_HOST) for c in containers if c.id not in dead})
         dirs: list[str] = []
         with self._live_lock:
             live_dirs = {h.dir.name for h in self._live.values()}
@@ -710,6 +725,52 @@ class DockerRuntime(SandboxRuntime):
                 shutil.rmtree(d, ignore_errors=True)
                 dirs.append(d.name)
         return ReapReport(tuple(removed), tuple(dirs))
+
+    def _running_since(self, container_id: str) -> str | None:
+        """``State.StartedAt`` of a running container; None when it is gone or stopped.
+
+        Raises:
+            docker.errors.DockerException: the engine did not answer.
+        """
+        try:
+            state = self.client.api.inspect_container(container_id).get("State") or {}
+        except docker.errors.NotFound:
+            return None
+        return str(state.get("StartedAt", "")) if state.get("Running") else None
+
+    def _owner_check(self) -> Callable[[str | None], bool]:
+        """``gone(label)`` for one reap: each owner decided once (an engine lookup for owners
+        that run in a container; an engine error decides "alive")."""
+        decided: dict[str, bool] = {self.owner.label(): False}
+
+        def gone(label: str | None) -> bool:
+            if not label:
+                return False
+            if label not in decided:
+                try:
+                    decided[label] = owner_gone(label, self.owner, self._running_since)
+                except docker.errors.DockerException:
+                    decided[label] = False
+            return decided[label]
+
+        return gone
+
+    def _reap_networks(self, gone: Callable[[str | None], bool], busy: set[str | None]) -> None:
+        """Remove exec-agent networks (and their firewall rules) whose owner is gone, unless a
+        container of their host id remains (``busy``)."""
+        from sandbox.gateway.network import remove_host_network  # the gateway imports us
+
+        try:
+            networks = self.client.api.networks(filters={"label": f"{LABEL_MANAGED}=1"})
+        except docker.errors.DockerException as exc:
+            log.warning("reaper.list_failed", error=str(exc))
+            return
+        for net in networks:
+            labels = net.get("Labels") or {}
+            host = labels.get(LABEL_HOST, "")
+            mine_or_busy = not host or host in busy or host == self.config.host_id
+            if not mine_or_busy and gone(labels.get(LABEL_OWNER)) and remove_host_network(self.client, host):
+                log.info("reaper.removed_network", network=net.get("Name"), reason="owner-gone")
 
     def close(self) -> None:
         """Remove every container this runtime still knows, then sweep by label (a create that

@@ -53,6 +53,7 @@ def local_grading_sandboxes(
     except BaseException:
         shutil.rmtree(state, ignore_errors=True)
         raise
+    runtime.reap(startup=True)  # what killed CLIs and dead hosts left on this engine
     pools = PoolManager(runtime, default_spec=spec) if warm else None
 
     @contextlib.contextmanager

@@ -303,7 +303,7 @@ def _exec_network(
         return None, None, "disabled on this host (--exec-agents off)"
     network = front = None
     try:
-        network = GatewayNetwork(runtime.client, config.runtime.host_id)
+        network = GatewayNetwork(runtime.client, config.runtime.host_id, runtime.owner.label())
         front = GatewayServer(gateway, network.gateway_ip, limits=config.gateway_limits)
         network.firewall(front.port)
     except (ConfigError, OSError, docker.errors.DockerException) as exc:
