@@ -51,9 +51,10 @@ def run(args: argparse.Namespace) -> int:
     from controller.ui.progress import RowProgress
     from skillopt.config import load_config
     from skillopt.logs import configure_logging
+    from skillopt.models.prefix import prefix_report
     from skillopt.trainer.manifest import data_manifest
     from skillopt.trainer.planning import load_data
-    from skillopt.trainer.rundir import layout
+    from skillopt.trainer.rundir import layout, target_prefix_on_disk
     from skillopt.trainer.scoring import by_category, row_means, score_rows, too_many_infra
 
     overrides = list(args.set)
@@ -140,6 +141,10 @@ def run(args: argparse.Namespace) -> int:
             "difference": comparison,
         }
         summary["ok"] = not too_many
+    # From the rows' recorded model exchanges (both skills' when --against).
+    summary["cacheable_prefix_share"], summary["cacheable_prefix"] = prefix_report(
+        {"target": target_prefix_on_disk(out)}
+    )
     (out / layout.EVAL_SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
     print(
         f"skillopt eval: {args.split}: hard {format_score(s.hard, summary['hard_ci95'])}, soft "

@@ -519,6 +519,7 @@ class RunDir:
             "n_infra": data.get("n_infra", 0),
             "skill": data.get("skill", ""),
             "split": data.get("split", ""),
+            "cacheable_prefix_share": data.get("cacheable_prefix_share"),
             "categories": [
                 {
                     "name": name,

@@ -138,6 +138,8 @@ def run_snapshot(run: RunDir) -> dict[str, Any]:
                 "total_accepts",
                 "total_rejects",
                 "total_wall_time_s",
+                "cacheable_prefix_share",
+                "cacheable_prefix",
             )
         }
         if summary

@@ -38,6 +38,7 @@ from skillopt.errors import (
 )
 from skillopt.models._errors import model_error_for_status, redact
 from skillopt.models.base import SEED_HEADER, ChatModel, ChatRequest, ChatResponse
+from skillopt.models.prefix import chat_payload, prompt_prefix
 from skillopt.models.profiles import ProviderProfile
 from skillopt.types import Usage
 
@@ -390,15 +391,11 @@ class Gateway:
                 stored = StoredResponse(
                     status=response.status_code, content_type=content_type, body=raw, usage={}
                 )
-                usage = parse_usage(content_type, raw)
                 stored = StoredResponse(
                     status=stored.status,
                     content_type=content_type,
                     body=raw,
-                    usage={
-                        "prompt_tokens": usage.prompt_tokens,
-                        "completion_tokens": usage.completion_tokens,
-                    },
+                    usage=parse_usage(content_type, raw).to_dict(),
                 )
                 self._store(session, key, payload, stored)
                 self._log(session, api, payload, stored, t0, replayed=False)
@@ -484,18 +481,22 @@ class Gateway:
         *,
         replayed: bool,
     ) -> None:
-        usage = Usage(
-            calls=1,
-            prompt_tokens=int(resp.usage.get("prompt_tokens", 0)),
-            completion_tokens=int(resp.usage.get("completion_tokens", 0)),
-        )
+        try:
+            usage = dataclasses.replace(Usage.from_dict(resp.usage), calls=1)
+        except (TypeError, ValueError):  # a recording from elsewhere
+            usage = Usage(calls=1)
+        record = usage.to_dict()
+        del record["calls"]
         session.add(
             {
                 "api": api,
                 "status": resp.status,
                 "seconds": round(time.monotonic() - t0, 4),
                 "replayed": replayed,
-                "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
+                "model": (payload.get("model") if isinstance(payload, dict) else None) or session.model,
+                "usage": record,
+                # What the run's cacheable prefix share is computed from (skillopt.models.prefix).
+                "prefix": prompt_prefix(payload).to_json() if isinstance(payload, dict) else None,
                 "request": _clip(json.dumps(payload, ensure_ascii=False)),
                 "response": _clip(resp.body.decode("utf-8", "replace")),
             },
@@ -527,13 +528,7 @@ class Gateway:
             raise
         body = json.dumps(_response_json(reply)).encode("utf-8")
         stored = StoredResponse(
-            status=200,
-            content_type="application/json",
-            body=body,
-            usage={
-                "prompt_tokens": reply.usage.prompt_tokens,
-                "completion_tokens": reply.usage.completion_tokens,
-            },
+            status=200, content_type="application/json", body=body, usage=reply.usage.to_dict()
         )
         self._store(session, key, canonical, stored)
         self._log(session, "chat", canonical, stored, t0, replayed=False)
@@ -566,19 +561,7 @@ def _retry_after(value: str | None) -> float | None:
 def _request_json(r: ChatRequest) -> dict[str, Any]:
     return {
         "model": r.model,
-        "messages": [
-            {
-                "role": m.role,
-                "content": m.content,
-                "name": m.name,
-                "tool_call_id": m.tool_call_id,
-                "tool_calls": [dict(c) for c in m.tool_calls],
-            }
-            for m in r.messages
-        ],
-        "tools": [
-            {"name": t.name, "description": t.description, "parameters": dict(t.parameters)} for t in r.tools
-        ],
+        **chat_payload(r),
         "temperature": r.temperature,
         "max_output_tokens": r.max_output_tokens,
         "reasoning_effort": r.reasoning_effort,
@@ -590,7 +573,7 @@ def _response_json(r: ChatResponse) -> dict[str, Any]:
     return {
         "text": r.text,
         "tool_calls": [dict(c) for c in r.tool_calls],
-        "usage": {"prompt_tokens": r.usage.prompt_tokens, "completion_tokens": r.usage.completion_tokens},
+        "usage": r.usage.to_dict(),
         "finish_reason": r.finish_reason,
         "model": r.raw_model,
     }
@@ -601,11 +584,7 @@ def _response_from_json(d: Mapping[str, Any]) -> ChatResponse:
     return ChatResponse(
         text=d.get("text", ""),
         tool_calls=tuple(d.get("tool_calls") or ()),
-        usage=Usage(
-            calls=1,
-            prompt_tokens=int(u.get("prompt_tokens", 0)),
-            completion_tokens=int(u.get("completion_tokens", 0)),
-        ),
+        usage=dataclasses.replace(Usage.from_dict(u), calls=1),
         finish_reason=d.get("finish_reason", ""),
         raw_model=d.get("model", ""),
     )

@@ -479,8 +479,8 @@ class RolloutService:
 
     @staticmethod
     def _with_exchanges(result: RolloutResult, session, *, full: bool) -> RolloutResult:
-        """Attach the gateway's record of the rollout's model exchanges to its trace, and the
-        gateway's own failure (replay miss, upstream down) as the typed infra error."""
+        """Attach the gateway's record of the rollout's model exchanges (and, for exec agents,
+        their usage) to its row, and the gateway's own failure (replay miss, upstream down) as the typed infra error."""
         exchanges = (
             session.exchanges
             if full
@@ -488,6 +488,10 @@ class RolloutService:
         )
         notes = {**dict(result.trace.notes), "model_exchanges": json.dumps(exchanges, ensure_ascii=False)}
         result = replace(result, trace=replace(result.trace, notes=notes))
+        if not result.usage.calls and session.used.calls:
+            # An exec agent's calls are seen only here (the CLI talks to the gateway): its row
+            # carries what the gateway counted, so cost and budgets include it.
+            result = replace(result, usage=session.used)
         error = session.error
         if result.infra_error is not None or error is None:
             return result

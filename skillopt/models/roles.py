@@ -7,18 +7,21 @@ step record can carry the deltas.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from skillopt.errors import ModelError
 from skillopt.models._errors import is_retryable
 from skillopt.models.base import ChatModel, ChatRequest
+from skillopt.models.prefix import PrefixMeter, PromptPrefix, chat_payload, prompt_prefix
 from skillopt.types import Message, ModelSpec, Usage
 
 __all__ = ["PriceTable", "RoleModel", "UsageTracker"]
@@ -65,12 +68,21 @@ class UsageTracker:
         self._lock = threading.Lock()
         self._by_stage: dict[str, Usage] = {}
         self._ledger: Path | None = None
+        #: How much of these calls' input repeats an earlier call's prefix (rebuilt from the
+        #: ledger on resume: each line carries its request's prefix digests).
+        self.prefix = PrefixMeter()
 
-    def add(self, stage: str, usage: Usage) -> None:
+    def add(self, stage: str, usage: Usage, *, model: str = "", prefix: PromptPrefix | None = None) -> None:
+        """Count one call's usage (and, given its prompt's ``prefix``, its cacheable input)."""
         with self._lock:
             self._by_stage[stage] = self._by_stage.get(stage, Usage()) + usage
+            if prefix is not None:
+                self.prefix.observe(model, prefix, usage.prompt_tokens)
             if self._ledger is not None:
-                line = json.dumps({"stage": stage, **usage.to_dict(), "t": round(time.time(), 3)})
+                record: dict[str, Any] = {"stage": stage, **usage.to_dict(), "t": round(time.time(), 3)}
+                if prefix is not None:
+                    record.update(model=model, prefix=prefix.to_json())
+                line = json.dumps(record)
                 # One write() per addition; a crash leaves at most a torn last line.
                 with open(self._ledger, "a", encoding="utf-8") as fh:
                     fh.write(line + "\n")
@@ -95,6 +107,7 @@ class UsageTracker:
     def load_ledger(self, path: Path) -> None:
         """Replace the totals with the sum of a ledger file (a torn last line is skipped)."""
         totals: dict[str, Usage] = {}
+        meter = PrefixMeter()
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
                 d = json.loads(line)
@@ -102,8 +115,12 @@ class UsageTracker:
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue
             totals[stage] = totals.get(stage, Usage()) + u
+            prefix = PromptPrefix.from_json(d.get("prefix"))
+            if prefix is not None:
+                meter.observe(str(d.get("model", "")), prefix, u.prompt_tokens)
         with self._lock:
             self._by_stage = totals
+            self.prefix = meter
 
     def snapshot(self) -> dict[str, Usage]:
         with self._lock:
@@ -198,13 +215,9 @@ class RoleModel:
                 continue
             self.tracker.add(
                 stage,
-                reply.usage
-                if reply.usage.calls
-                else Usage(
-                    calls=1,
-                    prompt_tokens=reply.usage.prompt_tokens,
-                    completion_tokens=reply.usage.completion_tokens,
-                ),
+                reply.usage if reply.usage.calls else dataclasses.replace(reply.usage, calls=1),
+                model=request.model,
+                prefix=prompt_prefix(chat_payload(request)),
             )
             if reply.text.strip():
                 log.debug("model.call", stage=stage, seconds=round(time.monotonic() - t0, 3))

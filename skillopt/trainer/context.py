@@ -20,6 +20,7 @@ import structlog
 from skillopt.config import Config
 from skillopt.envs.base import EnvData, TaskItem
 from skillopt.gate import GateCache
+from skillopt.models.prefix import prefix_report
 from skillopt.models.roles import PriceTable, RoleModel, UsageTracker
 from skillopt.reflection import StepBuffer, meta_skill_block
 from skillopt.reflection.cache import Slot
@@ -28,7 +29,7 @@ from skillopt.trainer.callbacks import BatchEvent, CallbackList, RowEvent, RunCo
 from skillopt.trainer.planning import RunPlan
 from skillopt.trainer.records import StepRecord
 from skillopt.trainer.rollouts import RolloutStage
-from skillopt.trainer.rundir import RunDirectory, layout, target_usage_on_disk
+from skillopt.trainer.rundir import RunDirectory, layout, target_prefix_on_disk, target_usage_on_disk
 from skillopt.trainer.scoring import SelectionScoring, too_many_infra
 from skillopt.trainer.state import RunMode, TrainerState, refuse_mode_change
 from skillopt.types import RolloutResult
@@ -151,6 +152,11 @@ class RunContext:
         total = self.usage.total() + self.target_usage.total()
         out["_total"] = {**total.to_dict(), "total_tokens": total.total_tokens}
         return out
+
+    def prefix_report(self) -> tuple[float | None, dict[str, Any]]:
+        """The run's cacheable prefix share (target: from every row's recorded exchanges on
+        disk; optimizer: from its ledger) and the per-role counts."""
+        return prefix_report({"target": target_prefix_on_disk(self.run.root), "optimizer": self.usage.prefix})
 
     def meta_text(self) -> str:
         return meta_skill_block(self.state.meta_skill) if self.state.meta_skill else ""

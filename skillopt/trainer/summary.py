@@ -180,6 +180,10 @@ class FitResult:
     total_wall_time_s: float
     token_summary: Mapping[str, Any]
     cost_usd: float
+    #: Of all input tokens, the share that repeats a prefix sent earlier in the run to the same
+    #: model (:mod:`skillopt.models.prefix`); per role in ``cacheable_prefix``.
+    cacheable_prefix_share: float | None = None
+    cacheable_prefix: Mapping[str, Any] = field(default_factory=dict)
     sandbox_hosts: tuple[str, ...]
     image_digests: tuple[str, ...]
     environment: Mapping[str, Any]

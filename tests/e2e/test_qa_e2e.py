@@ -93,7 +93,11 @@ def test_demo_trains_offline_on_the_embedded_sandbox(tmp_path, docker_client):
         "--out", str(tmp_path / "eval"), "--simulate", "on",
     )  # fmt: skip
     assert evaluated.returncode == 0, evaluated.stderr[-4000:]
-    assert json.loads((tmp_path / "eval" / "eval_summary.json").read_text())["simulated"] is True
+    summary = json.loads((tmp_path / "eval" / "eval_summary.json").read_text())
+    assert summary["simulated"] is True
+    # Every question shares the system prompt and the skill before it differs.
+    assert 0 < summary["cacheable_prefix_share"] < 1
+    assert summary["cacheable_prefix"]["target"]["input_tokens"] > 0
 
 
 def test_deep_reflect_reruns_see_their_earlier_attempt_but_no_gold(remote, tmp_path):

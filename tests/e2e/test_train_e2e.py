@@ -77,6 +77,17 @@ def test_training_accepts_and_rejects_and_improves(full_run):
     assert summary["test_hard"] >= summary["baseline_test_hard"]
     assert summary["total_accepts"] >= 1 and summary["total_rejects"] >= 1
     assert summary["token_summary"]["_total"]["total_tokens"] > 0
+    # The target's prompts put the system text and the skill first: of a single-turn rollout's
+    # input that is most; the optimizer's prompts vary more (trajectories).
+    prefix = summary["cacheable_prefix"]
+    assert 0.5 < prefix["target"]["share"] < 1 and 0 <= prefix["optimizer"]["share"] < 1
+    assert summary["cacheable_prefix_share"] == pytest.approx(
+        (prefix["target"]["cacheable_input_tokens"] + prefix["optimizer"]["cacheable_input_tokens"])
+        / (prefix["target"]["input_tokens"] + prefix["optimizer"]["input_tokens"]),
+        abs=1e-3,
+    )
+    target = summary["token_summary"]["target"]
+    assert prefix["target"]["input_tokens"] == sum(u["prompt_tokens"] for u in target.values())
     assert summary["sandbox_hosts"] and summary["image_digests"][0].startswith("sha256:")
     # The skill that scored best is the one written out, and it states what it learned.
     best = (full_run / "best_skill.md").read_text()
@@ -156,6 +167,10 @@ def test_kill_9_mid_step_then_resume_gives_the_same_records(full_run, tmp_path, 
     counted = sum(v["calls"] for v in summary["token_summary"]["optimizer"].values())
     assert sum(d["calls"] for d in ledger) == counted
     assert counted >= sum(v["calls"] for v in full["token_summary"]["optimizer"].values())
+    # The share is rebuilt from the rows and the ledger: every recorded call counted once.
+    prefix = summary["cacheable_prefix"]
+    assert prefix["target"]["input_tokens"] == full["cacheable_prefix"]["target"]["input_tokens"]
+    assert prefix["optimizer"]["input_tokens"] == sum(d["prompt_tokens"] for d in ledger if "prefix" in d)
     # The killed controller's embedded sandbox went away with it, and so did its containers.
     left = list_containers(docker_client, "skillopt.managed=1")
     assert [c.name for c in left if c.labels.get("skillopt.host", "").startswith("embedded-")] == []
@@ -217,6 +232,9 @@ def test_exec_agents_complete_a_demo_run_offline(tmp_path, docker_client, agent)
     assert rows and not [r["fail_reason"] for r in rows if r.get("infra_error")]
     cli = "codex" if agent == "codex_exec" else "claude"
     assert {r["metrics"]["cli"] for r in rows} == {cli}
+    # The CLI's calls are seen only by the gateway: its rows carry the gateway's usage.
+    assert all(r["usage"]["calls"] >= 1 and r["usage"]["prompt_tokens"] > 0 for r in rows)
+    assert summary["cacheable_prefix"]["target"]["input_tokens"] > 0
     assert "no scenario rule matched" not in (out / "train.log").read_text()
 
 

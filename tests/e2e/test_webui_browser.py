@@ -13,6 +13,7 @@ Every wait is on a page selector or a file the run writes, never on time.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import statistics
@@ -129,6 +130,15 @@ def test_a_run_directory_written_by_the_cli(page, ui, cli_run):
     # The selection curve's 95% band and the candidate's interval bar.
     expect(page.locator("#curve path.band")).to_have_count(1)
     expect(page.locator("#curve line.cibar")).to_have_count(1)
+    # The run's cacheable prefix share, overall and per role, as summary.json has it.
+    summary = json.loads((cli_run / "summary.json").read_text())
+    pct = {
+        r: math.floor(m["share"] * 100 + 0.5) for r, m in summary["cacheable_prefix"].items()
+    }  # JS rounding
+    overall = math.floor(summary["cacheable_prefix_share"] * 100 + 0.5)
+    expect(page.locator("#prefix-share")).to_have_text(
+        f"{overall}% (target {pct['target']}%, optimizer {pct['optimizer']}%)"
+    )
     load_ms = page.evaluate("performance.getEntriesByType('navigation')[0].duration")
     METRICS["run_page_load_ms"] = round(load_ms, 1)
     shot(page, "02_cli_run")
@@ -300,6 +310,7 @@ def test_eval_of_a_skill_version_from_the_page(page, ui, cli_run):
     # The eval's row opens its page: the score with its interval, per category, per row.
     row.locator("a", has_text="open").click()
     expect(page.locator("#eval-hard")).to_have_text(format_score(summary["hard"], summary["hard_ci95"]))
+    expect(page.locator("#eval-prefix-share")).to_have_text(f"{summary['cacheable_prefix_share'] * 100:.0f}%")
     expect(page.locator("#eval-categories tbody tr")).to_have_count(len(summary["by_task_type"]))
     expect(page.locator("#rows tbody tr")).to_have_count(3)
     shot(page, "eval_page")

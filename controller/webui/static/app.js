@@ -329,6 +329,14 @@ function drawCurve(svg, history, baseline) {
 }
 
 // Tokens per step (bars: the optimizer's calls and the target's rollouts of the step) and the
+// "81% (target 92%, optimizer 3%)" from a summary's cacheable prefix share; "-" before it.
+function prefixShare(sm) {
+  if (!sm || sm.cacheable_prefix_share === null || sm.cacheable_prefix_share === undefined) return "-";
+  const pct = (x) => `${Math.round(x * 100)}%`;
+  const roles = Object.entries(sm.cacheable_prefix || {}).map(([role, m]) => `${role} ${pct(m.share)}`);
+  return pct(sm.cacheable_prefix_share) + (roles.length > 1 ? ` (${roles.join(", ")})` : "");
+}
+
 // run's cost so far (line, right axis; from the run's prices).
 function drawTokens(svg, history) {
   const W = 640, H = 200, L = 60, R = 60, T = 12, B = 36;
@@ -454,6 +462,7 @@ function renderRun(snap) {
   $("#tokens").textContent = tokens(info.tokens);
   $("#cost").textContent = money(info.cost_usd);
   const sm = snap.summary;
+  $("#prefix-share").textContent = prefixShare(sm);
   $("#test").textContent = sm && sm.test_hard !== null && sm.test_hard !== undefined ? `${score(sm.baseline_test_hard)} → ${score(sm.test_hard)}` : "-";
 
   const hosts = alive && live.hosts && live.hosts.length ? live.hosts :

@@ -27,6 +27,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from skillopt.models.prefix import chained_digests
+
 __all__ = ["MIN_CACHED_TOKENS", "STEP_TOKENS", "PromptCache"]
 
 MIN_CACHED_TOKENS = 1024
@@ -40,20 +42,14 @@ class PromptCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._seen: dict[tuple[str, str], set[str]] = {}
+        self._seen: dict[tuple[str, str], set[bytes | str]] = {}
         self._size = 0
 
     def lookup(self, *, model: str, key: str, text: str) -> int:
         """Cached tokens of a request whose prompt is ``text``; its prefixes are remembered."""
-        step = STEP_TOKENS * _CHARS_PER_TOKEN
-        n = len(text) // step
-        if n * STEP_TOKENS < MIN_CACHED_TOKENS:
+        if len(text) // (STEP_TOKENS * _CHARS_PER_TOKEN) * STEP_TOKENS < MIN_CACHED_TOKENS:
             return 0
-        h = hashlib.sha256()
-        digests = []
-        for i in range(n):
-            h.update(text[i * step : (i + 1) * step].encode("utf-8", "surrogatepass"))
-            digests.append(h.copy().hexdigest())
+        digests = chained_digests(text, STEP_TOKENS * _CHARS_PER_TOKEN)
         with self._lock:
             seen = self._seen.setdefault((model, key), set())
             hits = 0

@@ -9,6 +9,7 @@ from skillopt.trainer.rundir.results import (
     prediction_dir,
     read_result_lines,
     set_aside_infra_rows,
+    target_prefix_on_disk,
     target_usage_on_disk,
 )
 from skillopt.trainer.rundir.rowjson import row_from_json, row_to_json, trace_from_json, trace_to_json
@@ -27,6 +28,7 @@ __all__ = [
     "row_from_json",
     "row_to_json",
     "set_aside_infra_rows",
+    "target_prefix_on_disk",
     "target_usage_on_disk",
     "trace_from_json",
     "trace_to_json",

@@ -19,6 +19,7 @@ from pathlib import Path
 import structlog
 
 from skillopt.durable import atomic_write_text
+from skillopt.models.prefix import PrefixMeter
 from skillopt.trainer.rundir.layout import INFRA_ATTEMPTS, PREDICTIONS, RESULTS, target_stage
 from skillopt.trainer.rundir.rowjson import row_from_json, row_to_json, trace_from_json, trace_to_json
 from skillopt.types import RolloutResult, Usage
@@ -29,6 +30,7 @@ __all__ = [
     "prediction_dir",
     "read_result_lines",
     "set_aside_infra_rows",
+    "target_prefix_on_disk",
     "target_usage_on_disk",
 ]
 
@@ -188,3 +190,25 @@ def target_usage_on_disk(run_root: Path) -> dict[str, Usage]:
                 if usage.calls:
                     totals[stage] = totals.get(stage, Usage()) + usage
     return totals
+
+
+#: The trace note in which the sandbox host records a rollout's model exchanges.
+EXCHANGES_NOTE = "model_exchanges"
+
+
+def target_prefix_on_disk(root: Path) -> PrefixMeter:
+    """The target's cacheable prefix share over every rollout directory under ``root`` (a run,
+    or one eval's output): each row's recorded model exchanges (its prediction dir's
+    ``model_exchanges.txt``), rollout directories in path order, rows in the order they
+    arrived. Rows without a record (no model, an infrastructure failure) add nothing."""
+    meter = PrefixMeter()
+    for path in sorted(root.rglob(RESULTS)):
+        for obj in read_result_lines(path.parent):
+            notes = prediction_dir(path.parent, str(obj.get("id", ""))) / f"{_safe(EXCHANGES_NOTE)}.txt"
+            try:
+                exchanges = json.loads(notes.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(exchanges, list):
+                meter.observe_exchanges(e for e in exchanges if isinstance(e, dict))
+    return meter

@@ -125,6 +125,7 @@ class FinishStage:
             return (m.hard_ci95 if what == "hard" else m.score_ci95) if m else None
 
         actions = [r.action for r in st.history]
+        prefix_share, prefix_by_role = ctx.prefix_report()
         return FitResult(
             version=f"skillopt-{__version__}",
             status="complete" if complete else "stopped",
@@ -156,6 +157,8 @@ class FinishStage:
             total_wall_time_s=round(wall_s, 3),
             token_summary=ctx.usage_summary(),
             cost_usd=round(ctx.cost(), 6),
+            cacheable_prefix_share=prefix_share,
+            cacheable_prefix=prefix_by_role,
             sandbox_hosts=tuple(st.hosts),
             image_digests=tuple(sorted(_digests(ctx))),
             environment={
