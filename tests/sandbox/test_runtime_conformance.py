@@ -84,3 +84,34 @@ def test_pandas_is_imported_into_the_runner_only_when_a_program_uses_it(runtime)
         assert box.run_python("probe.py", timeout_s=60).stdout_tail.split() == ["True"]
     finally:
         runtime.destroy(handle)
+
+
+_NUMERIC_PROBE = b"""import subprocess, sys
+print("numpy" in sys.modules)
+import numpy as np, openpyxl
+from openpyxl.cell import cell
+plain = subprocess.run(
+    [sys.executable, "-c", "import openpyxl.cell.cell as c; print(sorted(map(repr, set(c.KNOWN_TYPES))))"],
+    capture_output=True, text=True,
+).stdout.strip()
+print(sorted(map(repr, set(cell.KNOWN_TYPES))) == eval(plain), openpyxl.NUMPY)
+wb = openpyxl.Workbook()
+wb.active["A1"], wb.active["A2"] = np.int64(7), np.float32(2.5)
+wb.save("n.xlsx")
+print([c.value for c in openpyxl.load_workbook("n.xlsx").active["A"]])
+"""
+
+
+def test_openpyxl_is_preimported_without_numpy_and_gets_numpy_types_when_it_arrives(runtime):
+    """The runner hides numpy while it preimports openpyxl (half of openpyxl's import cost);
+    once a program imports numpy, openpyxl treats numpy scalars exactly as a plain import of
+    openpyxl does (same known cell types; a numpy value is written as a number)."""
+    handle = runtime.create(ContainerSpec())
+    try:
+        box = runtime.lease(handle, "test/numpy-deferred")
+        box.write_file("probe.py", _NUMERIC_PROBE)
+        out = box.run_python("probe.py", timeout_s=60)
+        assert out.exit_code == 0, out.stderr_tail
+        assert out.stdout_tail.split("\n")[:3] == ["False", "True True", "[7, 2.5]"]
+    finally:
+        runtime.destroy(handle)
