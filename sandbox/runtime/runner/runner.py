@@ -599,10 +599,15 @@ def _mentions(path: str, modules: list[str]) -> list[str]:
     ]
 
 
-def _preimport_without_numpy(name: str) -> None:
-    """Import ``name`` with numpy hidden (an ImportError for optional imports of it), and
-    watch for numpy's real import to give openpyxl its numpy types then."""
-    if "numpy" in sys.modules:
+#: Preimports whose use of numpy is optional: imported with numpy hidden.
+_NUMPY_OPTIONAL = frozenset({"openpyxl"})
+
+
+def _preimport(name: str) -> None:
+    """Import ``name``; openpyxl with numpy hidden (an ImportError for its optional import of
+    it), watching for numpy's real import to give openpyxl its numpy types then. Modules that
+    need numpy (TextWorld's) import it as usual."""
+    if name not in _NUMPY_OPTIONAL or "numpy" in sys.modules:
         importlib.import_module(name)
         return
     sys.modules["numpy"] = None  # type: ignore[assignment]  # "import numpy" raises ImportError
@@ -1023,7 +1028,7 @@ def main() -> int:
     imported = []
     for name in filter(None, args.preimport.split(",")):
         try:
-            _preimport_without_numpy(name)
+            _preimport(name)
             imported.append(name)
         except Exception as exc:  # a missing library is reported, not fatal
             print(f"runner: preimport {name} failed: {exc}", file=sys.stderr)
