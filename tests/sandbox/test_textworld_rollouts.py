@@ -209,3 +209,27 @@ def test_a_container_that_forges_a_win_is_graded_by_the_trusted_replay(
     assert row.metrics["stopped"] == "won"  # what the compromised container claimed ...
     assert row.hard == 0.0 and row.metrics["won"] is False  # ... and what the replay found
     assert row.metrics["replay_agrees"] is False and "graded by the replay" in row.trace.notes["replay"]
+
+
+def test_the_textworld_runner_preimports_its_warm_module_from_the_pickled_logic(docker_client, short_tmp):
+    """A game step forks a runner that already holds TextWorld and its parsed knowledge bases
+    (a failed preimport only shows as slow steps: 1-1.6 s each instead of ~15 ms)."""
+    from sandbox.runtime.docker_runtime import DockerRuntime
+    from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
+    from skillopt.envs.textworld.spec import PREIMPORT
+
+    rt = DockerRuntime(RuntimeConfig(host_id="test-tw-warm", state_dir=str(short_tmp), pool_size=0))
+    try:
+        handle = rt.create(ContainerSpec(image=IMAGE, preimport=PREIMPORT))
+        try:
+            assert handle.hello["preimported"] == list(PREIMPORT)
+            box = rt.lease(handle, "test/tw-warm")
+            box.write_file(
+                "probe.py",
+                b"import sys, skillopt_tw_warm as w\nprint('textworld' in sys.modules, w._CACHE.exists())\n",
+            )
+            assert box.run_python("probe.py", timeout_s=60).stdout_tail.split() == ["True", "True"]
+        finally:
+            rt.destroy(handle)
+    finally:
+        rt.close()
