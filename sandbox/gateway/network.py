@@ -20,7 +20,7 @@ import docker
 import docker.errors
 import structlog
 
-from sandbox.runtime.docker_runtime import LABEL_HOST, LABEL_MANAGED, LABEL_OWNER
+from sandbox.runtime.labels import LABEL_HOST, LABEL_MANAGED, LABEL_OWNER
 from skillopt.errors import ConfigError
 
 __all__ = ["GatewayNetwork", "network_name", "remove_host_network"]

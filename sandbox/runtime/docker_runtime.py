@@ -41,7 +41,15 @@ from docker.models.containers import _create_container_args  # the SDK's run() k
 from docker.types import LogConfig, Mount, Ulimit
 
 from sandbox.runtime.base import RolloutSandbox, SandboxRuntime
-from sandbox.runtime.owner import LABEL_OWNER, Owner, current_owner, owner_gone
+from sandbox.runtime.labels import (
+    LABEL_EXPIRES,
+    LABEL_HOST,
+    LABEL_INSTANCE,
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    LABEL_SPEC,
+)
+from sandbox.runtime.owner import Owner, current_owner, owner_gone
 from sandbox.runtime.runner import runner as wire
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from skillopt.errors import (
@@ -66,11 +74,6 @@ __all__ = [
 
 log = structlog.get_logger("skillopt.sandbox.runtime")
 
-LABEL_MANAGED = "skillopt.managed"
-LABEL_HOST = "skillopt.host"
-LABEL_INSTANCE = "skillopt.instance"
-LABEL_SPEC = "skillopt.spec"
-LABEL_EXPIRES = "skillopt.expires"
 
 RUNNER_SOURCE = Path(__file__).parent / "runner" / "runner.py"
 #: Largest reply payload from a runner unless the request allows more (only reads carry one).

@@ -23,9 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LABEL_OWNER", "Owner", "current_owner", "owner_gone"]
+__all__ = ["Owner", "current_owner", "owner_gone"]
 
-LABEL_OWNER = "skillopt.owner"
 _VERSION = "o1"
 _CONTAINER_IN_MOUNTINFO = re.compile(r"/containers/([0-9a-f]{64})/(?:hostname|hosts|resolv\.conf)\b")
 

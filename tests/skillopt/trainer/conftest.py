@@ -43,6 +43,9 @@ VOLATILE = frozenset(
         "usage",
         "target_usage",  # the state's snapshot at its last commit: the summary has the total
         "t",
+        # Spend figures too: a call in flight at a crash is made again (the ledger counts both).
+        "cacheable_prefix_share",
+        "cacheable_prefix",
     }
 )
 

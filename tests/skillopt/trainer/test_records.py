@@ -76,6 +76,8 @@ SUMMARY_KEYS = [
     "total_wall_time_s",
     "token_summary",
     "cost_usd",
+    "cacheable_prefix_share",
+    "cacheable_prefix",
     "sandbox_hosts",
     "image_digests",
     "environment",
