@@ -48,8 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _load(args: argparse.Namespace):
+    from controller.rundir.damage import inspect as inspect_damage
     from skillopt.config import config_from_dict, load_config, with_overrides
-    from skillopt.trainer.rundir import RunDirectory, layout
+    from skillopt.trainer.rundir import RunDirectory, RunDirectoryDamaged, layout
 
     overrides = list(args.set)
     if args.endpoints:
@@ -61,6 +62,9 @@ def _load(args: argparse.Namespace):
         saved = out / layout.CONFIG
         if not saved.exists():
             raise ConfigError(f"{out} is not a run directory (no {layout.CONFIG})")
+        damage = inspect_damage(out, deep=True)
+        if not damage.resumable:  # said before a sandbox starts, and without "--resume" advice
+            raise RunDirectoryDamaged(f"{out}: {damage.headline()}; {damage.advice()}")
         data = RunDirectory(out).read_json(layout.CONFIG)
         if not isinstance(data, dict):
             raise ConfigError(
@@ -92,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from skillopt.logs import configure_logging
     from skillopt.trainer import Trainer
     from skillopt.trainer.planning import load_data
-    from skillopt.trainer.rundir import RunDirectory, layout
+    from skillopt.trainer.rundir import RunDirectory, RunDirectoryDamaged, layout
     from skillopt.trainer.state import refuse_mode_change
 
     try:
@@ -155,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
     except SkillOptError as exc:
         progress._stop()
         print(f"skillopt train: {exc.message}", file=sys.stderr)
-        print(f"(run dir {out}; continue with: skillopt train --resume {out})", file=sys.stderr)
+        if not isinstance(exc, RunDirectoryDamaged):  # its message says what to do instead
+            print(f"(run dir {out}; continue with: skillopt train --resume {out})", file=sys.stderr)
         return 1
     finally:
         log_file.close()

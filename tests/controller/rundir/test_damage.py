@@ -94,3 +94,18 @@ def test_skillopt_runs_says_damaged_and_why(tmp_path):
     assert rows == {"broken": "damaged", "fine": "finished"}
     assert "broken: damaged: the directory still proves steps 1-1 committed; the run cannot be resumed" in out
     assert "  runtime_state.json is not valid JSON" in out
+
+
+def test_resuming_a_run_that_cannot_be_resumed_says_why_at_once(tmp_path):
+    """No sandbox is started for it, and no "continue with --resume" advice is given."""
+    run = finished(tmp_path, "broken")
+    cut(run / "runtime_state.json")
+    res = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "train", "--resume", str(run)],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert res.returncode == 2, res.stderr
+    assert "runtime_state.json: is not valid JSON" in res.stderr
+    assert "the run cannot be resumed: start a new run" in res.stderr
+    assert "--resume" not in res.stderr.replace(f"train --resume {run}", "")
+    assert "sandbox" not in res.stderr.lower()
