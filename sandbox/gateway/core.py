@@ -389,10 +389,7 @@ class Gateway:
                 response.close()
                 raw = b"".join(parts)
                 stored = StoredResponse(
-                    status=response.status_code, content_type=content_type, body=raw, usage={}
-                )
-                stored = StoredResponse(
-                    status=stored.status,
+                    status=response.status_code,
                     content_type=content_type,
                     body=raw,
                     usage=parse_usage(content_type, raw).to_dict(),

@@ -480,7 +480,8 @@ class RolloutService:
     @staticmethod
     def _with_exchanges(result: RolloutResult, session, *, full: bool) -> RolloutResult:
         """Attach the gateway's record of the rollout's model exchanges (and, for exec agents,
-        their usage) to its row, and the gateway's own failure (replay miss, upstream down) as the typed infra error."""
+        their usage) to its row, and the gateway's own failure (replay miss, upstream down) as
+        the typed infra error."""
         exchanges = (
             session.exchanges
             if full

@@ -328,7 +328,6 @@ function drawCurve(svg, history, baseline) {
   }
 }
 
-// Tokens per step (bars: the optimizer's calls and the target's rollouts of the step) and the
 // "81% (target 92%, optimizer 3%)" from a summary's cacheable prefix share; "-" before it.
 function prefixShare(sm) {
   if (!sm || sm.cacheable_prefix_share === null || sm.cacheable_prefix_share === undefined) return "-";
@@ -337,6 +336,7 @@ function prefixShare(sm) {
   return pct(sm.cacheable_prefix_share) + (roles.length > 1 ? ` (${roles.join(", ")})` : "");
 }
 
+// Tokens per step (bars: the optimizer's calls and the target's rollouts of the step) and the
 // run's cost so far (line, right axis; from the run's prices).
 function drawTokens(svg, history) {
   const W = 640, H = 200, L = 60, R = 60, T = 12, B = 36;
