@@ -2,7 +2,10 @@
 
 1. Per-call overhead of the model gateway: the official SDK calling the scripted model server
    directly vs through the gateway's HTTP front end (token check, key injection, recording).
-2. An exec-agent rollout's wall time split: container start (cold create of the exec spec, and
+2. An in-service agent's model call, CPU by conversation length (a multi-turn rollout resends
+   its whole history each turn): our OpenAI Chat / Responses / Anthropic clients next to the
+   SDK's ``create`` with every message walked by its parameter transform (what we did before).
+3. An exec-agent rollout's wall time split: container start (cold create of the exec spec, and
    the warm pool's acquire), the agent CLI's run (its own start-up and tool use) against the
    model time spent at the gateway, and grading.
 """
@@ -137,6 +140,51 @@ def exec_split(agent: str, n: int) -> dict[str, float]:
     }
 
 
+def call_cpu(calls: int) -> dict[str, float]:
+    """CPU milliseconds per model call by history length: this process, i.e. the client (SDK,
+    HTTP, parsing) and the scripted server it runs in a thread."""
+    from skillopt.models.base import ChatRequest
+    from skillopt.models.openai_chat import to_openai_messages
+    from skillopt.models.profiles import build_model
+    from skillopt.types import Message
+
+    def cpu_ms(fn) -> float:
+        for _ in range(3):
+            fn()
+        t0 = time.process_time()
+        for _ in range(calls):
+            fn()
+        return (time.process_time() - t0) / calls * 1000
+
+    out: dict[str, float] = {}
+    with ScriptedModelServer({"rules": [], "default": {"reply": {"text": "ok"}}}, max_records=10) as srv:
+        models = {
+            "chat": build_model(ProviderProfile(name="c", kind="openai_compatible", base_url=srv.base_url)),
+            "responses": build_model(
+                ProviderProfile(name="r", kind="openai_compatible", base_url=srv.base_url, api="responses")
+            ),
+            "anthropic": build_model(
+                ProviderProfile(name="a", kind="anthropic", base_url=srv.anthropic_base_url, api_key="k")
+            ),
+        }
+        for n in (2, 20, 60):
+            turns = [
+                Message(role="assistant" if i % 2 else "user", content="turn " * 400) for i in range(n - 1)
+            ]
+            msgs = (Message(role="system", content="rules " * 800), *turns)
+            request = ChatRequest(model="m", messages=msgs)
+            for name, model in models.items():
+                out[f"{name}_{n}_msgs_cpu_ms"] = cpu_ms(lambda m=model, r=request: m.complete(r))
+            sdk, wire = models["chat"]._client, to_openai_messages(msgs)  # create(): every message walked
+            out[f"sdk_create_walked_{n}_msgs_cpu_ms"] = cpu_ms(
+                lambda c=sdk, w=wire: c.chat.completions.create(model="m", messages=w)
+            )
+            out[f"chat_{n}_msgs_ratio_walked_over_ours"] = (
+                out[f"sdk_create_walked_{n}_msgs_cpu_ms"] / out[f"chat_{n}_msgs_cpu_ms"]
+            )
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -146,6 +194,9 @@ def main() -> int:
     args = parser.parse_args()
     print("== gateway overhead per model call (scripted server on loopback) ==")
     for k, v in per_call(args.calls).items():
+        print(f"  {k:34s} {v:9.3f}")
+    print("== in-service model call CPU by history length (this process) ==")
+    for k, v in call_cpu(args.calls).items():
         print(f"  {k:34s} {v:9.3f}")
     for agent in ("codex_exec", "claude_code_exec"):
         print(f"== {agent} rollout wall time split ({args.rollouts} rollouts, 4 model calls each) ==")

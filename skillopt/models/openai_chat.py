@@ -83,6 +83,29 @@ def chat_extra(
     return extra
 
 
+def _sent_as_is(
+    kwargs: dict[str, Any], bulk: tuple[str, ...], *, required: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """``kwargs`` of an ``openai`` SDK ``create`` call with the ``bulk`` fields moved into
+    ``extra_body``, which the SDK merges into the JSON body as it is.
+
+    Why: ``create`` first walks every parameter against its TypedDict (aliases, formats):
+    ~0.1 ms of CPU per message, so 7 ms per call at 60 messages and ~110 ms of the host's GIL
+    over a 30-turn rollout whose history grows each turn (measured with the scripted server).
+    What we send is plain JSON already (no aliased field, no date, no file), so the walk only
+    costs. A ``required`` field keeps an empty value in the call (the SDK's signature needs it);
+    ``extra_body`` replaces it. Fields already in ``extra_body`` (a profile's or a request's
+    extra) still win, as before.
+    """
+    moved = {k: kwargs.pop(k) for k in bulk if k in kwargs}
+    if not moved:
+        return kwargs
+    for k in required:
+        kwargs[k] = []
+    kwargs["extra_body"] = {**moved, **kwargs.get("extra_body", {})}
+    return kwargs
+
+
 class OpenAIChatModel:
     """A configured OpenAI-family endpoint.
 
@@ -182,8 +205,12 @@ class OpenAIChatModel:
                 query = self._responses_query()
                 if query:
                     kwargs["extra_query"] = dict(query)
+                kwargs = _sent_as_is(kwargs, ("input", "tools"))
                 return parse_response(self._client.responses.create(**kwargs, **common), name=self.name)
-            resp = self._client.chat.completions.create(**self._chat_kwargs(request, model), **common)
+            kwargs = _sent_as_is(
+                self._chat_kwargs(request, model), ("messages", "tools"), required=("messages",)
+            )
+            resp = self._client.chat.completions.create(**kwargs, **common)
         except openai.OpenAIError as exc:
             raise map_sdk_error(openai, exc, self._ctx, timeout_s=timeout) from exc
         return self._parse_chat(resp)

@@ -145,3 +145,25 @@ def test_openai_kind_defaults_to_auto_and_requires_a_key():
     assert ProviderProfile(name="c", kind="openai_compatible", base_url="http://h/v1").api == "chat"
     with pytest.raises(ConfigError, match="needs a key"):
         load_profiles(specs=["o=openai"], environ={})
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_bulk_fields_reach_the_wire_unchanged(api):
+    """Messages/input and tools skip the SDK's per-parameter walk (``_sent_as_is``): the body on
+    the wire is still exactly what we built, with the profile's extra fields beside it."""
+    from skillopt.models.openai_chat import to_openai_messages
+    from skillopt.models.responses_wire import to_responses_input
+
+    msgs = conversation("hi")
+    with ScriptedModelServer({"default": {"replies": ["ok"]}}) as srv:
+        model = _compat(srv, api=api, extra={"top_k": 20})
+        assert model.complete(ChatRequest(model="m", messages=msgs, tools=(WEATHER,))).text == "ok"
+        (req,) = srv.api_requests(api)
+    assert req.body["model"] == "m" and req.body["top_k"] == 20
+    if api == "chat":
+        assert req.body["messages"] == to_openai_messages(msgs)
+        assert req.body["tools"][0]["function"]["name"] == "get_weather"
+    else:
+        instructions, items = to_responses_input(msgs)
+        assert req.body["input"] == items and req.body.get("instructions") == (instructions or None)
+        assert req.body["tools"][0]["name"] == "get_weather"
