@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import signal
 import statistics
@@ -77,6 +78,9 @@ def cold_docker(n: int) -> dict[str, float]:
 
 
 FIRST = "import time as _t\nprint(_t.time_ns(), flush=True)\n"
+
+
+_HZ = os.sysconf("SC_CLK_TCK")
 
 
 def _busy_jiffies() -> tuple[int, int]:
@@ -233,6 +237,10 @@ def _first_instruction(
         # Share of the machine's CPUs busy while the warm waves ran: near 1.0 means the start
         # latency at this concurrency is CPU-bound (every process on the host counts).
         "machine_cpu_busy_during_waves": busy / total if total else float("nan"),
+        # Every process's CPU (client, service, model server, runners, engine, kernel) per warm
+        # rollout, start to result: with 8 starting at once on C cores, a fair scheduler puts the
+        # median first instruction near 8 x (the share of this spent before it) / C.
+        "machine_cpu_ms_per_rollout_during_waves": busy / _HZ * 1000 / len(warm) if total else float("nan"),
     }
 
 
