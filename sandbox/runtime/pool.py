@@ -7,8 +7,10 @@ maintainer refills the pool, with at most ``max_concurrent_creations`` creations
 across all pools (concurrent creations slow each other down: moby#42096).
 
 Acquisition never creates a container itself: it registers demand and waits, and the
-maintainer creates for ``idle target + waiters``. That keeps the creation cap global and lets a
-waiter take whichever container becomes ready first. Refills of the warm target wait for a
+maintainer creates for ``idle target + waiters``. That keeps the creation cap global. Waiters
+are served first come, first served: whoever woke first used to take a container that became
+ready, and under sustained load (eight rollouts at a time, each needing a new container) some
+waited 5.6 s while the median waited 0.7 s (``bench/bench_sandbox.py``, sustained). Refills of the warm target wait for a
 burst of acquisitions to pass (``refill_delay_s``), and so do removals of used containers: a
 creation costs ~0.4 s of CPU and a removal ~0.1 s, and eight of them started with eight
 rollouts took the CPU those rollouts needed to start.
@@ -50,13 +52,18 @@ class _Pool:
     spec: ContainerSpec
     idle: collections.deque[ContainerHandle] = field(default_factory=collections.deque)
     creating: int = 0
-    waiters: int = 0
+    #: One ticket per acquisition waiting, oldest first: only the oldest takes a container.
+    queue: collections.deque[object] = field(default_factory=collections.deque)
     last_used: float = field(default_factory=time.monotonic)
     consecutive_failures: int = 0
     last_error: InfraError | None = None
     created_total: int = 0
     acquired_total: int = 0
     acquired_warm: int = 0
+
+    @property
+    def waiters(self) -> int:
+        return len(self.queue)
 
 
 @dataclass(frozen=True)
@@ -111,22 +118,24 @@ class PoolManager:
             pool = self._pool(spec)
             pool.last_used = time.monotonic()
             pool.acquired_total += 1
-            warm = bool(pool.idle)
-            pool.waiters += 1
+            warm = len(pool.idle) > len(pool.queue)
+            ticket = object()
+            pool.queue.append(ticket)
             self._cond.notify_all()
             try:
                 while True:
                     if self._closing:
                         raise Draining("sandbox host is shutting down")
-                    while pool.idle:
+                    while pool.idle and pool.queue[0] is ticket:
                         handle = pool.idle.popleft()
                         if self.runtime.alive(handle):
+                            pool.queue.popleft()
                             handle.state = SlotState.LEASED
                             if warm:
                                 pool.acquired_warm += 1
                             now = time.monotonic()
                             self._burst = (self._burst[0] if self._burst else now, now)
-                            self._cond.notify_all()  # refill
+                            self._cond.notify_all()  # the next waiter's turn; refill
                             return handle
                         self._destroy_async(handle)
                     if pool.last_error is not None and pool.consecutive_failures >= _FAIL_FAST_AFTER:
@@ -144,7 +153,9 @@ class PoolManager:
                     # Woken by every creation result; the bound only covers cancellation.
                     self._cond.wait(min(remaining, 1.0))
             finally:
-                pool.waiters -= 1
+                if ticket in pool.queue:  # gave up (timeout, cancel, failure): next in line
+                    pool.queue.remove(ticket)
+                    self._cond.notify_all()
 
     def release(self, handle: ContainerHandle) -> None:
         """Give a used container back: it is destroyed in the background, never reused."""
