@@ -1,19 +1,22 @@
 """Warm pools of pre-started, single-use rollout containers.
 
-A cold ``docker run`` plus the runner's imports costs ~0.3 s + ~0.5 s here and serializes
-badly under concurrency, so each :class:`ContainerSpec` in use keeps ``pool_size`` idle
-containers ready. A container serves exactly one rollout and is then destroyed; a background
-maintainer refills the pool, with at most ``max_concurrent_creations`` creations in flight
-across all pools (concurrent creations slow each other down: moby#42096).
+A cold container costs ~0.2 s of wall time to create and start plus ~0.1 s for the runner's
+imports here, and creations serialize badly under concurrency, so each :class:`ContainerSpec`
+in use keeps ``pool_size`` idle containers ready. A container serves exactly one rollout and is
+then destroyed; a background maintainer refills the pool, with at most
+``max_concurrent_creations`` creations in flight across all pools (concurrent creations slow
+each other down: moby#42096).
 
-Acquisition never creates a container itself: it registers demand and waits, and the
-maintainer creates for ``idle target + waiters``. That keeps the creation cap global. Waiters
-are served first come, first served: whoever woke first used to take a container that became
-ready, and under sustained load (eight rollouts at a time, each needing a new container) some
-waited 5.6 s while the median waited 0.7 s (``bench/bench_sandbox.py``, sustained). Refills of the warm target wait for a
-burst of acquisitions to pass (``refill_delay_s``), and so do removals of used containers: a
-creation costs ~0.4 s of CPU and a removal ~0.1 s, and eight of them started with eight
-rollouts took the CPU those rollouts needed to start.
+Acquisition never creates a container itself: it registers demand and waits, and the maintainer
+creates for ``idle target + waiters``. That keeps the creation cap global. Waiters are served
+first come, first served (when whichever thread woke first took a ready container, late
+arrivals overtook waiting rollouts under sustained load: the longest wait was 5.6 s against a
+median of 0.7 s, ``bench/bench_sandbox.py``).
+
+Refills of the warm target wait for a burst of acquisitions to pass (``refill_delay_s``), and
+so do removals of used containers: a container's whole life costs the engine ~0.15 s of CPU and
+its runner's start ~0.09 s (2026-12-05), and eight creations started with eight rollouts took
+the CPU those rollouts needed to start.
 
 Bounded whatever the requests: only the ``max_warm_pools`` most recently used specs (and the
 prewarmed default) keep warm containers, idle containers over all pools are capped at
