@@ -110,6 +110,7 @@ class RunnerConnection:
         timeout_s: float,
         max_reply_bytes: int = _MAX_REPLY_BYTES,
         on_output: Callable[[int, bytes], None] | None = None,
+        cancelled: threading.Event | None = None,
     ) -> tuple[dict[str, Any], bytes]:
         """Send one request and wait for its reply.
 
@@ -119,6 +120,9 @@ class RunnerConnection:
                 before they are read, never trusted to be.
             on_output: for a streaming execution, called with ``(fd, bytes)`` for every
                 output message the runner sends before its reply (each at most 64 KiB).
+            cancelled: for a streaming execution, its cancel flag. Checked once the request is
+                out: a :meth:`cancel_execution` sent before the request reached the runner was
+                ignored there (nothing ran yet), so a flag already set sends one after it.
 
         Raises:
             TimeoutError: no reply within ``timeout_s``.
@@ -132,6 +136,8 @@ class RunnerConnection:
                 with self._send_lock:
                     self._sock.settimeout(timeout_s)
                     wire.send_message(self._sock, {**header, "id": self._next_id}, payload)
+                    if cancelled is not None and cancelled.is_set():
+                        wire.send_message(self._sock, {"op": "cancel"})
                 while True:
                     self._sock.settimeout(max(deadline - time.monotonic(), 0.001))
                     reply, data = wire.recv_message(self._sock, max_size=max_reply_bytes)

@@ -215,11 +215,14 @@ class DockerSandbox(RolloutSandbox):
         timeout_s: float,
         oom_before: int,
         on_output: Callable[[int, bytes], None] | None = None,
+        cancelled: threading.Event | None = None,
     ) -> dict[str, Any]:
         """One execution's reply from the runner; a runner that died of the container's memory
         limit (the OOM counter moved past ``oom_before``) is :class:`OOMKilled`."""
         try:
-            reply, _ = self._call(header, payload, timeout_s=timeout_s, on_output=on_output)
+            reply, _ = self._call(
+                header, payload, timeout_s=timeout_s, on_output=on_output, cancelled=cancelled
+            )
         except SandboxUnavailable:
             # The runner itself died: the OOM killer is the usual culprit.
             if self._oom_count(after_death=True) > oom_before:
@@ -248,6 +251,7 @@ class DockerSandbox(RolloutSandbox):
         allow_errors: bool = False,
         max_reply_bytes: int | None = None,
         on_output: Callable[[int, bytes], None] | None = None,
+        cancelled: threading.Event | None = None,
     ) -> tuple[dict[str, Any], bytes]:
         if self.cancel.is_set():
             raise Cancelled("rollout cancelled")
@@ -256,6 +260,8 @@ class DockerSandbox(RolloutSandbox):
         )
         if on_output is not None:
             bound["on_output"] = on_output
+        if cancelled is not None:
+            bound["cancelled"] = cancelled
         try:
             reply, data = self.handle.conn.call(header, payload, timeout_s=timeout_s, **bound)
         except TimeoutError:

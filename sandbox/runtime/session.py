@@ -12,6 +12,7 @@ killed (then every process of the session goes: a timeout kills the whole tree).
 from __future__ import annotations
 
 import posixpath
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -96,9 +97,13 @@ class SessionSandbox(DockerSandbox):
         env: Mapping[str, str] | None = None,
         stdin: bytes = b"",
         output_limit_bytes: int,
+        cancelled: threading.Event | None = None,
     ) -> CommandExit:
         """Run ``argv`` and stream its output to ``on_output(fd, bytes)`` as it comes (at most
-        ``output_limit_bytes`` in all: beyond it the command is killed).
+        ``output_limit_bytes`` in all: beyond it the command is killed). ``cancelled``: the
+        caller's cancel flag, set before it calls :meth:`cancel_command`; a command whose flag is
+        set by the time its request is sent is cancelled at once (the runner ignores a cancel
+        that reaches it before the command does).
 
         Raises:
             InvalidRequest: empty ``argv``.
@@ -121,7 +126,12 @@ class SessionSandbox(DockerSandbox):
         oom_before = self._oom_count()
         t0 = time.monotonic()
         reply = self._execute(
-            header, stdin, timeout_s=timeout_s + _BACKSTOP_SLACK_S, oom_before=oom_before, on_output=on_output
+            header,
+            stdin,
+            timeout_s=timeout_s + _BACKSTOP_SLACK_S,
+            oom_before=oom_before,
+            on_output=on_output,
+            cancelled=cancelled,
         )
         elapsed = time.monotonic() - t0
         spawn = reply.get("spawn_error") or {}

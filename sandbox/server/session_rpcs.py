@@ -244,6 +244,7 @@ def _run_command(
             stdin=stdin,
             output_limit_bytes=start.output_limit_bytes,
             user=start.user,
+            cancelled=abandoned,  # the client may vanish between the check above and the start
         )
         outputs.put(result)
     except BaseException as exc:  # reported as the call's status

@@ -295,8 +295,10 @@ class SessionManager:
         stdin: bytes = b"",
         output_limit_bytes: int = 0,
         user: str = "",
+        cancelled: threading.Event | None = None,
     ) -> CommandExit:
-        """Run one command in ``session`` (see :meth:`SessionSandbox.run_streaming`).
+        """Run one command in ``session`` (see :meth:`SessionSandbox.run_streaming`, also for
+        ``cancelled``).
 
         Raises:
             UserUnsupported: ``user`` names someone other than the session's user.
@@ -331,6 +333,7 @@ class SessionManager:
             env=env,
             stdin=stdin,
             output_limit_bytes=cap,
+            cancelled=cancelled,
         )
 
     @contextlib.contextmanager

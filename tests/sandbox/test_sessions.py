@@ -285,6 +285,24 @@ def test_an_abandoned_session_is_reaped_after_its_idle_ttl(host):
         SandboxSession.attach(session.id, host.running.address, token=TOKEN_B)
 
 
+def test_a_cancel_just_before_the_command_reaches_the_container_still_kills_it(host):
+    """The client may vanish after its Exec was accepted but before the command reached the
+    container. The runner ignores a cancel that comes before its command (nothing runs yet), so
+    the command is cancelled again once sent; this race once left ``sleep 600`` running and
+    its session busy for good (the abandoned-session test above failed in CI)."""
+    manager = host.running.servicer.sessions
+    with SandboxSession.create(where(host, TOKEN_B)) as client_session:
+        session = manager._sessions[client_session.id]
+        abandoned = threading.Event()
+        abandoned.set()  # the call ended: flag set, then the cancel sent, as the RPC does
+        session.box.cancel_command()
+        result = manager.exec(
+            session, ["sleep", "600"], on_output=lambda fd, data: None, timeout_s=30, cancelled=abandoned
+        )
+        assert result.cancelled and not result.timed_out, result
+        assert client_session.exec(["echo", "still here"]).stdout == b"still here\n"
+
+
 def test_a_draining_host_refuses_new_sessions_and_ends_live_ones(docker_client, scripted):
     gen = start_service(scripted, capacity=1, pool_size=1)
     svc = next(gen)
