@@ -463,8 +463,12 @@ class OptimizerConfig(_Section):
     """Run the end-of-epoch slow update (compare previous and current skill)."""
     slow_update_samples: Int = 20
     """Training items rolled out with both skills for the slow update and the meta skill."""
-    slow_update_gate_with_selection: bool = False
-    """Gate the slow-update candidate on the selection split instead of force-accepting it."""
+    slow_update_gate_with_selection: bool = True
+    """Gate the slow-update candidate with the run's gate (``evaluation.gate_mode``) like a
+    step's candidate. On by default so that nothing becomes current or best that the run's
+    gate did not accept (a ``paired`` run gets no untested skill). ``false`` is the
+    reference's default, for parity runs: the candidate is forced into the current skill (its
+    score re-measured) and never made the best skill on its own."""
     longitudinal_pair_policy: PairPolicyField = "mixed"
     """Which previous/current pairs the slow update sees: all, outcome-changed or unchanged."""
     use_meta_skill: bool = True

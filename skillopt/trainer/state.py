@@ -114,6 +114,9 @@ class TrainerState:
     mode: dict[str, Any] = field(default_factory=dict)
     #: Sandbox hosts that ran rollouts, over every session of the run.
     hosts: list[str] = field(default_factory=list)
+    #: The finish stage's decision on making the final skill the best one (its gate's record;
+    #: {} = not taken: the final skill was the best one, or the run has not finished).
+    final_gate: dict[str, Any] = field(default_factory=dict)
     #: Why the last session stopped before the end ("" = it did not, or it crashed).
     stop_reason: str = ""
     #: The environment the run is pinned to (first session): runtime image digest and more;

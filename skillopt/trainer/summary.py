@@ -171,6 +171,9 @@ class FitResult:
     best_step: int
     current_origin: str
     best_origin: str
+    #: The finish stage's decision on the final skill against the best one, by the run's gate
+    #: (``action``, ``reason``, ``gate_test``); ``None`` when the final skill was the best one.
+    final_gate: Mapping[str, Any] | None = None
     total_steps: int
     total_accepts: int
     total_rejects: int

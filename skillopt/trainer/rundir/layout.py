@@ -11,7 +11,7 @@ these names, never by literals of its own::
       live.json  launch.json  run_id  .lock  stop_request.json       (the controller's)
       simulation_truth.json          the noisy simulation's ground truth (simulation only)
       skills/skill_v0000.md ...                  the current skill after each step
-      selection_eval_baseline/  final_selection_eval/                rollout dirs
+      selection_eval_baseline/  final_selection_eval/  final_selection_eval_best/   rollout dirs
       test_eval_baseline/  test_eval/  test_eval_final/              rollout dirs + summary.json
       steps/step_0001/
         rollout/  (or batch_<a>/rollout/ with accumulation)          rollout dir
@@ -104,6 +104,7 @@ PREDICTIONS = "predictions"  # predictions/<id>/: trace, prompts, code, artifact
 # -- the initial, baseline, final and test evaluations ------------------------------------------
 BASELINE_SELECTION = "selection_eval_baseline"
 FINAL_SELECTION = "final_selection_eval"
+FINAL_SELECTION_BEST = "final_selection_eval_best"  # the best skill, when a paired gate lacked it
 TEST_BASELINE = "test_eval_baseline"
 TEST_BEST = "test_eval"
 TEST_FINAL = "test_eval_final"

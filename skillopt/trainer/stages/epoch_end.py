@@ -129,8 +129,10 @@ def _pairs(ctx: RunContext, epoch: int, rel: str, prev_skill: str, curr_skill: s
 
 class SlowUpdateStage:
     """Epoch 1: an empty slow-update block is injected; later epochs propose its content from
-    the comparison, then gate it (``optimizer.slow_update_gate_with_selection``) or force it
-    in with a re-measured score (the reference left the score stale here, §14.6)."""
+    the comparison, then gate it with the run's gate like a step's candidate (the default,
+    ``optimizer.slow_update_gate_with_selection``), or, with that off (the reference's
+    default), force it into the current skill with a re-measured score (the reference left
+    the score stale here, §14.6) but never into the best one."""
 
     name = "slow_update"
 
@@ -163,7 +165,7 @@ class SlowUpdateStage:
             return StageOutcome(action="no_content", result={"action": "no_content", "error": proposal.error})
         ctx.run.write_text(f"{rel}/{Epoch.CANDIDATE}", proposal.candidate)
         ev = evaluate_selection(ctx, proposal.candidate, f"{rel}/{Epoch.SELECTION}")
-        current_eval, gate_test = None, None
+        current_eval, gate_test, gate_reason = None, None, ""
         if ctx.cfg.optimizer.slow_update_gate_with_selection:
             origin = f"slow_update_epoch_{state.epoch:02d}"
             gate = decide_gate(
@@ -174,13 +176,17 @@ class SlowUpdateStage:
                 ev,
                 current_rel=f"{rel}/{Epoch.SELECTION_CURRENT}",
             )
-            action, accepted = gate.action, gate.accepted
+            action, accepted, gate_reason = gate.action, gate.accepted, gate.reason
             current_eval, gate_test = gate.current_evaluation, gate.gate_test
         else:
+            # The reference's default: into the current skill without a gate. No test supports
+            # it, so it never becomes the best skill (the finish stage's gate may make it so).
             action, accepted = "force_accept", True
+            gate_reason = "forced (optimizer.slow_update_gate_with_selection: false)"
         n = max(1, len(comp.pairs))
         result = {
             "action": action,
+            "gate_reason": gate_reason,
             "content": proposal.content,
             "reasoning": proposal.reasoning,
             "candidate_hash": skill_hash(proposal.candidate),
@@ -219,7 +225,14 @@ class SlowUpdateStage:
                 remember(ctx, o.current_evaluation)
             if o.accepted:
                 origin = f"slow_update_epoch_{state.epoch:02d}"
-                promote(st, o.skill, o.evaluation.score, step=state.last_step, origin=origin)
+                promote(
+                    st,
+                    o.skill,
+                    o.evaluation.score,
+                    step=state.last_step,
+                    origin=origin,
+                    may_become_best=o.action != "force_accept",
+                )
         ctx.run.save_skill(state.last_step, st.current_skill)
         st.epoch_stages[f"{self.name}_{state.epoch}"] = o.action
         ctx.persist()

@@ -15,6 +15,7 @@ from skillopt.trainer.context import RunContext
 from skillopt.trainer.manifest import data_manifest
 from skillopt.trainer.rundir import layout, read_result_lines
 from skillopt.trainer.scoring import by_category, paired_rows, row_means, score_rows
+from skillopt.trainer.stages.gate import decide_final_best
 from skillopt.trainer.stages.selection import epoch_record, evaluate_selection, measurement, promote, remember
 from skillopt.trainer.summary import EpochRecord, FitResult, TestScores
 from skillopt.types import RolloutResult, skill_hash
@@ -31,10 +32,15 @@ class FinishStage:
         st = ctx.state
         final_score: float | None = st.best_score
         if complete and skill_hash(st.current_skill) != skill_hash(st.best_skill):
-            # The final skill becomes best only if it scores strictly higher (earlier skills win ties).
+            # The final skill becomes best only if the run's gate says it beats the best one.
             ev = evaluate_selection(ctx, st.current_skill, layout.FINAL_SELECTION)
             remember(ctx, ev)
             final_score = ev.score
+            verdict = decide_final_best(ctx, ev, best_rel=layout.FINAL_SELECTION_BEST)
+            best_ev = verdict.pop("best_evaluation")
+            if best_ev is not None:
+                remember(ctx, best_ev)
+            st.final_gate = verdict
             promote(
                 st,
                 st.current_skill,
@@ -42,6 +48,7 @@ class FinishStage:
                 step=st.last_completed_step,
                 origin=st.current_origin,
                 make_current=False,
+                may_become_best=verdict["action"] == "accept_new_best",
             )
         elif not complete:
             final_score = st.current_score
@@ -148,6 +155,7 @@ class FinishStage:
             best_step=st.best_step,
             current_origin=st.current_origin,
             best_origin=st.best_origin,
+            final_gate=st.final_gate or None,
             total_steps=len(st.history),
             total_accepts=sum("accept" in a for a in actions),
             total_rejects=sum(a == "reject" for a in actions),

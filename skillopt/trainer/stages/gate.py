@@ -24,7 +24,7 @@ from skillopt.trainer.rundir import layout
 from skillopt.trainer.stages.selection import SelectionEval, evaluate_selection, measurement
 from skillopt.trainer.stages.state import GateOutcome, StepState
 
-__all__ = ["EvaluateGateStage", "GateOutcome", "decide_gate", "gate_test_record"]
+__all__ = ["EvaluateGateStage", "GateOutcome", "decide_final_best", "decide_gate", "gate_test_record"]
 
 
 def decide_gate(
@@ -92,6 +92,56 @@ def decide_gate(
         ),
     )
     return outcome
+
+
+def decide_final_best(ctx: RunContext, ev: SelectionEval, *, best_rel: str) -> dict[str, Any]:
+    """Whether the final skill (measured as ``ev``) replaces the best one, by the run's gate.
+
+    ``strict`` (and the gate off): its score is strictly above the best score, earlier skills
+    win ties. ``paired``/``repeat``: the paired test of final against best is significant
+    (``gate_alpha``, ``gate_min_effect``) and its score above the best score; the best skill is
+    measured into ``best_rel`` when the selection cache lacks it. A measurement that lost too
+    much to infrastructure never replaces the best skill.
+
+    Returns:
+        The decision's record: ``action`` (``accept_new_best`` or ``reject``), ``reason``,
+        ``gate_test`` (or None) and, when taken here, the best skill's ``best_evaluation``.
+    """
+    st, e = ctx.state, ctx.cfg.evaluation
+    assert st.best_score is not None
+    if ctx.too_many_infra(ev.n_infra, ev.n_rows):
+        reason = f"{ev.n_infra} selection rollouts failed on infrastructure"
+        return {"action": "reject", "reason": reason, "gate_test": None, "best_evaluation": None}
+    if not e.use_gate or e.gate_mode == "strict":
+        better = ev.score > st.best_score
+        action = "accept_new_best" if better else "reject"
+        reason = "new_best" if better else "not_above_best"
+        return {"action": action, "reason": reason, "gate_test": None, "best_evaluation": None}
+    best = measurement(ctx, st.best_skill)
+    fresh = None if best is not None else evaluate_selection(ctx, st.best_skill, best_rel)
+    best = best or fresh
+    assert best is not None
+    test = _paired(ev, best)
+    d = decide(
+        ev.score,
+        st.best_score,
+        st.best_score,
+        global_step=st.last_completed_step,
+        best_step=st.best_step,
+        regressed=regressions(dict(best.items), ev.items),
+        max_regressions=e.max_regressions,
+        test=test,
+        alpha=e.gate_alpha,
+        min_effect=e.gate_min_effect,
+    )
+    action = "accept_new_best" if d.action == "accept_new_best" else "reject"
+    reason = d.reason if action == "reject" or d.action == "accept_new_best" else "not_above_best"
+    return {
+        "action": action,
+        "reason": reason,
+        "gate_test": gate_test_record(ctx, test),
+        "best_evaluation": fresh,
+    }
 
 
 def _paired(candidate: SelectionEval, current: SelectionEval) -> PairedTest:

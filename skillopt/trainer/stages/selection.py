@@ -182,17 +182,25 @@ def remember(ctx: RunContext, ev: SelectionEval) -> None:
 
 
 def promote(
-    st: TrainerState, skill: str, score: float, *, step: int, origin: str, make_current: bool = True
+    st: TrainerState,
+    skill: str,
+    score: float,
+    *,
+    step: int,
+    origin: str,
+    make_current: bool = True,
+    may_become_best: bool = True,
 ) -> bool:
     """Make ``skill`` the current skill (unless ``make_current`` is off) and the best one when
-    it scores strictly higher than the best so far (earlier skills win ties).
+    it scores strictly higher than the best so far (earlier skills win ties) and
+    ``may_become_best`` (off for a skill no gate accepted: a forced slow update).
 
     Returns:
         Whether it became the best skill.
     """
     if make_current:
         st.current_skill, st.current_score, st.current_origin = skill, score, origin
-    if st.best_score is not None and score > st.best_score:
+    if may_become_best and st.best_score is not None and score > st.best_score:
         st.best_skill, st.best_score, st.best_step, st.best_origin = skill, score, step, origin
         return True
     return False

@@ -71,3 +71,57 @@ def test_the_final_skill_becomes_best_only_when_it_scores_higher(reference):
         assert summary["final_selection_score"] <= summary["best_selection_score"]
     assert summary["best_selection_score"] >= summary["baseline_selection_score"]
     assert (reference / layout.BEST_SKILL).read_text() == state["best_skill"]
+
+
+def test_promote_never_makes_an_ungated_skill_best():
+    st = _state()
+    assert promote(st, "forced", 0.9, step=4, origin="slow_update_epoch_02", may_become_best=False) is False
+    assert (st.current_skill, st.current_score) == ("forced", 0.9)
+    assert (st.best_skill, st.best_score, st.best_origin) == ("best", 0.6, "step_0002")
+
+
+NOISY_PAIRED = ("run.simulate=noisy", "train.seed=7", "evaluation.gate_mode=paired")
+
+
+def test_the_slow_update_goes_through_the_runs_gate_by_default(fit, tmp_path):
+    out = tmp_path / "run"
+    fit(out, *NOISY_PAIRED)
+    slow = json.loads((out / "slow_update/epoch_02" / layout.Epoch.SLOW_RESULT).read_text())
+    test = slow["gate_test"]
+    assert test["mode"] == "paired" and slow["action"] != "force_accept"
+    significant = test["p_value"] <= test["alpha"] and test["effect"] > 0
+    assert ("accept" in slow["action"]) == significant, slow
+    state = json.loads((out / layout.STATE).read_text())
+    assert (state["current_origin"] == "slow_update_epoch_02") == ("accept" in slow["action"])
+
+
+def test_a_forced_slow_update_under_a_paired_gate_is_not_made_best_by_its_mean(fit, tmp_path):
+    # The hole found from outside: forced in with a mean above the best one's, the slow update
+    # became the best skill with no test behind it. It stays current; the finish stage's paired
+    # test of final against best decides, and records why.
+    out = tmp_path / "run"
+    result, _ = fit(out, *NOISY_PAIRED, "optimizer.slow_update_gate_with_selection=false")
+    slow = json.loads((out / "slow_update/epoch_02" / layout.Epoch.SLOW_RESULT).read_text())
+    state = json.loads((out / layout.STATE).read_text())
+    summary = json.loads((out / layout.SUMMARY).read_text())
+    assert slow["action"] == "force_accept" and state["current_origin"] == "slow_update_epoch_02"
+    assert slow["candidate_gate_score"] > summary["best_selection_score"]  # the raw mean would have won
+    final = summary["final_gate"]
+    assert final["gate_test"]["mode"] == "paired" and final["gate_test"]["p_value"] > 0.05
+    assert (final["action"], final["reason"]) == ("reject", "not_significant")
+    assert state["best_origin"] != "slow_update_epoch_02" and result.best_origin == state["best_origin"]
+    assert (out / layout.BEST_SKILL).read_text() == state["best_skill"] != state["current_skill"]
+
+
+def test_the_strict_finish_decides_on_the_means_and_says_so(reference):
+    summary = json.loads((reference / layout.SUMMARY).read_text())
+    state = json.loads((reference / layout.STATE).read_text())
+    final = summary["final_gate"]
+    # The short run's final skill differs from the best one (at least by the slow-update block).
+    assert final is not None
+    assert final["gate_test"] is None  # strict: the means decide
+    if final["action"] == "accept_new_best":
+        assert final["reason"] == "new_best" and state["best_origin"] == state["current_origin"]
+    else:
+        assert final["reason"] == "not_above_best"
+        assert summary["final_selection_score"] <= summary["best_selection_score"]

@@ -67,6 +67,7 @@ SUMMARY_KEYS = [
     "best_step",
     "current_origin",
     "best_origin",
+    "final_gate",
     "total_steps",
     "total_accepts",
     "total_rejects",
