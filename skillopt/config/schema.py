@@ -832,6 +832,30 @@ class Config(BaseModel):
                 )
         return data
 
+    @model_validator(mode="after")
+    def _cost_budget_is_priced(self) -> Config:
+        """A cost budget binds only through prices: refuse one with a model in use unpriced (its
+        calls would cost 0 USD and the budget would silently never stop the run)."""
+        budget = self.train.max_cost_usd
+        if budget <= 0 or "*" in self.model.prices:
+            return self
+        roles: dict[str, list[str]] = {}
+        for role in ("target", "optimizer"):
+            name = getattr(self.model, role)
+            if name not in self.model.prices:
+                roles.setdefault(name, []).append(role)
+        if roles:
+            missing = ", ".join(f"{name!r} (the {' and '.join(r)})" for name, r in roles.items())
+            first = next(iter(roles))
+            raise FieldError(
+                "train.max_cost_usd",
+                f"is {budget:g} USD, but model.prices has no price for {missing}, so the budget "
+                f"would never bind; set one, e.g. --set model.prices.{first}.input=1.25 --set "
+                f"model.prices.{first}.output=10 (USD per million tokens; model.prices.* prices "
+                "every other model), or set train.max_cost_usd=0 (no limit)",
+            )
+        return self
+
     def to_dict(self, *, redacted: bool = True) -> dict[str, Any]:
         """Plain nested data (``{section: {key: value}}``), suitable for JSON and
         :func:`~skillopt.config.config_from_dict`.

@@ -214,6 +214,7 @@ def test_no_secret_reaches_a_page(tmp_path, ui_server_factory):
         ({"sandbox.endpoints": "not-an-endpoint"}, ""),
         ({}, "train.batch_sise=3"),
         ({}, "gradient.merge_batch_size=1"),
+        ({"train.max_cost_usd": "5"}, ""),  # a budget no price makes bind
     ],
 )
 def test_the_form_refuses_bad_values_with_the_config_systems_message(plain_ui, values, extra):

@@ -356,3 +356,28 @@ def test_exported_members() -> None:
         n for n in vars(package) if not n.startswith("_") and n not in {"builtin", "loader", "schema"}
     )
     assert sorted(package.__all__) == public
+
+
+def test_a_cost_budget_needs_a_price_for_every_model_in_use() -> None:
+    with pytest.raises(ConfigError) as exc:
+        config_from_dict({"env": {"name": "searchqa"}, "train": {"max_cost_usd": 5}})
+    assert exc.value.message.startswith("train.max_cost_usd")
+    assert "'gpt-5.5' (the target and optimizer)" in exc.value.message
+    assert "--set model.prices.gpt-5.5.input=" in exc.value.message
+    # Two models, one priced: the other one is named, with its role.
+    with pytest.raises(ConfigError, match=r"no price for 'small' \(the target\), so the budget"):
+        config_from_dict(
+            {
+                "env": {"name": "searchqa"},
+                "train": {"max_cost_usd": 5},
+                "model": {"target": "small", "prices": {"gpt-5.5": {"input": 1, "output": 2}}},
+            }
+        )
+    priced = {"input": 1.0, "output": 2.0}
+    for prices in ({"gpt-5.5": priced}, {"*": priced}):
+        cfg = config_from_dict(
+            {"env": {"name": "searchqa"}, "train": {"max_cost_usd": 5}, "model": {"prices": prices}}
+        )
+        assert cfg.train.max_cost_usd == 5
+    # No budget, no price needed (costs are then reported as 0).
+    assert config_from_dict({"env": {"name": "searchqa"}}).model.prices == {}
