@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from skillopt.errors import ConfigError, SkillOptError
 from skillopt.skill.document import strip_protected_regions
-from skillopt.stats import PairedTest
+from skillopt.stats import PairedTest, detectable_effect, sign_test_min_p
 
 __all__ = [
     "DEFAULT_LEADING_WORDS",
@@ -47,6 +47,7 @@ __all__ = [
     "GateDecision",
     "decide",
     "gate_key",
+    "gate_power_notice",
     "gate_score",
     "regressions",
     "semantic_density",
@@ -266,6 +267,48 @@ def decide(
             "accept_new_best", candidate_score, candidate_score, global_step, best_reason, checked
         )
     return GateDecision("accept", candidate_score, best_score, best_step, accept_reason, checked)
+
+
+def gate_power_notice(
+    *, mode: str, metric: str, n_items: int, alpha: float, semantic_density: bool = False
+) -> tuple[str, bool] | None:
+    """What the ``paired`` gate's exact sign test can detect over ``n_items`` selection items,
+    said before a run spends anything: the smallest p-value it can reach (every item won) and
+    the improvement it detects with 80% power (the current skill at 50%, each item an
+    independent draw: the worst case; ties cost nothing, so a real target often needs fewer).
+
+    Returns:
+        ``(text, can_accept)``; ``can_accept`` is False when even a candidate that wins every
+        item stays above ``alpha`` (the gate then rejects every step). ``None`` for the modes
+        and metrics that do not use the sign test (``strict``; ``repeat`` and the soft, mixed
+        or density-weighted scores use a paired bootstrap, which has no such floor).
+    """
+    if mode != "paired" or metric != "hard" or semantic_density:
+        return None
+    min_p = sign_test_min_p(n_items)
+    effect = detectable_effect(n_items, alpha=alpha)
+    head = (
+        f"gate: paired sign test over {n_items} selection items at alpha {alpha:g}: "
+        f"the smallest p-value it can reach is {min_p:.2g} (every item won)"
+    )
+    if min_p > alpha:
+        return (
+            f"{head}, above alpha, so it can never accept a candidate and every step will be "
+            "rejected; use evaluation.gate_mode=repeat (each item rolled out evaluation.gate_repeats "
+            "times) or a larger selection split (env.split_ratio; evaluation.sel_env_num if it caps the split)",
+            False,
+        )
+    power = (
+        f"it detects an improvement of {effect * 100:.0f} points with 80% power (current skill at 50%)"
+        if effect is not None
+        else "no improvement reaches 80% power on this many items"
+    )
+    hint = (
+        ""
+        if effect is not None and effect <= 0.2
+        else "; evaluation.gate_mode=repeat or a larger selection split detect smaller ones"
+    )
+    return f"{head}; {power}{hint}", True
 
 
 # ── cache ─────────────────────────────────────────────────────────────────────────────────

@@ -11,7 +11,8 @@ means on the same items. With stochastic targets both are noisy; this module say
   bootstrap on anything else. It returns the p-value, the effect (mean paired difference) and
   the effect's 95% interval.
 * :func:`items_for_power` — how many items a sign test needs to detect an effect (the docs'
-  power table).
+  power table); :func:`sign_test_min_p` and :func:`detectable_effect` — what a sign test over
+  a given number of items can show at all (the start-of-run notice of the ``paired`` gate).
 
 Every function is deterministic: bootstraps draw from a seeded generator (``seed``), so the
 same scores always give the same interval, p-value and gate decision.
@@ -38,6 +39,7 @@ __all__ = [
     "bootstrap_interval",
     "ci_json",
     "ci_of",
+    "detectable_effect",
     "format_score",
     "is_binary",
     "items_for_power",
@@ -45,6 +47,7 @@ __all__ = [
     "paired_bootstrap",
     "paired_test",
     "sign_test",
+    "sign_test_min_p",
     "sign_test_power",
     "wilson_interval",
 ]
@@ -321,3 +324,27 @@ def items_for_power(
         if sign_test_power(base, effect, n, alpha=alpha) >= power:
             return n
     return None
+
+
+def sign_test_min_p(n: int) -> float:
+    """The smallest p-value the one-sided exact sign test can give over ``n`` items: every item
+    a win (``0.5 ** n``; 1.0 for no items)."""
+    return 0.5 ** max(0, n)
+
+
+def detectable_effect(n: int, *, base: float = 0.5, alpha: float = 0.05, power: float = 0.8) -> float | None:
+    """The smallest improvement (in points of pass rate, 0.01 steps) that the one-sided sign
+    test at ``alpha`` over ``n`` items detects with probability ``power``
+    (:func:`sign_test_power`; the current skill passing each item with probability ``base``);
+    ``None`` when no improvement up to a pass rate of 1 reaches it."""
+    steps = round((1.0 - base) * 100)
+    if steps <= 0 or sign_test_power(base, steps / 100, n, alpha=alpha) < power:
+        return None
+    lo, hi = 0, steps  # power(lo) < power <= power(hi); power grows with the effect
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if sign_test_power(base, mid / 100, n, alpha=alpha) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi / 100

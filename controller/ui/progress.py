@@ -95,6 +95,8 @@ class ProgressDisplay(Callback):
         self._print(
             f"run dir {event.out_dir}: {event.num_epochs} epochs x {event.steps_per_epoch} steps{resume}"
         )
+        for notice in event.notices:
+            self._print(Text(notice, style="yellow"))
         if self.console.is_terminal:
             self.live = Live(self._status(), console=self.console, refresh_per_second=4, transient=True)
             self.live.start()

@@ -109,6 +109,9 @@ class FitStartEvent:
     baseline_score: float | None
     control: RunControl
     spend: Spend = field(default_factory=Spend)
+    #: What the user should know before the run spends anything (e.g. that the ``paired``
+    #: gate cannot accept on this many selection items), one sentence each.
+    notices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import structlog
 
+from skillopt.gate import gate_power_notice
 from skillopt.trainer.callbacks import (
     EpochEndEvent,
     EpochStartEvent,
@@ -91,6 +92,7 @@ class FitLoop:
                 baseline_score=ctx.baseline_score(),
                 control=ctx.control,
                 spend=ctx.spend(),
+                notices=_start_notices(ctx),
             ),
         )
         try:
@@ -221,3 +223,22 @@ def _write_config(ctx: RunContext) -> None:
         "data": ctx.data.describe(),
     }
     ctx.run.write_json(layout.CONFIG, {**ctx.cfg.to_dict(redacted=True), "derived": derived})
+
+
+def _start_notices(ctx: RunContext) -> tuple[str, ...]:
+    """Notices for the start of the run (also logged): what the gate can detect."""
+    e = ctx.cfg.evaluation
+    if not e.use_gate:
+        return ()
+    power = gate_power_notice(
+        mode=e.gate_mode,
+        metric=e.gate_metric,
+        n_items=len(ctx.plan.selection),
+        alpha=e.gate_alpha,
+        semantic_density=e.use_semantic_density,
+    )
+    if power is None:
+        return ()
+    text, can_accept = power
+    (log.info if can_accept else log.warning)("gate.power", notice=text)
+    return (text,)

@@ -13,11 +13,13 @@ from scipy import stats as sp
 
 from skillopt.stats import (
     bootstrap_interval,
+    detectable_effect,
     items_for_power,
     mean_interval,
     paired_bootstrap,
     paired_test,
     sign_test,
+    sign_test_min_p,
     sign_test_power,
     wilson_interval,
 )
@@ -129,3 +131,18 @@ def test_items_for_power_is_the_first_n_that_reaches_it():
     n = items_for_power(0.3)
     assert n is not None and sign_test_power(0.5, 0.3, n) >= 0.8 > sign_test_power(0.5, 0.3, n - 1)
     assert items_for_power(0.0, max_n=50) is None
+
+
+def test_the_sign_tests_floor_is_every_item_won():
+    for n in (1, 4, 5, 12):
+        assert sign_test_min_p(n) == pytest.approx(sign_test(n, 0))
+    assert sign_test_min_p(4) > 0.05 > sign_test_min_p(5)
+
+
+def test_detectable_effect_is_the_smallest_effect_with_the_power():
+    for n in (25, 100, 326):
+        e = detectable_effect(n)
+        assert e is not None
+        assert sign_test_power(0.5, e, n) >= 0.8 > sign_test_power(0.5, round(e - 0.01, 2), n)
+    assert detectable_effect(326) == 0.1  # the docs' power table: +10 points needs 326 items
+    assert detectable_effect(5) is None  # 5 wins out of 5 is p = 0.031: rarely all of them

@@ -207,3 +207,30 @@ def test_the_noisy_target_passes_at_its_probability(sim):
     sigma = (p * (1 - p) / n) ** 0.5
     assert abs(passes / n - p) < 4 * sigma, (passes / n, p)
     assert [ask(5) for _ in range(3)] in ([True] * 3, [False] * 3)
+
+
+class _Notices(Callback):
+    def __init__(self) -> None:
+        self.notices: tuple[str, ...] = ()
+
+    def on_fit_start(self, event) -> None:
+        self.notices = event.notices
+
+
+def test_a_paired_gate_that_cannot_reach_alpha_says_so_before_the_run_spends_anything(fit, tmp_path):
+    seen = _Notices()
+    out = tmp_path / "run"
+    fit(out, *NOISY, "evaluation.gate_mode=paired", "evaluation.sel_env_num=4", callbacks=[seen])
+    (notice,) = seen.notices
+    assert "over 4 selection items" in notice and "smallest p-value it can reach is 0.062" in notice
+    assert "can never accept" in notice and "evaluation.gate_mode=repeat" in notice
+    assert all("accept" not in r["action"] for r in _records(out))  # as it said
+    # On a split where it can accept it says what it detects; strict and repeat say nothing.
+    seen = _Notices()
+    fit(tmp_path / "b", *NOISY, "evaluation.gate_mode=paired", callbacks=[seen])
+    (notice,) = seen.notices
+    assert "with 80% power" in notice and "can never accept" not in notice
+    for mode in ("strict", "repeat"):
+        seen = _Notices()
+        fit(tmp_path / mode, *NOISY, f"evaluation.gate_mode={mode}", callbacks=[seen])
+        assert seen.notices == ()
