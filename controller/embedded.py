@@ -126,7 +126,8 @@ def embedded_sandbox(
     finally:
         if proc.poll() is None:
             with contextlib.suppress(OSError):
-                proc.stdin.close()
+                if proc.stdin is not None:
+                    proc.stdin.close()
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(60)
@@ -234,11 +235,12 @@ def wait_listening(proc: subprocess.Popen, timeout_s: float, log_path: Path | No
     Raises:
         SandboxUnavailable: the service exited or said nothing in time (with its log tail).
     """
-    assert proc.stdout is not None
+    stdout = proc.stdout
+    assert stdout is not None
     box: dict[str, str] = {}
 
     def read() -> None:
-        raw = proc.stdout.readline()
+        raw = stdout.readline()
         box["line"] = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
 
     reader = threading.Thread(target=read, daemon=True)
@@ -255,5 +257,5 @@ def wait_listening(proc: subprocess.Popen, timeout_s: float, log_path: Path | No
             "Is the Docker engine running and the runtime image built? Run: bash scripts/setup.sh"
         )
     # Keep draining stdout so the service never blocks on a full pipe.
-    threading.Thread(target=lambda: proc.stdout.read(), daemon=True).start()
+    threading.Thread(target=stdout.read, daemon=True).start()
     return int(line.strip().rsplit(" ", 1)[1])

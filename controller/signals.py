@@ -41,4 +41,4 @@ def unwinds_on_sigterm(fn: F) -> F:
         finally:
             signal.signal(signal.SIGTERM, previous)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # functools.wraps keeps fn's signature, mypy cannot see it

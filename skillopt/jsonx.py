@@ -341,9 +341,9 @@ def _extract(text: Any, kind: Kind) -> _Outcome:
         if scope.outcome.found:
             return scope.outcome
     reasons: list[str] = []
-    for scope, where, fence in scopes:
+    for scope, where, scope_fence in scopes:
         outcome, cand = scope.outcome, scope.repairable
-        if cand is not None and fence is not None and _cut_by_fence(cand, fence, whole):
+        if cand is not None and scope_fence is not None and _cut_by_fence(cand, scope_fence, whole):
             # The value runs on past the fence's closer (backticks inside a string the model
             # broke with raw newlines): repairing the fence part would truncate it.
             cand = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any, TextIO
 
 import structlog
@@ -42,7 +42,7 @@ def redact(value: Any, key: str = "") -> Any:
     return value
 
 
-def _redact_processor(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+def _redact_processor(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> dict[str, Any]:
     return {k: redact(v, k) for k, v in event_dict.items()}
 
 

@@ -131,15 +131,16 @@ class SessionEndpoints:
     def channels(self) -> list[ChannelConfig]:
         from controller.fleet.discovery import expand
 
-        base = dict(
-            token=self.token,
-            tls_ca_file=self.tls_ca_file,
-            tls_cert_file=self.tls_cert_file,
-            tls_key_file=self.tls_key_file,
-        )
         out: list[ChannelConfig] = []
         for endpoint in self.endpoints:
-            out += expand(ChannelConfig(address=endpoint, **base))
+            channel = ChannelConfig(
+                address=endpoint,
+                token=self.token,
+                tls_ca_file=self.tls_ca_file,
+                tls_cert_file=self.tls_cert_file,
+                tls_key_file=self.tls_key_file,
+            )
+            out += expand(channel)
         return out
 
 

@@ -56,14 +56,23 @@ def _channels(args: argparse.Namespace):
     if args.config:
         cfg = load_config(args.config, list(args.set))
         endpoints = list(cfg.sandbox.endpoints)
-        tls = {k: getattr(cfg.sandbox, k) for k in tls}
+        tls = {k: str(getattr(cfg.sandbox, k)) for k in tls}
         token_file = token_file or cfg.sandbox.token_file
     if args.endpoints:
         endpoints = [e.strip() for e in args.endpoints.split(",") if e.strip()]
     if not endpoints:
         raise ConfigError("give --endpoints host:port,... (or --config with sandbox.endpoints)")
     token = Path(token_file).read_text().strip() if token_file else os.environ.get("SKILLOPT_SANDBOX_TOKEN")
-    return [ChannelConfig(address=e, token=token or None, **tls) for e in endpoints]
+    return [
+        ChannelConfig(
+            address=e,
+            token=token or None,
+            tls_ca_file=tls["tls_ca_file"],
+            tls_cert_file=tls["tls_cert_file"],
+            tls_key_file=tls["tls_key_file"],
+        )
+        for e in endpoints
+    ]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -257,7 +257,11 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     if args.exit_with_parent:
         # The parent never writes; EOF means it is gone (even after kill -9): clean up.
-        threading.Thread(target=lambda: (sys.stdin.buffer.read(), stop.set()), daemon=True).start()
+        def wait_for_eof() -> None:
+            sys.stdin.buffer.read()
+            stop.set()
+
+        threading.Thread(target=wait_for_eof, daemon=True).start()
     try:
         with serve(config) as running:
             if args.port_file:

@@ -117,6 +117,6 @@ def run(args: argparse.Namespace) -> int:
                     flush=True,
                 )
 
-    server.startup = startup  # type: ignore[method-assign]
+    server.startup = startup  # type: ignore[method-assign]  # uvicorn has no hook for "bound": wrap its step
     server.run()
     return 0

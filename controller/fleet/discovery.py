@@ -56,6 +56,6 @@ def expand(channel: ChannelConfig) -> list[ChannelConfig]:
         return []  # nothing behind the name right now (pods not up yet): the fleet re-resolves
     ips = sorted({info[4][0] for info in infos})
     return [
-        replace(channel, address=_host_port(ip, port), tls_server_name=channel.tls_server_name or name)
+        replace(channel, address=_host_port(str(ip), port), tls_server_name=channel.tls_server_name or name)
         for ip in ips
     ]

@@ -144,7 +144,7 @@ def inspect(path: Path, *, deep: bool = False) -> DamageReport:
     if isinstance(state, dict) and isinstance(state.get("last_completed_step"), int):
         last = state["last_completed_step"]
     elif isinstance(history, list):
-        steps = [r.get("step") for r in history if isinstance(r, dict) and isinstance(r.get("step"), int)]
+        steps = [r["step"] for r in history if isinstance(r, dict) and isinstance(r.get("step"), int)]
         last = max(steps, default=0)
     resumable = not any(d.file in (layout.STATE, layout.CONFIG) for d in problems)
     if last:

@@ -507,7 +507,8 @@ class RunDir:
         data = own if isinstance(own, dict) else outer if isinstance(outer, dict) else None
         if data is None:
             return None
-        cats = data.get("by_task_type") if isinstance(data.get("by_task_type"), dict) else {
+        by_type = data.get("by_task_type")
+        cats: dict[str, Any] = by_type if isinstance(by_type, dict) else {
             k: v for k, v in data.items() if isinstance(v, dict) and "total" in v and k != "overall"
         }  # fmt: skip
         return {

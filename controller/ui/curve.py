@@ -39,8 +39,10 @@ def plot_history(history: Sequence[Mapping[str, Any]], baseline: float | None, p
             and (kind in r["action"] if kind == "accept" else r["action"] == "reject")
         ]
         if pts:
+            xs, ys = zip(*pts, strict=True)
             ax.scatter(
-                *zip(*pts, strict=True),
+                xs,
+                ys,
                 color=color,
                 marker=marker,
                 s=60,

@@ -53,8 +53,8 @@ class ProgressDisplay(Callback):
         self.rows_done = 0
         self.rows_ok = 0
         self.label = ""
-        self.sel = None
-        self.best = None
+        self.sel: float | None = None
+        self.best: float | None = None
         self.last_action = "-"
         self.tokens = 0
         self.cost = 0.0

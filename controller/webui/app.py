@@ -379,7 +379,8 @@ class WebUI:
         overrides = [line.strip() for line in str(body.get("extra") or "").splitlines() if line.strip()]
         # The recorded mode is kept: a simulated run resumes simulated, a real one real.
         mode = run.state().get("mode") or (run.config().get("derived") or {}).get("mode") or {}
-        simulate = RunMode.from_dict(mode).flag if mode else "off"
+        recorded = RunMode.from_dict(mode)
+        simulate = recorded.flag if recorded else "off"
         try:  # the CLI's own loading of a run to resume, so its messages are the CLI's
             ns = argparse.Namespace(set=overrides, endpoints=None, simulate=simulate, resume=str(run.path))
             cfg, _ = await run_in_threadpool(_load_run, ns)
@@ -420,6 +421,10 @@ class WebUI:
         config_file = out / "config.yaml"  # the run's config (JSON is YAML), without derived facts
         atomic_write_json(config_file, {k: v for k, v in cfg.items() if k != "derived"})
         skill = run.resolve(skill_rel)
+        if skill is None:  # a listed skill version always resolves; refused rather than assumed
+            return JSONResponse(
+                {"ok": False, "error": f"{skill_rel!r} is not a skill of this run"}, status_code=422
+            )
         argv = eval_argv(config_file, skill, split, out, simulate=simulate)
         pid = await run_in_threadpool(
             self.launcher.start, out, argv, kind="eval", env_name=cfg["env"]["name"]

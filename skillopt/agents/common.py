@@ -181,12 +181,12 @@ def guarded(ctx: AgentContext, st: RolloutState, body: Callable[[], RolloutResul
             # The call was cut by the rollout's own deadline: a per-task timeout row, as when
             # a program in the sandbox overruns (reference §4.8), not a model outage.
             wall = ctx.limits.wall_time_s or 0
-            info = InfraFailure(
+            timeout = InfraFailure(
                 kind=InfraErrorKind.TIMEOUT,
                 message=f"the rollout used up its wall time ({wall:.0f} s) waiting for the model",
                 retryable=False,
             )
-            return interrupted_row(ctx, st, info, f"infra-timeout: {info.message}")
+            return interrupted_row(ctx, st, timeout, f"infra-timeout: {timeout.message}")
         info, reason = interrupted_info(exc)
         return interrupted_row(ctx, st, info, reason)
 

@@ -101,8 +101,8 @@ def _message(exc: BaseException) -> str:
 
 
 def _tag(err: ModelError, *, status: int, retryable: bool) -> ModelError:
-    err.status = status  # type: ignore[attr-defined]
-    err.retryable = retryable  # type: ignore[attr-defined]
+    err.status = status
+    err.retryable = retryable
     return err
 
 

@@ -137,7 +137,7 @@ class ProviderProfile:
         for f in defaults.values():
             if f.name in ("name", "kind", "api_key", "ad_token") or f.name in kind.options:
                 continue
-            default = f.default_factory() if callable(f.default_factory) else f.default  # type: ignore[misc]
+            default = f.default_factory() if callable(f.default_factory) else f.default
             if getattr(self, f.name) != default:
                 raise ConfigError(_not_an_option(where, f.name, kind.name, kind.options))
         if self.max_retries < 0:
@@ -237,7 +237,7 @@ class ProviderProfile:
             if f.name not in options:
                 continue
             value = getattr(self, f.name)
-            default = f.default_factory() if callable(f.default_factory) else f.default  # type: ignore[misc]
+            default = f.default_factory() if callable(f.default_factory) else f.default
             if value != default:
                 shown.append(f"{f.name}={value!r}")
         return f"ProviderProfile({', '.join(shown)})"

@@ -305,12 +305,12 @@ def merge_patches(
         fail_future = sides.submit(merger.hierarchical, fail_pools, "failure", group_size)
         succ_future = sides.submit(merger.hierarchical, succ_pools, "success", group_size)
         fail, succ = fail_future.result(), succ_future.result()
-    if fail is None and succ is None:
-        merged = _Pool((), "no patches to merge", 0)
-    elif fail is None or succ is None:
-        merged = fail or succ  # type: ignore[assignment]
-    else:
+    if fail is not None and succ is not None:
         merged = merger.final(fail, succ)
+    else:
+        merged = (
+            fail if fail is not None else succ if succ is not None else _Pool((), "no patches to merge", 0)
+        )
     assert merged is not None
     result = MergeResult(
         items=merged.items,

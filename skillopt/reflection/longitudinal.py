@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import structlog
 
@@ -60,6 +60,8 @@ log = structlog.get_logger("skillopt.reflection")
 _CACHE_VERSION = 1
 
 Category = Literal["improved", "regressed", "persistent_fail", "stable_success"]
+#: Each category by its name (a name read from a file becomes the typed value).
+_CATEGORIES: dict[str, Category] = {c: c for c in get_args(Category)}
 CATEGORIES: tuple[Category, ...] = ("regressed", "persistent_fail", "improved", "stable_success")
 CHANGED_CATEGORIES: frozenset[str] = frozenset({"improved", "regressed"})
 PAIR_POLICIES: tuple[str, ...] = ("mixed", "changed", "unchanged")
@@ -158,12 +160,12 @@ class Pair:
             KeyError, TypeError, ValueError: not a pair's JSON form.
         """
         category = str(data["category"])
-        if category not in _SECTION_TITLES:
+        if category not in _CATEGORIES:
             raise ValueError(f"unknown pair category {category!r}")
         return cls(
             id=str(data["id"]),
             task=str(data.get("task", "")),
-            category=category,  # type: ignore[arg-type]
+            category=_CATEGORIES[category],
             prev=PairSide.from_dict(data["prev"]),
             curr=PairSide.from_dict(data["curr"]),
             prev_trajectory=str(data.get("prev_trajectory", "")),

@@ -42,7 +42,7 @@ PAYLOAD_KEYS: dict[str, PayloadKind] = {
     "rewrite_from_suggestions": "revise_suggestions",
     "full_rewrite_minibatch": "skill_candidates",
 }
-_ALIASES = {
+_ALIASES: dict[str, UpdateMode] = {
     "patch": "patch",
     "edits": "patch",
     "rewrite_from_suggestions": "rewrite_from_suggestions",
@@ -68,7 +68,7 @@ def normalize_update_mode(mode: str) -> UpdateMode:
         raise ConfigError(
             f"unknown skill update mode {mode!r}; expected one of {', '.join(sorted(_ALIASES))}"
         )
-    return _ALIASES[key]  # type: ignore[return-value]
+    return _ALIASES[key]
 
 
 def payload_key(mode: str) -> PayloadKind:

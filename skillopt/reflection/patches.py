@@ -97,7 +97,8 @@ class RawPatch:
         """
         try:
             patch = data["patch"]
-            kind = next(k for k in ("edits", "revise_suggestions", "skill_candidates") if k in patch)
+            kinds: tuple[PayloadKind, ...] = ("edits", "revise_suggestions", "skill_candidates")
+            kind = next(k for k in kinds if k in patch)
             raw_items = patch[kind]
             items: tuple[Item, ...] = (
                 tuple(Edit.from_dict(i) for i in raw_items)

@@ -269,7 +269,8 @@ def edits_from_payload(obj: Any) -> ParsedEdits:
     """
     items: Any = obj
     if isinstance(obj, Mapping):
-        holder = obj.get("patch") if isinstance(obj.get("patch"), Mapping) and "edits" not in obj else obj
+        patch = obj.get("patch")
+        holder = patch if isinstance(patch, Mapping) and "edits" not in obj else obj
         if "edits" not in holder:
             raise SkillParseError("edit payload has no 'edits' key")
         items = holder["edits"]

@@ -44,7 +44,7 @@ from skillopt.jsonx import extract_json_object
 from skillopt.testing.fixtures import catalogue, simulated_envs
 from skillopt.testing.fixtures.code import code_envs, sim_code_reply
 from skillopt.testing.fixtures.qa import qa_envs, sim_reply
-from skillopt.testing.fixtures.spreadsheetbench import load_catalogue, solution_code
+from skillopt.testing.fixtures.spreadsheetbench import ScriptKind, load_catalogue, solution_code
 from skillopt.testing.fixtures.textworld import STEP_HEADER, sim_action
 from skillopt.testing.fixtures.textworld import game_ids as textworld_games
 from skillopt.testing.fixtures.textworld import rule_key as textworld_rule
@@ -279,7 +279,7 @@ class SimulatedTarget:
         instruction = user.split("# Instruction", 1)[-1].split("Instruction type:", 1)[0]
         task_id = _CATALOGUE.by_instruction.get(_norm(instruction)[:160])
         if task_id is not None:
-            kind = "solution" if _solved(req, task_id, req.system) else "wrong"
+            kind: ScriptKind = "solution" if _solved(req, task_id, req.system) else "wrong"
             return {"text": f"```python\n{solution_code(task_id, kind)}\n```"}
         code_item = _CATALOGUE.code_item(user)
         if code_item is not None:
@@ -312,8 +312,8 @@ class SimulatedTarget:
             skill = _SKILL_PATH.search(prompt)
             return {"shell": f"cat {skill.group(1) if skill else 'SKILL.md'} task.md"}
         if step == 1:
-            kind = "solution" if _solved(req, task_id, req.tool_results[0]) else "wrong"
-            code = solution_code(task_id, kind)
+            script: ScriptKind = "solution" if _solved(req, task_id, req.tool_results[0]) else "wrong"
+            code = solution_code(task_id, script)
             return {"shell": f"cat > solution.py <<'SKILLOPT_EOF'\n{code}\nSKILLOPT_EOF"}
         if step == 2:
             return {"shell": "python3 run_solution.py"}

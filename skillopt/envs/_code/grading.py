@@ -213,10 +213,10 @@ def _probe_limits(
     limits = []
     for i in range(len(exprs)):
         d = got.get(i, {}).get("d") if ok else None
-        ok_d = isinstance(d, int | float) and not isinstance(d, bool) and d >= 0
-        limits.append(
-            min(_PROBE_TIMEOUT_S, max(_PROBE_FLOOR_S, _PROBE_FACTOR * d)) if ok_d else _PROBE_TIMEOUT_S
-        )
+        if isinstance(d, int | float) and not isinstance(d, bool) and d >= 0:
+            limits.append(min(_PROBE_TIMEOUT_S, max(_PROBE_FLOOR_S, _PROBE_FACTOR * d)))
+        else:
+            limits.append(_PROBE_TIMEOUT_S)
     with _timings_lock:
         _timings[key] = limits
         while len(_timings) > _TIMING_CACHE_MAX:

@@ -20,6 +20,7 @@ import random
 import signal
 import sys
 import time
+from typing import Any
 
 _MAX_DEPTH = 60
 _MAX_NODES = 200_000
@@ -55,7 +56,13 @@ def encode(value, budget=None, depth=0):
     if isinstance(value, dict):
         items = list(dict.items(value))
         return ["dict", [[encode(k, budget, depth + 1), encode(v, budget, depth + 1)] for k, v in items]]
-    for kind, base in (("list", list), ("tuple", tuple), ("set", set), ("frozenset", frozenset)):
+    bases: tuple[tuple[str, Any], ...] = (
+        ("list", list),
+        ("tuple", tuple),
+        ("set", set),
+        ("frozenset", frozenset),
+    )
+    for kind, base in bases:
         if isinstance(value, base):
             return [kind, [encode(v, budget, depth + 1) for v in base.__iter__(value)]]
     try:  # only ``assert f(x)`` / ``assert not f(x)`` read this (a truthiness claim)

@@ -19,7 +19,8 @@ def format_paragraphs(task: HotpotQATask) -> str:
     boundaries to ``task.context_chars`` when set."""
     blocks = [f"### {p.title}\n{''.join(p.sentences).strip()}" for p in task.paragraphs]
     if task.context_chars:
-        kept, size = [], 0
+        kept: list[str] = []
+        size = 0
         for block in blocks:
             if kept and size + len(block) > task.context_chars:
                 break

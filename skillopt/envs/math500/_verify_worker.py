@@ -23,7 +23,10 @@ def main() -> int:
             gold = parse(f"$\\boxed{{{req['gold']}}}$", extraction_config=configs, parsing_timeout=5)
             answer = parse(f"$\\boxed{{{req['answer']}}}$", extraction_config=configs, parsing_timeout=5)
             equal = bool(gold) and bool(answer) and bool(verify(gold, answer, timeout_seconds=5))
-            reply = {"equal": equal, "error": "" if gold and answer else "unparsable"}
+            reply: dict[str, bool | str | None] = {
+                "equal": equal,
+                "error": "" if gold and answer else "unparsable",
+            }
         except Exception as exc:  # a checker failure is a reply, never the end of the worker
             reply = {"equal": None, "error": f"{type(exc).__name__}: {exc}"}
         sys.stdout.write(json.dumps(reply) + "\n")

@@ -36,7 +36,9 @@ class OfficeQACorpusTask(PromptedQATask):
         return _corpus(self.ctx)
 
     def max_tool_turns(self) -> int:
-        return int(self.payload.max_tool_turns)
+        payload = self.payload
+        assert isinstance(payload, OfficeQATask)  # what this env's parse_task builds
+        return int(payload.max_tool_turns)
 
     def workspace_files(self) -> Mapping[str, bytes]:
         files = dict(super().workspace_files())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from skillopt.envs.base import TaskItem
 from skillopt.envs.spreadsheetbench.loader import SpreadsheetBenchData, TaskRecord, default_data_root
@@ -68,7 +69,7 @@ class SpreadsheetBenchEnvData:
         return ["cell_level", "sheet_level"]
 
     def describe(self) -> dict:
-        info = {
+        info: dict[str, Any] = {
             "root": str(self.data.root),
             "split_mode": self.split_mode,
             "summary": self.data.describe(),

@@ -39,7 +39,8 @@ def _tools(body: Mapping[str, Any]) -> tuple[OfferedTool, ...]:
         if not isinstance(t, Mapping) or not isinstance(t.get("name"), str):
             continue
         ttype = str(t.get("type") or "custom")
-        params = t.get("input_schema") if isinstance(t.get("input_schema"), Mapping) else {}
+        given = t.get("input_schema")
+        params: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
         # Client tools ("custom" or untyped) take a JSON object like a function tool.
         out.append(
             OfferedTool(name=t["name"], type="function" if ttype == "custom" else ttype, parameters=params)

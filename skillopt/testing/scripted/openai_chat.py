@@ -31,10 +31,12 @@ def _tools(body: Mapping[str, Any]) -> tuple[OfferedTool, ...]:
         if not isinstance(t, Mapping):
             continue
         ttype = str(t.get("type") or "function")
-        spec = t.get(ttype) if isinstance(t.get(ttype), Mapping) else t
-        name = spec.get("name") if isinstance(spec, Mapping) else None
+        nested = t.get(ttype)
+        spec: Mapping[str, Any] = nested if isinstance(nested, Mapping) else t
+        name = spec.get("name")
         if isinstance(name, str):
-            params = spec.get("parameters") if isinstance(spec.get("parameters"), Mapping) else {}
+            given = spec.get("parameters")
+            params: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
             out.append(OfferedTool(name=name, type=ttype, parameters=params))
     for f in body.get("functions") or ():  # the legacy `functions` field
         if isinstance(f, Mapping) and isinstance(f.get("name"), str):
@@ -44,7 +46,8 @@ def _tools(body: Mapping[str, Any]) -> tuple[OfferedTool, ...]:
 
 def _call_text(call: Mapping[str, Any]) -> str:
     kind = str(call.get("type") or "function")
-    spec = call.get(kind) if isinstance(call.get(kind), Mapping) else {}
+    nested = call.get(kind)
+    spec: Mapping[str, Any] = nested if isinstance(nested, Mapping) else {}
     return f"{spec.get('name', '')} {spec.get('arguments', spec.get('input', ''))}"
 
 

@@ -43,7 +43,8 @@ def _tools(body: Mapping[str, Any]) -> tuple[OfferedTool, ...]:
             continue
         ttype = str(t.get("type") or "function")
         name = t.get("name") or ttype  # built-ins such as web_search have no name
-        params = t.get("parameters") if isinstance(t.get("parameters"), Mapping) else {}
+        given = t.get("parameters")
+        params: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
         out.append(OfferedTool(name=str(name), type=ttype, parameters=params))
     return tuple(out)
 

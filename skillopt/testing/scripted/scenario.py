@@ -494,7 +494,9 @@ class Scenario:
             _check_keys(default, ("name", "replies", "reply", "match"), "default")
         return cls(
             rules=tuple(rules),
-            default=default,
+            default=Rule.from_obj({"name": "default", **default}, -1)
+            if isinstance(default, Mapping)
+            else default,
             name=str(obj.get("name") or "scenario"),
             models=obj.get("models") or (),
             responses_sse=str(obj.get("responses_sse") or "full"),
