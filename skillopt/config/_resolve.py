@@ -2,8 +2,8 @@
 
 A :class:`~skillopt.config.schema.Config` is pure data, checked on its own (types, declared
 bounds and choices, the rules between fields), so it can be built anywhere: in a test, for
-``skillopt config schema``, from a run directory's ``config.json``. :func:`resolve_config` is the one
-step that asks the world, done once on a built config: the loader runs it last
+``skillopt config schema``, from a run directory's ``config.json``. :func:`resolve_config` is
+the one step that asks the world, done once on a built config: the loader runs it last
 (:func:`skillopt.config.load_config`, :func:`~skillopt.config.config_from_dict`,
 :func:`~skillopt.config.with_overrides`), so every config the CLI and the WebUI get is
 resolved, and a config built in Python goes through it before it runs.
@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from skillopt.config._fields import FieldError, show
-from skillopt.config.schema import Config, EnvConfig, ModelConfig, RunConfig, SandboxConfig
+from skillopt.config.schema import SECTIONS, Config, EnvConfig, ModelConfig, RunConfig, SandboxConfig
 
 __all__ = ["resolve_config"]
 
@@ -33,18 +33,17 @@ def resolve_config(config: Config) -> Config:
     Resolving a resolved config gives an equal one.
 
     Raises:
-        FieldError: naming the key: an unknown env or agent, a bad option, a missing file.
+        ConfigError: a :class:`FieldError` naming the key (an unknown env or agent, a missing
+            file, a data root that does not suit the env), or the env's message about a bad
+            ``env.options`` value (naming ``env.options.<key>``).
     """
-    return Config(
-        model=_model(config.model),
-        train=config.train,
-        gradient=config.gradient,
-        optimizer=config.optimizer,
-        evaluation=config.evaluation,
-        env=_env(config.env),
-        sandbox=_sandbox(config.sandbox),
-        run=_run(config.run),
-    )
+    resolved = {
+        "model": _model(config.model),
+        "env": _env(config.env),
+        "sandbox": _sandbox(config.sandbox),
+        "run": _run(config.run),
+    }
+    return Config(**{name: resolved.get(name, getattr(config, name)) for name in SECTIONS})
 
 
 def _abs(path: str) -> Path:
