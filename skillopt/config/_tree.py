@@ -168,8 +168,9 @@ def build(data: Mapping[str, Any], *, origins: Mapping[str, str]) -> Config:
             raise ConfigError(_missing_message(f"{name}.{missing[0]}"))
         with _named_origin(origins):
             sections[name] = cls(**raw)
+    config = Config(**sections)
     with _named_origin(origins):
-        return resolve_config(Config(**sections))
+        return resolve_config(config)
 
 
 def _missing_message(key: str) -> str:
