@@ -4,26 +4,35 @@ sections (``skillopt.config``) and the envs' options and payloads (``skillopt.en
 A message names the dotted key, what was expected and what came (redacted when the key looks
 like a secret): ``train.batch_size: expected an integer, got string 'x'``. pydantic does the
 coercion (lax mode: ``"10"`` → 10, ``3.0`` → 3, ``"yes"`` → True); the few conversions it does
-not make the way a YAML file means them are the :data:`Int`, :data:`Float`, :data:`Words` and
-:func:`enum` annotations here.
+not make the way a YAML file means them are the :data:`Int`, :class:`Bounds`, :data:`Words` and
+:class:`Canonical` annotations here. Bounds and choices are declared in the field types
+(:class:`Bounds`, ``Literal``), so pydantic enforces them and the JSON Schema shows them; how the
+message reads is declared with them, and :func:`problems` is the one place that turns pydantic's
+constraint errors into our wording (``must be >= 1, got 0``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
+import annotated_types
 from pydantic import BeforeValidator, ValidationError
 
 from skillopt.logs import redact
 
 __all__ = [
-    "Float",
+    "Bounds",
+    "Canonical",
+    "Choices",
     "Int",
     "Words",
+    "base_type",
     "describe_type",
-    "enum",
     "problems",
     "show",
     "type_name",
@@ -51,6 +60,12 @@ def unwrap_optional(hint: Any) -> tuple[Any, bool]:
         if len(args) == 1 and len(get_args(hint)) == 2:
             return args[0], True
     return hint, False
+
+
+def base_type(hint: Any) -> Any:
+    """The type under ``Optional`` and ``Annotated`` (``Annotated[int, ...] | None`` → ``int``)."""
+    inner, _ = unwrap_optional(hint)
+    return get_args(inner)[0] if get_origin(inner) is Annotated else inner
 
 
 def describe_type(hint: Any) -> str:
@@ -94,24 +109,65 @@ def _words(value: Any) -> Any:
 
 
 Int = Annotated[int, BeforeValidator(_no_bool)]
-Float = Annotated[float, BeforeValidator(_no_bool)]
 Words = Annotated[tuple[str, ...], BeforeValidator(_words)]
 
 
-def enum(literal: Any, aliases: Mapping[str, str] | None = None) -> Any:
-    """``literal`` matched case-insensitively, with ``aliases`` (alternative spelling →
-    canonical value) resolved; a YAML boolean reads as ``"true"``/``"false"``."""
-    table = dict(aliases or {})
+# eq=False: ``typing`` caches ``Annotated[...]`` by its arguments, so two equal Bounds
+# (``ge=0`` and ``ge=0.0``) would share one object and one wording.
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Bounds(annotated_types.GroupedMetadata):
+    """Declared bounds of a number field, ``Annotated[int, Bounds(ge=1)]``: pydantic enforces
+    them, the JSON Schema shows them (``minimum``, ``exclusiveMinimum``...), booleans are refused
+    (as :data:`Int`), and :func:`problems` words a violation as ``must be >= 1, got 0`` or
+    ``must be in [0, 1], got 2``. A bound reads in the message as it is written here (``ge=0``
+    says ``0``, ``ge=0.0`` says ``0.0``).
 
-    def canonical(value: Any) -> Any:
+    Attributes:
+        ge, gt, le, lt: the bounds.
+        unit: said after the bound, ``must be > 0{unit}, got 0.0`` (`` seconds``, `` or null``).
+        note: said after the value, ``must be >= 0, got -1{note}`` (`` (0 = no limit)``).
+    """
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    unit: str = ""
+    note: str = ""
+
+    def __iter__(self) -> Iterator[object]:
+        # The bounds before the BeforeValidator: pydantic then puts them in the field's own
+        # JSON Schema (minimum...), not in keywords of their own that no validator reads.
+        yield annotated_types.Interval(gt=self.gt, ge=self.ge, lt=self.lt, le=self.le)
+        yield BeforeValidator(_no_bool)
+
+
+class Canonical(annotated_types.GroupedMetadata):
+    """A ``Literal`` field's spelling, ``Annotated[Literal["a", "b"], Canonical({"x": "a"})]``:
+    matched case-insensitively, ``aliases`` (alternative spelling → canonical value) resolved,
+    a YAML boolean read as ``"true"``/``"false"``."""
+
+    def __init__(self, aliases: Mapping[str, str] | None = None) -> None:
+        self.aliases: Mapping[str, str] = MappingProxyType(dict(aliases or {}))
+
+    def __iter__(self) -> Iterator[object]:
+        yield BeforeValidator(self._canonical)
+
+    def _canonical(self, value: Any) -> Any:
         if isinstance(value, bool):
             value = "true" if value else "false"
         if isinstance(value, str):
             text = value.strip().lower()
-            return table.get(text, text)
+            return self.aliases.get(text, text)
         return value
 
-    return Annotated[literal, BeforeValidator(canonical)]
+
+@dataclass(frozen=True)
+class Choices:
+    """How a ``Literal`` field's message says its allowed values, ``must be {said}, got 'x'``
+    (without it: ``unknown value 'x'; allowed: ...``)."""
+
+    said: str
 
 
 # -- errors -------------------------------------------------------------------------------------
@@ -138,6 +194,36 @@ _TYPE_ERRORS = frozenset(
 )
 
 
+_BOUND_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
+
+
+def _declared(hint: Any, kind: type[Any]) -> Any:
+    """The metadata of type ``kind`` declared on ``hint`` (under ``Optional``), else ``None``."""
+    inner, _ = unwrap_optional(hint)
+    metadata = get_args(inner)[1:] if get_origin(inner) is Annotated else ()
+    return next((m for m in metadata if isinstance(m, kind)), None)
+
+
+def _bound_problem(value: Any, key: str, hint: Any) -> str | None:
+    """``must be >= 1, got 0`` for a :class:`Bounds` field (``None``: the hint declares none)."""
+    bounds = _declared(hint, Bounds)
+    if bounds is None:
+        return None
+    ge, gt, le, lt = bounds.ge, bounds.gt, bounds.le, bounds.lt
+    low = ge if ge is not None else gt
+    high = le if le is not None else lt
+    if low is not None and high is not None:
+        bound = f"in {'[' if ge is not None else '('}{low}, {high}{']' if le is not None else ')'}"
+    elif low is not None:
+        bound = f"{'>=' if ge is not None else '>'} {low}"
+    else:
+        bound = f"{'<=' if le is not None else '<'} {high}"
+    # pydantic reports the input ("0", or 0 for a float field): say the value the field would hold.
+    with contextlib.suppress(TypeError, ValueError):
+        value = base_type(hint)(value)
+    return f"must be {bound}{bounds.unit}, got {show(value, key)}{bounds.note}"
+
+
 def _key(prefix: str, loc: Sequence[Any]) -> str:
     out = prefix
     for part in loc:
@@ -147,15 +233,22 @@ def _key(prefix: str, loc: Sequence[Any]) -> str:
 
 def _problem(err: Mapping[str, Any], key: str, hint: Any, aliases: Mapping[str, str]) -> str:
     kind, value = err["type"], err.get("input")
+    if kind in _BOUND_ERRORS:
+        bound = _bound_problem(value, key, hint)
+        if bound is not None:
+            return bound
     if kind == "literal_error":
-        choices = get_args(unwrap_optional(get_args(hint)[0] if get_origin(hint) is Annotated else hint)[0])
+        said = _declared(hint, Choices)
+        if said is not None:
+            return f"must be {said.said}, got {show(value, key)}"
+        choices = get_args(base_type(hint))
         allowed = ", ".join(repr(c) if c == "" else str(c) for c in choices) if choices else ""
         alias_text = "; aliases: " + ", ".join(f"{a}→{c}" for a, c in aliases.items()) if aliases else ""
         return f"unknown value {show(value, key)}; allowed: {allowed}{alias_text}"
     if kind == "finite_number":
         return f"expected a finite number, got {show(value, key)}"
     if kind in _TYPE_ERRORS or (kind.endswith("_type") and hint is not None):
-        inner, _ = unwrap_optional(hint)
+        inner = base_type(hint)
         if value is None:
             extra = '; use "" for an empty string' if inner is str or get_origin(inner) is Literal else ""
             return f"expected {describe_type(hint)}, got null{extra}"
@@ -178,7 +271,9 @@ def problems(
 
     Args:
         prefix: the dotted key of the validated model (``train``, ``env.options``).
-        hints: field name → annotation of the model's fields (what "expected" says).
+        hints: field name → annotation of the model's fields (what "expected" says), with its
+            metadata (``FieldInfo.rebuild_annotation()``) to word a :class:`Bounds` or
+            :class:`Choices` as declared.
         aliases: enum field → {alternative spelling: canonical value} (listed with the allowed).
         unknown: the problem of an unknown key (``extra_forbidden``), given its key and depth.
     """
@@ -191,8 +286,7 @@ def problems(
             continue
         hint = hints.get(str(loc[0])) if loc else None
         if len(loc) > 1 and hint is not None:
-            inner, _ = unwrap_optional(hint)
-            inner = get_args(inner)[0] if get_origin(inner) is Annotated else inner
+            inner = base_type(hint)
             hint = get_args(inner)[0] if get_origin(inner) is tuple and isinstance(loc[1], int) else None
         out.append((key, _problem(err, key, hint, (aliases or {}).get(str(loc[0]), {}) if loc else {})))
     return out

@@ -5,10 +5,10 @@ worded by :mod:`skillopt.validation`."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Any, Literal, get_origin
 
 from skillopt.errors import ConfigError
-from skillopt.validation import describe_type, show, unwrap_optional
+from skillopt.validation import base_type, describe_type, show
 
 __all__ = ["FieldError", "describe_type", "is_list_type", "is_str_type", "show"]
 
@@ -24,16 +24,11 @@ class FieldError(ConfigError):
         self.origin = origin
 
 
-def _inner(hint: Any) -> Any:
-    inner, _ = unwrap_optional(hint)
-    return get_args(inner)[0] if get_origin(inner) is Annotated else inner
-
-
 def is_str_type(hint: Any) -> bool:
     """Whether the field holds a string (plain or enum), possibly optional."""
-    inner = _inner(hint)
+    inner = base_type(hint)
     return inner is str or get_origin(inner) is Literal
 
 
 def is_list_type(hint: Any) -> bool:
-    return get_origin(_inner(hint)) is tuple
+    return get_origin(base_type(hint)) is tuple

@@ -3,18 +3,21 @@
 A raw tree is ``{section: {key: value}}`` as parsed from YAML. The steps are kept apart so
 every message can say where a key came from: :func:`check_tree` runs on each file on its own
 (unknown keys name their file), :func:`merge_into` records for every leaf which layer set it
-(``origins``), and :func:`build` adds that origin to value errors.
+(``origins``), and :func:`build` builds the config, resolves it
+(:func:`~skillopt.config._resolve.resolve_config`) and adds that origin to value errors of both steps.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any
 
 from skillopt.config._fields import FieldError, describe_type, is_list_type, is_str_type, show
 from skillopt.config._keys import LEGACY_FLAT, MOVED, RETIRED, unknown_key_message
+from skillopt.config._resolve import resolve_config
 from skillopt.config._yaml import YamlSyntaxError, parse_yaml
 from skillopt.config.builtin import list_builtin_configs
 from skillopt.config.schema import SECTIONS, Config
@@ -142,22 +145,32 @@ def _origin_of(key: str, origins: Mapping[str, str]) -> str:
     return ""
 
 
+@contextmanager
+def _named_origin(origins: Mapping[str, str]) -> Iterator[None]:
+    """A :class:`FieldError` raised inside says which layer set the value."""
+    try:
+        yield
+    except FieldError as exc:
+        origin = _origin_of(exc.key, origins)
+        if not origin:
+            raise
+        raise FieldError(exc.key, exc.problem, origin=origin) from None
+
+
 def build(data: Mapping[str, Any], *, origins: Mapping[str, str]) -> Config:
-    """Build a :class:`Config` from a checked tree; value errors say which layer set the value."""
+    """Build a :class:`Config` from a checked tree and resolve it; value errors say which layer
+    set the value."""
     sections: dict[str, Any] = {}
     for name, cls in SECTIONS.items():
         raw = data.get(name) or {}
         missing = [k for k in cls.required_keys() if k not in raw]
         if missing:
             raise ConfigError(_missing_message(f"{name}.{missing[0]}"))
-        try:
+        with _named_origin(origins):
             sections[name] = cls(**raw)
-        except FieldError as exc:
-            origin = _origin_of(exc.key, origins)
-            if not origin:
-                raise
-            raise FieldError(exc.key, exc.problem, origin=origin) from None
-    return Config(**sections)
+    config = Config(**sections)
+    with _named_origin(origins):
+        return resolve_config(config)
 
 
 def _missing_message(key: str) -> str:

@@ -1,14 +1,19 @@
 """The typed run configuration: one frozen pydantic model per section, validated when built.
 
 Every section coerces its fields to their declared types (pydantic's lax mode, plus the few
-YAML readings of :mod:`skillopt.validation`) and validates them, so a :class:`Config` that
-exists is a valid one, whether it came from YAML (:func:`skillopt.config.load_config`), from a
-dict (:func:`skillopt.config.config_from_dict`) or from Python. Errors are
-:class:`~skillopt.config._fields.FieldError` naming the key (pydantic's own are translated by
+YAML readings of :mod:`skillopt.validation`) and checks them, so a :class:`Config` that exists
+is a valid one, whether it came from YAML (:func:`skillopt.config.load_config`), from a dict
+(:func:`skillopt.config.config_from_dict`) or from Python. Bounds and choices are declared in
+the field types (:class:`~skillopt.validation.Bounds`, ``Literal``): pydantic enforces them and
+:meth:`Config.model_json_schema` (the schema ``skillopt config schema`` prints) shows them; the
+rules between fields are the sections' ``_validate``. Errors are
+:class:`~skillopt.config._fields.FieldError` naming the key (pydantic's own are worded by
 :func:`skillopt.validation.problems`, the one formatter env options share). Enum fields are
-stored in their canonical spelling (aliases are resolved here, once); path fields that are set
-are stored as absolute paths and must exist. :meth:`Config.model_json_schema` is the schema
-``skillopt config schema`` prints.
+stored in their canonical spelling (aliases are resolved here, once).
+
+The models are pure: building one reads no file and asks no registry. What needs either (the
+env's name, agent and options, the paths that must exist) is :func:`skillopt.config.resolve_config`,
+which the loader runs once on the built config.
 
 No field holds a secret: model keys come from environment variables named by provider profiles
 (``model.providers_file``, :mod:`skillopt.models.profiles`).
@@ -18,20 +23,27 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeAlias
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    model_validator,
+)
 
 from skillopt.config._fields import FieldError
 from skillopt.config._keys import unknown_key_message
 from skillopt.errors import ConfigError
 from skillopt.logs import redact
-from skillopt.validation import Float, Int, Words, enum, problems, show
+from skillopt.validation import Bounds, Canonical, Choices, Int, Words, problems, show
 
 __all__ = [
     "SECTIONS",
@@ -69,6 +81,7 @@ SplitMode = Literal["split_file", "ratio"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 Simulate = Literal["auto", "on", "off", "noisy"]
 DigestPolicy = Literal["refuse", "warn"]
+ModelCache = Literal["", "off", "record", "replay"]
 
 #: Enum field → {alternative spelling: canonical value}, resolved when the section is built.
 _OPTIMIZER_ALIASES: Mapping[str, Mapping[str, str]] = MappingProxyType(
@@ -112,18 +125,20 @@ _RUN_ALIASES: Mapping[str, Mapping[str, str]] = MappingProxyType(
     }
 )
 
-ReasoningEffortField = enum(ReasoningEffort)
-LrSchedulerField = enum(LrScheduler)
-LrControlModeField = enum(LrControlMode, _OPTIMIZER_ALIASES["lr_control_mode"])
-SkillUpdateModeField = enum(SkillUpdateMode, _OPTIMIZER_ALIASES["skill_update_mode"])
-PairPolicyField = enum(PairPolicy, _OPTIMIZER_ALIASES["longitudinal_pair_policy"])
-AppendixSourceField = enum(AppendixSource)
-GateMetricField = enum(GateMetric)
-GateModeField = enum(GateMode)
-SplitModeField = enum(SplitMode)
-LogLevelField = enum(LogLevel, _RUN_ALIASES["log_level"])
-SimulateField = enum(Simulate, _RUN_ALIASES["simulate"])
-DigestPolicyField = enum(DigestPolicy)
+ReasoningEffortField: TypeAlias = Annotated[ReasoningEffort, Canonical()]
+LrSchedulerField: TypeAlias = Annotated[LrScheduler, Canonical()]
+LrControlModeField: TypeAlias = Annotated[LrControlMode, Canonical(_OPTIMIZER_ALIASES["lr_control_mode"])]
+SkillUpdateModeField: TypeAlias = Annotated[
+    SkillUpdateMode, Canonical(_OPTIMIZER_ALIASES["skill_update_mode"])
+]
+PairPolicyField: TypeAlias = Annotated[PairPolicy, Canonical(_OPTIMIZER_ALIASES["longitudinal_pair_policy"])]
+AppendixSourceField: TypeAlias = Annotated[AppendixSource, Canonical()]
+GateMetricField: TypeAlias = Annotated[GateMetric, Canonical()]
+GateModeField: TypeAlias = Annotated[GateMode, Canonical()]
+SplitModeField: TypeAlias = Annotated[SplitMode, Canonical()]
+LogLevelField: TypeAlias = Annotated[LogLevel, Canonical(_RUN_ALIASES["log_level"])]
+SimulateField: TypeAlias = Annotated[Simulate, Canonical(_RUN_ALIASES["simulate"])]
+DigestPolicyField: TypeAlias = Annotated[DigestPolicy, Canonical()]
 
 DEFAULT_LEADING_WORDS = (
     "MUST",
@@ -143,17 +158,10 @@ DEFAULT_LEADING_WORDS = (
 _ENDPOINT = re.compile(r"^(?:dns:///)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]{1,5})$")
 
 
-def _abs(path: str) -> Path:
-    """``path`` made absolute against the current directory (``~`` expanded, ``..`` folded).
-
-    Not ``Path.resolve()``: a symlinked data directory keeps the name the user gave it.
-    """
-    return Path(os.path.abspath(os.path.expanduser(path)))
-
-
 class _Section(BaseModel):
-    """Base of the sections: pydantic coerces every field to its type, then :meth:`_validate`
-    checks ranges and cross-field rules. Keyword-only and frozen."""
+    """Base of the sections: pydantic coerces every field to its type and checks its declared
+    bounds and choices, then :meth:`_validate` checks the rules between fields. Keyword-only and
+    frozen: a changed section is a new one (:meth:`replace`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
 
@@ -186,49 +194,39 @@ class _Section(BaseModel):
     def field_type(cls, name: str) -> Any:
         return cls.model_fields[name].annotation
 
+    def replace(self, **changes: Any) -> Self:
+        """A new section with ``changes`` over this one's values, built and checked like any
+        other (unlike ``model_copy(update=...)``, which checks nothing).
+
+        Raises:
+            FieldError: a changed value is invalid.
+        """
+        return type(self)(**{**{name: getattr(self, name) for name in type(self).model_fields}, **changes})
+
     def _key(self, name: str) -> str:
         return f"{self.SECTION}.{name}"
 
     def _validate(self) -> None:
-        """Range and cross-field checks; raise :class:`FieldError` naming the key."""
-
-    def _set(self, name: str, value: Any) -> None:
-        object.__setattr__(self, name, value)  # a normalised value (absolute path, default agent)
-
-    def _at_least(self, name: str, minimum: float, why: str = "") -> None:
-        value = getattr(self, name)
-        if value is not None and value < minimum:
-            raise FieldError(self._key(name), f"must be >= {minimum}, got {show(value, name)}{why}")
+        """The rules between fields (and within a value) that no field type declares; raise
+        :class:`FieldError` naming the key."""
 
     def _non_empty(self, name: str) -> None:
         if not getattr(self, name).strip():
             raise FieldError(self._key(name), "must not be empty")
-
-    def _existing(self, name: str, *, directory: bool = False, what: str = "") -> None:
-        """If set, store the field as an absolute path; it must exist."""
-        value = getattr(self, name)
-        if not value:
-            return
-        path = _abs(value)
-        ok = path.is_dir() if directory else path.is_file()
-        if not ok:
-            kind = "directory" if directory else "file"
-            raise FieldError(
-                self._key(name),
-                f"{kind} not found: {path} (relative paths are resolved against the current "
-                f"directory {Path.cwd()}){what}",
-            )
-        self._set(name, str(path))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data: tuples as lists, prices as mappings."""
         return {name: _plain(getattr(self, name)) for name in type(self).model_fields}
 
 
+def _hints(model: type[BaseModel]) -> dict[str, Any]:
+    """Field name → annotation with its declared metadata (bounds, choices' wording)."""
+    return {name: f.rebuild_annotation() for name, f in model.model_fields.items()}
+
+
 def _field_error(cls: type[_Section], exc: ValidationError) -> FieldError:
     """The first problem pydantic found, as our message."""
-    hints = {name: f.annotation for name, f in cls.model_fields.items()}
-    key, problem = problems(exc, prefix=cls.SECTION, hints=hints, aliases=cls.ALIASES)[0]
+    key, problem = problems(exc, prefix=cls.SECTION, hints=_hints(cls), aliases=cls.ALIASES)[0]
     return FieldError(key, problem)
 
 
@@ -245,32 +243,35 @@ def _plain(value: Any) -> Any:
 class ModelPrice(BaseModel):
     """Price of one model, for cost accounting."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
 
-    input: float
+    input: Annotated[float, Bounds(ge=0)]
     """USD per million prompt (input) tokens."""
-    output: float
+    output: Annotated[float, Bounds(ge=0)]
     """USD per million completion (output) tokens."""
-    cached_input: float | None = None
+    cached_input: Annotated[float, Bounds(ge=0)] | None = None
     """USD per million input tokens read from the provider's prompt cache (null = ``input``)."""
-    cache_write: float | None = None
+    cache_write: Annotated[float, Bounds(ge=0)] | None = None
     """USD per million input tokens written to the prompt cache (Anthropic; null = ``input``)."""
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _numbers(cls, data: Any) -> Any:
-        for name in ("input", "output"):
-            value = data.get(name) if isinstance(data, Mapping) else None
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value < 0
-            ):
-                raise ConfigError(
-                    f"price {name}: expected a number >= 0 (USD per million tokens), got {value!r}"
-                )
-        return data
+    def _worded(cls, data: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+        """A bad value as our message: keyed when :func:`_price` gives the key (the context),
+        else ``price input: expected a number >= 0 ...`` (a price built in Python)."""
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            if err["type"] == "extra_forbidden":
+                raise
+            key = (info.context or {}).get("key")
+            if key:
+                raise FieldError(*problems(exc, prefix=key, hints=_hints(cls))[0]) from None
+            value = None if err["type"] == "missing" else err["input"]
+            raise ConfigError(
+                f"price {err['loc'][0]}: expected a number >= 0 (USD per million tokens), got {value!r}"
+            ) from None
 
 
 def _price(raw: Any, key: str) -> ModelPrice:
@@ -296,10 +297,8 @@ def _price(raw: Any, key: str) -> ModelPrice:
                 value = float(value.strip())
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             raise FieldError(f"{key}.{k}", f"expected a number, got {show(value, key)}")
-        if value < 0:
-            raise FieldError(f"{key}.{k}", f"must be >= 0, got {value}")
-        values[k] = float(value)
-    return ModelPrice(**values)
+        values[k] = value
+    return ModelPrice.model_validate(values, context={"key": key})  # a bound's error names the key
 
 
 def _prices(raw: Any) -> Any:
@@ -332,13 +331,13 @@ class ModelConfig(_Section):
     """Reasoning effort sent with model calls; ``""`` = do not send the parameter."""
     rewrite_reasoning_effort: ReasoningEffortField = ""
     """Reasoning effort of the rewrite stage; ``""`` = use ``reasoning_effort``."""
-    rewrite_max_completion_tokens: Int = 64000
+    rewrite_max_completion_tokens: Annotated[int, Bounds(ge=1)] = 64000
     """Completion-token cap of the rewrite stage (tokens)."""
-    optimizer_temperature: Float | None = None
+    optimizer_temperature: Annotated[float, Bounds(ge=0, le=2, unit=" or null")] | None = None
     """Sampling temperature of the optimizer; null = the provider's default."""
-    target_temperature: Float | None = None
+    target_temperature: Annotated[float, Bounds(ge=0, le=2, unit=" or null")] | None = None
     """Sampling temperature of the target; null = the provider's default."""
-    max_completion_tokens: Int = 16384
+    max_completion_tokens: Annotated[int, Bounds(ge=1)] = 16384
     """Completion-token cap of every other call (tokens)."""
     prices: Annotated[Mapping[str, ModelPrice], BeforeValidator(_prices)] = Field(default_factory=dict)
     """Model name → ``{input, output}`` in USD per million tokens; ``"*"`` = any other model.
@@ -350,18 +349,11 @@ class ModelConfig(_Section):
     ``prompt_cache_key``; Claude Code marks its own breakpoints)."""
     providers_file: str = ""
     """YAML file of provider profiles (see :mod:`skillopt.models.profiles`); ``""`` = only the
-    environment (``OPENAI_API_KEY`` gives profile ``openai``)."""
+    environment (``OPENAI_API_KEY`` gives profile ``openai``). Must exist if set."""
 
     def _validate(self) -> None:
         for name in ("optimizer", "target", "optimizer_provider", "target_provider"):
             self._non_empty(name)
-        self._at_least("rewrite_max_completion_tokens", 1)
-        self._at_least("max_completion_tokens", 1)
-        for name in ("optimizer_temperature", "target_temperature"):
-            value = getattr(self, name)
-            if value is not None and not 0.0 <= value <= 2.0:
-                raise FieldError(self._key(name), f"must be in [0, 2] or null, got {value}")
-        self._existing("providers_file")
 
     def price_pairs(self) -> dict[str, tuple[float | None, ...]]:
         """Prices as ``{model: (input, output, cached_input, cache_write)}`` (``None``: the
@@ -374,29 +366,21 @@ class TrainConfig(_Section):
 
     SECTION: ClassVar[str] = "train"
 
-    num_epochs: Int = 4
+    num_epochs: Annotated[int, Bounds(ge=1)] = 4
     """Passes over the training split."""
-    train_size: Int = 0
+    train_size: Annotated[int, Bounds(ge=0, note=" (0 = derive from the data)")] = 0
     """Training items used per epoch; 0 = all items of the train split."""
-    batch_size: Int = 40
+    batch_size: Annotated[int, Bounds(ge=1)] = 40
     """Items rolled out per batch (one optimizer step per ``accumulation`` batches)."""
-    accumulation: Int = 1
+    accumulation: Annotated[int, Bounds(ge=1)] = 1
     """Batches whose reflections are pooled into one optimizer step."""
     seed: Int = 42
     """Seed of batch sampling and minibatch composition."""
-    max_tokens: Int = 0
+    max_tokens: Annotated[int, Bounds(ge=0, note=" (0 = no limit)")] = 0
     """Run budget: total model tokens (optimizer and target) after which the run stops at the
     next step boundary; 0 = no limit. ``--resume`` with a larger budget continues."""
-    max_cost_usd: Float = 0.0
+    max_cost_usd: Annotated[float, Bounds(ge=0.0, note=" (0 = no limit)")] = 0.0
     """Run budget in USD (from ``model.prices``); 0 = no limit. Stops like ``max_tokens``."""
-
-    def _validate(self) -> None:
-        self._at_least("max_tokens", 0, " (0 = no limit)")
-        self._at_least("max_cost_usd", 0.0, " (0 = no limit)")
-        self._at_least("num_epochs", 1)
-        self._at_least("train_size", 0, " (0 = derive from the data)")
-        self._at_least("batch_size", 1)
-        self._at_least("accumulation", 1)
 
     @property
     def effective_batch_size(self) -> int:
@@ -408,37 +392,30 @@ class TrainConfig(_Section):
         return max(1, math.ceil(n_train / self.effective_batch_size)) if n_train > 0 else 0
 
 
+_NEVER_SHRINKS = (
+    ": merging groups of one patch never shrinks the pool (the reference looped forever, issue #194)"
+)
+
+
 class GradientConfig(_Section):
     """Reflection ("gradient"): analysts over minibatches of trajectories, then merges."""
 
     SECTION: ClassVar[str] = "gradient"
 
-    minibatch_size: Int = 8
+    minibatch_size: Annotated[int, Bounds(ge=1)] = 8
     """Trajectories per analyst call (M)."""
-    merge_batch_size: Int = 8
+    merge_batch_size: Annotated[int, Bounds(ge=2, note=_NEVER_SHRINKS)] = 8
     """Patches merged per merge call, hierarchically until one remains (>= 2)."""
-    analyst_workers: Int = 16
+    analyst_workers: Annotated[int, Bounds(ge=1)] = 16
     """Concurrent analyst/merge calls to the optimizer."""
     failure_only: bool = False
     """Reflect on failed trajectories only (skip success minibatches)."""
     deep_reflect: bool = False
     """Probe selected trajectories with extra target calls before reflecting."""
-    probe_failures: Int = 2
+    probe_failures: Annotated[int, Bounds(ge=0)] = 2
     """Failed trajectories probed per step when ``deep_reflect`` is on."""
-    probe_successes: Int = 1
+    probe_successes: Annotated[int, Bounds(ge=0)] = 1
     """Successful trajectories probed per step when ``deep_reflect`` is on."""
-
-    def _validate(self) -> None:
-        self._at_least("minibatch_size", 1)
-        if self.merge_batch_size < 2:
-            raise FieldError(
-                self._key("merge_batch_size"),
-                f"must be >= 2, got {self.merge_batch_size}: merging groups of one patch never "
-                "shrinks the pool (the reference looped forever, issue #194)",
-            )
-        self._at_least("analyst_workers", 1)
-        self._at_least("probe_failures", 0)
-        self._at_least("probe_successes", 0)
 
 
 class OptimizerConfig(_Section):
@@ -447,9 +424,9 @@ class OptimizerConfig(_Section):
     SECTION: ClassVar[str] = "optimizer"
     ALIASES: ClassVar[Mapping[str, Mapping[str, str]]] = _OPTIMIZER_ALIASES
 
-    learning_rate: Int = 4
+    learning_rate: Annotated[int, Bounds(ge=1)] = 4
     """Edit budget: the most edits applied per step (also each analyst's cap)."""
-    min_learning_rate: Int = 2
+    min_learning_rate: Annotated[int, Bounds(ge=1)] = 2
     """Floor of the scheduled edit budget."""
     lr_scheduler: LrSchedulerField = "cosine"
     """Schedule of the edit budget over the run's steps; ``autonomous`` = no clipping."""
@@ -461,7 +438,7 @@ class OptimizerConfig(_Section):
     suggestions; ``full_rewrite_minibatch`` takes the merged whole-skill candidate."""
     use_slow_update: bool = True
     """Run the end-of-epoch slow update (compare previous and current skill)."""
-    slow_update_samples: Int = 20
+    slow_update_samples: Annotated[int, Bounds(ge=1)] = 20
     """Training items rolled out with both skills for the slow update and the meta skill."""
     slow_update_gate_with_selection: bool = True
     """Gate the slow-update candidate with the run's gate (``evaluation.gate_mode``) like a
@@ -477,21 +454,17 @@ class OptimizerConfig(_Section):
     """Let analysts write to the skill-aware appendix."""
     skill_aware_appendix_source: AppendixSourceField = "both"
     """Trajectories that feed the appendix: ``both`` or ``failure_only``."""
-    skill_aware_consolidate_threshold: Int = 0
+    skill_aware_consolidate_threshold: Annotated[int, Bounds(ge=0, note=" (0 = never)")] = 0
     """Appendix notes that trigger a consolidation call; 0 = never consolidate."""
     whitespace_tolerant_edits: bool = False
     """Match edit targets ignoring whitespace differences (reference: exact substring only)."""
 
     def _validate(self) -> None:
-        self._at_least("learning_rate", 1)
-        self._at_least("min_learning_rate", 1)
         if self.min_learning_rate > self.learning_rate:
             raise FieldError(
                 self._key("min_learning_rate"),
                 f"must be <= optimizer.learning_rate ({self.learning_rate}), got {self.min_learning_rate}",
             )
-        self._at_least("slow_update_samples", 1)
-        self._at_least("skill_aware_consolidate_threshold", 0, " (0 = never)")
 
 
 class EvaluationConfig(_Section):
@@ -509,62 +482,46 @@ class EvaluationConfig(_Section):
     items is significant at ``gate_alpha`` (exact sign/McNemar test on pass/fail scores, paired
     bootstrap otherwise); ``repeat`` = every selection item is rolled out ``gate_repeats``
     times per skill, the scores averaged, then ``paired``. See docs/gate.md."""
-    gate_alpha: Float = 0.05
+    gate_alpha: Annotated[float, Bounds(gt=0, lt=1)] = 0.05
     """Significance level of the ``paired`` and ``repeat`` gates (the false-accept rate they
     allow when a candidate is no better)."""
-    gate_min_effect: Float = 0.0
+    gate_min_effect: Annotated[float, Bounds(ge=0.0)] = 0.0
     """``paired``/``repeat``: also require the mean improvement over the selection items to be
     at least this (in gate-metric units, e.g. 0.05 = five points)."""
-    gate_repeats: Int = 3
+    gate_repeats: Annotated[int, Bounds(ge=1)] = 3
     """Rollouts per selection item and skill in the ``repeat`` gate (at least 2)."""
-    gate_mixed_weight: Float = 0.5
+    gate_mixed_weight: Annotated[float, Bounds(ge=0, le=1)] = 0.5
     """``w`` of the ``mixed`` gate metric, ``(1 - w) * hard + w * soft`` (in [0, 1]): the weight of
     the soft score."""
     use_semantic_density: bool = False
     """Add a bonus for leading directive words to the gate score."""
-    semantic_density_weight: Float = 0.05
+    semantic_density_weight: Annotated[float, Bounds(ge=0.0)] = 0.05
     """Weight of the semantic-density bonus."""
     leading_words: Words = DEFAULT_LEADING_WORDS
     """Directive words counted by semantic density (YAML list or comma-separated string)."""
-    sel_env_num: Int = 0
+    sel_env_num: Annotated[int, Bounds(ge=0, note=" (0 = whole split)")] = 0
     """Selection items per gate evaluation; 0 = the whole selection split."""
-    test_env_num: Int = 0
+    test_env_num: Annotated[int, Bounds(ge=0, note=" (0 = whole split)")] = 0
     """Test items in the final evaluation; 0 = the whole test split."""
     eval_test: bool = True
     """After training, evaluate the initial, best and final skills on the test split."""
-    max_regressions: Int | None = None
+    max_regressions: Annotated[int, Bounds(ge=0, note=" (null = off)")] | None = None
     """Per-item no-regression gate: reject a candidate that turns more than this many
     selection items from pass to fail; null = off (aggregate gate only)."""
-    max_infra_fraction: Float = 0.2
+    max_infra_fraction: Annotated[float, Bounds(ge=0, le=1)] = 0.2
     """Largest fraction of an evaluation's rows that may fail on infrastructure (never scored):
     above it the gate rejects the candidate, the baseline stops the run (resume reruns those
     rows) and ``skillopt eval`` exits 1."""
 
     def _validate(self) -> None:
-        if not 0.0 <= self.gate_mixed_weight <= 1.0:
-            raise FieldError(
-                self._key("gate_mixed_weight"), f"must be in [0, 1], got {self.gate_mixed_weight}"
-            )
-        self._at_least("semantic_density_weight", 0.0)
         for i, word in enumerate(self.leading_words):
             if not word:
                 raise FieldError(f"{self._key('leading_words')}[{i}]", "must not be empty")
-        self._at_least("sel_env_num", 0, " (0 = whole split)")
-        self._at_least("test_env_num", 0, " (0 = whole split)")
-        self._at_least("max_regressions", 0, " (null = off)")
-        if not 0.0 < self.gate_alpha < 1.0:
-            raise FieldError(self._key("gate_alpha"), f"must be in (0, 1), got {self.gate_alpha}")
-        self._at_least("gate_min_effect", 0.0)
-        self._at_least("gate_repeats", 1)
         if self.gate_mode == "repeat" and self.gate_repeats < 2:
             raise FieldError(
                 self._key("gate_repeats"),
                 f"must be >= 2 with gate_mode: repeat, got {self.gate_repeats} (one rollout per item is "
                 "gate_mode: paired)",
-            )
-        if not 0.0 <= self.max_infra_fraction <= 1.0:
-            raise FieldError(
-                self._key("max_infra_fraction"), f"must be in [0, 1], got {self.max_infra_fraction}"
             )
 
 
@@ -591,63 +548,29 @@ class EnvConfig(_Section):
     """Env-specific options (e.g. ``searchqa``: ``context_chars``), validated by the env's
     options model: unknown keys and bad values are errors naming ``env.options.<key>``. Stored
     with every default filled in, so config.json records them all."""
-    max_turns: Int = 30
+    max_turns: Annotated[int, Bounds(ge=1)] = 30
     """Model turns per rollout."""
-    exec_timeout: Float = 120
+    exec_timeout: Annotated[float, Bounds(gt=0, unit=" seconds")] = 120
     """Seconds per code execution inside the sandbox."""
-    task_timeout: Float = 600
+    task_timeout: Annotated[float, Bounds(gt=0, unit=" seconds")] = 600
     """Seconds of wall time for a whole rollout."""
-    workers: Int = 24
+    workers: Annotated[int, Bounds(ge=1)] = 24
     """Concurrent rollouts."""
-    memory_mb: Int = 1024
+    memory_mb: Annotated[int, Bounds(ge=16)] = 1024
     """Memory limit of a rollout container (MiB, memory + swap)."""
-    cpus: Float = 1.0
+    cpus: Annotated[float, Bounds(gt=0)] = 1.0
     """CPU limit of a rollout container (cores)."""
-    max_model_tokens: Int = 0
+    max_model_tokens: Annotated[int, Bounds(ge=0, note=" (0 = no limit)")] = 0
     """Per-rollout model token budget (prompt + completion, enforced by the sandbox host's
     gateway; a rollout that uses it up fails as ``budget-exceeded``); 0 = no limit."""
 
     def _validate(self) -> None:
-        from skillopt.envs.registry import available_envs, find_spec  # specs are cheap to import
-
-        self._at_least("max_model_tokens", 0, " (0 = no limit)")
-        known = ", ".join(available_envs())
-        if not self.name.strip():
-            raise FieldError(
-                self._key("name"),
-                f"is required: the benchmark to train on (known: {known}), e.g. --set env.name=spreadsheetbench",
-            )
-        spec = find_spec(self.name)
-        if spec is None:
-            raise FieldError(self._key("name"), f"unknown env {show(self.name, 'name')}; known: {known}")
-        if not self.agent:
-            self._set("agent", spec.default_agent)
-        elif self.agent not in spec.agent_names:
-            raise FieldError(
-                self._key("agent"),
-                f"unknown agent {show(self.agent, 'agent')} for env {self.name}; allowed: {', '.join(spec.agent_names)}",
-            )
-        self._set("options", spec.parse_options(self.options).model_dump(mode="json"))
-        self._existing("skill_init", what='; "" uses the env\'s shipped initial skill')
-        self._existing("data_root", directory=True, what='; "" uses the env\'s vendored sample')
-        if self.data_root and spec.data_root_problem is not None:
-            problem = spec.data_root_problem(Path(self.data_root), self.split_mode)
-            if problem:
-                raise FieldError(self._key("data_root"), problem)
         self.split_fractions  # noqa: B018 - validates split_ratio
-        self._at_least("max_turns", 1)
-        for name in ("exec_timeout", "task_timeout"):
-            if getattr(self, name) <= 0:
-                raise FieldError(self._key(name), f"must be > 0 seconds, got {getattr(self, name)}")
         if self.exec_timeout > self.task_timeout:
             raise FieldError(
                 self._key("exec_timeout"),
                 f"{self.exec_timeout} s exceeds env.task_timeout ({self.task_timeout} s), the whole rollout's budget",
             )
-        self._at_least("workers", 1)
-        self._at_least("memory_mb", 16)
-        if self.cpus <= 0:
-            raise FieldError(self._key("cpus"), f"must be > 0, got {self.cpus}")
 
     @property
     def split_fractions(self) -> tuple[float, float, float]:
@@ -683,22 +606,22 @@ class SandboxConfig(_Section):
     """Client certificate (PEM) for mutual TLS; needs ``tls_key_file``."""
     tls_key_file: str = ""
     """Client private key (PEM) for mutual TLS; needs ``tls_cert_file``."""
-    embedded_capacity: Int = 0
+    embedded_capacity: Annotated[int, Bounds(ge=0, note=" (0 = auto)")] = 0
     """Concurrent rollouts of the embedded service; 0 = derived from the host's cores and memory."""
-    embedded_pool_size: Int = 0
+    embedded_pool_size: Annotated[int, Bounds(ge=0, note=" (0 = auto)")] = 0
     """Pre-started idle containers of the embedded service; 0 = derived from the capacity."""
     image: str = "skillopt-runtime:latest"
     """Rollout runtime image."""
     runtime: str = ""
     """Docker runtime of rollout containers; ``""`` = the engine's default, ``runsc`` = gVisor."""
-    rpc_timeout_slack_s: Float = 60
+    rpc_timeout_slack_s: Annotated[float, Bounds(ge=0.0)] = 60
     """Seconds added to a rollout's wall time for the RPC deadline (queueing, container start)."""
-    model_cache: str = ""
+    model_cache: Annotated[ModelCache, Choices("off, record or replay")] = ""
     """Model exchange cache of the rollouts: ``off``, ``record``, ``replay`` (a miss is an error);
     ``""`` = the sandbox host's default."""
     model_cache_dir: str = ""
     """The embedded sandbox's record/replay store (created if missing); ``""`` = none."""
-    host_down_timeout_s: Float = 300
+    host_down_timeout_s: Annotated[float, Bounds(gt=0, unit=" seconds")] = 300
     """Stop the run (resumable) when no sandbox host has been reachable this long; a host that
     is down is left at once and taken back when its health check serves again."""
     image_digest_policy: DigestPolicyField = "refuse"
@@ -707,14 +630,6 @@ class SandboxConfig(_Section):
     hosts differ), ``warn`` = use such hosts and say so."""
 
     def _validate(self) -> None:
-        if self.host_down_timeout_s <= 0:
-            raise FieldError(
-                self._key("host_down_timeout_s"), f"must be > 0 seconds, got {self.host_down_timeout_s}"
-            )
-        if self.model_cache not in ("", "off", "record", "replay"):
-            raise FieldError(
-                self._key("model_cache"), f"must be off, record or replay, got {self.model_cache!r}"
-            )
         if self.model_cache in ("record", "replay") and not self.endpoints and not self.model_cache_dir:
             raise FieldError(
                 self._key("model_cache"),
@@ -734,21 +649,16 @@ class SandboxConfig(_Section):
                     key,
                     f'expected "host:port" (port 1-65535), "dns:///name:port" or "unix:/path", got {endpoint!r}',
                 )
-        for name in ("token_file", "tls_ca_file", "tls_cert_file", "tls_key_file"):
-            self._existing(name)
         if bool(self.tls_cert_file) != bool(self.tls_key_file):
             raise FieldError(
                 self._key("tls_cert_file" if self.tls_key_file else "tls_key_file"),
                 "sandbox.tls_cert_file and sandbox.tls_key_file must be set together (mutual TLS)",
             )
-        self._at_least("embedded_capacity", 0, " (0 = auto)")
-        self._at_least("embedded_pool_size", 0, " (0 = auto)")
         self._non_empty("image")
         if self.runtime != self.runtime.strip() or " " in self.runtime:
             raise FieldError(
                 self._key("runtime"), f"must be a runtime name such as runsc, got {self.runtime!r}"
             )
-        self._at_least("rpc_timeout_slack_s", 0.0)
 
 
 class RunConfig(_Section):
@@ -773,10 +683,6 @@ class RunConfig(_Section):
     configured (only the ``*_demo`` configs use it), ``noisy`` = always, with a stochastic
     target (each task passes with a probability; its exact expected scores are recorded in
     ``simulation_truth.json``) and an optimizer that also proposes decoy and harmful edits."""
-
-    def _validate(self) -> None:
-        if self.out_root:
-            self._set("out_root", str(_abs(self.out_root)))
 
 
 #: Section name → section class, in the order of :class:`Config`'s fields.

@@ -15,7 +15,8 @@ Per agent the spec says whether a rollout needs a container (:data:`SandboxKind`
 (the model is called from the service and no code runs: no container is leased), ``isolated``
 (a container without network) or ``gateway`` (an agent CLI in a container that reaches models
 only through the gateway). Env-specific options are a pydantic model (``extra="forbid"``), set
-as ``env.options`` in a config and validated when the config is built.
+as ``env.options`` in a config and validated when the config is resolved
+(:func:`skillopt.config.resolve_config`, which the loader runs).
 
 Invariants an env keeps:
 
@@ -149,7 +150,7 @@ class EnvSpec:
         score_options: options ``skillopt score`` grades with (e.g. no choice shuffling, so
             labels mean what they mean in the file).
         data_root_problem: says what is wrong with a data root for a split mode (``""`` = ok);
-            checked when the config is built.
+            checked when the config is resolved.
         grader_modules: modules holding the functions the env's agents run in the host's
             grader processes (:meth:`AgentContext.run_grader`); the workers import them before
             work arrives.

@@ -7,12 +7,15 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Annotated, get_args, get_origin
 
 import jsonschema
 import pytest
 import yaml
 
-from skillopt.config import builtin_config, list_builtin_configs
+from skillopt.config import SECTIONS, builtin_config, config_from_dict, list_builtin_configs
+from skillopt.errors import ConfigError
+from skillopt.validation import Bounds, unwrap_optional
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -72,11 +75,52 @@ def test_every_shipped_config_validates_against_the_schema(schema, name):
         ({"train": {"batch_sise": 3}}, "batch_sise"),  # an unknown key
         ({"train": {"batch_size": "many"}}, "many"),  # a wrong type
         ({"optimizer": {"lr_scheduler": "weekly"}}, "weekly"),  # not an allowed value
+        ({"train": {"batch_size": 0}}, "less than the minimum of 1"),  # a declared bound
+        ({"evaluation": {"gate_alpha": 1}}, "greater than or equal to the maximum of 1"),
+        ({"model": {"target_temperature": 2.5}}, "greater than the maximum of 2"),
+        ({"sandbox": {"model_cache": "bogus"}}, "bogus"),  # a declared choice
     ],
 )
 def test_the_schema_catches_what_the_loader_refuses(schema, doc, where):
     with pytest.raises(jsonschema.ValidationError, match=where):
         jsonschema.validate(doc, schema)
+
+
+def _bounded_fields() -> list[tuple[str, str, Bounds]]:
+    out = []
+    for section, cls in SECTIONS.items():
+        for name, field in cls.model_fields.items():
+            inner, _ = unwrap_optional(field.rebuild_annotation())
+            found = (
+                [m for m in get_args(inner)[1:] if isinstance(m, Bounds)]
+                if get_origin(inner) is Annotated
+                else []
+            )
+            out += [(section, name, b) for b in found]
+    return out
+
+
+def _just_outside(bounds: Bounds) -> list[float]:
+    """A value just past each bound (``ge=1`` → 0, ``gt=0`` → 0, ``le=2`` → 3, ``lt=1`` → 1)."""
+    out = []
+    if bounds.ge is not None or bounds.gt is not None:
+        out.append(bounds.ge - 1 if bounds.ge is not None else bounds.gt)
+    if bounds.le is not None or bounds.lt is not None:
+        out.append(bounds.le + 1 if bounds.le is not None else bounds.lt)
+    return out
+
+
+@pytest.mark.parametrize(("section", "name", "bounds"), _bounded_fields())
+def test_every_declared_bound_binds_the_loader_and_the_schema_alike(schema, section, name, bounds):
+    """One declaration, two readers: a value just past a bound is refused by the loader (naming
+    the key) and by the JSON Schema an editor uses."""
+    for bad in _just_outside(bounds):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({section: {name: bad}}, schema)
+        data: dict = {"env": {"name": "spreadsheetbench"}}
+        data.setdefault(section, {})[name] = bad
+        with pytest.raises(ConfigError, match=rf"^{section}\.{name}: must be "):
+            config_from_dict(data)
 
 
 def test_list_names_every_shipped_config():

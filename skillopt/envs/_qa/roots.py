@@ -1,5 +1,5 @@
-"""The data-root check of the question-answering envs, run when a config is built (stdlib only,
-so config validation stays cheap)."""
+"""The data-root check of the question-answering envs, run when a config is resolved (stdlib
+only, so resolving a config stays cheap)."""
 
 from __future__ import annotations
 

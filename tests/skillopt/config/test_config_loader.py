@@ -17,6 +17,7 @@ from skillopt.config import (
     config_from_dict,
     list_builtin_configs,
     load_config,
+    resolve_config,
 )
 from skillopt.config._yaml import parse_yaml
 from skillopt.errors import ConfigError
@@ -66,7 +67,7 @@ def test_default_yaml_lists_every_key_with_the_schema_default() -> None:
     for name, cls in SECTIONS.items():
         assert list(raw[name]) == list(cls.field_names()), name
     loaded = load_config(builtin_config("_base_/default"), ["env.name=spreadsheetbench"])
-    assert loaded == Config(env=EnvConfig(name="spreadsheetbench"))
+    assert loaded == resolve_config(Config(env=EnvConfig(name="spreadsheetbench")))
 
 
 def test_default_yaml_alone_needs_an_env_name() -> None:

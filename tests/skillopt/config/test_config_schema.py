@@ -23,6 +23,7 @@ from skillopt.config import (
     SandboxConfig,
     TrainConfig,
     config_from_dict,
+    resolve_config,
 )
 from skillopt.config.schema import GateMetric
 from skillopt.envs.registry import available_envs, env_spec, get_env
@@ -31,7 +32,18 @@ from skillopt.testing.shared_data import shared_datasets
 
 
 def sb(**kw: object) -> Config:
-    return Config(env=EnvConfig(name="spreadsheetbench", **kw))  # type: ignore[arg-type]
+    return resolve_config(Config(env=EnvConfig(name="spreadsheetbench", **kw)))  # type: ignore[arg-type]
+
+
+def resolved(**sections: object) -> Config:
+    """A config of these sections (a spreadsheetbench env unless given), resolved."""
+    env = sections.pop("env", EnvConfig(name="spreadsheetbench"))
+    return resolve_config(Config(env=env, **sections))  # type: ignore[arg-type]
+
+
+def env(**kw: object) -> EnvConfig:
+    """``EnvConfig(**kw)``, resolved."""
+    return resolved(env=EnvConfig(**kw)).env  # type: ignore[arg-type]
 
 
 def test_defaults_match_the_reference() -> None:
@@ -102,10 +114,10 @@ def test_env_agents_come_from_the_env_spec() -> None:
     # One declaration per env (its EnvSpec): config validation and the service read the same.
     for name in available_envs():
         spec = env_spec(name)
-        assert EnvConfig(name=name).agent == spec.default_agent
+        assert env(name=name).agent == spec.default_agent
         assert set(spec.agent_names) == set(get_env(name).agents)
         for agent in spec.agent_names:
-            assert EnvConfig(name=name, agent=agent).agent == agent
+            assert env(name=name, agent=agent).agent == agent
 
 
 def test_sections_are_frozen_and_keyword_only() -> None:
@@ -233,13 +245,13 @@ def test_gate_mixed_weight_out_of_range(weight: float) -> None:
         (lambda: EnvConfig(name="spreadsheetbench", split_ratio="2:1"), "env.split_ratio: expected"),
         (lambda: EnvConfig(name="spreadsheetbench", exec_timeout=700), "exceeds env.task_timeout"),
         (lambda: EnvConfig(name="spreadsheetbench", cpus=0), "env.cpus: must be > 0"),
-        (lambda: EnvConfig(name="spreadsheetbench", agent="nope"), "allowed: codegen_single, codegen_multi"),
+        (lambda: env(name="spreadsheetbench", agent="nope"), "allowed: codegen_single, codegen_multi"),
         (
-            lambda: EnvConfig(name="nosuchbench"),
+            lambda: env(name="nosuchbench"),
             "unknown env 'nosuchbench'; known: gsm8k, hotpotqa, humaneval, livemathematicianbench, math500, mbpp, officeqa, searchqa, "
             "spreadsheetbench, textworld",
         ),
-        (lambda: EnvConfig(name=""), "env.name: is required"),
+        (lambda: env(name=""), "env.name: is required"),
         (lambda: SandboxConfig(endpoints=["localhost"]), 'sandbox.endpoints[0]: expected "host:port"'),  # type: ignore[arg-type]
         (lambda: SandboxConfig(endpoints=["h:70000"]), "port 1-65535"),  # type: ignore[arg-type]
         (lambda: SandboxConfig(endpoints=["h:1", "h:1"]), "listed twice"),  # type: ignore[arg-type]
@@ -252,26 +264,123 @@ def test_range_and_cross_field_checks(factory: object, needle: str) -> None:
     assert needle in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("factory", "message"),
+    [
+        # The wording is declared with the bound (Bounds: the bound as written, unit, note) and
+        # said by one translation of pydantic's errors; these are the messages of the former
+        # hand-written checks, character for character.
+        (lambda: TrainConfig(batch_size="0"), "train.batch_size: must be >= 1, got 0"),  # type: ignore[arg-type]
+        (lambda: TrainConfig(max_tokens=-1), "train.max_tokens: must be >= 0, got -1 (0 = no limit)"),
+        (
+            lambda: TrainConfig(max_cost_usd=-1),
+            "train.max_cost_usd: must be >= 0.0, got -1.0 (0 = no limit)",
+        ),
+        (
+            lambda: GradientConfig(merge_batch_size=1),
+            "gradient.merge_batch_size: must be >= 2, got 1: merging groups of one patch never shrinks the "
+            "pool (the reference looped forever, issue #194)",
+        ),
+        (
+            lambda: ModelConfig(optimizer_temperature="3"),  # type: ignore[arg-type]
+            "model.optimizer_temperature: must be in [0, 2] or null, got 3.0",
+        ),
+        (lambda: EvaluationConfig(gate_alpha=1), "evaluation.gate_alpha: must be in (0, 1), got 1.0"),
+        (
+            lambda: EvaluationConfig(max_infra_fraction=1.5),
+            "evaluation.max_infra_fraction: must be in [0, 1], got 1.5",
+        ),
+        (
+            lambda: EvaluationConfig(semantic_density_weight=-1),
+            "evaluation.semantic_density_weight: must be >= 0.0, got -1.0",
+        ),
+        (
+            lambda: EvaluationConfig(max_regressions=-1),
+            "evaluation.max_regressions: must be >= 0, got -1 (null = off)",
+        ),
+        (lambda: EnvConfig(name="x", exec_timeout=0), "env.exec_timeout: must be > 0 seconds, got 0.0"),
+        (lambda: EnvConfig(name="x", cpus=0), "env.cpus: must be > 0, got 0.0"),
+        (lambda: EnvConfig(name="x", memory_mb=8), "env.memory_mb: must be >= 16, got 8"),
+        (
+            lambda: SandboxConfig(embedded_capacity=-1),
+            "sandbox.embedded_capacity: must be >= 0, got -1 (0 = auto)",
+        ),
+        (
+            lambda: SandboxConfig(model_cache="bogus"),
+            "sandbox.model_cache: must be off, record or replay, got 'bogus'",
+        ),  # type: ignore[arg-type]
+        (
+            lambda: ModelConfig(prices={"m": {"input": 1, "output": -2}}),  # type: ignore[dict-item]
+            "model.prices.m.output: must be >= 0, got -2.0",
+        ),
+        # Rules between fields stay rules of the section, worded as before.
+        (
+            lambda: EvaluationConfig(gate_mode="repeat", gate_repeats=1),
+            "evaluation.gate_repeats: must be >= 2 with gate_mode: repeat, got 1 (one rollout per item is "
+            "gate_mode: paired)",
+        ),
+        (
+            lambda: OptimizerConfig(learning_rate=2, min_learning_rate=3),
+            "optimizer.min_learning_rate: must be <= optimizer.learning_rate (2), got 3",
+        ),
+    ],
+)
+def test_declared_bounds_say_what_the_hand_written_checks_said(factory: object, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        factory()  # type: ignore[operator]
+    assert str(info.value) == message
+
+
+def test_a_section_is_changed_by_building_a_new_one() -> None:
+    train = TrainConfig(batch_size=10)
+    changed = train.replace(batch_size=12, seed=7)
+    assert (changed.batch_size, changed.seed, changed.num_epochs) == (12, 7, train.num_epochs)
+    assert train.batch_size == 10  # the original is untouched
+    with pytest.raises(ConfigError, match=r"train\.batch_size: must be >= 1, got 0"):
+        train.replace(batch_size=0)  # checked like any new section (model_copy checks nothing)
+
+
+def test_building_asks_no_registry_and_reads_no_file_resolving_does(tmp_path: Path) -> None:
+    # A config is pure data: it builds with an env and paths this machine does not have ...
+    pure = Config(
+        env=EnvConfig(name="nosuchbench", data_root=str(tmp_path / "nodata")),
+        sandbox=SandboxConfig(token_file=str(tmp_path / "token")),
+    )
+    assert pure.env.agent == "" and pure.env.options == {}
+    # ... and the look-ups are one step of their own, with the messages they always had.
+    with pytest.raises(ConfigError, match="unknown env 'nosuchbench'; known: gsm8k"):
+        resolve_config(pure)
+    with pytest.raises(ConfigError, match=r"env\.data_root: directory not found: .*nodata"):
+        resolve_config(Config(env=EnvConfig(name="searchqa", data_root=str(tmp_path / "nodata"))))
+    with pytest.raises(ConfigError, match=r"sandbox\.token_file: file not found"):
+        resolve_config(Config(env=EnvConfig(name="searchqa"), sandbox=pure.sandbox))
+    (tmp_path / "token").write_text("t" * 32)
+    plain = Config(env=EnvConfig(name="searchqa"), sandbox=SandboxConfig(token_file=str(tmp_path / "token")))
+    resolved = resolve_config(plain)
+    assert resolved.env.agent == env_spec("searchqa").default_agent and resolved.env.options
+    assert plain.env.agent == "" and plain.env.options == {}  # a new config; the given one is as it was
+    assert resolve_config(resolved) == resolved  # resolving twice changes nothing
+
+
 def test_paths_must_exist_and_are_stored_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match=r"env\.skill_init: file not found: .*missing\.md"):
-        EnvConfig(name="spreadsheetbench", skill_init="missing.md")
+        env(name="spreadsheetbench", skill_init="missing.md")
     (tmp_path / "skill.md").write_text("# skill\n")
-    env = EnvConfig(name="spreadsheetbench", skill_init="skill.md")
-    assert env.skill_init == str(tmp_path / "skill.md")
+    assert env(name="spreadsheetbench", skill_init="skill.md").skill_init == str(tmp_path / "skill.md")
     with pytest.raises(ConfigError, match=r"env\.data_root: directory not found"):
-        EnvConfig(name="spreadsheetbench", data_root="nodata")
+        env(name="spreadsheetbench", data_root="nodata")
     (tmp_path / "data").mkdir()
     with pytest.raises(ConfigError, match=r"no splits\.json"):
-        EnvConfig(name="spreadsheetbench", data_root="data")
-    assert EnvConfig(name="spreadsheetbench", data_root="data", split_mode="ratio").data_root == str(
+        env(name="spreadsheetbench", data_root="data")
+    assert env(name="spreadsheetbench", data_root="data", split_mode="ratio").data_root == str(
         tmp_path / "data"
     )
     with pytest.raises(ConfigError, match="must be set together"):
         SandboxConfig(tls_cert_file="skill.md")
     with pytest.raises(ConfigError, match=r"sandbox\.token_file: file not found"):
-        SandboxConfig(token_file="token")
-    assert RunConfig(out_root="out").out_root == str(tmp_path / "out")
+        resolved(sandbox=SandboxConfig(token_file="token"))
+    assert resolved(run=RunConfig(out_root="out")).run.out_root == str(tmp_path / "out")
 
 
 def test_shared_dataset_root_is_accepted() -> None:
@@ -279,7 +388,7 @@ def test_shared_dataset_root_is_accepted() -> None:
     root = shared / "spreadsheetbench" if shared else Path("missing")
     if not root.is_dir():
         pytest.fail(f"shared dataset missing at {root}")
-    assert EnvConfig(name="spreadsheetbench", data_root=str(root)).data_root == str(root)
+    assert env(name="spreadsheetbench", data_root=str(root)).data_root == str(root)
 
 
 def test_derived_helpers() -> None:
@@ -294,7 +403,7 @@ def test_derived_helpers() -> None:
 
 
 def test_to_dict_round_trips_through_from_dict() -> None:
-    cfg = Config(
+    cfg = resolved(
         model=ModelConfig(prices={"gpt-5.5": ModelPrice(input=1.25, output=10.0)}, optimizer_temperature=0.2),
         env=EnvConfig(name="spreadsheetbench", agent="codegen_single"),
         evaluation=EvaluationConfig(max_regressions=1, leading_words=("MUST",)),

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from skillopt.agents.context import AgentContext
-from skillopt.config import EnvConfig, list_builtin_configs, load_config
+from skillopt.config import Config, EnvConfig, list_builtin_configs, load_config, resolve_config
 from skillopt.envs.base import EARLIER_ATTEMPT, TaskItem
 from skillopt.envs.registry import available_envs, env_dir, env_spec, get_env, load_env_data, resolve
 from skillopt.envs.splits import RATIO_NAMES
@@ -68,7 +68,7 @@ def test_spec_declares_agents_and_the_service_env_agrees(name):
         assert (agent.sandbox == "gateway") == bool(agent.api), agent  # a CLI speaks one wire API
         assert env.agent_apis.get(agent.name, "") == agent.api
         assert isinstance(env.skill_file(agent.name, "# Skill\n- rule\n"), str)
-    assert EnvConfig(name=name).agent == spec.default_agent
+    assert resolve_config(Config(env=EnvConfig(name=name))).env.agent == spec.default_agent
 
 
 @pytest.mark.parametrize("name", ENVS)
@@ -79,8 +79,10 @@ def test_options_are_typed_and_unknown_keys_are_refused(name):
     with pytest.raises(ConfigError, match=r"env\.options\.no_such_option: unknown option"):
         spec.parse_options({"no_such_option": 1})
     with pytest.raises(ConfigError, match=r"env\.options\.no_such_option"):
-        EnvConfig(name=name, options={"no_such_option": 1})
-    assert EnvConfig(name=name).options == defaults.model_dump(mode="json")  # stored with defaults
+        resolve_config(Config(env=EnvConfig(name=name, options={"no_such_option": 1})))
+    assert resolve_config(Config(env=EnvConfig(name=name))).env.options == defaults.model_dump(
+        mode="json"
+    )  # stored with defaults
 
 
 @pytest.mark.parametrize("name", ENVS)
@@ -214,9 +216,9 @@ def test_specs_import_no_heavy_dependency():
     code = (
         "import sys\n"
         "from skillopt.envs.registry import available_envs, find_spec\n"
-        "from skillopt.config import EnvConfig\n"
+        "from skillopt.config import Config, EnvConfig, resolve_config\n"
         "for n in available_envs():\n"
-        "    find_spec(n); EnvConfig(name=n)\n"
+        "    find_spec(n); resolve_config(Config(env=EnvConfig(name=n)))\n"
         "print(sorted(m for m in ('openpyxl', 'math_verify', 'sympy', 'docker', 'grpc') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
