@@ -53,6 +53,8 @@ class Trainer:
     Raises:
         ConfigError: the config does not fit the data (an empty selection split, a
             ``train.train_size`` that disagrees with the split).
+        TypeError: a callback defines an ``on_*`` method that is no hook (a misspelt
+            ``on_stpe_end``), or a hook that cannot take its event.
     """
 
     def __init__(
