@@ -87,15 +87,12 @@ def run(args: argparse.Namespace) -> int:
             if cfg.evaluation.test_env_num:
                 items = items[: cfg.evaluation.test_env_num]
             with open_session(cfg, out_dir=out, mode=mode) as session:
-                progress = RowProgress(len(items), f"eval {args.split}")
+                progress = RowProgress()
                 session.rollouts.on_row = progress
                 rows = session.rollouts.run(
                     items, skill, out / f"eval_{args.split}", label=f"eval_{args.split}"
                 )
                 if against is not None:
-                    progress.close()
-                    progress = RowProgress(len(items), f"eval {args.split} (against)")
-                    session.rollouts.on_row = progress
                     rows_b = session.rollouts.run(
                         items, against, out / f"eval_{args.split}_against", label=f"eval_{args.split}_against"
                     )

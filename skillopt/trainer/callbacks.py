@@ -37,6 +37,7 @@ from typing import Any
 import structlog
 
 from skillopt.trainer.records import StepRecord
+from skillopt.trainer.rollouts import BatchProgress
 from skillopt.trainer.summary import EpochRecord, FitResult
 from skillopt.types import RolloutResult
 
@@ -160,8 +161,12 @@ class StageEvent:
 
 @dataclass(frozen=True, kw_only=True)
 class RowEvent:
+    """A new rollout row, and where its batch stands with it."""
+
     label: str
     row: RolloutResult
+    #: The batch's counts, this row included.
+    progress: BatchProgress
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,7 +28,7 @@ from skillopt.skill.schedule import EditBudgetSchedule
 from skillopt.trainer.callbacks import BatchEvent, CallbackList, RowEvent, RunControl, Spend, StageEvent
 from skillopt.trainer.planning import RunPlan
 from skillopt.trainer.records import StepRecord
-from skillopt.trainer.rollouts import RolloutStage
+from skillopt.trainer.rollouts import BatchProgress, Rollouts
 from skillopt.trainer.rundir import RunDirectory, layout, target_prefix_on_disk, target_usage_on_disk
 from skillopt.trainer.scoring import SelectionScoring, too_many_infra
 from skillopt.trainer.state import RunMode, TrainerState, refuse_mode_change
@@ -78,7 +78,7 @@ class RunContext:
         config: Config,
         *,
         data: EnvData,
-        rollouts: RolloutStage,
+        rollouts: Rollouts,
         optimizer: RoleModel,
         run: RunDirectory,
         initial_skill: str,
@@ -107,15 +107,15 @@ class RunContext:
         #: Skills' selection scores, their intervals, the measurement protocol.
         self.scoring = SelectionScoring(config.evaluation, self.gate_cache)
         rollouts.on_row = self._on_row
-        rollouts.on_batch = lambda label, total, done: hooks(
-            "on_rollout_batch", BatchEvent(label=label, total=total, done=done)
+        rollouts.on_batch = lambda p: hooks(
+            "on_rollout_batch", BatchEvent(label=p.label, total=p.total, done=p.done)
         )
 
-    def _on_row(self, row: RolloutResult, label: str) -> None:
+    def _on_row(self, row: RolloutResult, progress: BatchProgress) -> None:
         """A new row arrived (never one reloaded from disk): its target usage is spent."""
         if row.usage.calls:
-            self.target_usage.add(layout.target_stage(label), row.usage)
-        self.hooks("on_rollout_result", RowEvent(label=label, row=row))
+            self.target_usage.add(layout.target_stage(progress.label), row.usage)
+        self.hooks("on_rollout_result", RowEvent(label=progress.label, row=row, progress=progress))
 
     def _new_schedule(self) -> EditBudgetSchedule:
         o = self.cfg.optimizer

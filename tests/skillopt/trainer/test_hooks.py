@@ -192,3 +192,20 @@ def test_a_hook_that_cannot_take_its_event_fails_when_registered():
     check_hooks(Fine())
     with pytest.raises(ValueError, match="no such hook: on_stpe_end"):
         CallbackList([Fine()])("on_stpe_end", None)
+
+
+def test_rows_carry_their_batch_progress_typed(fit, tmp_path):
+    rec = Recorder()
+    fit(tmp_path / "run", "train.num_epochs=1", callbacks=[rec])
+    starts = {e.label: e for n, e in rec.events if n == "on_rollout_batch"}
+    rows = [e for n, e in rec.events if n == "on_rollout_result"]
+    assert rows and all(e.progress.label == e.label for e in rows)
+    last: dict[str, Any] = {}
+    for e in rows:
+        p = e.progress
+        assert p.total == starts[p.label].total and p.resumed == starts[p.label].done
+        if p.label not in last or last[p.label].done < p.done:
+            last[p.label] = p
+    for label, p in last.items():  # every batch ran to its end, each row counted once
+        assert p.done == p.total and p.passed + p.failed + p.infra == p.done - p.resumed, label
+        assert p.passed == sum(1 for e in rows if e.label == label and e.row.ok)
