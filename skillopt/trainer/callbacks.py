@@ -9,7 +9,9 @@ loop honours it at the next stage boundary. Adding a field to an event breaks no
 a callback method ``on_*`` that is no hook is refused when the callback is registered
 (:func:`check_hooks`).
 
-Order of hooks in a fit (resumed steps and epochs are skipped, not announced)::
+A stage is a named, timed piece of the method (``evaluate``: a step's candidate on the
+selection split). Order of hooks in a fit (resumed steps and epochs are skipped, not
+announced)::
 
     on_fit_start
       on_stage_start/end(baseline)                    (once per run)
@@ -68,7 +70,7 @@ class RunControl:
     """The one thing a callback may change: ask the run to stop (thread-safe).
 
     The loop stops at the next stage boundary; inside a step the step is left uncommitted and
-    reruns on ``--resume`` from its committed stages and caches.
+    reruns on ``--resume`` from its committed segments and caches.
     """
 
     def __init__(self) -> None:
@@ -111,7 +113,7 @@ class FitStartEvent:
     config: Mapping[str, Any]
     #: Human-readable run mode and its reason (``RunMode.describe()``).
     mode: str
-    #: The baseline's gate score, when a resumed run measured it already.
+    #: The baseline's selection score, when a resumed run measured it already.
     baseline_score: float | None
     control: RunControl
     spend: Spend = field(default_factory=Spend)
@@ -131,7 +133,7 @@ class EpochEndEvent:
     epoch: int
     num_epochs: int
     record: EpochRecord
-    #: Outcome of each epoch-end stage of this epoch (``slow_update``, ``meta_skill``).
+    #: Outcome of each epoch-end segment of this epoch (``slow_update``, ``meta_skill``).
     stages: Mapping[str, str]
 
 
@@ -151,7 +153,7 @@ class StageEvent:
     stage: str
     seconds: float | None = None
     detail: str = ""
-    #: The current skill's gate score (None until the baseline was measured).
+    #: The current skill's selection score (None until the baseline was measured).
     current_score: float | None = None
     baseline_score: float | None = None
     spend: Spend = field(default_factory=Spend)

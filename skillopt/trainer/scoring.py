@@ -110,7 +110,7 @@ class SelectionScoring:
         self.cache = cache
 
     def score(self, hard: float, soft: float, skill: str) -> float:
-        """The gate's score of a skill's selection means (``evaluation.gate_metric``)."""
+        """A skill's selection score: its selection means on ``evaluation.gate_metric``."""
         e = self.e
         return gate_score(
             hard,
@@ -156,6 +156,6 @@ class SelectionScoring:
         return mean_interval(list(self.item_scores(hit.items, hit.soft_items, skill).values()))
 
     def skill_score(self, skill: str) -> float | None:
-        """The gate's score of ``skill`` from its measurement (``None``: not measured)."""
+        """The selection score of ``skill`` from its measurement (``None``: not measured)."""
         hit = self.measured(skill)
         return None if hit is None else self.score(hit.hard, hit.soft, skill)

@@ -1,5 +1,6 @@
-"""The finish stage: check the final skill against the best one, evaluate the initial, best
-and final skills on the test split, and write the run's result (``summary.json``).
+"""The segments that end a fit: the final check (the final skill against the best one, by the
+run's gate) and the finish (the initial, best and final skills on the test split, the ``test``
+stage; the run's result, ``summary.json``).
 
 A run stopped early (a budget, a stop request) writes the result of what it did, without the
 final evaluations, with ``status: stopped`` and the reason; ``--resume`` continues it.
@@ -7,6 +8,7 @@ final evaluations, with ``status: stopped`` and the reason; ``--resume`` continu
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from skillopt import __version__
@@ -15,49 +17,75 @@ from skillopt.trainer.context import RunContext
 from skillopt.trainer.manifest import data_manifest
 from skillopt.trainer.rundir import layout, read_result_lines
 from skillopt.trainer.scoring import by_category, paired_rows, row_means, score_rows
-from skillopt.trainer.stages.gate import decide_final_best
-from skillopt.trainer.stages.selection import epoch_record, evaluate_selection, measurement, promote, remember
+from skillopt.trainer.segments.gate import decide_final_best
+from skillopt.trainer.segments.selection import (
+    epoch_record,
+    evaluate_selection,
+    measurement,
+    promote,
+    remember,
+)
+from skillopt.trainer.segments.state import FinalCheck, FitState
 from skillopt.trainer.summary import EpochRecord, FitResult, TestScores
 from skillopt.types import RolloutResult, skill_hash
 
-__all__ = ["FinishStage"]
+__all__ = ["FinalCheckSegment", "FinishSegment"]
 
 
-class FinishStage:
-    """Final selection check and promotion, test evaluations, the run's :class:`FitResult`."""
+class FinalCheckSegment:
+    """A complete run's final skill, when it is not the best one, measured on the selection
+    split; it becomes the best skill only if the run's gate says it beats the best one."""
 
-    name = "finish"
+    name = "final_check"
+    stage = None
 
-    def run(self, ctx: RunContext, *, wall_s: float, complete: bool, stop_reason: str = "") -> FitResult:
+    def run(self, ctx: RunContext, state: FitState) -> FitState:
         st = ctx.state
-        final_score: float | None = st.best_score
-        if complete and skill_hash(st.current_skill) != skill_hash(st.best_skill):
-            # The final skill becomes best only if the run's gate says it beats the best one.
-            ev = evaluate_selection(ctx, st.current_skill, layout.FINAL_SELECTION)
-            remember(ctx, ev)
-            final_score = ev.score
-            verdict = decide_final_best(ctx, ev, best_rel=layout.FINAL_SELECTION_BEST)
-            best_ev = verdict.pop("best_evaluation")
-            if best_ev is not None:
-                remember(ctx, best_ev)
-            st.final_gate = verdict
+        if not state.complete:
+            return replace(state, final_score=st.current_score)
+        if skill_hash(st.current_skill) == skill_hash(st.best_skill):
+            return replace(state, final_score=st.best_score)
+        ev = evaluate_selection(ctx, st.current_skill, layout.FINAL_SELECTION)
+        verdict, best_ev = decide_final_best(ctx, ev, best_rel=layout.FINAL_SELECTION_BEST)
+        final = FinalCheck(evaluation=ev, verdict=verdict, best_evaluation=best_ev)
+        return replace(state, final=final, final_score=ev.score)
+
+    def commit(self, ctx: RunContext, state: FitState) -> None:
+        """The measurements kept, the verdict applied and recorded, the stop reason set."""
+        st, final = ctx.state, state.final
+        if final is not None:
+            remember(ctx, final.evaluation)
+            if final.best_evaluation is not None:
+                remember(ctx, final.best_evaluation)
+            st.final_gate = dict(final.verdict)
             promote(
                 st,
                 st.current_skill,
-                ev.score,
+                final.evaluation.score,
                 step=st.last_completed_step,
                 origin=st.current_origin,
                 make_current=False,
-                may_become_best=verdict["action"] == "accept_new_best",
+                may_become_best=final.verdict["action"] == "accept_new_best",
             )
-        elif not complete:
-            final_score = st.current_score
-        st.stop_reason = "" if complete else stop_reason or "stopped"
+        st.stop_reason = "" if state.complete else state.stop_reason or "stopped"
         ctx.persist()
-        tests = self._tests(ctx) if complete and ctx.cfg.evaluation.eval_test else None
-        result = self._result(ctx, wall_s=wall_s, complete=complete, final_score=final_score, tests=tests)
-        ctx.run.write_json(layout.SUMMARY, result.to_json())
-        return result
+
+
+class FinishSegment:
+    """A complete run's test evaluations, and the run's :class:`FitResult` (``summary.json``)."""
+
+    name = "finish"
+    stage = None
+
+    def run(self, ctx: RunContext, state: FitState) -> FitState:
+        tests = self._tests(ctx) if state.complete and ctx.cfg.evaluation.eval_test else None
+        state = replace(state, tests=tests)
+        return replace(state, result=self._result(ctx, state))
+
+    def commit(self, ctx: RunContext, state: FitState) -> None:
+        """``summary.json``: the run's result."""
+        assert state.result is not None, "the finish commits after its run"
+        ctx.run.write_json(layout.SUMMARY, state.result.to_json())
 
     def _tests(self, ctx: RunContext) -> TestScores:
         st = ctx.state
@@ -109,9 +137,7 @@ class FinishStage:
         return summary, rows
 
     @staticmethod
-    def _result(
-        ctx: RunContext, *, wall_s: float, complete: bool, final_score: float | None, tests: TestScores | None
-    ) -> FitResult:
+    def _result(ctx: RunContext, state: FitState) -> FitResult:
         st, cfg = ctx.state, ctx.cfg
 
         measured = {
@@ -135,7 +161,7 @@ class FinishStage:
         prefix_share, prefix_by_role = ctx.prefix_report()
         return FitResult(
             version=f"skillopt-{__version__}",
-            status="complete" if complete else "stopped",
+            status="complete" if state.complete else "stopped",
             stop_reason=st.stop_reason,
             simulated=ctx.mode.simulated,
             mode=ctx.mode.to_dict(),
@@ -150,7 +176,7 @@ class FinishStage:
             best_selection_score_ci95=ci("best", "score"),
             final_selection_hard=hard_of("final"),
             final_selection_hard_ci95=ci("final", "hard"),
-            final_selection_score=final_score,
+            final_selection_score=state.final_score,
             final_selection_score_ci95=ci("final", "score"),
             best_step=st.best_step,
             current_origin=st.current_origin,
@@ -162,7 +188,7 @@ class FinishStage:
             total_skips=sum(a == "skip_no_patches" for a in actions),
             epoch_stats=tuple(_epoch_record(ctx, e) for e in range(1, cfg.train.num_epochs + 1)),
             epoch_stages=dict(st.epoch_stages),
-            total_wall_time_s=round(wall_s, 3),
+            total_wall_time_s=round(state.wall_s, 3),
             token_summary=ctx.usage_summary(),
             cost_usd=round(ctx.cost(), 6),
             cacheable_prefix_share=prefix_share,
@@ -176,7 +202,7 @@ class FinishStage:
                     {"train": ctx.plan.train, "selection": ctx.plan.selection, "test": ctx.plan.test}
                 ),
             },
-            tests=tests,
+            tests=state.tests,
         )
 
 
