@@ -25,7 +25,7 @@ from skillopt.errors import ConfigError
 from skillopt.models.openai_chat import OpenAIChatModel
 from skillopt.models.profiles import load_profiles, validate_profiles
 from skillopt.models.roles import RoleModel, UsageTracker
-from skillopt.trainer.rollouts import RolloutSpec, Rollouts
+from skillopt.trainer.rollouts import Rollouts, RolloutSpec
 from skillopt.trainer.rundir import layout
 from skillopt.trainer.state import RunMode
 from skillopt.types import Limits, ModelSpec

@@ -163,7 +163,7 @@ def simulated_trainer(
     from skillopt.testing.truth import simulation_truth
     from skillopt.trainer import Trainer
     from skillopt.trainer.planning import load_data
-    from skillopt.trainer.rollouts import RolloutSpec, Rollouts
+    from skillopt.trainer.rollouts import Rollouts, RolloutSpec
     from skillopt.trainer.state import RunMode
 
     e = config.env

@@ -16,7 +16,7 @@ from controller.fleet.executor import FleetExecutor
 from skillopt.envs.registry import envs_with_agent, get_env, load_env_data
 from skillopt.errors import SystemicFailure
 from skillopt.testing.fixtures.qa import load_catalogue, sim_reply
-from skillopt.trainer.rollouts import RolloutSpec, Rollouts
+from skillopt.trainer.rollouts import Rollouts, RolloutSpec
 from skillopt.types import Limits, ModelSpec
 
 

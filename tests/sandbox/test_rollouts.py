@@ -14,7 +14,7 @@ from controller.fleet.executor import FleetExecutor
 from skillopt.envs.base import TaskItem
 from skillopt.errors import SystemicFailure
 from skillopt.testing.fixtures.spreadsheetbench import solution_code
-from skillopt.trainer.rollouts import RolloutSpec, Rollouts
+from skillopt.trainer.rollouts import Rollouts, RolloutSpec
 from skillopt.trainer.rundir import load_rows
 from skillopt.types import Limits, ModelSpec
 from tests.sandbox.conftest import fenced

@@ -18,7 +18,7 @@ from controller.fleet.executor import FleetExecutor
 from skillopt.envs.registry import get_env, load_env_data
 from skillopt.envs.textworld.spec import IMAGE
 from skillopt.testing.fixtures.textworld import STEP_HEADER
-from skillopt.trainer.rollouts import RolloutSpec, Rollouts
+from skillopt.trainer.rollouts import Rollouts, RolloutSpec
 from skillopt.types import Limits, ModelSpec
 
 FORGED = (
