@@ -53,8 +53,8 @@ class ProgressDisplay(Callback):
         self.stage = "starting"
         #: The rollouts of the stage's current batch (None before its first row).
         self.batch: BatchProgress | None = None
-        self.sel = None
-        self.best = None
+        self.sel: float | None = None
+        self.best: float | None = None
         self.last_action = "-"
         self.tokens = 0
         self.cost = 0.0

@@ -9,14 +9,13 @@ final evaluations, with ``status: stopped`` and the reason; ``--resume`` continu
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from skillopt import __version__
-from skillopt.stats import ci_of
 from skillopt.trainer.context import RunContext
+from skillopt.trainer.evaluation import EvalSummary, evaluate_split
 from skillopt.trainer.manifest import data_manifest
 from skillopt.trainer.rundir import layout, read_result_lines
-from skillopt.trainer.scoring import by_category, paired_rows, row_means, score_rows
+from skillopt.trainer.scoring import paired_rows
 from skillopt.trainer.segments.gate import decide_final_best
 from skillopt.trainer.segments.selection import (
     epoch_record,
@@ -90,27 +89,31 @@ class FinishSegment:
     def _tests(self, ctx: RunContext) -> TestScores:
         st = ctx.state
         with ctx.stage(st.last_completed_step, "test"):
-            baseline, baseline_rows = self._test_eval(ctx, ctx.initial_skill, layout.TEST_BASELINE)
-            best, best_rows = self._test_eval(ctx, st.best_skill, layout.TEST_BEST)
+            baseline, baseline_rows = _test_eval(
+                ctx, ctx.initial_skill, layout.TEST_BASELINE, layout.skill_file(0)
+            )
+            best, best_rows = _test_eval(ctx, st.best_skill, layout.TEST_BEST, layout.BEST_SKILL)
             final, final_rows = (
                 (best, best_rows)
                 if skill_hash(st.current_skill) == skill_hash(st.best_skill)
-                else self._test_eval(ctx, st.current_skill, layout.TEST_FINAL)
+                else _test_eval(
+                    ctx, st.current_skill, layout.TEST_FINAL, layout.skill_file(st.last_completed_step)
+                )
             )
         delta, final_delta = paired_rows(best_rows, baseline_rows), paired_rows(final_rows, baseline_rows)
         return TestScores(
-            baseline_hard=baseline["hard"],
-            baseline_soft=baseline["soft"],
-            best_hard=best["hard"],
-            best_soft=best["soft"],
-            final_hard=final["hard"],
-            final_soft=final["soft"],
-            n_infra={"baseline": baseline["n_infra"], "best": best["n_infra"], "final": final["n_infra"]},
+            baseline_hard=baseline.hard,
+            baseline_soft=baseline.soft,
+            best_hard=best.hard,
+            best_soft=best.soft,
+            final_hard=final.hard,
+            final_soft=final.soft,
+            n_infra={"baseline": baseline.n_infra, "best": best.n_infra, "final": final.n_infra},
             ci95={
                 **{
-                    f"{name}_{k}": ci_of(summary[f"{k}_ci95"])
+                    f"{name}_{k}": ci
                     for name, summary in (("baseline", baseline), ("best", best), ("final", final))
-                    for k in ("hard", "soft")
+                    for k, ci in (("hard", summary.hard_ci95), ("soft", summary.soft_ci95))
                 },
                 "delta_hard": delta.ci95 if delta else None,
                 "final_delta_hard": final_delta.ci95 if final_delta else None,
@@ -119,22 +122,6 @@ class FinishSegment:
                 name: t.p_value for name, t in (("delta_hard", delta), ("final_delta_hard", final_delta)) if t
             },
         )
-
-    @staticmethod
-    def _test_eval(ctx: RunContext, skill: str, rel: str) -> tuple[dict[str, Any], list[RolloutResult]]:
-        items = ctx.plan.test
-        rows = ctx.rollout(items, skill, rel, train=False)
-        types = {it.id: it.task_type for it in items}
-        s = score_rows(rows)
-        summary = {
-            **by_category(rows, types, [*ctx.data.task_types(), "overall"]),
-            **row_means(rows),
-            "n": s.n,
-            "n_infra": s.n_infra,
-            "env_options": dict(ctx.cfg.env.options),  # e.g. SpreadsheetBench's grading mode
-        }
-        ctx.run.write_json(f"{rel}/{layout.TEST_SUMMARY}", summary)
-        return summary, rows
 
     @staticmethod
     def _result(ctx: RunContext, state: FitState) -> FitResult:
@@ -204,6 +191,26 @@ class FinishSegment:
             },
             tests=state.tests,
         )
+
+
+def _test_eval(
+    ctx: RunContext, skill: str, rel: str, skill_file: str
+) -> tuple[EvalSummary, list[RolloutResult]]:
+    """``skill`` on the test split (``skillopt eval``'s routine), its summary kept in its
+    rollout dir (with the keys those summaries had before they were ``skillopt eval``'s too)."""
+    summary, rows = evaluate_split(
+        ctx.rollouts,
+        ctx.plan.test,
+        skill,
+        ctx.run.path(rel),
+        label=rel,
+        split="test",
+        skill_name=skill_file,
+        config=ctx.cfg,
+        categories=ctx.data.task_types(),
+    )
+    ctx.run.write_json(f"{rel}/{layout.TEST_SUMMARY}", {**summary.legacy_json(), **summary.to_json()})
+    return summary, rows
 
 
 def _epoch_record(ctx: RunContext, epoch: int) -> EpochRecord:
