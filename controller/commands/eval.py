@@ -39,7 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="also evaluate this skill on the same items and report SKILL - SKILL_B with its 95%% "
         "interval and p-value (per item, by evaluation.gate_metric)",
     )
-    p.add_argument("--split", default="test", choices=_SPLITS)
+    p.add_argument(
+        "--split",
+        default="test",
+        choices=_SPLITS,
+        help="the split to evaluate on: train, val (the env's name for the selection split), test, or all "
+        "(default: test)",
+    )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--out", help="output directory (default: runs/eval_<env>_<timestamp>)")
     p.add_argument("--endpoints", help="comma-separated sandbox hosts host:port")
