@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TypeVar
 
 import structlog
@@ -99,8 +100,8 @@ class FitLoop:
             if not ctx.state.started:
                 state = self._drive(BaselineSegment(), state, step=0)
             stop_reason = self._epochs()
-            state = FitState(
-                baseline=state.baseline,
+            state = replace(
+                state,
                 complete=not ctx.control.stop_requested,
                 stop_reason=stop_reason or ctx.control.reason,
                 wall_s=time.monotonic() - t_fit,
