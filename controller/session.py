@@ -25,7 +25,7 @@ from skillopt.errors import ConfigError
 from skillopt.models.openai_chat import OpenAIChatModel
 from skillopt.models.profiles import load_profiles, validate_profiles
 from skillopt.models.roles import RoleModel, UsageTracker
-from skillopt.trainer.rollouts import RolloutSpec, RolloutStage
+from skillopt.trainer.rollouts import Rollouts, RolloutSpec
 from skillopt.trainer.rundir import layout
 from skillopt.trainer.state import RunMode
 from skillopt.types import Limits, ModelSpec
@@ -38,7 +38,7 @@ MiB = 1024 * 1024
 
 @dataclass
 class Session:
-    rollouts: RolloutStage
+    rollouts: Rollouts
     optimizer: RoleModel
     mode: RunMode
     sandbox_address: str
@@ -255,7 +255,7 @@ def open_session(
             seed=cfg.train.seed,
         )
         yield Session(
-            rollouts=RolloutStage(executor, spec),
+            rollouts=Rollouts(executor, spec),
             optimizer=optimizer,
             mode=mode,
             sandbox_address=address,

@@ -10,9 +10,15 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from skillopt.errors import SkillOptError
 from skillopt.stats import format_score
+
+if TYPE_CHECKING:
+    from skillopt.config import Config
+    from skillopt.trainer.evaluation import EvalSummary
+    from skillopt.trainer.state import RunMode
 
 __all__ = ["register"]
 
@@ -33,7 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="also evaluate this skill on the same items and report SKILL - SKILL_B with its 95%% "
         "interval and p-value (per item, by evaluation.gate_metric)",
     )
-    p.add_argument("--split", default="test", choices=_SPLITS)
+    p.add_argument(
+        "--split",
+        default="test",
+        choices=_SPLITS,
+        help="the split to evaluate on: train, val (the env's name for the selection split), test, or all "
+        "(default: test)",
+    )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--out", help="output directory (default: runs/eval_<env>_<timestamp>)")
     p.add_argument("--endpoints", help="comma-separated sandbox hosts host:port")
@@ -47,15 +59,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from controller.rundir.lock import acquire_run_lock
-    from controller.session import decide_simulation, open_session
-    from controller.ui.progress import RowProgress
+    from controller.session import decide_simulation
     from skillopt.config import load_config
     from skillopt.logs import configure_logging
-    from skillopt.models.prefix import prefix_report
-    from skillopt.trainer.manifest import data_manifest
-    from skillopt.trainer.planning import load_data
-    from skillopt.trainer.rundir import layout, target_prefix_on_disk
-    from skillopt.trainer.scoring import by_category, row_means, score_rows, too_many_infra
+    from skillopt.trainer.rundir import layout
 
     overrides = list(args.set)
     if args.endpoints:
@@ -77,95 +84,21 @@ def run(args: argparse.Namespace) -> int:
     except SkillOptError as exc:
         print(f"skillopt eval: {exc.message}", file=sys.stderr)
         return 2
-    progress = None
     with open(out / "eval.log", "a", encoding="utf-8") as log_file:
         configure_logging(json=True, level=cfg.run.log_level, stream=log_file)
         try:
-            data = load_data(cfg)
-            names = ("train", "val", "test") if args.split == "all" else (args.split,)
-            items = [it for name in names for it in data.split(name)]
-            if cfg.evaluation.test_env_num:
-                items = items[: cfg.evaluation.test_env_num]
-            with open_session(cfg, out_dir=out, mode=mode) as session:
-                progress = RowProgress(len(items), f"eval {args.split}")
-                session.rollouts.on_row = progress
-                rows = session.rollouts.run(
-                    items, skill, out / f"eval_{args.split}", label=f"eval_{args.split}"
-                )
-                if against is not None:
-                    progress.close()
-                    progress = RowProgress(len(items), f"eval {args.split} (against)")
-                    session.rollouts.on_row = progress
-                    rows_b = session.rollouts.run(
-                        items, against, out / f"eval_{args.split}_against", label=f"eval_{args.split}_against"
-                    )
-                hosts = session.rollouts.executor.hosts()
-                environment = {**session.environment, "data": data_manifest({args.split: items})}
+            summary = _evaluate(args, cfg, mode, out, skill, against)
         except SkillOptError as exc:
             print(f"skillopt eval: {exc.message}", file=sys.stderr)
             return 1
-        finally:
-            if progress is not None:
-                progress.close()
-    s = score_rows(rows)
-    types = {it.id: it.task_type for it in items}
-    by_type = by_category(rows, types, sorted(set(types.values())))
-    limit = cfg.evaluation.max_infra_fraction
-    too_many = too_many_infra(s.n_infra, len(rows), limit)
-    summary = {
-        "skill": str(Path(args.skill).resolve()),
-        "split": args.split,
-        "n_items": len(rows),
-        "n_scored": s.n,
-        # Over the scored rows only: rows lost to infrastructure are never scored.
-        **row_means(rows),
-        "n_infra": s.n_infra,
-        "max_infra_fraction": limit,
-        "ok": not too_many,
-        "by_task_type": by_type,
-        "env": {"name": cfg.env.name, "agent": cfg.env.agent, "options": dict(cfg.env.options)},
-        "simulated": mode.simulated,
-        "mode": mode.to_dict(),
-        "sandbox_hosts": hosts,
-        "environment": environment,
-    }
-    if against is not None:
-        s_b = score_rows(rows_b)
-        too_many = too_many or too_many_infra(s_b.n_infra, len(rows_b), limit)
-        comparison = _compare(rows, rows_b, cfg.evaluation.gate_metric, cfg.evaluation.gate_mixed_weight)
-        summary["against"] = {
-            "skill": str(Path(args.against).resolve()),
-            "n_scored": s_b.n,
-            **row_means(rows_b),
-            "n_infra": s_b.n_infra,
-            "difference": comparison,
-        }
-        summary["ok"] = not too_many
-    # From the rows' recorded model exchanges (both skills' when --against).
-    summary["cacheable_prefix_share"], summary["cacheable_prefix"] = prefix_report(
-        {"target": target_prefix_on_disk(out)}
-    )
-    (out / layout.EVAL_SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
-    print(
-        f"skillopt eval: {args.split}: hard {format_score(s.hard, summary['hard_ci95'])}, soft "
-        f"{format_score(s.soft, summary['soft_ci95'])} over {s.n} scored rollouts (95% intervals); "
-        f"{s.n_infra} of {len(rows)} failed on infrastructure (not scored)",
-        file=sys.stderr,
-    )
-    if against is not None:
-        b, d = summary["against"], summary["against"]["difference"]
+    report = summary.to_json()
+    (out / layout.EVAL_SUMMARY).write_text(json.dumps(report, indent=2) + "\n")
+    _print_scores(args, summary)
+    print(json.dumps(report))
+    if not summary.ok:
         print(
-            f"skillopt eval: against {args.against}: hard {format_score(b['hard'], b['hard_ci95'])}; "
-            f"difference ({d['metric']}) {d['effect']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}], "
-            f"one-sided p = {d['p_value']:.3g} ({d['name']} test over {d['n']} items: {d['wins']} better, "
-            f"{d['losses']} worse)",
-            file=sys.stderr,
-        )
-    print(json.dumps(summary))
-    if too_many:
-        print(
-            f"skillopt eval: more than {limit:.0%} of the rollouts failed on infrastructure "
-            f"(evaluation.max_infra_fraction): these numbers are not a measurement. See "
+            f"skillopt eval: more than {summary.max_infra_fraction:.0%} of the rollouts failed on "
+            f"infrastructure (evaluation.max_infra_fraction): these numbers are not a measurement. See "
             f"{out / f'eval_{args.split}' / layout.RESULTS}; fix the sandbox and rerun with --out {out}: "
             "finished rollouts are kept, failed ones run again",
             file=sys.stderr,
@@ -174,14 +107,82 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compare(rows_a, rows_b, metric: str, mixed_weight: float) -> dict:
-    """The paired difference A - B over the items both scored, by the gate's metric."""
-    from skillopt.gate import gate_score
-    from skillopt.stats import PairedTest
-    from skillopt.trainer.scoring import paired_rows
+def _evaluate(
+    args: argparse.Namespace, cfg: Config, mode: RunMode, out: Path, skill: str, against: str | None
+) -> EvalSummary:
+    """Both skills on the split's items through one sandbox session (the trainer's evaluation
+    routine), with where and how they ran."""
+    from dataclasses import replace
 
-    test = paired_rows(
-        rows_a, rows_b, lambda r: gate_score(r.hard, r.soft, metric=metric, mixed_weight=mixed_weight)
+    from controller.session import open_session
+    from controller.ui.progress import RowProgress
+    from skillopt.models.prefix import prefix_report
+    from skillopt.trainer.evaluation import compare_rows, evaluate_split
+    from skillopt.trainer.manifest import data_manifest
+    from skillopt.trainer.planning import load_data
+    from skillopt.trainer.rundir import target_prefix_on_disk
+
+    data = load_data(cfg)
+    names = ("train", "val", "test") if args.split == "all" else (args.split,)
+    items = [it for name in names for it in data.split(name)]
+    if cfg.evaluation.test_env_num:
+        items = items[: cfg.evaluation.test_env_num]
+    progress: RowProgress | None = None
+    try:
+        with open_session(cfg, out_dir=out, mode=mode) as session:
+            progress = RowProgress()
+            session.rollouts.on_row = progress
+
+            def one(text: str, path: str, suffix: str) -> tuple[EvalSummary, list]:
+                label = f"eval_{args.split}{suffix}"
+                return evaluate_split(
+                    session.rollouts,
+                    items,
+                    text,
+                    out / label,
+                    label=label,
+                    split=args.split,
+                    skill_name=str(Path(path).resolve()),
+                    config=cfg,
+                    categories=data.task_types(),
+                )
+
+            summary, rows = one(skill, args.skill, "")
+            if against is not None:
+                e = cfg.evaluation
+                other, rows_b = one(against, args.against, "_against")
+                diff = compare_rows(rows, rows_b, metric=e.gate_metric, mixed_weight=e.gate_mixed_weight)
+                summary = replace(summary, against=other, difference=diff, metric=e.gate_metric)
+            hosts = tuple(session.rollouts.executor.hosts())
+            environment = {**session.environment, "data": data_manifest({args.split: items})}
+    finally:
+        if progress is not None:
+            progress.close()
+    # From the rows' recorded model exchanges (both skills' when --against).
+    share, by_role = prefix_report({"target": target_prefix_on_disk(out)})
+    return replace(
+        summary,
+        mode=mode.to_dict(),
+        sandbox_hosts=hosts,
+        environment=environment,
+        cacheable_prefix_share=share,
+        cacheable_prefix=by_role,
     )
-    test = test or PairedTest(name="none", p_value=1.0, effect=0.0, ci95=(0.0, 0.0), n=0, wins=0, losses=0)
-    return {**test.to_json(), "metric": metric}
+
+
+def _print_scores(args: argparse.Namespace, s: EvalSummary) -> None:
+    print(
+        f"skillopt eval: {args.split}: hard {format_score(s.hard, s.hard_ci95)}, soft "
+        f"{format_score(s.soft, s.soft_ci95)} over {s.n_scored} scored rollouts (95% intervals); "
+        f"{s.n_infra} of {s.n_items} failed on infrastructure (not scored)",
+        file=sys.stderr,
+    )
+    if s.against is not None and s.difference is not None:
+        b, d = s.against, s.difference
+        print(
+            f"skillopt eval: against {args.against}: hard {format_score(b.hard, b.hard_ci95)}; "
+            f"difference ({s.metric}) {d.effect:+.3f} [{d.ci95[0]:+.3f}, {d.ci95[1]:+.3f}], "
+            f"one-sided p = {d.p_value:.3g} ({d.name} test over {d.n} items: {d.wins} better, "
+            f"{d.losses} worse)",
+            file=sys.stderr,
+        )

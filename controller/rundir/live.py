@@ -216,16 +216,22 @@ class LiveStatus(Callback):
         )
 
     def on_rollout_result(self, event: RowEvent) -> None:
+        p = event.progress
         with self._lock:
             b = self._data.get("batch")
-            if not b or b.get("label") != event.label:
+            # Rows are announced from several threads: a count older than the one shown is
+            # skipped, so the batch never goes backwards.
+            if not b or b.get("label") != p.label or b.get("done", 0) > p.done:
                 return
-            b = dict(b)
-            b["done"] += 1
-            row = event.row
-            key = "infra" if row.infra_error is not None else ("pass" if row.ok else "fail")
-            b[key] += 1
-            self._data["batch"] = b
+            self._data["batch"] = {
+                "label": p.label,
+                "total": p.total,
+                "done": p.done,
+                "resumed": p.resumed,
+                "pass": p.passed,
+                "fail": p.failed,
+                "infra": p.infra,
+            }
         self._changed()
 
     def on_gate_decision(self, event: GateEvent) -> None:

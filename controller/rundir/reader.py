@@ -30,6 +30,7 @@ from controller.rundir.lock import LOCK_NAME, LockHolder, lock_holder, read_stop
 from controller.rundir.notes import RunNotes, read_notes
 from skillopt.logs import redact_text
 from skillopt.models.roles import PriceTable
+from skillopt.trainer.evaluation import EvalSummary
 from skillopt.trainer.rundir import (
     RunDirectory,
     layout,
@@ -496,40 +497,35 @@ class RunDir:
         return read_result_lines(root) if root is not None else []
 
     def eval_summary(self, rel: str) -> dict[str, Any] | None:
-        """The evaluation a rollout directory holds, normalised: ``hard``/``soft`` with their
-        intervals, ``n``, ``n_infra``, ``categories`` (name, total, hard, interval) and, for a
-        ``skillopt eval``, ``skill`` and ``split``. From ``<rel>/summary.json`` (the trainer's
-        test and selection evaluations) or the ``eval_summary.json`` beside it (an eval
-        directory); ``None`` for a training batch."""
-        own = self.json(f"{rel}/summary.json")
+        """The evaluation a rollout directory holds, for the rows page: ``hard``/``soft`` with
+        their intervals, ``n`` (items), ``n_infra``, ``categories`` (name, total, hard,
+        interval), ``skill``, ``split`` and the cacheable prefix share. From ``<rel>/summary.json``
+        (a run's test evaluations) or the ``eval_summary.json`` beside it (an eval directory),
+        of any version (:class:`~skillopt.trainer.evaluation.EvalSummary`); ``None`` for a
+        training batch or an unreadable summary."""
+        own = self.json(f"{rel}/{layout.TEST_SUMMARY}")
         parent = str(Path(rel).parent)
         outer = self.json(f"{parent}/{layout.EVAL_SUMMARY}") if parent not in ("", ".") else None
         data = own if isinstance(own, dict) else outer if isinstance(outer, dict) else None
         if data is None:
             return None
-        by_type = data.get("by_task_type")
-        cats: dict[str, Any] = by_type if isinstance(by_type, dict) else {
-            k: v for k, v in data.items() if isinstance(v, dict) and "total" in v and k != "overall"
-        }  # fmt: skip
+        try:
+            s = EvalSummary.from_json(data)
+        except (KeyError, TypeError, ValueError):
+            return None
         return {
-            "hard": data.get("hard"),
-            "hard_ci95": _pair(data.get("hard_ci95")),
-            "soft": data.get("soft"),
-            "soft_ci95": _pair(data.get("soft_ci95")),
-            "n": data.get("n", data.get("n_items")),
-            "n_infra": data.get("n_infra", 0),
-            "skill": data.get("skill", ""),
-            "split": data.get("split", ""),
-            "cacheable_prefix_share": data.get("cacheable_prefix_share"),
+            "hard": s.hard,
+            "hard_ci95": s.hard_ci95,
+            "soft": s.soft,
+            "soft_ci95": s.soft_ci95,
+            "n": s.n_items,
+            "n_infra": s.n_infra,
+            "skill": s.skill,
+            "split": s.split,
+            "cacheable_prefix_share": s.cacheable_prefix_share,
             "categories": [
-                {
-                    "name": name,
-                    "total": v.get("total", 0),
-                    "hard": v.get("hard_acc", v.get("hard")),
-                    "hard_ci95": _pair(v.get("hard_acc_ci95", v.get("hard_ci95"))),
-                }
-                for name, v in sorted(cats.items())
-                if isinstance(v, dict)
+                {"name": name, "total": c.total, "hard": c.hard, "hard_ci95": c.hard_ci95}
+                for name, c in sorted(s.categories.items())
             ],
         }
 

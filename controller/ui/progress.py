@@ -1,6 +1,6 @@
 """Live progress of a training run (rich), as a trainer callback.
 
-A status line that follows the run (epoch/step, stage, rollout progress and accuracy,
+A status line that follows the run (epoch/step, stage, the batch's rollouts and passes,
 selection score, last gate action, tokens, cost) and one permanent line per step and per gate
 decision, so the terminal keeps a readable history. Without a TTY it prints plain lines.
 """
@@ -8,7 +8,6 @@ decision, so the terminal keeps a readable history. Without a TTY it prints plai
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -28,6 +27,8 @@ from skillopt.trainer.callbacks import (
     StepEndEvent,
     StepStartEvent,
 )
+from skillopt.trainer.rollouts import BatchProgress
+from skillopt.types import RolloutResult
 
 __all__ = ["ProgressDisplay", "RowProgress"]
 
@@ -50,9 +51,8 @@ class ProgressDisplay(Callback):
         self._lock = threading.Lock()
         self.epoch = self.num_epochs = self.step = self.total = 0
         self.stage = "starting"
-        self.rows_done = 0
-        self.rows_ok = 0
-        self.label = ""
+        #: The rollouts of the stage's current batch (None before its first row).
+        self.batch: BatchProgress | None = None
         self.sel: float | None = None
         self.best: float | None = None
         self.last_action = "-"
@@ -63,8 +63,9 @@ class ProgressDisplay(Callback):
         t = Text()
         t.append(f"epoch {self.epoch}/{self.num_epochs}  step {self.step}/{self.total}  ", style="bold")
         t.append(f"{self.stage:<12}", style="cyan")
-        if self.rows_done:
-            t.append(f" rollouts {self.rows_done} ({self.rows_ok} pass)")
+        if self.batch is not None:
+            b = self.batch
+            t.append(f" rollouts {b.done}/{b.total} ({b.passed} pass)")
         if self.sel is not None:
             t.append(f"  selection {self.sel:.3f} (best {self.best:.3f})")
         t.append(f"  last gate {self.last_action}", style=_ACTION_STYLE.get(self.last_action, ""))
@@ -109,13 +110,13 @@ class ProgressDisplay(Callback):
     def on_step_start(self, event: StepStartEvent) -> None:
         with self._lock:
             self.step = event.step
-            self.rows_done = self.rows_ok = 0
+            self.batch = None
             self._refresh()
 
     def on_stage_start(self, event: StageEvent) -> None:
         with self._lock:
             self.stage = event.stage
-            self.rows_done = self.rows_ok = 0
+            self.batch = None
             self._refresh()
 
     def on_stage_end(self, event: StageEvent) -> None:
@@ -127,9 +128,11 @@ class ProgressDisplay(Callback):
             )
 
     def on_rollout_result(self, event: RowEvent) -> None:
+        p = event.progress
         with self._lock:
-            self.rows_done += 1
-            self.rows_ok += 1 if event.row.ok else 0
+            # Rows are announced from several threads: never show an older count of a batch.
+            if self.batch is None or self.batch.label != p.label or self.batch.done <= p.done:
+                self.batch = p
             self._refresh()
 
     def on_gate_decision(self, event: GateEvent) -> None:
@@ -152,50 +155,46 @@ class ProgressDisplay(Callback):
         self._print(t)
 
     def on_step_end(self, event: StepEndEvent) -> None:
-        r = event.record.to_json()
+        r = event.record
         with self._lock:
             self.tokens = event.spend.tokens
             self.cost = event.spend.cost_usd
             self.stage = "done"
             self._refresh()
-        edits = r.get("edit_apply_summary") or {}
+        p = r.proposal
+        edits = (p.edit_apply_summary if p else None) or {}
         self._print(
-            f"step {r['step']}/{self.total} (epoch {r['epoch']}): rollout acc {r.get('rollout_hard', 0):.2f} "
-            f"on {r.get('rollout_n', 0)}, {r.get('n_edits_merged', 0)} edits merged, "
-            f"{r.get('n_edits_ranked', 0)} selected (budget {r.get('edit_budget')}), "
-            f"applied {edits.get('applied', '-')}, action {r['action']}, "
-            f"selection {format_score(r.get('current_score', 0), r.get('current_score_ci95'))}, "
-            f"{r.get('wall_time_s', 0):.1f}s"
+            f"step {r.step}/{self.total} (epoch {r.epoch}): rollout acc {r.rollout.hard:.2f} "
+            f"on {r.rollout.n}, {p.n_edits_merged if p else 0} edits merged, "
+            f"{p.n_edits_ranked if p else 0} selected (budget {p.edit_budget if p else None}), "
+            f"applied {edits.get('applied', '-')}, action {r.action}, "
+            f"selection {format_score(r.current_score, r.current_score_ci95)}, {r.wall_time_s:.1f}s"
         )
 
     def on_epoch_end(self, event: EpochEndEvent) -> None:
-        s = event.record.to_json()
+        r = event.record
         slow = event.stages.get("slow_update", "-")
         self._print(
-            f"epoch {event.epoch}: {s.get('accepts', 0)} accepted, {s.get('rejects', 0)} rejected, "
-            f"{s.get('skips', 0)} skipped; slow update {slow}; best selection "
-            f"{format_score(s.get('best_score_at_epoch_end'), s.get('best_score_at_epoch_end_ci95'))}"
+            f"epoch {event.epoch}: {r.accepts} accepted, {r.rejects} rejected, {r.skips} skipped; "
+            f"slow update {slow}; best selection "
+            f"{format_score(r.best_score_at_epoch_end, r.best_score_at_epoch_end_ci95)}"
         )
 
     def on_fit_end(self, event: FitEndEvent) -> None:
         self._stop()
-        s = event.result.to_json()
-        what = "done" if s.get("status", "complete") == "complete" else "stopped early"
-        best = s.get("best_selection_score")
+        r = event.result
+        what = "done" if r.complete else "stopped early"
         lines = [
-            f"{what} in {s.get('total_wall_time_s', 0):.0f}s: best selection score "
-            f"{format_score(best, s.get('best_selection_score_ci95'))} at step {s.get('best_step')}"
+            f"{what} in {r.total_wall_time_s:.0f}s: best selection score "
+            f"{format_score(r.best_selection_score, r.best_selection_score_ci95)} at step {r.best_step}"
         ]
-        if "test_hard" in s:
+        if (t := r.tests) is not None:
+            p_value = t.p_values.get("delta_hard")
             lines.append(
-                f"test: initial {format_score(s['baseline_test_hard'], s.get('baseline_test_hard_ci95'))} → best "
-                f"{format_score(s['test_hard'], s.get('test_hard_ci95'))} (final {s['final_test_hard']:.3f}); "
-                f"change {format_score(s['test_delta_hard'], s.get('test_delta_hard_ci95'))}"
-                + (
-                    f", p={s['test_delta_hard_p_value']:.3g}"
-                    if s.get("test_delta_hard_p_value") is not None
-                    else ""
-                )
+                f"test: initial {format_score(t.baseline_hard, t.ci95.get('baseline_hard'))} → best "
+                f"{format_score(t.best_hard, t.ci95.get('best_hard'))} (final {t.final_hard:.3f}); "
+                f"change {format_score(t.best_hard - t.baseline_hard, t.ci95.get('delta_hard'))}"
+                + (f", p={p_value:.3g}" if p_value is not None else "")
             )
         lines.append(f"best skill: {event.out_dir / 'best_skill.md'}")
         for line in lines:
@@ -211,34 +210,32 @@ class ProgressDisplay(Callback):
 
 
 class RowProgress:
-    """Rows of one batch as they arrive (``skillopt eval``): a live line on a terminal, a plain
-    line every tenth of the batch otherwise. Use as ``RolloutStage.on_row``."""
+    """The rollouts of ``skillopt eval`` as they arrive, from each batch's typed progress: a live
+    line on a terminal, a plain line every tenth of a batch otherwise. Use as ``Rollouts.on_row``."""
 
-    def __init__(self, total: int, label: str, console: Console | None = None) -> None:
+    def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True, soft_wrap=True)
-        self.total, self.label = total, label
-        self.done = self.ok = self.infra = 0
+        self.shown: BatchProgress | None = None
         self._lock = threading.Lock()
-        self._every = max(1, total // 10)
         self.live: Live | None = None
         if self.console.is_terminal:
-            self.live = Live(self._text(), console=self.console, refresh_per_second=4, transient=True)
+            self.live = Live(Text(""), console=self.console, refresh_per_second=4, transient=True)
             self.live.start()
 
-    def _text(self) -> Text:
-        return Text(
-            f"{self.label}: {self.done}/{self.total} rollouts ({self.ok} pass, {self.infra} infrastructure)"
-        )
+    @staticmethod
+    def _text(p: BatchProgress) -> Text:
+        return Text(f"{p.label}: {p.done}/{p.total} rollouts ({p.passed} pass, {p.infra} infrastructure)")
 
-    def __call__(self, row: Any, label: str) -> None:
+    def __call__(self, row: RolloutResult, progress: BatchProgress) -> None:
+        p = progress
         with self._lock:
-            self.done += 1
-            self.ok += 1 if row.ok else 0
-            self.infra += 1 if row.infra_error is not None else 0
+            if self.shown is not None and self.shown.label == p.label and self.shown.done > p.done:
+                return  # rows are announced from several threads: an older count is skipped
+            self.shown = p
             if self.live is not None:
-                self.live.update(self._text())
-            elif self.done % self._every == 0 or self.done == self.total:
-                self.console.print(self._text())
+                self.live.update(self._text(p))
+            elif p.done % max(1, p.total // 10) == 0 or p.done == p.total:
+                self.console.print(self._text(p))
 
     def close(self) -> None:
         if self.live is not None:

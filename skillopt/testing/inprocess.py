@@ -12,7 +12,7 @@ Usage::
 
     with simulation_server() as sim:
         executor = InProcessExecutor(OpenAIChatModel("sim", base_url=sim.base_url, api_key=""))
-        stage = RolloutStage(executor, RolloutSpec(run_id="t", env="searchqa", agent="qa", ...))
+        rollouts = Rollouts(executor, RolloutSpec(run_id="t", env="searchqa", agent="qa", ...))
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def simulated_trainer(
     from skillopt.testing.truth import simulation_truth
     from skillopt.trainer import Trainer
     from skillopt.trainer.planning import load_data
-    from skillopt.trainer.rollouts import RolloutSpec, RolloutStage
+    from skillopt.trainer.rollouts import Rollouts, RolloutSpec
     from skillopt.trainer.state import RunMode
 
     e = config.env
@@ -178,7 +178,7 @@ def simulated_trainer(
         ModelSpec(provider=SIM_PROVIDER, model=optimizer_model),
         UsageTracker(),
     )
-    stage = RolloutStage(
+    rollouts = Rollouts(
         executor,
         RolloutSpec(
             run_id=out_dir.name,
@@ -194,7 +194,7 @@ def simulated_trainer(
     trainer = Trainer(
         config,
         data=data,
-        rollouts=stage,
+        rollouts=rollouts,
         optimizer=optimizer,
         out_dir=out_dir,
         initial_skill=data.initial_skill(),

@@ -1,4 +1,4 @@
-"""The trainer: epochs of steps over stage objects, a run directory it alone writes, typed
+"""The trainer: epochs of steps over segments, a run directory it alone writes, typed
 records, and callbacks that see events (see :mod:`skillopt.trainer.loop`)."""
 
 from skillopt.trainer.callbacks import Callback, RunControl

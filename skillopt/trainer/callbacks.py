@@ -5,9 +5,13 @@ watcher are callbacks; the gate is not (accepting a skill is part of the method,
 observation). A callback sees events, never the loop: every event carries what a callback
 may read (scores, records, usage). To stop the run, a callback keeps the
 :class:`RunControl` of :class:`FitStartEvent` and calls :meth:`RunControl.request_stop`; the
-loop honours it at the next stage boundary. Adding a field to an event breaks no callback.
+loop honours it at the next stage boundary. Adding a field to an event breaks no callback;
+a callback method ``on_*`` that is no hook is refused when the callback is registered
+(:func:`check_hooks`).
 
-Order of hooks in a fit (resumed steps and epochs are skipped, not announced)::
+A stage is a named, timed piece of the method (``evaluate``: a step's candidate on the
+selection split). Order of hooks in a fit (resumed steps and epochs are skipped, not
+announced)::
 
     on_fit_start
       on_stage_start/end(baseline)                    (once per run)
@@ -25,6 +29,7 @@ Order of hooks in a fit (resumed steps and epochs are skipped, not announced)::
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,10 +39,12 @@ from typing import Any
 import structlog
 
 from skillopt.trainer.records import StepRecord
+from skillopt.trainer.rollouts import BatchProgress
 from skillopt.trainer.summary import EpochRecord, FitResult
 from skillopt.types import RolloutResult
 
 __all__ = [
+    "HOOKS",
     "BatchEvent",
     "Callback",
     "CallbackList",
@@ -53,6 +60,7 @@ __all__ = [
     "StageEvent",
     "StepEndEvent",
     "StepStartEvent",
+    "check_hooks",
 ]
 
 log = structlog.get_logger("skillopt.trainer.callbacks")
@@ -62,7 +70,7 @@ class RunControl:
     """The one thing a callback may change: ask the run to stop (thread-safe).
 
     The loop stops at the next stage boundary; inside a step the step is left uncommitted and
-    reruns on ``--resume`` from its committed stages and caches.
+    reruns on ``--resume`` from its committed segments and caches.
     """
 
     def __init__(self) -> None:
@@ -105,7 +113,7 @@ class FitStartEvent:
     config: Mapping[str, Any]
     #: Human-readable run mode and its reason (``RunMode.describe()``).
     mode: str
-    #: The baseline's gate score, when a resumed run measured it already.
+    #: The baseline's selection score, when a resumed run measured it already.
     baseline_score: float | None
     control: RunControl
     spend: Spend = field(default_factory=Spend)
@@ -125,7 +133,7 @@ class EpochEndEvent:
     epoch: int
     num_epochs: int
     record: EpochRecord
-    #: Outcome of each epoch-end stage of this epoch (``slow_update``, ``meta_skill``).
+    #: Outcome of each epoch-end segment of this epoch (``slow_update``, ``meta_skill``).
     stages: Mapping[str, str]
 
 
@@ -145,7 +153,7 @@ class StageEvent:
     stage: str
     seconds: float | None = None
     detail: str = ""
-    #: The current skill's gate score (None until the baseline was measured).
+    #: The current skill's selection score (None until the baseline was measured).
     current_score: float | None = None
     baseline_score: float | None = None
     spend: Spend = field(default_factory=Spend)
@@ -155,8 +163,12 @@ class StageEvent:
 
 @dataclass(frozen=True, kw_only=True)
 class RowEvent:
+    """A new rollout row, and where its batch stands with it."""
+
     label: str
     row: RolloutResult
+    #: The batch's counts, this row included.
+    progress: BatchProgress
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -247,14 +259,58 @@ class Callback:
         """The fit is failing with ``event.error`` (then it re-raises)."""
 
 
+#: Every hook a callback may define: the ``on_*`` methods of :class:`Callback`.
+HOOKS = frozenset(name for name in vars(Callback) if name.startswith("on_"))
+
+
+def check_hooks(callback: object) -> None:
+    """Refuse a callback whose ``on_*`` methods are not all hooks, or cannot take the event.
+
+    A misspelt hook (``on_stpe_end``) would never be called: it fails here, when the callback
+    is registered, rather than going unnoticed for a whole run.
+
+    Raises:
+        TypeError: naming the method and the hooks there are.
+    """
+    name = type(callback).__name__
+    for attr in sorted(a for a in dir(callback) if a.startswith("on_")):
+        method = getattr(callback, attr)
+        if not callable(method):
+            continue  # data, not a hook attempt
+        if attr not in HOOKS:
+            raise TypeError(
+                f"{name}.{attr} is not a callback hook; the hooks are: {', '.join(sorted(HOOKS))}"
+            )
+        try:
+            signature = inspect.signature(method)
+        except (TypeError, ValueError):  # a builtin or C callable: nothing to check
+            continue
+        try:
+            signature.bind(None)
+        except TypeError:
+            params = ", ".join(signature.parameters)
+            raise TypeError(
+                f"{name}.{attr}({params}) cannot take the hook's event: a hook takes one argument, "
+                "the event (see skillopt.trainer.callbacks)"
+            ) from None
+
+
 class CallbackList:
     """Dispatch to every callback; a callback's ``Exception`` is logged, never fatal (a
-    ``BaseException`` such as ``KeyboardInterrupt`` passes through)."""
+    ``BaseException`` such as ``KeyboardInterrupt`` passes through).
+
+    Raises:
+        TypeError: a callback defines a method ``on_*`` that is no hook (:func:`check_hooks`).
+    """
 
     def __init__(self, callbacks: Sequence[Callback]) -> None:
+        for cb in callbacks:
+            check_hooks(cb)
         self.callbacks = list(callbacks)
 
     def __call__(self, hook: str, event: Any) -> None:
+        if hook not in HOOKS:  # the trainer's own mistake: never a silent no-op
+            raise ValueError(f"no such hook: {hook}")
         for cb in self.callbacks:
             try:
                 getattr(cb, hook)(event)

@@ -1,11 +1,16 @@
-"""Everything a stage of a run may use, in one object built before any stage runs.
+"""Everything a segment of a run may use, in one object built before any segment runs.
 
-:class:`RunContext` holds the run's inputs (config, plan, the rollout stage, the optimizer
-model, the run directory, the hooks) and its mutable state (the committed
+:class:`RunContext` holds the run's inputs (config, plan, the rollouts, the optimizer model,
+the run directory, the hooks) and its mutable state (the committed
 :class:`~skillopt.trainer.state.TrainerState`, the edit-budget schedule, the step buffer, the
-selection cache, usage). Stages compute from it and return their outputs; only the loop's
-commits change the state, and :meth:`RunContext.persist` writes it. Stages live in
-``skillopt.trainer.stages`` and import this module, never the loop.
+selection cache, usage). Segments compute from it and return their outputs; only their commits
+change the state, and :meth:`RunContext.persist` writes it. Segments live in
+``skillopt.trainer.segments`` and import this module, never the loop.
+
+Stages are the named, timed pieces of the method inside the segments (``rollout``,
+``reflect``, ``aggregate``, ``select``, ``update``, ``evaluate``; ``baseline``,
+``slow_update``, ``meta_skill``, ``test``): :meth:`RunContext.stage` times one, announces it to
+the callbacks, and honours a stop asked for before each stage of a step.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from skillopt.skill.schedule import EditBudgetSchedule
 from skillopt.trainer.callbacks import BatchEvent, CallbackList, RowEvent, RunControl, Spend, StageEvent
 from skillopt.trainer.planning import RunPlan
 from skillopt.trainer.records import StepRecord
-from skillopt.trainer.rollouts import RolloutStage
+from skillopt.trainer.rollouts import BatchProgress, Rollouts
 from skillopt.trainer.rundir import RunDirectory, layout, target_prefix_on_disk, target_usage_on_disk
 from skillopt.trainer.scoring import SelectionScoring, too_many_infra
 from skillopt.trainer.state import RunMode, TrainerState, refuse_mode_change
@@ -38,14 +43,16 @@ __all__ = ["STEP_STAGES", "RunContext", "StopAtStage", "Timer"]
 
 log = structlog.get_logger("skillopt.trainer")
 
-#: The named stages inside a step. A stop asked for is honoured before each of them, not only
-#: between steps: the step is then left uncommitted, as a crash would leave it, and ``--resume``
-#: reruns it from its committed stages and caches, so it reaches the same decisions.
+#: The stages inside a step (``evaluate``: the candidate on the selection split; the name is
+#: what callbacks, live.json and the WebUI already receive). A stop asked for is honoured
+#: before each of them, not only between steps: the step is then left uncommitted, as a crash
+#: would leave it, and ``--resume`` reruns it from its committed segments and caches, so it
+#: reaches the same decisions.
 STEP_STAGES = frozenset({"rollout", "reflect", "aggregate", "select", "update", "evaluate"})
 
 
 class StopAtStage(Exception):
-    """Raised at a stage boundary inside a step when a stop was requested."""
+    """Raised before a stage inside a step when a stop was requested."""
 
     def __init__(self, step: int, stage: str) -> None:
         super().__init__(f"stop before {stage} of step {step}")
@@ -59,7 +66,7 @@ class Timer:
 
 
 class RunContext:
-    """The run's inputs, its committed state, and the services every stage uses.
+    """The run's inputs, its committed state, and the services every segment uses.
 
     Args:
         config: the run configuration.
@@ -78,7 +85,7 @@ class RunContext:
         config: Config,
         *,
         data: EnvData,
-        rollouts: RolloutStage,
+        rollouts: Rollouts,
         optimizer: RoleModel,
         run: RunDirectory,
         initial_skill: str,
@@ -103,19 +110,20 @@ class RunContext:
         self.state = TrainerState()
         self.schedule = self._new_schedule()
         self.buffer = StepBuffer()
-        self.gate_cache = GateCache()
+        #: Skills measured on the selection split, by skill and protocol (a resume keeps it).
+        self.selection_cache = GateCache()
         #: Skills' selection scores, their intervals, the measurement protocol.
-        self.scoring = SelectionScoring(config.evaluation, self.gate_cache)
+        self.scoring = SelectionScoring(config.evaluation, self.selection_cache)
         rollouts.on_row = self._on_row
-        rollouts.on_batch = lambda label, total, done: hooks(
-            "on_rollout_batch", BatchEvent(label=label, total=total, done=done)
+        rollouts.on_batch = lambda p: hooks(
+            "on_rollout_batch", BatchEvent(label=p.label, total=p.total, done=p.done)
         )
 
-    def _on_row(self, row: RolloutResult, label: str) -> None:
+    def _on_row(self, row: RolloutResult, progress: BatchProgress) -> None:
         """A new row arrived (never one reloaded from disk): its target usage is spent."""
         if row.usage.calls:
-            self.target_usage.add(layout.target_stage(label), row.usage)
-        self.hooks("on_rollout_result", RowEvent(label=label, row=row))
+            self.target_usage.add(layout.target_stage(progress.label), row.usage)
+        self.hooks("on_rollout_result", RowEvent(label=progress.label, row=row, progress=progress))
 
     def _new_schedule(self) -> EditBudgetSchedule:
         o = self.cfg.optimizer
@@ -134,7 +142,7 @@ class RunContext:
         return too_many_infra(n_infra, n_rows, self.cfg.evaluation.max_infra_fraction)
 
     def baseline_score(self) -> float | None:
-        """Gate score of the initial skill on the selection split (None before the baseline)."""
+        """The initial skill's selection score (None before the baseline)."""
         return self.scoring.skill_score(self.initial_skill)
 
     def cost(self) -> float:
@@ -161,12 +169,12 @@ class RunContext:
     def meta_text(self) -> str:
         return meta_skill_block(self.state.meta_skill) if self.state.meta_skill else ""
 
-    # -- stages ------------------------------------------------------------------------------------
+    # -- stages: the named, timed pieces of the method -------------------------------------------
 
     @contextlib.contextmanager
     def stage(self, step: int, name: str) -> Iterator[Timer]:
-        """Time a named stage and announce it; a stop requested before a step's stage raises
-        :class:`StopAtStage` instead of starting it."""
+        """Time a stage and announce it (``on_stage_start``/``on_stage_end``); a stop requested
+        before a stage of a step raises :class:`StopAtStage` instead of starting it."""
         if self.control.stop_requested and name in STEP_STAGES:
             raise StopAtStage(step, name)
         timer = Timer()
@@ -207,7 +215,8 @@ class RunContext:
         return self.rollouts.run_many(items, skill, [(self.run.path(r), r) for r in rels])
 
     def slot(self, under: str, name: str) -> Slot:
-        """A named entry of the stage cache of ``under`` (see :mod:`skillopt.reflection.cache`)."""
+        """A named entry of the stage cache of ``under``: one stage's optimizer answer (see
+        :mod:`skillopt.reflection.cache`)."""
         return self.run.slot(under, name)
 
     # -- commits, resume, stop -----------------------------------------------------------------------
@@ -217,7 +226,7 @@ class RunContext:
         st = self.state
         st.scheduler = self.schedule.state_dict()
         st.step_buffer = self.buffer.to_json()
-        st.gate_cache = {"json": self.gate_cache.to_json()}
+        st.gate_cache = {"json": self.selection_cache.to_json()}  # the cache's stored key
         st.usage = self.usage.to_json()
         st.target_usage = self.target_usage.to_json()
         st.mode = st.mode or self.mode.to_dict()
@@ -225,9 +234,10 @@ class RunContext:
         st.hosts = sorted({*st.hosts, *self.rollouts.executor.hosts()})
         self.run.commit(st, record)
 
-    def commit_stage(self, name: str) -> None:
-        """Record that a stage of the step in progress committed its outputs (they are in the
+    def commit_segment(self, name: str) -> None:
+        """Record that a segment of the step in progress committed its outputs (they are in the
         stage cache): a resume replays it from there instead of asking again."""
+        # ``step_stages``: the state's stored name for the step's committed segments.
         self.state.step_stages = [*self.state.step_stages, name]
         self.run.commit_progress(self.state)
 
@@ -249,23 +259,23 @@ class RunContext:
         if st.scheduler:
             self.schedule.load_state_dict(st.scheduler)
         self.buffer = StepBuffer.from_json(st.step_buffer) if st.step_buffer else StepBuffer()
-        self.gate_cache = (
+        self.selection_cache = (
             GateCache.from_json(st.gate_cache["json"]) if st.gate_cache.get("json") else GateCache()
         )
-        self.scoring = SelectionScoring(self.cfg.evaluation, self.gate_cache)
+        self.scoring = SelectionScoring(self.cfg.evaluation, self.selection_cache)
         if st.usage:
             self.usage.load_json(st.usage)
         log.info(
             event,
             last_completed_step=st.last_completed_step,
-            step_stages=st.step_stages,
+            committed_segments=st.step_stages,
             current_score=st.current_score,
         )
         return st.last_completed_step
 
     def rollback(self, stop: StopAtStage) -> str:
         """Back to the last commit after a stop inside a step, so the resumed run redoes
-        exactly the uncommitted stages. What the step spent stays counted (the optimizer's
+        exactly the uncommitted segments. What the step spent stays counted (the optimizer's
         ledger and the rows on disk are its record). Returns the stop reason to report."""
         self.restore(event="trainer.rolled_back")
         ledger = self.run.path(layout.OPTIMIZER_LEDGER)

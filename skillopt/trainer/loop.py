@@ -1,23 +1,29 @@
-"""The training loop: a fit is epochs, an epoch is steps then its end, a step is stages.
+"""The training loop: a fit is epochs, an epoch is steps then its end, a step is segments.
 
 ::
 
-    fit:    baseline → epoch 1..N → finish (final check, test evaluations, summary.json)
+    fit:    baseline → epoch 1..N → final check → finish (test evaluations, summary.json)
     epoch:  step 1..S → slow update → meta skill
-    step:   rollout+reflect → propose (aggregate, select, update) → evaluate+gate → commit
+    step:   rollout+reflect → propose → gate (and the step's commit)
 
-What each stage does lives in ``skillopt.trainer.stages``; this module only orders them and
-commits. Resume is decided by the committed progress counters of the run state
-(``last_completed_step``, ``step_stages``, ``epoch_stages``, ``epochs_done``): committed work
-is skipped, a step's committed stages are replayed from the stage cache, everything after the
-last commit runs again and reaches the same decisions (every optimizer answer and every row it
-builds on is cached on disk).
+Each piece is a segment (``skillopt.trainer.segments``): ``run(ctx, state) -> state``, then
+``commit(ctx, state)``; this module only orders them and drives each the same way
+(:meth:`FitLoop._drive`). A segment runs one or more stages, the named, timed pieces of the
+method that callbacks see. Resume is decided by the committed progress counters of the run
+state (``last_completed_step``; ``step_stages``, the step's committed segments;
+``epoch_stages``, the epoch ends'; ``epochs_done``): committed work is skipped, a step's
+committed segments run again and replay from their caches, everything after the last commit
+runs again and reaches the same decisions (every optimizer answer and every row it builds on
+is cached on disk).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import TypeVar
 
 import structlog
 
@@ -34,18 +40,20 @@ from skillopt.trainer.callbacks import (
 from skillopt.trainer.context import RunContext, StopAtStage
 from skillopt.trainer.planning import Batch, plan_epoch
 from skillopt.trainer.rundir import layout
-from skillopt.trainer.stages import (
-    BaselineStage,
+from skillopt.trainer.segments import (
+    BaselineSegment,
     EpochEndState,
-    EvaluateGateStage,
-    FinishStage,
-    MetaSkillStage,
-    ProposeStage,
-    RolloutReflectStage,
-    SlowUpdateStage,
+    FinalCheckSegment,
+    FinishSegment,
+    FitState,
+    GateSegment,
+    MetaSkillSegment,
+    ProposeSegment,
+    RolloutReflectSegment,
+    Segment,
+    SlowUpdateSegment,
     StepInputs,
     StepState,
-    commit_step,
     epoch_record,
 )
 from skillopt.trainer.summary import FitResult
@@ -54,21 +62,28 @@ __all__ = ["FitLoop"]
 
 log = structlog.get_logger("skillopt.trainer")
 
+S = TypeVar("S")
+
 
 class FitLoop:
     """Runs a fit over a :class:`RunContext` (new or resumed)."""
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
-        self.step_stages = (RolloutReflectStage(), ProposeStage(), EvaluateGateStage())
-        self.epoch_stages = [
-            stage
-            for stage, on in (
-                (SlowUpdateStage(), ctx.cfg.optimizer.use_slow_update),
-                (MetaSkillStage(), ctx.cfg.optimizer.use_meta_skill),
+        self.step_segments: tuple[Segment[StepState], ...] = (
+            RolloutReflectSegment(),
+            ProposeSegment(),
+            GateSegment(),
+        )
+        o = ctx.cfg.optimizer
+        self.epoch_segments: tuple[Segment[EpochEndState], ...] = tuple(
+            segment
+            for segment, on in (
+                (SlowUpdateSegment(), o.use_slow_update),
+                (MetaSkillSegment(), o.use_meta_skill),
             )
             if on
-        ]
+        )
 
     def run(self) -> FitResult:
         """Train, evaluate on test, write ``summary.json``; returns the result."""
@@ -78,50 +93,74 @@ class FitLoop:
         # still has its calls counted (the ledger wins over the state's snapshot).
         ctx.usage.attach_ledger(ctx.run.path(layout.OPTIMIZER_LEDGER))
         _write_config(ctx)
-        ctx.hooks(
-            "on_fit_start",
-            FitStartEvent(
-                out_dir=ctx.run.root,
-                num_epochs=ctx.plan.num_epochs,
-                steps_per_epoch=ctx.plan.steps_per_epoch,
-                total_steps=ctx.plan.total_steps,
-                resume_from=resume_from,
-                simulated=ctx.mode.simulated,
-                config=ctx.cfg.to_dict(redacted=True),
-                mode=ctx.mode.describe(),
-                baseline_score=ctx.baseline_score(),
-                control=ctx.control,
-                spend=ctx.spend(),
-                notices=_start_notices(ctx),
-            ),
-        )
+        ctx.hooks("on_fit_start", self._fit_start(resume_from))
         try:
             ctx.run.save_skill(0, ctx.initial_skill)
+            state = FitState()
             if not ctx.state.started:
-                BaselineStage().run(ctx)
-            stop_reason = ""
-            for epoch in range(1, ctx.plan.num_epochs + 1):
-                if ctx.check_budget():
-                    break
-                try:
-                    self._epoch(epoch)
-                except StopAtStage as stop:
-                    stop_reason = ctx.rollback(stop)
-                    break
-            complete = not ctx.control.stop_requested
-            result = FinishStage().run(
-                ctx,
-                wall_s=time.monotonic() - t_fit,
-                complete=complete,
+                state = self._drive(BaselineSegment(), state, step=0)
+            stop_reason = self._epochs()
+            state = replace(
+                state,
+                complete=not ctx.control.stop_requested,
                 stop_reason=stop_reason or ctx.control.reason,
+                wall_s=time.monotonic() - t_fit,
             )
+            for segment in (FinalCheckSegment(), FinishSegment()):
+                state = self._drive(segment, state, step=ctx.state.last_completed_step)
+            assert state.result is not None
+            result = state.result
         except BaseException as exc:
             ctx.hooks("on_exception", ExceptionEvent(error=exc))
             raise
         ctx.hooks("on_fit_end", FitEndEvent(result=result, out_dir=ctx.run.root))
         return result
 
-    # -- an epoch ------------------------------------------------------------------------------------
+    def _fit_start(self, resume_from: int) -> FitStartEvent:
+        ctx = self.ctx
+        return FitStartEvent(
+            out_dir=ctx.run.root,
+            num_epochs=ctx.plan.num_epochs,
+            steps_per_epoch=ctx.plan.steps_per_epoch,
+            total_steps=ctx.plan.total_steps,
+            resume_from=resume_from,
+            simulated=ctx.mode.simulated,
+            config=ctx.cfg.to_dict(redacted=True),
+            mode=ctx.mode.describe(),
+            baseline_score=ctx.baseline_score(),
+            control=ctx.control,
+            spend=ctx.spend(),
+            notices=_start_notices(ctx),
+        )
+
+    def _drive(self, segment: Segment[S], state: S, *, step: int, committed: bool = False) -> S:
+        """Run ``segment`` and commit it, inside its stage when it is one; a segment that
+        committed before (a step's, on resume) runs again from its caches and is not committed
+        twice."""
+        ctx = self.ctx
+        calls = ctx.usage.total().calls
+        announce = ctx.stage(step, segment.stage) if segment.stage else contextlib.nullcontext()
+        with announce:
+            state = segment.run(ctx, state)
+            if not committed:
+                segment.commit(ctx, state)
+        if committed and ctx.usage.total().calls != calls:  # its cached outputs were lost: recomputed
+            log.warning("trainer.replay_recomputed", step=step, segment=segment.name)
+        return state
+
+    # -- the epochs ----------------------------------------------------------------------------------
+
+    def _epochs(self) -> str:
+        """Every epoch still to do, until a stop; returns the reason of a stop inside a step."""
+        ctx = self.ctx
+        for epoch in range(1, ctx.plan.num_epochs + 1):
+            if ctx.check_budget():
+                break
+            try:
+                self._epoch(epoch)
+            except StopAtStage as stop:
+                return ctx.rollback(stop)
+        return ""
 
     def _epoch(self, epoch: int) -> None:
         ctx, cfg = self.ctx, self.ctx.cfg
@@ -150,26 +189,26 @@ class FitLoop:
 
     def _epoch_end(self, epoch: int) -> None:
         ctx, st = self.ctx, self.ctx.state
-        state = EpochEndState(epoch=epoch, last_step=epoch * ctx.plan.steps_per_epoch)
-        for stage in self.epoch_stages:
-            if f"{stage.name}_{epoch}" not in st.epoch_stages:
-                state = stage.run(ctx, state)
-                stage.commit(ctx, state)
+        last_step = epoch * ctx.plan.steps_per_epoch
+        state = EpochEndState(epoch=epoch, last_step=last_step)
+        for segment in self.epoch_segments:
+            if f"{segment.name}_{epoch}" not in st.epoch_stages:
+                state = self._drive(segment, state, step=last_step)
         record = epoch_record(ctx, epoch)
         st.epochs_done.append(epoch)
         st.epoch_records[str(epoch)] = record.to_json()
         ctx.persist()
-        stages = {s: st.epoch_stages.get(f"{s}_{epoch}", "-") for s in ("slow_update", "meta_skill")}
+        outcomes = {s: st.epoch_stages.get(f"{s}_{epoch}", "-") for s in ("slow_update", "meta_skill")}
         ctx.hooks(
             "on_epoch_end",
-            EpochEndEvent(epoch=epoch, num_epochs=ctx.plan.num_epochs, record=record, stages=stages),
+            EpochEndEvent(epoch=epoch, num_epochs=ctx.plan.num_epochs, record=record, stages=outcomes),
         )
 
     # -- a step --------------------------------------------------------------------------------------
 
     def _step(self, step: int, epoch: int, step_in_epoch: int, batches: Sequence[Batch]) -> None:
         ctx = self.ctx
-        t0, usage_before = time.monotonic(), ctx.usage.snapshot()
+        started_at, usage_before = time.monotonic(), ctx.usage.snapshot()
         ctx.hooks(
             "on_step_start",
             StepStartEvent(
@@ -186,17 +225,13 @@ class FitLoop:
                 batches=tuple(batches),
                 buffer_text=ctx.buffer.format_for_prompt(),
                 meta_text=ctx.meta_text(),
+                started_at=started_at,
+                usage_before=usage_before,
             )
         )
-        for stage in self.step_stages:
-            calls = ctx.usage.total().calls
-            state = stage.run(ctx, state)
-            if stage.name in committed:
-                if ctx.usage.total().calls != calls:  # its cached outputs were lost: recomputed
-                    log.warning("trainer.replay_recomputed", step=step, stage=stage.name)
-            elif stage is not self.step_stages[-1]:
-                ctx.commit_stage(stage.name)
-        record = commit_step(ctx, state, wall_s=time.monotonic() - t0, usage_before=usage_before)
+        for segment in self.step_segments:
+            state = self._drive(segment, state, step=step, committed=segment.name in committed)
+        record = ctx.state.history[-1]  # the gate segment's commit recorded the step
         ctx.hooks(
             "on_step_end",
             StepEndEvent(

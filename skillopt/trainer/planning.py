@@ -76,7 +76,7 @@ class RunPlan:
     @classmethod
     def of(cls, config: Config, data: EnvData) -> RunPlan:
         train = data.split("train")
-        selection = first(data.split("val"), config.evaluation.sel_env_num)
+        selection = first(data.split("selection"), config.evaluation.sel_env_num)
         n_train = config.train.train_size or len(train)
         if n_train != len(train):
             raise ConfigError(

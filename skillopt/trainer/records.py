@@ -166,7 +166,7 @@ class SelectionStats:
     candidate_score_ci95: Interval | None = None
     current_score_before_ci95: Interval | None = None
     gate_mode: str = "strict"
-    #: The paired test of candidate against current (``skillopt.trainer.stages.gate``).
+    #: The paired test of candidate against current (``skillopt.trainer.segments.gate``).
     gate_test: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:

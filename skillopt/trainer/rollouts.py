@@ -1,8 +1,10 @@
-"""Rollout stage: a batch of items under one skill, run through an executor, resumable row by
-row (the rollout directory's files are :mod:`skillopt.trainer.rundir.results`').
+""":class:`Rollouts`, how the trainer and ``skillopt eval`` roll a skill out: a batch of items
+under one skill, run through an executor, resumable row by row (the rollout directory's files are
+:mod:`skillopt.trainer.rundir.results`').
 
 Rows are appended as they arrive; a resumed batch sends only the items without a row, and runs
-the items whose row ended on infrastructure again (with a new rollout id).
+the items whose row ended on infrastructure again (with a new rollout id). Where a batch
+stands is reported as a typed :class:`BatchProgress` (the displays format it).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from skillopt.trainer.executor import RolloutExecutor
 from skillopt.trainer.rundir.results import append_row, load_rows, set_aside_infra_rows
 from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillSpec
 
-__all__ = ["RolloutSpec", "RolloutStage", "rollout_seed"]
+__all__ = ["BatchProgress", "RolloutSpec", "Rollouts", "rollout_seed"]
 
 log = structlog.get_logger("skillopt.trainer.rollouts")
 
@@ -50,9 +52,25 @@ def rollout_seed(run_seed: int, label: str, item_id: str) -> int:
     return int.from_bytes(digest, "big") >> 1
 
 
+@dataclass(frozen=True, kw_only=True)
+class BatchProgress:
+    """Where a batch of rollouts stands: ``done`` of its ``total`` rows are on disk, ``resumed``
+    of them were before the batch started (a resumed batch); of the rows that arrived since,
+    ``passed`` passed, ``failed`` failed and ``infra`` were lost to infrastructure."""
+
+    #: The batch's rollout directory, relative to the run directory (``steps/step_0001/rollout``).
+    label: str
+    total: int
+    done: int
+    resumed: int = 0
+    passed: int = 0
+    failed: int = 0
+    infra: int = 0
+
+
 @dataclass
 class _Batch:
-    """One ``run`` call's rows (loaded from disk, then arriving) and its stop signal."""
+    """One ``run`` call's rows (loaded from disk, then arriving), its counts and stop signal."""
 
     out_dir: Path
     label: str
@@ -61,21 +79,36 @@ class _Batch:
     rows: dict[str, RolloutResult]
     lock: threading.Lock = field(default_factory=threading.Lock)
     answered: int = 0  # rows with a model reply
+    resumed: int = 0
+    passed: int = 0
+    failed: int = 0
+    infra: int = 0
     stop: threading.Event = field(default_factory=threading.Event)
     failure: list[str] = field(default_factory=list)
 
+    def progress(self) -> BatchProgress:
+        return BatchProgress(
+            label=self.label,
+            total=self.n_items,
+            done=len(self.rows),
+            resumed=self.resumed,
+            passed=self.passed,
+            failed=self.failed,
+            infra=self.infra,
+        )
 
-class RolloutStage:
-    """Runs batches through an executor and records them.
+
+class Rollouts:
+    """Runs batches of rollouts through an executor and records them.
 
     Args:
         executor: where rollouts run.
         spec: what all rollouts of the run share.
-        on_row: called for every new row (progress display, log).
+        on_row: called for every new row with its batch's progress (display, log).
         systemic_after: abort once this many rows arrived and none got a model reply.
 
-    ``on_batch(label, total, done)``, when set, is called as a batch starts: ``done`` of its
-    ``total`` rows are on disk already (a resumed batch), the others are about to run.
+    ``on_batch(progress)``, when set, is called as a batch starts: ``progress.done`` of its
+    rows are on disk already (a resumed batch), the others are about to run.
     """
 
     def __init__(
@@ -83,13 +116,13 @@ class RolloutStage:
         executor: RolloutExecutor,
         spec: RolloutSpec,
         *,
-        on_row: Callable[[RolloutResult, str], None] | None = None,
+        on_row: Callable[[RolloutResult, BatchProgress], None] | None = None,
         systemic_after: int = 8,
     ) -> None:
         self.executor = executor
         self.spec = spec
         self.on_row = on_row
-        self.on_batch: Callable[[str, int, int], None] | None = None
+        self.on_batch: Callable[[BatchProgress], None] | None = None
         self.systemic_after = systemic_after
 
     def request(
@@ -204,13 +237,14 @@ class RolloutStage:
             types={it.id: it.task_type for it in items},
             rows=loaded,
             answered=sum(r.agent_ok for r in loaded.values()),
+            resumed=len(loaded),
             stop=stop,
         )
         todo = [it for it in items if it.id not in batch.rows]
         if batch.rows:
             log.info("rollouts.resumed", dir=str(out_dir), done=len(batch.rows), todo=len(todo))
         if self.on_batch is not None:
-            self.on_batch(label, len(items), len(items) - len(todo))
+            self.on_batch(batch.progress())
         return batch, (reruns, todo)
 
     def _close(self, batch: _Batch, items: Sequence[TaskItem]) -> list[RolloutResult]:
@@ -234,10 +268,17 @@ class RolloutStage:
             append_row(batch.out_dir, row, batch.types.get(row.id, ""))
             batch.rows[row.id] = row
             batch.answered += 1 if row.agent_ok else 0
+            if row.infra_error is not None:
+                batch.infra += 1
+            elif row.ok:
+                batch.passed += 1
+            else:
+                batch.failed += 1
+            progress = batch.progress()
             systemic = batch.answered == 0 and len(batch.rows) >= min(self.systemic_after, batch.n_items)
             reason = _common_reason(batch.rows.values()) if systemic else ""
         if self.on_row is not None:
-            self.on_row(row, batch.label)
+            self.on_row(row, progress)
         if systemic:
             batch.failure.append(reason)
             batch.stop.set()

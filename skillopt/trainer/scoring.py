@@ -1,4 +1,4 @@
-"""How a run scores: rows (means over a batch, per category, the infrastructure guard) and
+"""How a run scores: rows (means over a batch, paired tests, the infrastructure guard) and
 skills on the selection split (the gate's metric per item and per skill, the measurement
 protocol, the selection cache's lookups and the 95% intervals).
 """
@@ -7,19 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from skillopt.config.schema import EvaluationConfig
 from skillopt.gate import GateCache, GateCacheEntry, gate_key, gate_score
-from skillopt.stats import Interval, PairedTest, ci_json, mean_interval, paired_test
+from skillopt.stats import Interval, PairedTest, mean_interval, paired_test
 from skillopt.types import RolloutResult, skill_hash
 
 __all__ = [
     "BatchScore",
     "SelectionScoring",
-    "by_category",
     "paired_rows",
-    "row_means",
     "score_rows",
     "too_many_infra",
 ]
@@ -41,23 +38,6 @@ def too_many_infra(n_infra: int, n_rows: int, max_fraction: float) -> bool:
     return n_infra > max_fraction * max(1, n_rows)
 
 
-def by_category(
-    rows: Sequence[RolloutResult], types: Mapping[str, str], categories: Sequence[str]
-) -> dict[str, dict[str, Any]]:
-    """Per category, the scored rows, their hard accuracy and its 95% interval (``{"total",
-    "hard_acc", "hard_acc_ci95"}``); the category ``overall`` counts every scored row.
-    Infrastructure rows are left out."""
-    out: dict[str, dict[str, Any]] = {}
-    for t in categories:
-        sel = [r for r in rows if r.infra_error is None and (t == "overall" or types.get(r.id) == t)]
-        out[t] = {
-            "total": len(sel),
-            "hard_acc": sum(r.hard for r in sel) / len(sel) if sel else 0.0,
-            "hard_acc_ci95": ci_json(mean_interval([r.hard for r in sel])),
-        }
-    return out
-
-
 def score_rows(rows: Sequence[RolloutResult]) -> BatchScore:
     """Means of hard/soft over rows without infrastructure errors (those are masked)."""
     scored = [r for r in rows if r.infra_error is None]
@@ -69,18 +49,6 @@ def score_rows(rows: Sequence[RolloutResult]) -> BatchScore:
         n_infra=len(rows) - n,
         n_failed=sum(1 for r in scored if r.hard < 1e-9),
     )
-
-
-def row_means(rows: Sequence[RolloutResult]) -> dict[str, Any]:
-    """``{"hard", "hard_ci95", "soft", "soft_ci95"}`` of the scored rows (summaries' JSON)."""
-    s = score_rows(rows)
-    scored = [r for r in rows if r.infra_error is None]
-    return {
-        "hard": s.hard,
-        "hard_ci95": ci_json(mean_interval([r.hard for r in scored])),
-        "soft": s.soft,
-        "soft_ci95": ci_json(mean_interval([r.soft for r in scored])),
-    }
 
 
 def paired_rows(
@@ -110,7 +78,7 @@ class SelectionScoring:
         self.cache = cache
 
     def score(self, hard: float, soft: float, skill: str) -> float:
-        """The gate's score of a skill's selection means (``evaluation.gate_metric``)."""
+        """A skill's selection score: its selection means on ``evaluation.gate_metric``."""
         e = self.e
         return gate_score(
             hard,
@@ -156,6 +124,6 @@ class SelectionScoring:
         return mean_interval(list(self.item_scores(hit.items, hit.soft_items, skill).values()))
 
     def skill_score(self, skill: str) -> float | None:
-        """The gate's score of ``skill`` from its measurement (``None``: not measured)."""
+        """The selection score of ``skill`` from its measurement (``None``: not measured)."""
         hit = self.measured(skill)
         return None if hit is None else self.score(hit.hard, hit.soft, skill)

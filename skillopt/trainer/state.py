@@ -4,10 +4,13 @@ a resume reruns (``runtime_state.json``; written by :class:`~skillopt.trainer.ru
 Progress is counted, never guessed from which files exist:
 
 * ``last_completed_step``: the last committed step (its record is in ``history.json``);
-* ``step_stages``: the stages of the *next* step that committed their outputs (to the stage
+* ``step_stages``: the segments of the *next* step that committed their outputs (to the stage
   cache) before the run stopped; a resume replays them from there and runs the rest;
-* ``epoch_stages``: the epoch-end stages that committed, with their outcome
+* ``epoch_stages``: the epoch-end segments that committed, with their outcome
   (``slow_update_2: accept``); ``epochs_done``: epochs whose end committed.
+
+(Both keys name what they count after the stored format, which predates the word "segment":
+:mod:`skillopt.trainer.segments`.)
 
 The rest is what the next commit builds on: the current and best skills with their scores and
 origins, the edit-budget schedule, the in-epoch step buffer (the reference lost it on resume,
@@ -25,7 +28,7 @@ from skillopt.trainer.records import StepRecord
 
 __all__ = ["STATE_VERSION", "RunMode", "TrainerState", "refuse_mode_change"]
 
-#: 2: ``step_stages`` (the committed stages of the step in progress) and ``epoch_records``.
+#: 2: ``step_stages`` (the committed segments of the step in progress) and ``epoch_records``.
 STATE_VERSION = 2
 
 
@@ -100,13 +103,15 @@ class TrainerState:
     best_origin: str = "initial"
     scheduler: dict[str, Any] = field(default_factory=dict)
     step_buffer: dict[str, Any] = field(default_factory=dict)
+    #: The selection cache (``RunContext.selection_cache``; stored under this key).
     gate_cache: dict[str, Any] = field(default_factory=dict)
     meta_skill: str = ""
     epochs_done: list[int] = field(default_factory=list)
     epoch_stages: dict[str, str] = field(default_factory=dict)
     #: Each finished epoch's record (``EpochRecord.to_json()``), by epoch number as a string.
     epoch_records: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: Stages of step ``last_completed_step + 1`` whose outputs are committed (replayed on resume).
+    #: Segments of step ``last_completed_step + 1`` whose outputs are committed (replayed on
+    #: resume).
     step_stages: list[str] = field(default_factory=list)
     usage: dict[str, Any] = field(default_factory=dict)
     target_usage: dict[str, Any] = field(default_factory=dict)
@@ -114,7 +119,7 @@ class TrainerState:
     mode: dict[str, Any] = field(default_factory=dict)
     #: Sandbox hosts that ran rollouts, over every session of the run.
     hosts: list[str] = field(default_factory=list)
-    #: The finish stage's decision on making the final skill the best one (its gate's record;
+    #: The final check's decision on making the final skill the best one (its gate's record;
     #: {} = not taken: the final skill was the best one, or the run has not finished).
     final_gate: dict[str, Any] = field(default_factory=dict)
     #: Why the last session stopped before the end ("" = it did not, or it crashed).

@@ -146,7 +146,7 @@ class TestScores:
 class FitResult:
     """What :meth:`Trainer.fit` returns and ``summary.json`` holds.
 
-    ``*_hard`` is the hard accuracy on the selection split; ``*_score`` the gate's score
+    ``*_hard`` is the hard accuracy on the selection split; ``*_score`` the selection score
     (``evaluation.gate_metric``, with the semantic-density bonus when enabled).
     """
 
@@ -171,7 +171,7 @@ class FitResult:
     best_step: int
     current_origin: str
     best_origin: str
-    #: The finish stage's decision on the final skill against the best one, by the run's gate
+    #: The final check's decision on the final skill against the best one, by the run's gate
     #: (``action``, ``reason``, ``gate_test``); ``None`` when the final skill was the best one.
     final_gate: Mapping[str, Any] | None = None
     total_steps: int

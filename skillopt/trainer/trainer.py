@@ -2,7 +2,7 @@
 
 Usage::
 
-    trainer = Trainer(config, data=data, rollouts=stage, optimizer=optimizer,
+    trainer = Trainer(config, data=data, rollouts=rollouts, optimizer=optimizer,
                       out_dir=Path("runs/demo"), initial_skill=data.initial_skill(),
                       callbacks=[ProgressDisplay()])
     result = trainer.fit()          # a FitResult; summary.json holds its JSON form
@@ -25,7 +25,7 @@ from skillopt.models.roles import RoleModel
 from skillopt.trainer.callbacks import Callback, CallbackList, RunControl
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.loop import FitLoop
-from skillopt.trainer.rollouts import RolloutStage
+from skillopt.trainer.rollouts import Rollouts
 from skillopt.trainer.rundir import Failpoint, RunDirectory
 from skillopt.trainer.rundir.store import _FROM_ENV
 from skillopt.trainer.state import RunMode
@@ -53,6 +53,8 @@ class Trainer:
     Raises:
         ConfigError: the config does not fit the data (an empty selection split, a
             ``train.train_size`` that disagrees with the split).
+        TypeError: a callback defines an ``on_*`` method that is no hook (a misspelt
+            ``on_stpe_end``), or a hook that cannot take its event.
     """
 
     def __init__(
@@ -60,7 +62,7 @@ class Trainer:
         config: Config,
         *,
         data: EnvData,
-        rollouts: RolloutStage,
+        rollouts: Rollouts,
         optimizer: RoleModel,
         out_dir: Path,
         initial_skill: str,

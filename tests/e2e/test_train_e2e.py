@@ -3,7 +3,7 @@ containers, real grading) with the scripted model server playing target and opti
 
 Also: ``kill -9`` of the controller mid-step, then ``--resume``: the same step records, no
 duplicate result row, and nothing left running. Resume after a crash at every commit and
-inside every stage, stops at every stage boundary, budgets, hooks and infrastructure rows are
+inside every segment, stops at every stage boundary, budgets, hooks and infrastructure rows are
 tested without Docker, on the same trainer, in ``tests/skillopt/trainer/``.
 """
 

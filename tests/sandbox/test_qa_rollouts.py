@@ -16,11 +16,11 @@ from controller.fleet.executor import FleetExecutor
 from skillopt.envs.registry import envs_with_agent, get_env, load_env_data
 from skillopt.errors import SystemicFailure
 from skillopt.testing.fixtures.qa import load_catalogue, sim_reply
-from skillopt.trainer.rollouts import RolloutSpec, RolloutStage
+from skillopt.trainer.rollouts import Rollouts, RolloutSpec
 from skillopt.types import Limits, ModelSpec
 
 
-def stage_for(service, env: str, *, agent: str = "qa", provider: str = "scripted", wall: float = 60.0):
+def rollouts_for(service, env: str, *, agent: str = "qa", provider: str = "scripted", wall: float = 60.0):
     executor = FleetExecutor(
         [ChannelConfig(address=service.running.address, token=service.token)], workers=4, rpc_slack_s=30
     )
@@ -31,7 +31,7 @@ def stage_for(service, env: str, *, agent: str = "qa", provider: str = "scripted
         model=ModelSpec(provider=provider, model="gpt-5.5"),
         limits=Limits(wall_time_s=wall, exec_timeout_s=min(wall, 60), max_turns=1),
     )
-    return RolloutStage(executor, spec)
+    return Rollouts(executor, spec)
 
 
 def script_answers(scripts, env_name: str, items, solved) -> list[str]:
@@ -53,7 +53,7 @@ def test_right_answers_score_1_wrong_ones_0_with_a_breakdown(service, scripts, t
     solved = [True, False, True, False][: len(items)]
     markers = script_answers(scripts, env_name, items, solved)
     try:
-        rows = stage_for(service, env_name).run(items, "# Skill\n", tmp_path / "r", label="eval")
+        rows = rollouts_for(service, env_name).run(items, "# Skill\n", tmp_path / "r", label="eval")
     finally:
         for m in markers:
             scripts.scripts.pop(m, None)
@@ -71,7 +71,7 @@ def test_right_answers_score_1_wrong_ones_0_with_a_breakdown(service, scripts, t
 
 def test_a_malformed_qa_payload_is_refused_with_the_field_named(service):
     item = load_env_data("searchqa").split("val")[0]
-    req = stage_for(service, "searchqa").request(item, "", "bad", use_eval_feedback=False)
+    req = rollouts_for(service, "searchqa").request(item, "", "bad", use_eval_feedback=False)
     bad = dataclasses.replace(req, task=dataclasses.replace(req.task, attributes={"context": "x"}))
     from skillopt.errors import InvalidRequest
 
@@ -86,10 +86,10 @@ def test_rows_append_and_a_resume_skips_done_ids(service, scripts, tmp_path):
     items = load_env_data("searchqa").split("test")[:4]
     markers = script_answers(scripts, "searchqa", items, [True] * 4)
     try:
-        stage = stage_for(service, "searchqa")
-        first = stage.run(items[:2], "", tmp_path / "r", label="t")
+        rollouts = rollouts_for(service, "searchqa")
+        first = rollouts.run(items[:2], "", tmp_path / "r", label="t")
         before = len(service.model.api_requests("chat"))
-        rows = stage.run(items, "", tmp_path / "r", label="t")
+        rows = rollouts.run(items, "", tmp_path / "r", label="t")
     finally:
         for m in markers:
             scripts.scripts.pop(m, None)
@@ -104,7 +104,7 @@ def test_a_model_reply_past_the_wall_time_is_a_timeout_row(service, scripts, tmp
     scripts.scripts[slow.task.instruction[:100]] = [{"text": "<answer>1</answer>", "delay_s": 30}]
     (marker,) = script_answers(scripts, "gsm8k", [quick], [True])
     try:
-        row, ok = stage_for(service, "gsm8k", wall=3.0).run([slow, quick], "", tmp_path / "r", label="t")
+        row, ok = rollouts_for(service, "gsm8k", wall=3.0).run([slow, quick], "", tmp_path / "r", label="t")
     finally:
         del scripts.scripts[slow.task.instruction[:100]], scripts.scripts[marker]
     assert row.infra_error is not None and row.infra_error.kind.value == "timeout", row.fail_reason
@@ -120,11 +120,11 @@ def test_every_qa_row_failing_before_any_model_reply_stops_the_run(docker_client
         svc.running.service.providers["dead"] = type(svc.running.service.providers["scripted"])(
             name="dead", kind="openai_compatible", base_url="http://127.0.0.1:9/v1", max_retries=0
         )
-        stage = stage_for(svc, "hotpotqa", provider="dead")
+        rollouts = rollouts_for(svc, "hotpotqa", provider="dead")
         with pytest.raises(SystemicFailure, match="before any model reply"):
-            stage.run(items, "", tmp_path / "r", label="t")
+            rollouts.run(items, "", tmp_path / "r", label="t")
         with pytest.raises(SystemicFailure):  # cached all-failed rows abort too
-            stage.run(items, "", tmp_path / "r", label="t")
+            rollouts.run(items, "", tmp_path / "r", label="t")
 
 
 def test_searchqa_codex_exec_answers_from_files_in_its_container(service, scripts, tmp_path):
@@ -138,7 +138,7 @@ def test_searchqa_codex_exec_answers_from_files_in_its_container(service, script
     ]
     before = len(service.model.requests)
     try:
-        (row,) = stage_for(service, "searchqa", agent="codex_exec", wall=180).run(
+        (row,) = rollouts_for(service, "searchqa", agent="codex_exec", wall=180).run(
             [item], "# Rules\n- MARKER-QA-SKILL: answer with the full name.\n", tmp_path / "r", label="x"
         )
     finally:

@@ -18,7 +18,7 @@ from controller.fleet.executor import FleetExecutor
 from skillopt.envs.registry import get_env, load_env_data
 from skillopt.envs.textworld.spec import IMAGE
 from skillopt.testing.fixtures.textworld import STEP_HEADER
-from skillopt.trainer.rollouts import RolloutSpec, RolloutStage
+from skillopt.trainer.rollouts import Rollouts, RolloutSpec
 from skillopt.types import Limits, ModelSpec
 
 FORGED = (
@@ -65,7 +65,7 @@ def games():
     return {it.task_type: it for it in load_env_data("textworld").split("val")}
 
 
-def stage_for(service, *, wall: float = 120.0, steps: int = 12) -> RolloutStage:
+def rollouts_for(service, *, wall: float = 120.0, steps: int = 12) -> Rollouts:
     executor = FleetExecutor(
         [ChannelConfig(address=service.running.address, token=service.token)], workers=4, rpc_slack_s=30
     )
@@ -76,7 +76,7 @@ def stage_for(service, *, wall: float = 120.0, steps: int = 12) -> RolloutStage:
         model=ModelSpec(provider="scripted", model="gpt-5.5"),
         limits=Limits(wall_time_s=wall, exec_timeout_s=60, max_turns=steps),
     )
-    return RolloutStage(executor, spec)
+    return Rollouts(executor, spec)
 
 
 def test_the_walkthrough_wins_and_forged_text_does_not(service, player, games, tmp_path):
@@ -84,7 +84,7 @@ def test_the_walkthrough_wins_and_forged_text_does_not(service, player, games, t
     route = list(won_item.grading.attributes["walkthrough"])
     player.walkthroughs[won_item.id] = route
     player.modes.update({won_item.id: "walk", lost_item.id: "forge"})
-    rows = stage_for(service, steps=6).run(
+    rows = rollouts_for(service, steps=6).run(
         [won_item, lost_item], "# Skill\n- play well\n", tmp_path / "r", label="t"
     )
     won, lost = rows
@@ -128,7 +128,7 @@ def test_a_model_slower_than_the_wall_time_is_a_timeout_row(service, player, gam
     # start, ~5-10 s here), so the 8 s go to the game, not to container creation.
     svc = service.running.service
     assert svc.pools.wait_ready(svc.agent_spec(get_env("textworld"), "play"), 2, timeout_s=180)
-    row, ok = stage_for(service, wall=8.0).run([slow, quick], "", tmp_path / "r", label="timeout")
+    row, ok = rollouts_for(service, wall=8.0).run([slow, quick], "", tmp_path / "r", label="timeout")
     assert row.infra_error is not None and row.infra_error.kind.value == "timeout", row.fail_reason
     assert row.fail_reason.startswith("infra-timeout") and row.hard == 0.0
     assert ok.infra_error is None and ok.hard == 1.0
@@ -139,11 +139,11 @@ def test_a_resume_reruns_no_finished_game(service, player, games, tmp_path):
     for item in (first, second):
         player.walkthroughs[item.id] = list(item.grading.attributes["walkthrough"])
         player.modes[item.id] = "walk"
-    stage = stage_for(service)
-    done = stage.run([first], "", tmp_path / "r", label="resume")
+    rollouts = rollouts_for(service)
+    done = rollouts.run([first], "", tmp_path / "r", label="resume")
     assert done[0].hard == 1.0
     player.calls.clear()
-    rows = stage.run([first, second], "", tmp_path / "r", label="resume")
+    rows = rollouts.run([first, second], "", tmp_path / "r", label="resume")
     assert [r.id for r in rows] == [first.id, second.id] and all(r.hard == 1.0 for r in rows)
     assert set(player.calls) == {second.id}  # the finished game was not played again
     assert len((tmp_path / "r" / "results.jsonl").read_text().splitlines()) == 2

@@ -74,7 +74,7 @@ __all__ = [
 
 # -- the run's root ---------------------------------------------------------------------------
 CONFIG = "config.json"  # the effective config (redacted) and what was derived from it
-STATE = "runtime_state.json"  # everything resume needs; the commit point of every stage
+STATE = "runtime_state.json"  # everything resume needs; the commit point of every segment
 HISTORY = "history.json"  # one record per committed step (written before the state)
 SUMMARY = "summary.json"  # the run's result (complete or stopped)
 EVAL_SUMMARY = "eval_summary.json"  # ``skillopt eval``'s result
@@ -142,9 +142,9 @@ def target_stage(rollout_rel: str) -> str:
     return "target_train" if parts[0] == STEPS and parts[-1] == Step.ROLLOUT else "target_eval"
 
 
-def epoch_dir(stage: str, epoch: int) -> str:
-    """``slow_update/epoch_NN`` or ``meta_skill/epoch_NN``."""
-    return f"{stage}/epoch_{epoch:02d}"
+def epoch_dir(segment: str, epoch: int) -> str:
+    """``slow_update/epoch_NN`` or ``meta_skill/epoch_NN``: an epoch-end segment's folder."""
+    return f"{segment}/epoch_{epoch:02d}"
 
 
 class Step:
@@ -174,7 +174,7 @@ class Epoch:
 
     ROLLOUT_PREV = "rollout_prev"
     ROLLOUT_CURR = "rollout_curr"
-    COMPARISON = "comparison.json"  # the pairs both epoch-end stages read (cached)
+    COMPARISON = "comparison.json"  # the pairs both epoch-end segments read (cached)
     PAIRS = "comparison_pairs.json"  # the kept pairs, for people
     PAIRS_ALL = "comparison_pairs_all.json"
     PROPOSAL = "proposal.json"

@@ -118,7 +118,7 @@ class RunDirectory:
         self.write_json(layout.STATE, state.to_json())
 
     def commit_progress(self, state: TrainerState) -> None:
-        """Commit the progress counters only (a stage inside a step, whose outputs are in the
+        """Commit the progress counters only (a segment of a step, whose outputs are in the
         stage cache): the rest of ``state`` must be as it was at the last :meth:`commit`."""
         self.write_json(layout.STATE, state.to_json())
 

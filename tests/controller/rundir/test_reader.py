@@ -121,3 +121,50 @@ def test_a_steps_spend_counts_the_optimizer_and_the_targets_rows(tmp_path):
     assert spend["optimizer_tokens"] == 2200 and spend["target_tokens"] == 1650
     # make_run's prices: "*" at $1 in and $2 out per million (cached input at the input price).
     assert spend["cost_usd"] == round((2000 + 200 * 2 + 1500 + 150 * 2) / 1e6, 6)
+
+
+def test_an_evaluation_reads_the_same_from_either_summary_of_any_version(tmp_path):
+    from skillopt.trainer.evaluation import CategoryScore, EvalSummary
+
+    run = make_run(tmp_path)
+    new = EvalSummary(
+        split="test",
+        skill="best_skill.md",
+        n_items=3,
+        n_scored=2,
+        n_infra=1,
+        hard=0.5,
+        soft=0.75,
+        hard_ci95=(0.1, 0.9),
+        soft_ci95=(0.4, 1.0),
+        categories={"easy": CategoryScore(total=1, hard=1.0, hard_ci95=(0.2, 1.0))},
+        env={"name": "searchqa", "agent": "qa", "options": {}},
+    )
+    old_test = {  # a run's test summary before it was skillopt eval's too
+        "easy": {"total": 1, "hard_acc": 1.0, "hard_acc_ci95": [0.2, 1.0]},
+        "overall": {"total": 2, "hard_acc": 0.5, "hard_acc_ci95": [0.1, 0.9]},
+        **{
+            k: v
+            for k, v in new.to_json().items()
+            if k in ("hard", "hard_ci95", "soft", "soft_ci95", "n_infra")
+        },
+        "n": 2,
+        "env_options": {},
+    }
+    seen = []
+    for rel, name, data in (
+        ("test_eval", "summary.json", {**new.legacy_json(), **new.to_json()}),
+        ("test_eval_baseline", "summary.json", old_test),
+        ("evals/e1/eval_test", "../eval_summary.json", new.to_json()),  # an eval dir: beside it
+    ):
+        (run.path / rel).mkdir(parents=True)
+        (run.path / rel / name).write_text(json.dumps(data))
+        seen.append(run.eval_summary(rel))
+    first = seen[0]
+    assert (
+        first is not None and first["n"] == 3 and first["n_infra"] == 1 and first["hard_ci95"] == (0.1, 0.9)
+    )
+    assert first["categories"] == [{"name": "easy", "total": 1, "hard": 1.0, "hard_ci95": (0.2, 1.0)}]
+    for other in seen[1:]:
+        assert other == {**first, "skill": other["skill"], "split": other["split"]}
+    assert run.eval_summary("steps/step_0001/rollout") is None  # a training batch has none

@@ -157,3 +157,55 @@ def test_the_curve_and_live_status_callbacks_run_on_events(fit, tmp_path):
     live = json.loads((out / layout.LIVE).read_text())
     assert live["phase"] == "done" and live["tokens"] > 0 and live["last_completed_step"] == 2
     assert live["baseline_score"] is not None and live["last_gate"]["step"] == 2
+
+
+def test_a_misspelt_hook_fails_when_the_trainer_is_built(sim, tmp_path):
+    from skillopt.testing.inprocess import simulated_trainer
+    from tests.skillopt.trainer.conftest import config
+
+    class Typo(Callback):
+        def on_stpe_end(self, event: StepEndEvent) -> None:
+            raise AssertionError("never called")
+
+    with pytest.raises(
+        TypeError, match=r"Typo\.on_stpe_end is not a callback hook; the hooks are: .*on_step_end"
+    ):
+        simulated_trainer(config(), tmp_path / "run", base_url=sim.base_url, callbacks=[Typo()])
+
+
+def test_a_hook_that_cannot_take_its_event_fails_when_registered():
+    from skillopt.trainer.callbacks import CallbackList, check_hooks
+
+    class NoEvent(Callback):
+        def on_step_end(self) -> None:  # type: ignore[override]  # the mistake under test
+            pass
+
+    with pytest.raises(TypeError, match=r"NoEvent\.on_step_end\(\) cannot take the hook's event"):
+        CallbackList([NoEvent()])
+
+    class Fine(Callback):
+        on_time = True  # data named on_*, not a hook attempt
+
+        def on_step_end(self, event: StepEndEvent) -> None:
+            pass
+
+    check_hooks(Fine())
+    with pytest.raises(ValueError, match="no such hook: on_stpe_end"):
+        CallbackList([Fine()])("on_stpe_end", None)
+
+
+def test_rows_carry_their_batch_progress_typed(fit, tmp_path):
+    rec = Recorder()
+    fit(tmp_path / "run", "train.num_epochs=1", callbacks=[rec])
+    starts = {e.label: e for n, e in rec.events if n == "on_rollout_batch"}
+    rows = [e for n, e in rec.events if n == "on_rollout_result"]
+    assert rows and all(e.progress.label == e.label for e in rows)
+    last: dict[str, Any] = {}
+    for e in rows:
+        p = e.progress
+        assert p.total == starts[p.label].total and p.resumed == starts[p.label].done
+        if p.label not in last or last[p.label].done < p.done:
+            last[p.label] = p
+    for label, p in last.items():  # every batch ran to its end, each row counted once
+        assert p.done == p.total and p.passed + p.failed + p.infra == p.done - p.resumed, label
+        assert p.passed == sum(1 for e in rows if e.label == label and e.row.ok)

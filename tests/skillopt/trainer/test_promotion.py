@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from skillopt.trainer.rundir import layout
-from skillopt.trainer.stages import promote
+from skillopt.trainer.segments import promote
 from skillopt.trainer.state import TrainerState
 
 

@@ -19,7 +19,7 @@ from tests.skillopt.trainer.conftest import (
     target_spend,
 )
 
-#: Commits of the short run (``runtime_state.json`` writes): 1 baseline; per step 2 stage
+#: Commits of the short run (``runtime_state.json`` writes): 1 baseline; per step 2 segment
 #: commits (rollout_reflect, propose) and the step's commit; per epoch end the slow update,
 #: the meta skill and the epoch; 1 before the test evaluations.
 N_COMMITS = 1 + 4 * 3 + 2 * 3 + 1
@@ -47,9 +47,9 @@ def test_a_crash_before_any_commit_resumes_to_the_same_decisions_and_files(refer
     assert_no_duplicate_rows(out)
 
 
-# Writes inside stages (between two commits): an analyst chunk, the merge, the ranking, the
+# Writes inside segments (between two commits): an analyst chunk, the merge, the ranking, the
 # candidate, the step record, the history, the epoch comparison, a proposal, the summary.
-MID_STAGE = [
+MID_SEGMENT = [
     ("minibatch_fail_001.json", 1),  # step 1: the first chunk written, two still to come
     ("minibatch_succ_001.json", 3),  # step 3: mid epoch 2, with a step buffer
     (layout.Step.MERGED, 2),
@@ -66,8 +66,8 @@ MID_STAGE = [
 ]
 
 
-@pytest.mark.parametrize(("name", "n"), MID_STAGE)
-def test_a_crash_inside_a_stage_resumes_to_the_same_decisions_and_files(reference, fit, tmp_path, name, n):
+@pytest.mark.parametrize(("name", "n"), MID_SEGMENT)
+def test_a_crash_inside_a_segment_resumes_to_the_same_decisions_and_files(reference, fit, tmp_path, name, n):
     out = tmp_path / "run"
     with pytest.raises(Crash):
         fit(out, failpoint=crash_at(name, n))
@@ -83,7 +83,7 @@ def _ledger_stages(run: Path) -> Counter:
     return Counter(json.loads(x)["stage"] for x in lines if x.strip())
 
 
-def test_committed_stages_are_replayed_without_a_model_call_or_a_rollout(reference, fit, tmp_path):
+def test_committed_segments_are_replayed_without_a_model_call_or_a_rollout(reference, fit, tmp_path):
     out = tmp_path / "run"
     # Commits: 1 baseline, 2-4 step 1, 5-7 step 2, 8-10 epoch 1's end, 11 step 3's
     # rollout_reflect, 12 its propose; the crash comes just before step 3's own commit (13).

@@ -1,7 +1,7 @@
 """Stopping: a stop asked for at any stage boundary (a callback, the WebUI's stop request, a
 run budget) ends the run cleanly with a ``stopped`` summary; ``--resume`` then reaches exactly
 the decisions of a run that never stopped. Inside a step, the step is left uncommitted and
-reruns from its committed stages and caches."""
+reruns from its committed segments and caches."""
 
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
-"""The rollout + reflect stage: roll the current skill out on each accumulation batch, and let
-the analysts turn the trajectories into patches (plus, with ``gradient.deep_reflect``, a probe
-patch from diagnostic re-runs of a few items).
+"""The rollout + reflect segment: roll the current skill out on each accumulation batch (the
+``rollout`` stage), and let the analysts turn the trajectories into patches (the ``reflect``
+stage; plus, with ``gradient.deep_reflect``, a probe patch from diagnostic re-runs of a few
+items).
 
 Every answer it builds on is cached in the step's folder (rows in the rollout dirs, analyst
 chunks in ``patches/``, the probe's instruction and patch in ``probe/``), so a rerun of the
-stage after a crash or stop asks nothing twice.
+segment after a crash or stop asks nothing twice.
 """
 
 from __future__ import annotations
@@ -25,16 +26,17 @@ from skillopt.trainer.context import RunContext
 from skillopt.trainer.records import BatchStats
 from skillopt.trainer.rundir.layout import Step, batch_dir
 from skillopt.trainer.scoring import score_rows
-from skillopt.trainer.stages.state import Reflection, StepInputs, StepState
+from skillopt.trainer.segments.state import Reflection, StepInputs, StepState
 from skillopt.types import RolloutResult
 
-__all__ = ["RolloutReflectStage", "probe_patch"]
+__all__ = ["RolloutReflectSegment", "probe_patch"]
 
 
-class RolloutReflectStage:
+class RolloutReflectSegment:
     """Rollouts and reflection over the step's accumulation batches."""
 
-    name = "rollout_reflect"
+    name = "rollout_reflect"  # stored in the run state's step_stages: never renamed
+    stage = None
 
     def run(self, ctx: RunContext, state: StepState) -> StepState:
         inp, cfg = state.inputs, ctx.cfg
@@ -85,6 +87,10 @@ class RolloutReflectStage:
             batches=tuple(stats),
         )
         return replace(state, reflection=reflection, timing=timing)
+
+    def commit(self, ctx: RunContext, state: StepState) -> None:
+        """Its outputs are in the step's caches: a resume replays it from there."""
+        ctx.commit_segment(self.name)
 
 
 def _batch_stats(index: int, seed: int, rows: Sequence[RolloutResult], res: ReflectResult) -> BatchStats:

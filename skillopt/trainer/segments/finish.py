@@ -1,5 +1,6 @@
-"""The finish stage: check the final skill against the best one, evaluate the initial, best
-and final skills on the test split, and write the run's result (``summary.json``).
+"""The segments that end a fit: the final check (the final skill against the best one, by the
+run's gate) and the finish (the initial, best and final skills on the test split, the ``test``
+stage; the run's result, ``summary.json``).
 
 A run stopped early (a budget, a stop request) writes the result of what it did, without the
 final evaluations, with ``status: stopped`` and the reason; ``--resume`` continues it.
@@ -7,82 +8,112 @@ final evaluations, with ``status: stopped`` and the reason; ``--resume`` continu
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
 from skillopt import __version__
-from skillopt.stats import ci_of
 from skillopt.trainer.context import RunContext
+from skillopt.trainer.evaluation import EvalSummary, evaluate_split
 from skillopt.trainer.manifest import data_manifest
 from skillopt.trainer.rundir import layout, read_result_lines
-from skillopt.trainer.scoring import by_category, paired_rows, row_means, score_rows
-from skillopt.trainer.stages.gate import decide_final_best
-from skillopt.trainer.stages.selection import epoch_record, evaluate_selection, measurement, promote, remember
+from skillopt.trainer.scoring import paired_rows
+from skillopt.trainer.segments.gate import decide_final_best
+from skillopt.trainer.segments.selection import (
+    epoch_record,
+    evaluate_selection,
+    measurement,
+    promote,
+    remember,
+)
+from skillopt.trainer.segments.state import FinalCheck, FitState
 from skillopt.trainer.summary import EpochRecord, FitResult, TestScores
 from skillopt.types import RolloutResult, skill_hash
 
-__all__ = ["FinishStage"]
+__all__ = ["FinalCheckSegment", "FinishSegment"]
 
 
-class FinishStage:
-    """Final selection check and promotion, test evaluations, the run's :class:`FitResult`."""
+class FinalCheckSegment:
+    """A complete run's final skill, when it is not the best one, measured on the selection
+    split; it becomes the best skill only if the run's gate says it beats the best one."""
 
-    name = "finish"
+    name = "final_check"
+    stage = None
 
-    def run(self, ctx: RunContext, *, wall_s: float, complete: bool, stop_reason: str = "") -> FitResult:
+    def run(self, ctx: RunContext, state: FitState) -> FitState:
         st = ctx.state
-        final_score: float | None = st.best_score
-        if complete and skill_hash(st.current_skill) != skill_hash(st.best_skill):
-            # The final skill becomes best only if the run's gate says it beats the best one.
-            ev = evaluate_selection(ctx, st.current_skill, layout.FINAL_SELECTION)
-            remember(ctx, ev)
-            final_score = ev.score
-            verdict = decide_final_best(ctx, ev, best_rel=layout.FINAL_SELECTION_BEST)
-            best_ev = verdict.pop("best_evaluation")
-            if best_ev is not None:
-                remember(ctx, best_ev)
-            st.final_gate = verdict
+        if not state.complete:
+            return replace(state, final_score=st.current_score)
+        if skill_hash(st.current_skill) == skill_hash(st.best_skill):
+            return replace(state, final_score=st.best_score)
+        ev = evaluate_selection(ctx, st.current_skill, layout.FINAL_SELECTION)
+        verdict, best_ev = decide_final_best(ctx, ev, best_rel=layout.FINAL_SELECTION_BEST)
+        final = FinalCheck(evaluation=ev, verdict=verdict, best_evaluation=best_ev)
+        return replace(state, final=final, final_score=ev.score)
+
+    def commit(self, ctx: RunContext, state: FitState) -> None:
+        """The measurements kept, the verdict applied and recorded, the stop reason set."""
+        st, final = ctx.state, state.final
+        if final is not None:
+            remember(ctx, final.evaluation)
+            if final.best_evaluation is not None:
+                remember(ctx, final.best_evaluation)
+            st.final_gate = dict(final.verdict)
             promote(
                 st,
                 st.current_skill,
-                ev.score,
+                final.evaluation.score,
                 step=st.last_completed_step,
                 origin=st.current_origin,
                 make_current=False,
-                may_become_best=verdict["action"] == "accept_new_best",
+                may_become_best=final.verdict["action"] == "accept_new_best",
             )
-        elif not complete:
-            final_score = st.current_score
-        st.stop_reason = "" if complete else stop_reason or "stopped"
+        st.stop_reason = "" if state.complete else state.stop_reason or "stopped"
         ctx.persist()
-        tests = self._tests(ctx) if complete and ctx.cfg.evaluation.eval_test else None
-        result = self._result(ctx, wall_s=wall_s, complete=complete, final_score=final_score, tests=tests)
-        ctx.run.write_json(layout.SUMMARY, result.to_json())
-        return result
+
+
+class FinishSegment:
+    """A complete run's test evaluations, and the run's :class:`FitResult` (``summary.json``)."""
+
+    name = "finish"
+    stage = None
+
+    def run(self, ctx: RunContext, state: FitState) -> FitState:
+        tests = self._tests(ctx) if state.complete and ctx.cfg.evaluation.eval_test else None
+        state = replace(state, tests=tests)
+        return replace(state, result=self._result(ctx, state))
+
+    def commit(self, ctx: RunContext, state: FitState) -> None:
+        """``summary.json``: the run's result."""
+        assert state.result is not None, "the finish commits after its run"
+        ctx.run.write_json(layout.SUMMARY, state.result.to_json())
 
     def _tests(self, ctx: RunContext) -> TestScores:
         st = ctx.state
         with ctx.stage(st.last_completed_step, "test"):
-            baseline, baseline_rows = self._test_eval(ctx, ctx.initial_skill, layout.TEST_BASELINE)
-            best, best_rows = self._test_eval(ctx, st.best_skill, layout.TEST_BEST)
+            baseline, baseline_rows = _test_eval(
+                ctx, ctx.initial_skill, layout.TEST_BASELINE, layout.skill_file(0)
+            )
+            best, best_rows = _test_eval(ctx, st.best_skill, layout.TEST_BEST, layout.BEST_SKILL)
             final, final_rows = (
                 (best, best_rows)
                 if skill_hash(st.current_skill) == skill_hash(st.best_skill)
-                else self._test_eval(ctx, st.current_skill, layout.TEST_FINAL)
+                else _test_eval(
+                    ctx, st.current_skill, layout.TEST_FINAL, layout.skill_file(st.last_completed_step)
+                )
             )
         delta, final_delta = paired_rows(best_rows, baseline_rows), paired_rows(final_rows, baseline_rows)
         return TestScores(
-            baseline_hard=baseline["hard"],
-            baseline_soft=baseline["soft"],
-            best_hard=best["hard"],
-            best_soft=best["soft"],
-            final_hard=final["hard"],
-            final_soft=final["soft"],
-            n_infra={"baseline": baseline["n_infra"], "best": best["n_infra"], "final": final["n_infra"]},
+            baseline_hard=baseline.hard,
+            baseline_soft=baseline.soft,
+            best_hard=best.hard,
+            best_soft=best.soft,
+            final_hard=final.hard,
+            final_soft=final.soft,
+            n_infra={"baseline": baseline.n_infra, "best": best.n_infra, "final": final.n_infra},
             ci95={
                 **{
-                    f"{name}_{k}": ci_of(summary[f"{k}_ci95"])
+                    f"{name}_{k}": ci
                     for name, summary in (("baseline", baseline), ("best", best), ("final", final))
-                    for k in ("hard", "soft")
+                    for k, ci in (("hard", summary.hard_ci95), ("soft", summary.soft_ci95))
                 },
                 "delta_hard": delta.ci95 if delta else None,
                 "final_delta_hard": final_delta.ci95 if final_delta else None,
@@ -93,25 +124,7 @@ class FinishStage:
         )
 
     @staticmethod
-    def _test_eval(ctx: RunContext, skill: str, rel: str) -> tuple[dict[str, Any], list[RolloutResult]]:
-        items = ctx.plan.test
-        rows = ctx.rollout(items, skill, rel, train=False)
-        types = {it.id: it.task_type for it in items}
-        s = score_rows(rows)
-        summary = {
-            **by_category(rows, types, [*ctx.data.task_types(), "overall"]),
-            **row_means(rows),
-            "n": s.n,
-            "n_infra": s.n_infra,
-            "env_options": dict(ctx.cfg.env.options),  # e.g. SpreadsheetBench's grading mode
-        }
-        ctx.run.write_json(f"{rel}/{layout.TEST_SUMMARY}", summary)
-        return summary, rows
-
-    @staticmethod
-    def _result(
-        ctx: RunContext, *, wall_s: float, complete: bool, final_score: float | None, tests: TestScores | None
-    ) -> FitResult:
+    def _result(ctx: RunContext, state: FitState) -> FitResult:
         st, cfg = ctx.state, ctx.cfg
 
         measured = {
@@ -135,7 +148,7 @@ class FinishStage:
         prefix_share, prefix_by_role = ctx.prefix_report()
         return FitResult(
             version=f"skillopt-{__version__}",
-            status="complete" if complete else "stopped",
+            status="complete" if state.complete else "stopped",
             stop_reason=st.stop_reason,
             simulated=ctx.mode.simulated,
             mode=ctx.mode.to_dict(),
@@ -150,7 +163,7 @@ class FinishStage:
             best_selection_score_ci95=ci("best", "score"),
             final_selection_hard=hard_of("final"),
             final_selection_hard_ci95=ci("final", "hard"),
-            final_selection_score=final_score,
+            final_selection_score=state.final_score,
             final_selection_score_ci95=ci("final", "score"),
             best_step=st.best_step,
             current_origin=st.current_origin,
@@ -162,7 +175,7 @@ class FinishStage:
             total_skips=sum(a == "skip_no_patches" for a in actions),
             epoch_stats=tuple(_epoch_record(ctx, e) for e in range(1, cfg.train.num_epochs + 1)),
             epoch_stages=dict(st.epoch_stages),
-            total_wall_time_s=round(wall_s, 3),
+            total_wall_time_s=round(state.wall_s, 3),
             token_summary=ctx.usage_summary(),
             cost_usd=round(ctx.cost(), 6),
             cacheable_prefix_share=prefix_share,
@@ -176,8 +189,28 @@ class FinishStage:
                     {"train": ctx.plan.train, "selection": ctx.plan.selection, "test": ctx.plan.test}
                 ),
             },
-            tests=tests,
+            tests=state.tests,
         )
+
+
+def _test_eval(
+    ctx: RunContext, skill: str, rel: str, skill_file: str
+) -> tuple[EvalSummary, list[RolloutResult]]:
+    """``skill`` on the test split (``skillopt eval``'s routine), its summary kept in its
+    rollout dir (with the keys those summaries had before they were ``skillopt eval``'s too)."""
+    summary, rows = evaluate_split(
+        ctx.rollouts,
+        ctx.plan.test,
+        skill,
+        ctx.run.path(rel),
+        label=rel,
+        split="test",
+        skill_name=skill_file,
+        config=ctx.cfg,
+        categories=ctx.data.task_types(),
+    )
+    ctx.run.write_json(f"{rel}/{layout.TEST_SUMMARY}", {**summary.legacy_json(), **summary.to_json()})
+    return summary, rows
 
 
 def _epoch_record(ctx: RunContext, epoch: int) -> EpochRecord:

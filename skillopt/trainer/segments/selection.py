@@ -1,10 +1,11 @@
-"""Selection evaluations and promotion: the pieces every stage that judges a skill shares
-(the baseline, a step's gate, the slow update's gate, the final skill's check).
+"""Selection measurements and promotion: the pieces every segment that judges a skill shares
+(the baseline, a step's gate, the slow update's gate, the final check).
 
 :func:`evaluate_selection` scores a skill on the selection split (from the selection cache
 when that skill was measured before with the run's protocol: one rollout per item, or
-``evaluation.gate_repeats`` in the ``repeat`` gate); :func:`remember` puts a measurement into the cache when
-its stage commits; :func:`promote` is the one rule for making a skill current and best.
+``evaluation.gate_repeats`` in the ``repeat`` gate); :func:`remember` puts a measurement into
+the cache when its segment commits; :func:`promote` is the one rule for making a skill current
+and best.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from dataclasses import dataclass
 
 import structlog
 
-from skillopt.errors import SystemicFailure
 from skillopt.gate import gate_key
 from skillopt.stats import Interval, mean_interval
 from skillopt.trainer.context import RunContext
@@ -25,7 +25,6 @@ from skillopt.trainer.summary import EpochRecord
 from skillopt.types import RolloutResult, skill_hash
 
 __all__ = [
-    "BaselineStage",
     "SelectionEval",
     "epoch_record",
     "evaluate_selection",
@@ -167,10 +166,10 @@ def evaluate_selection(ctx: RunContext, skill: str, rel: str) -> SelectionEval:
 
 
 def remember(ctx: RunContext, ev: SelectionEval) -> None:
-    """Keep a measurement in the selection cache (at its stage's commit). One that lost too
+    """Keep a measurement in the selection cache (at its segment's commit). One that lost too
     much to infrastructure is not kept: the same skill evaluated again is measured anew."""
     if not ev.cached and not ctx.too_many_infra(ev.n_infra, ev.n_rows):
-        ctx.gate_cache.put(
+        ctx.selection_cache.put(
             ev.key,
             ev.hard,
             ev.soft,
@@ -204,33 +203,3 @@ def promote(
         st.best_skill, st.best_score, st.best_step, st.best_origin = skill, score, step, origin
         return True
     return False
-
-
-class BaselineStage:
-    """The initial skill's selection score: what every later decision compares against."""
-
-    name = "baseline"
-
-    def run(self, ctx: RunContext) -> None:
-        """Measure and commit the baseline.
-
-        Raises:
-            SystemicFailure: the evaluation lost more rows to infrastructure than
-                ``evaluation.max_infra_fraction`` allows (a resume runs those rows again).
-        """
-        st = ctx.state
-        with ctx.stage(0, self.name):
-            ev = evaluate_selection(ctx, ctx.initial_skill, layout.BASELINE_SELECTION)
-            if ctx.too_many_infra(ev.n_infra, ev.n_rows):
-                raise SystemicFailure(
-                    f"the baseline selection evaluation lost {ev.n_infra} of {ev.n_rows} rollouts to "
-                    f"infrastructure failures (limit {ctx.cfg.evaluation.max_infra_fraction:.0%}, "
-                    f"evaluation.max_infra_fraction); see {layout.BASELINE_SELECTION}/{layout.RESULTS}, fix the "
-                    "sandbox and resume: those rollouts are run again"
-                )
-            remember(ctx, ev)
-            st.current_skill = st.best_skill = ctx.initial_skill
-            st.current_score = st.best_score = ev.score
-            st.current_origin = st.best_origin = "initial"
-            st.best_step = 0
-        ctx.persist()

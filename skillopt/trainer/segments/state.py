@@ -1,7 +1,10 @@
-"""What flows through the stages of one step: frozen inputs, then each stage's output.
+"""What flows through the segments of a step and of the fit: frozen inputs, then each
+segment's output.
 
-A stage takes a :class:`StepState` and returns a new one with its output filled in; nothing
-else changes until the step commits (``skillopt.trainer.loop``).
+A step's segment takes a :class:`StepState` and returns a new one with its output filled in;
+nothing else changes until the step commits (its last segment's commit). The fit's segments
+(the baseline before the epochs, the final check and the finish after them) do the same over a
+:class:`FitState`; an epoch end's are in :mod:`.epoch_end`.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from skillopt.stats import mean_interval
 from skillopt.trainer.planning import Batch
 from skillopt.trainer.records import BatchStats, ProposalStats, RolloutStats, SelectionStats
 from skillopt.trainer.scoring import score_rows
-from skillopt.trainer.stages.selection import SelectionEval
-from skillopt.types import RolloutResult
+from skillopt.trainer.segments.selection import SelectionEval
+from skillopt.trainer.summary import FitResult, TestScores
+from skillopt.types import RolloutResult, Usage
 
-__all__ = ["GateOutcome", "Proposal", "Reflection", "StepInputs", "StepState"]
+__all__ = ["FinalCheck", "FitState", "GateOutcome", "Proposal", "Reflection", "StepInputs", "StepState"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,11 +37,15 @@ class StepInputs:
     #: The step buffer and the meta skill as the optimizer's prompts show them.
     buffer_text: str
     meta_text: str
+    #: When the step started (``time.monotonic()``) and the optimizer's usage then: its
+    #: commit records the step's wall time and what it spent.
+    started_at: float
+    usage_before: Mapping[str, Usage]
 
 
 @dataclass(frozen=True, kw_only=True)
 class Reflection:
-    """The rollout + reflect stage's output, over every accumulation batch."""
+    """The rollout + reflect segment's output, over every accumulation batch."""
 
     rows: tuple[RolloutResult, ...]
     failure_patches: tuple[RawPatch, ...]
@@ -68,7 +76,7 @@ class Reflection:
 
 @dataclass(frozen=True, kw_only=True)
 class Proposal:
-    """The propose stage's output: the candidate skill (``None``: the update produced none)."""
+    """The propose segment's output: the candidate skill (``None``: the update produced none)."""
 
     stats: ProposalStats
     candidate: str | None
@@ -111,9 +119,41 @@ class StepState:
 
     @property
     def action(self) -> str:
-        """The step's action once its stages ran."""
+        """The step's action once its segments ran."""
         if self.gate is not None:
             return self.gate.action
         if self.reflection is None or not self.reflection.has_patches:
             return "skip_no_patches"
         return "skip_no_rewrite"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinalCheck:
+    """The final skill's selection measurement and the run's gate's verdict on making it the
+    best skill (``summary.json``'s ``final_gate``)."""
+
+    evaluation: SelectionEval
+    #: ``action`` (``accept_new_best`` or ``reject``), ``reason``, ``gate_test`` (or None).
+    verdict: Mapping[str, Any]
+    #: The best skill's measurement when the gate had to take it (the commit keeps it).
+    best_evaluation: SelectionEval | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitState:
+    """What flows through the fit's segments (baseline; after the epochs, final check and
+    finish)."""
+
+    #: The baseline's measurement (its segment's output).
+    baseline: SelectionEval | None = None
+    #: Set when the epochs end: whether the run went through, why it stopped, and the wall
+    #: time so far (``summary.json``'s ``total_wall_time_s``).
+    complete: bool = False
+    stop_reason: str = ""
+    wall_s: float = 0.0
+    #: The final check (None: the final skill was the best one, or the run stopped early).
+    final: FinalCheck | None = None
+    #: The final skill's selection score as the summary reports it.
+    final_score: float | None = None
+    tests: TestScores | None = None
+    result: FitResult | None = None

@@ -1,4 +1,5 @@
-"""The evaluate + gate stage: a candidate's selection score, and the decision on it.
+"""The gate segment: a step's candidate measured on the selection split (the ``evaluate``
+stage), the gate's decision on it, and the step's commit.
 
 :func:`decide_gate` is the gate's rule, used by a step and by the slow update: the gate off
 force-accepts; a measurement that lost too much to infrastructure rejects; otherwise
@@ -21,10 +22,11 @@ from skillopt.trainer.callbacks import GateEvent
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.records import SelectionStats
 from skillopt.trainer.rundir import layout
-from skillopt.trainer.stages.selection import SelectionEval, evaluate_selection, measurement
-from skillopt.trainer.stages.state import GateOutcome, StepState
+from skillopt.trainer.segments.commit import commit_step
+from skillopt.trainer.segments.selection import SelectionEval, evaluate_selection, measurement
+from skillopt.trainer.segments.state import GateOutcome, StepState
 
-__all__ = ["EvaluateGateStage", "GateOutcome", "decide_final_best", "decide_gate", "gate_test_record"]
+__all__ = ["GateOutcome", "GateSegment", "decide_final_best", "decide_gate", "gate_test_record"]
 
 
 def decide_gate(
@@ -94,7 +96,9 @@ def decide_gate(
     return outcome
 
 
-def decide_final_best(ctx: RunContext, ev: SelectionEval, *, best_rel: str) -> dict[str, Any]:
+def decide_final_best(
+    ctx: RunContext, ev: SelectionEval, *, best_rel: str
+) -> tuple[dict[str, Any], SelectionEval | None]:
     """Whether the final skill (measured as ``ev``) replaces the best one, by the run's gate.
 
     ``strict`` (and the gate off): its score is strictly above the best score, earlier skills
@@ -104,19 +108,19 @@ def decide_final_best(ctx: RunContext, ev: SelectionEval, *, best_rel: str) -> d
     much to infrastructure never replaces the best skill.
 
     Returns:
-        The decision's record: ``action`` (``accept_new_best`` or ``reject``), ``reason``,
-        ``gate_test`` (or None) and, when taken here, the best skill's ``best_evaluation``.
+        The decision's record (``action``: ``accept_new_best`` or ``reject``, ``reason``,
+        ``gate_test`` or None), and the best skill's measurement when it was taken here.
     """
     st, e = ctx.state, ctx.cfg.evaluation
     assert st.best_score is not None
     if ctx.too_many_infra(ev.n_infra, ev.n_rows):
         reason = f"{ev.n_infra} selection rollouts failed on infrastructure"
-        return {"action": "reject", "reason": reason, "gate_test": None, "best_evaluation": None}
+        return {"action": "reject", "reason": reason, "gate_test": None}, None
     if not e.use_gate or e.gate_mode == "strict":
         better = ev.score > st.best_score
         action = "accept_new_best" if better else "reject"
         reason = "new_best" if better else "not_above_best"
-        return {"action": action, "reason": reason, "gate_test": None, "best_evaluation": None}
+        return {"action": action, "reason": reason, "gate_test": None}, None
     best = measurement(ctx, st.best_skill)
     fresh = None if best is not None else evaluate_selection(ctx, st.best_skill, best_rel)
     best = best or fresh
@@ -136,12 +140,7 @@ def decide_final_best(ctx: RunContext, ev: SelectionEval, *, best_rel: str) -> d
     )
     action = "accept_new_best" if d.action == "accept_new_best" else "reject"
     reason = d.reason if action == "reject" or d.action == "accept_new_best" else "not_above_best"
-    return {
-        "action": action,
-        "reason": reason,
-        "gate_test": gate_test_record(ctx, test),
-        "best_evaluation": fresh,
-    }
+    return {"action": action, "reason": reason, "gate_test": gate_test_record(ctx, test)}, fresh
 
 
 def _paired(candidate: SelectionEval, current: SelectionEval) -> PairedTest:
@@ -166,10 +165,12 @@ def gate_test_record(ctx: RunContext, test: PairedTest | None) -> dict[str, Any]
     }
 
 
-class EvaluateGateStage:
-    """Evaluate the step's candidate on the selection split, then gate it."""
+class GateSegment:
+    """The step's candidate on the selection split and the gate's decision on it; its commit
+    is the step's."""
 
-    name = "evaluate_gate"
+    name = "gate"
+    stage = None
 
     def run(self, ctx: RunContext, state: StepState) -> StepState:
         proposal = state.proposal
@@ -205,6 +206,10 @@ class EvaluateGateStage:
             gate_mode=ctx.cfg.evaluation.gate_mode,
             gate_test=outcome.gate_test,
         )
-        return replace(
-            state, gate=outcome, selection=selection, timing={**state.timing, "evaluate_s": t.seconds}
-        )
+        # ``evaluate_s``: the stage's name, as step records (timing) and callbacks have it.
+        timing = {**state.timing, "evaluate_s": t.seconds}
+        return replace(state, gate=outcome, selection=selection, timing=timing)
+
+    def commit(self, ctx: RunContext, state: StepState) -> None:
+        """The gate's decision applied and the step committed (:func:`~.commit.commit_step`)."""
+        commit_step(ctx, state)

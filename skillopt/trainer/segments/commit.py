@@ -1,34 +1,32 @@
-"""A step's commit: its decision applied to the run state, its record written, all at once.
+"""A step's commit (its gate segment's): its decision applied to the run state, its record
+written, all at once.
 
-Until here nothing a step computed changed the state (stages only return outputs), so a crash
-or a stop anywhere before the commit leaves the previous commit standing; the step then reruns
-from its committed stages and caches.
+Until here nothing a step computed changed the state (segments only return outputs), so a
+crash or a stop anywhere before the commit leaves the previous commit standing; the step then
+reruns from its committed segments and caches.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import time
 
 from skillopt.models.roles import UsageTracker
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.records import StepRecord
 from skillopt.trainer.rundir import layout
-from skillopt.trainer.stages.selection import promote, remember, score_interval
-from skillopt.trainer.stages.state import StepState
-from skillopt.types import Usage
+from skillopt.trainer.segments.selection import promote, remember, score_interval
+from skillopt.trainer.segments.state import StepState
 
 __all__ = ["commit_step"]
 
 
-def commit_step(
-    ctx: RunContext, state: StepState, *, wall_s: float, usage_before: Mapping[str, Usage]
-) -> StepRecord:
+def commit_step(ctx: RunContext, state: StepState) -> StepRecord:
     """Apply the gate's decision, advance the schedule, record the step in the step buffer,
     and commit the state with the step's record (returned)."""
     st, inp = ctx.state, state.inputs
     refl, proposal, gate = state.reflection, state.proposal, state.gate
-    assert refl is not None, "a step commits after its rollout + reflect stage"
+    assert refl is not None, "a step commits after its rollout + reflect segment"
     if gate is not None:
         remember(ctx, gate.evaluation)
         if gate.current_evaluation is not None:
@@ -63,15 +61,15 @@ def commit_step(
         current_origin=st.current_origin,
         best_origin=st.best_origin,
         skill_len=len(st.current_skill),
-        tokens=UsageTracker.delta(usage_before, ctx.usage.snapshot()),
-        wall_time_s=round(wall_s, 3),
+        tokens=UsageTracker.delta(inp.usage_before, ctx.usage.snapshot()),
+        wall_time_s=round(time.monotonic() - inp.started_at, 3),
         current_score_ci95=score_interval(ctx, st.current_skill),
         best_score_ci95=score_interval(ctx, st.best_skill),
     )
     ctx.run.save_skill(inp.step, st.current_skill)
     st.history.append(record)
     st.last_completed_step = inp.step
-    st.step_stages = []  # they were the stages of this step
+    st.step_stages = []  # they were the committed segments of this step
     if ctx.plan.lr_mode == "autonomous":
         # Rewritten whole from the history (an append would repeat a line when the commit
         # after it crashed and the step reran).

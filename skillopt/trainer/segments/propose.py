@@ -1,6 +1,6 @@
-"""The propose stage: merge the step's patches (aggregate), clip them to the edit budget
-(select), and build the candidate skill (update: apply the edits, or rewrite the skill from
-the selected suggestions, or take the full-rewrite candidate).
+"""The propose segment: merge the step's patches (the ``aggregate`` stage), clip them to the
+edit budget (``select``), and build the candidate skill (``update``: apply the edits, or
+rewrite the skill from the selected suggestions, or take the full-rewrite candidate).
 
 The budget comes from the schedule (peeked: it advances when the step commits), from the
 optimizer (``lr_control_mode: autonomous``, cached in ``lr_decision.json``), or is unlimited
@@ -26,16 +26,17 @@ from skillopt.trainer.records import ProposalStats
 from skillopt.trainer.rundir import layout
 from skillopt.trainer.rundir.layout import Step
 from skillopt.trainer.scoring import score_rows
-from skillopt.trainer.stages.state import Proposal, StepState
+from skillopt.trainer.segments.state import Proposal, StepState
 from skillopt.types import skill_hash
 
-__all__ = ["ProposeStage"]
+__all__ = ["ProposeSegment"]
 
 
-class ProposeStage:
+class ProposeSegment:
     """Aggregate → select → update."""
 
-    name = "propose"
+    name = "propose"  # stored in the run state's step_stages: never renamed
+    stage = None
 
     def run(self, ctx: RunContext, state: StepState) -> StepState:
         refl = state.reflection
@@ -96,6 +97,10 @@ class ProposeStage:
             used_schedule=not ctx.plan.full_rewrite and ctx.plan.lr_mode != "autonomous",
         )
         return replace(state, proposal=proposal, timing=timing)
+
+    def commit(self, ctx: RunContext, state: StepState) -> None:
+        """Its outputs are in the step's caches: a resume replays it from there."""
+        ctx.commit_segment(self.name)
 
     @staticmethod
     def _budget(ctx: RunContext, state: StepState, items: Sequence[Any]) -> tuple[int | None, dict | None]:

@@ -1,10 +1,11 @@
-"""The epoch-end stages: the slow update (a protected block of longer-term guidance, gated or
-force-injected) and the meta skill (lessons for the optimizer itself), both from one
-comparison of the previous epoch's last skill with the current one on the same train items.
+"""The epoch-end segments, each one stage of its name: the slow update (a protected block of
+longer-term guidance, gated or force-injected) and the meta skill (lessons for the optimizer
+itself), both from one comparison of the previous epoch's last skill with the current one on
+the same train items.
 
-The comparison is made once per epoch and passed to both stages; it is cached
-(``comparison.json``), so a resume between the two stages gives the meta skill the very pairs
-the slow update saw (made with the skill *before* the slow update changed it).
+The comparison is made once per epoch and passed to both segments; it is cached
+(``comparison.json``), so a resume between the two gives the meta skill the very pairs the
+slow update saw (made with the skill *before* the slow update changed it).
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from skillopt.stats import ci_json
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.planning import sample_items
 from skillopt.trainer.rundir.layout import Epoch, epoch_dir
-from skillopt.trainer.stages.gate import decide_gate
-from skillopt.trainer.stages.selection import SelectionEval, evaluate_selection, promote, remember
+from skillopt.trainer.segments.gate import decide_gate
+from skillopt.trainer.segments.selection import SelectionEval, evaluate_selection, promote, remember
 from skillopt.types import skill_hash
 
-__all__ = ["Comparison", "EpochEndState", "MetaSkillStage", "SlowUpdateStage", "StageOutcome"]
+__all__ = ["Comparison", "EpochEndOutcome", "EpochEndState", "MetaSkillSegment", "SlowUpdateSegment"]
 
 log = structlog.get_logger("skillopt.trainer")
 
@@ -48,8 +49,8 @@ class Comparison:
 
 
 @dataclass(frozen=True, kw_only=True)
-class StageOutcome:
-    """An epoch-end stage's result: its action, the skill it leaves current, and its record."""
+class EpochEndOutcome:
+    """An epoch-end segment's result: its action, the skill it leaves current, its record."""
 
     action: str
     skill: str | None = None
@@ -66,12 +67,12 @@ class EpochEndState:
     epoch: int
     last_step: int
     comparison: Comparison | None = None
-    slow_update: StageOutcome | None = None
-    meta_skill: StageOutcome | None = None
+    slow_update: EpochEndOutcome | None = None
+    meta_skill: EpochEndOutcome | None = None
 
 
 def _compare(ctx: RunContext, state: EpochEndState) -> Comparison:
-    """The epoch's comparison pairs (made once, cached in the first epoch-end stage's folder)."""
+    """The epoch's comparison pairs (made once, cached in the first epoch-end segment's folder)."""
     if state.comparison is not None:
         return state.comparison
     o = ctx.cfg.optimizer
@@ -127,31 +128,30 @@ def _pairs(ctx: RunContext, epoch: int, rel: str, prev_skill: str, curr_skill: s
     return Comparison(prev_skill=prev_skill, curr_skill=curr_skill, pairs=tuple(kept))
 
 
-class SlowUpdateStage:
+class SlowUpdateSegment:
     """Epoch 1: an empty slow-update block is injected; later epochs propose its content from
     the comparison, then gate it with the run's gate like a step's candidate (the default,
     ``optimizer.slow_update_gate_with_selection``), or, with that off (the reference's
     default), force it into the current skill with a re-measured score (the reference left
     the score stale here, §14.6) but never into the best one."""
 
-    name = "slow_update"
+    name = stage = "slow_update"  # also in the run state's epoch_stages: never renamed
 
     def run(self, ctx: RunContext, state: EpochEndState) -> EpochEndState:
         t0 = time.monotonic()
         rel = epoch_dir(self.name, state.epoch)
-        with ctx.stage(state.last_step, self.name):
-            if state.epoch == 1:
-                skill = inject_empty_slow_update_field(ctx.state.current_skill)
-                outcome = StageOutcome(
-                    action="inject_placeholder", skill=skill, result={"action": "inject_placeholder"}
-                )
-            else:
-                state = replace(state, comparison=_compare(ctx, state))
-                outcome = self._propose(ctx, state, rel)
+        if state.epoch == 1:
+            skill = inject_empty_slow_update_field(ctx.state.current_skill)
+            outcome = EpochEndOutcome(
+                action="inject_placeholder", skill=skill, result={"action": "inject_placeholder"}
+            )
+        else:
+            state = replace(state, comparison=_compare(ctx, state))
+            outcome = self._propose(ctx, state, rel)
         result = {**outcome.result, "time_s": round(time.monotonic() - t0, 3)}
         return replace(state, slow_update=replace(outcome, result=result))
 
-    def _propose(self, ctx: RunContext, state: EpochEndState, rel: str) -> StageOutcome:
+    def _propose(self, ctx: RunContext, state: EpochEndState, rel: str) -> EpochEndOutcome:
         comp = state.comparison
         assert comp is not None
         proposal = propose_slow_update(
@@ -162,7 +162,9 @@ class SlowUpdateStage:
             cache=ctx.slot(rel, Epoch.PROPOSAL),
         )
         if not proposal.candidate:
-            return StageOutcome(action="no_content", result={"action": "no_content", "error": proposal.error})
+            return EpochEndOutcome(
+                action="no_content", result={"action": "no_content", "error": proposal.error}
+            )
         ctx.run.write_text(f"{rel}/{Epoch.CANDIDATE}", proposal.candidate)
         ev = evaluate_selection(ctx, proposal.candidate, f"{rel}/{Epoch.SELECTION}")
         current_eval, gate_test, gate_reason = None, None, ""
@@ -180,7 +182,7 @@ class SlowUpdateStage:
             current_eval, gate_test = gate.current_evaluation, gate.gate_test
         else:
             # The reference's default: into the current skill without a gate. No test supports
-            # it, so it never becomes the best skill (the finish stage's gate may make it so).
+            # it, so it never becomes the best skill (the final check's gate may make it so).
             action, accepted = "force_accept", True
             gate_reason = "forced (optimizer.slow_update_gate_with_selection: false)"
         n = max(1, len(comp.pairs))
@@ -199,7 +201,7 @@ class SlowUpdateStage:
             "curr_hard": sum(p.curr.hard for p in comp.pairs) / n,
             "update_origin": "slow_update_momentum",
         }
-        return StageOutcome(
+        return EpochEndOutcome(
             action=action,
             skill=proposal.candidate,
             evaluation=ev,
@@ -218,7 +220,7 @@ class SlowUpdateStage:
             before = ctx.scoring.measured(st.current_skill)
             st.current_skill = o.skill
             if before is not None:
-                ctx.gate_cache.put_entry(gate_key(skill_hash(o.skill), before.repeats), before)
+                ctx.selection_cache.put_entry(gate_key(skill_hash(o.skill), before.repeats), before)
         elif o.evaluation is not None and o.skill is not None:
             remember(ctx, o.evaluation)
             if o.current_evaluation is not None:
@@ -239,38 +241,35 @@ class SlowUpdateStage:
         ctx.run.write_json(f"{epoch_dir(self.name, state.epoch)}/{Epoch.SLOW_RESULT}", dict(o.result))
 
 
-class MetaSkillStage:
+class MetaSkillSegment:
     """Epoch 2 on: the optimizer's own lessons, from the epoch's comparison and the previous
     meta skill (epoch 1 has nothing to compare)."""
 
-    name = "meta_skill"
+    name = stage = "meta_skill"  # also in the run state's epoch_stages: never renamed
 
     def run(self, ctx: RunContext, state: EpochEndState) -> EpochEndState:
-        with ctx.stage(state.last_step, self.name):
-            if state.epoch == 1:
-                return replace(
-                    state,
-                    meta_skill=StageOutcome(action="skip_first_epoch", result={"action": "skip_first_epoch"}),
-                )
-            state = replace(state, comparison=_compare(ctx, state))
-            comp = state.comparison
-            assert comp is not None
-            proposal = propose_meta_skill(
-                comp.prev_skill,
-                comp.curr_skill,
-                comp.pairs,
-                ctx.state.meta_skill,
-                model=ctx.optimizer,
-                cache=ctx.slot(epoch_dir(self.name, state.epoch), Epoch.PROPOSAL),
-            )
+        if state.epoch == 1:
+            skip = EpochEndOutcome(action="skip_first_epoch", result={"action": "skip_first_epoch"})
+            return replace(state, meta_skill=skip)
+        state = replace(state, comparison=_compare(ctx, state))
+        comp = state.comparison
+        assert comp is not None
+        proposal = propose_meta_skill(
+            comp.prev_skill,
+            comp.curr_skill,
+            comp.pairs,
+            ctx.state.meta_skill,
+            model=ctx.optimizer,
+            cache=ctx.slot(epoch_dir(self.name, state.epoch), Epoch.PROPOSAL),
+        )
         action = "updated" if proposal.content else "no_content"
         result = {"action": action, "meta_skill_content": proposal.content, "reasoning": proposal.reasoning}
         return replace(
-            state, meta_skill=StageOutcome(action=action, meta_skill=proposal.content, result=result)
+            state, meta_skill=EpochEndOutcome(action=action, meta_skill=proposal.content, result=result)
         )
 
     def commit(self, ctx: RunContext, state: EpochEndState) -> None:
-        """The meta skill and the stage's outcome commit together."""
+        """The meta skill and the segment's outcome commit together."""
         o = state.meta_skill
         assert o is not None
         if o.meta_skill:
