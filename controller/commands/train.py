@@ -95,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     from controller.ui.progress import ProgressDisplay
     from skillopt.logs import configure_logging
     from skillopt.trainer import Trainer
+    from skillopt.trainer.callbacks import Callback
     from skillopt.trainer.planning import load_data
     from skillopt.trainer.rundir import RunDirectory, RunDirectoryDamaged, layout
     from skillopt.trainer.state import refuse_mode_change
@@ -123,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     log_file = open(out / layout.TRAIN_LOG, "a", encoding="utf-8")  # noqa: SIM115 - for the whole run
     configure_logging(json=True, level=cfg.run.log_level, stream=log_file)
     progress = ProgressDisplay()
-    callbacks = [progress] if cfg.run.progress else []
+    callbacks: list[Callback] = [progress] if cfg.run.progress else []
     if cfg.run.plot:
         callbacks.append(CurvePlotter())
     callbacks += [StopWatcher(out)]

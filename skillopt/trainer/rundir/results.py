@@ -22,7 +22,7 @@ from skillopt.durable import atomic_write_text
 from skillopt.models.prefix import PrefixMeter
 from skillopt.trainer.rundir.layout import INFRA_ATTEMPTS, PREDICTIONS, RESULTS, target_stage
 from skillopt.trainer.rundir.rowjson import row_from_json, row_to_json, trace_from_json, trace_to_json
-from skillopt.types import RolloutResult, Usage
+from skillopt.types import RolloutResult, Trace, Usage
 
 __all__ = [
     "append_row",
@@ -86,7 +86,8 @@ def load_rows(out_dir: Path, *, with_traces: bool = True) -> dict[str, RolloutRe
             continue
         if obj["id"] in rows:
             continue
-        trace, reports = None, {}
+        trace: Trace | None = None
+        reports: dict[str, str] = {}
         tpath = prediction_dir(out_dir, obj["id"]) / "trace.json"
         if with_traces and tpath.exists():
             trace, reports = trace_from_json(json.loads(tpath.read_text(encoding="utf-8")))
@@ -113,7 +114,8 @@ def set_aside_infra_rows(out_dir: Path, rows: dict[str, RolloutResult]) -> dict[
     aside = out_dir / INFRA_ATTEMPTS
     failed = {k for k, r in rows.items() if r.infra_error is not None}
     if failed:
-        keep, move = [], []
+        keep: list[str] = []
+        move: list[str] = []
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 (move if json.loads(line)["id"] in failed else keep).append(line)

@@ -210,7 +210,7 @@ class RunDirectory:
         for step in range(1, last_step + 1):
             rel = f"{layout.step_dir(step)}/{layout.Step.RECORD}"
             try:
-                records.append(StepRecord.from_json(self.read_json(rel)))  # type: ignore[arg-type]
+                records.append(StepRecord.from_json(self.read_json(rel)))  # type: ignore[arg-type]  # not a dict: from_json raises TypeError, caught below
             except (KeyError, TypeError, ValueError) as exc:
                 raise RunDirectoryDamaged(
                     f"{self.path(layout.HISTORY)} is damaged and {self.path(rel)} cannot replace it "
