@@ -32,7 +32,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import docker
 import docker.errors
@@ -50,7 +50,19 @@ from sandbox.runtime.labels import (
     LABEL_SPEC,
 )
 from sandbox.runtime.owner import Owner, current_owner, owner_gone
-from sandbox.runtime.runner import runner as wire
+from sandbox.runtime.runner.protocol import (
+    CANCEL,
+    OUTPUT_CHUNK_BYTES,
+    PROTOCOL_VERSION,
+    Hello,
+    Message,
+    ProtocolError,
+    check_reply,
+    encode_request,
+    is_output,
+    recv_message,
+    send_message,
+)
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from skillopt.errors import (
     ConfigError,
@@ -75,11 +87,11 @@ __all__ = [
 log = structlog.get_logger("skillopt.sandbox.runtime")
 
 
-RUNNER_SOURCE = Path(__file__).parent / "runner" / "runner.py"
+#: The runner package, mounted read-only into every container (see ``runner/runner.py``).
+RUNNER_PACKAGE = Path(__file__).parent / "runner"
 #: Largest reply payload from a runner unless the request allows more (only reads carry one).
 _MAX_REPLY_BYTES = 1024 * 1024
-#: Largest output message of a streaming execution (the runner reads its pipes 64 KiB at a time).
-_MAX_OUTPUT_CHUNK = 64 * 1024
+R = TypeVar("R", bound=Message)
 
 
 class SlotState(enum.Enum):
@@ -104,15 +116,16 @@ class RunnerConnection:
 
     def call(
         self,
-        header: dict[str, Any],
+        request: Message,
         payload: bytes = b"",
         *,
+        reply: type[R],
         timeout_s: float,
         max_reply_bytes: int = _MAX_REPLY_BYTES,
         on_output: Callable[[int, bytes], None] | None = None,
         cancelled: threading.Event | None = None,
-    ) -> tuple[dict[str, Any], bytes]:
-        """Send one request and wait for its reply.
+    ) -> tuple[R, bytes]:
+        """Send one request and wait for its reply (of type ``reply``).
 
         Args:
             max_reply_bytes: largest reply payload accepted (a read's ``max_bytes``); the
@@ -125,9 +138,10 @@ class RunnerConnection:
                 ignored there (nothing ran yet), so a flag already set sends one after it.
 
         Raises:
+            RunnerError: the runner refused the request.
             TimeoutError: no reply within ``timeout_s``.
             EOFError: the runner went away (container killed or crashed), or broke the protocol
-                (a reply larger than allowed: the connection is closed).
+                (a reply larger than allowed, or malformed: the connection is closed).
         """
         with self._lock:
             self._next_id += 1
@@ -135,20 +149,21 @@ class RunnerConnection:
             try:
                 with self._send_lock:
                     self._sock.settimeout(timeout_s)
-                    wire.send_message(self._sock, {**header, "id": self._next_id}, payload)
+                    send_message(self._sock, encode_request(request, self._next_id), payload)
                     if cancelled is not None and cancelled.is_set():
-                        wire.send_message(self._sock, {"op": "cancel"})
+                        send_message(self._sock, CANCEL)
                 while True:
                     self._sock.settimeout(max(deadline - time.monotonic(), 0.001))
-                    reply, data = wire.recv_message(self._sock, max_size=max_reply_bytes)
-                    if reply.get("type") != "out":
-                        return reply, data
-                    if on_output is None or len(data) > _MAX_OUTPUT_CHUNK:
-                        raise ValueError("unexpected output message")
-                    on_output(2 if reply.get("fd") == 2 else 1, data)
+                    header, data = recv_message(self._sock, max_size=max_reply_bytes)
+                    if not is_output(header):
+                        check_reply(header)
+                        return reply.decode(header), data
+                    if on_output is None or len(data) > OUTPUT_CHUNK_BYTES:
+                        raise ProtocolError("unexpected output message")
+                    on_output(2 if header.get("fd") == 2 else 1, data)
             except (BrokenPipeError, ConnectionResetError) as exc:
                 raise EOFError(str(exc)) from exc
-            except (ValueError, UnicodeDecodeError) as exc:  # oversize or garbled: out of sync
+            except ProtocolError as exc:  # oversize or garbled: out of sync
                 self.closed = True
                 raise EOFError(f"runner broke the protocol: {exc}") from exc
             except TimeoutError:
@@ -159,7 +174,7 @@ class RunnerConnection:
         """Ask the runner to kill the streaming execution in flight (from another thread than
         the one in :meth:`call`); the call then returns the execution's reply. Never raises."""
         with self._send_lock, contextlib.suppress(OSError):
-            wire.send_message(self._sock, {"op": "cancel"})
+            send_message(self._sock, CANCEL)
 
     def is_alive(self) -> bool:
         """False when the runner closed the connection (an idle runner never sends)."""
@@ -202,7 +217,7 @@ class ContainerHandle:
     conn: RunnerConnection
     image_digest: str
     created_at: float
-    hello: dict[str, Any]
+    hello: Hello
     memory_cgroup: Path | None
     state: SlotState = SlotState.IDLE
     start_s: float = 0.0
@@ -317,17 +332,19 @@ class DockerRuntime(SandboxRuntime):
         return fd
 
     def _install_runner(self) -> tuple[str, Path]:
-        """Copy the runner next to the container dirs (bind mounts need a host path)."""
-        source = RUNNER_SOURCE.read_bytes()
-        digest = hashlib.sha256(source).hexdigest()
+        """Copy the runner package next to the container dirs (bind mounts need a host path),
+        in a directory named by its digest (:func:`runner_digest`)."""
+        sources = runner_sources()
+        digest = runner_digest(sources)
         target_dir = self.state_dir / "runner" / digest[:16]
-        target = target_dir / "runner.py"
-        if not target.exists() or target.read_bytes() != source:
-            target_dir.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_suffix(".tmp")
-            tmp.write_bytes(source)
-            tmp.chmod(0o644)
-            tmp.replace(target)
+        for name, source in sources.items():
+            target = target_dir / name
+            if not target.exists() or target.read_bytes() != source:
+                target_dir.mkdir(parents=True, exist_ok=True)
+                tmp = target.with_suffix(".tmp")
+                tmp.write_bytes(source)
+                tmp.chmod(0o644)
+                tmp.replace(target)
         target_dir.chmod(0o755)
         return digest, target_dir
 
@@ -399,8 +416,6 @@ class DockerRuntime(SandboxRuntime):
             conn_sock = self._accept(listener, container_id, name, spec)
             conn = RunnerConnection(conn_sock)
             hello = self._hello(conn_sock, name)
-            if hello.get("type") != "hello" or hello.get("protocol") != wire.PROTOCOL_VERSION:
-                raise ContainerStartFailed(f"runner of {name} spoke an unexpected protocol: {hello}")
             # The one inspect of a creation: the container's host PID, for its memory cgroup.
             state = self.client.api.inspect_container(container_id).get("State") or {}
             handle = ContainerHandle(
@@ -439,7 +454,7 @@ class DockerRuntime(SandboxRuntime):
         log.debug("container.created", container=name, start_s=round(handle.start_s, 3))
         return handle
 
-    def _hello(self, sock: socket.socket, name: str) -> dict[str, Any]:
+    def _hello(self, sock: socket.socket, name: str) -> Hello:
         """The runner's first message, within the start timeout; :meth:`abort_creations` cuts
         the wait short (it shuts the socket down)."""
         with self._live_lock:
@@ -449,7 +464,10 @@ class DockerRuntime(SandboxRuntime):
                 raise ContainerStartFailed(f"runtime closing: creation of {name} aborted")
             sock.settimeout(self.config.start_timeout_s)
             try:
-                hello, _ = wire.recv_message(sock, max_size=0)
+                header, _ = recv_message(sock, max_size=0)
+                hello = Hello.decode(header)
+            except ProtocolError as exc:
+                raise ContainerStartFailed(f"runner of {name} spoke an unexpected protocol: {exc}") from None
             except TimeoutError:
                 raise ContainerStartFailed(
                     f"runner of {name} connected but sent nothing within {self.config.start_timeout_s:.0f}s"
@@ -458,6 +476,8 @@ class DockerRuntime(SandboxRuntime):
                 if self._aborting.is_set():
                     raise ContainerStartFailed(f"runtime closing: creation of {name} aborted") from exc
                 raise
+            if hello.type != "hello" or hello.protocol != PROTOCOL_VERSION:
+                raise ContainerStartFailed(f"runner of {name} spoke an unexpected protocol: {header}")
             sock.settimeout(None)
             return hello
         finally:
@@ -835,6 +855,21 @@ def list_containers(client: docker.DockerClient, label: str) -> list[ContainerSu
         )
         for r in rows
     ]
+
+
+def runner_sources() -> dict[str, bytes]:
+    """The runner package's files (name -> content): its Python modules, nothing generated."""
+    return {p.name: p.read_bytes() for p in sorted(RUNNER_PACKAGE.glob("*.py"))}
+
+
+def runner_digest(sources: dict[str, bytes]) -> str:
+    """SHA-256 over the runner package's files in name order (each name, its length and its
+    content): what Describe reports as ``runner_sha256``."""
+    h = hashlib.sha256()
+    for name in sorted(sources):
+        h.update(f"{name}\0{len(sources[name])}\0".encode())
+        h.update(sources[name])
+    return h.hexdigest()
 
 
 def _as_float(value: str | None) -> float:

@@ -13,11 +13,30 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from dataclasses import replace
+from typing import Any, TypeVar
 
 import structlog
 
 from sandbox.runtime.base import RolloutSandbox, SandboxRuntime
+from sandbox.runtime.runner.protocol import (
+    BACKSTOP_SLACK_S,
+    WORKSPACE,
+    ErrorCode,
+    ExecReply,
+    ExecRequest,
+    ListReply,
+    ListRequest,
+    Message,
+    OomReply,
+    OomRequest,
+    ReadReply,
+    ReadRequest,
+    RunnerError,
+    WriteReply,
+    WriteRequest,
+    timeout_confirmed,
+)
 from skillopt.agents.sandbox import ExecOutcome, FileEntry
 from skillopt.errors import (
     Cancelled,
@@ -35,10 +54,8 @@ __all__ = ["DockerSandbox", "LeasedSandbox"]
 
 log = structlog.get_logger("skillopt.sandbox.lease")
 
-# Extra time the host waits for the runner's reply beyond the execution timeout before it
-# declares the container hung and kills it: the runner's post-execution sweep
-# (``runner.SWEEP_DEADLINE_S``) plus a margin.
-_BACKSTOP_SLACK_S = 45.0
+R = TypeVar("R", bound=Message)
+
 # File operations are local socket round trips; anything slower means a wedged container.
 _FILE_OP_TIMEOUT_S = 30.0
 
@@ -75,29 +92,31 @@ class DockerSandbox(RolloutSandbox):
 
     def write_file(self, path: str, data: bytes) -> None:
         name = check_relative_name(path)
-        self._call({"op": "write", "path": name}, data, timeout_s=_FILE_OP_TIMEOUT_S)
+        self._call(WriteRequest(path=name), WriteReply, data, timeout_s=_FILE_OP_TIMEOUT_S)
 
     def read_file(self, path: str, *, max_bytes: int) -> bytes:
         name = check_relative_name(path)
-        reply, data = self._call(
-            {"op": "read", "path": name, "max_bytes": max_bytes},
-            timeout_s=_FILE_OP_TIMEOUT_S,
-            allow_errors=True,
-            max_reply_bytes=max_bytes,
-        )
-        if not reply.get("ok"):
-            if reply.get("error") == "too_large":
-                raise OutputLimitExceeded(reply.get("message", f"{name} is too large"))
-            if reply.get("error") == "not_regular":
-                raise SandboxFileRefused(f"{name} is a link, directory or special file: never read")
-            raise InvalidRequest(reply.get("message", f"cannot read {name}"))
-        if not reply.get("exists"):
-            raise SandboxFileMissing(f"no file {name} in the workspace")
+        request = ReadRequest(path=name, max_bytes=max_bytes)
+        try:
+            _, data = self._call(
+                request, ReadReply, timeout_s=_FILE_OP_TIMEOUT_S, refusals=True, max_reply_bytes=max_bytes
+            )
+        except RunnerError as exc:
+            if exc.code == ErrorCode.NOT_FOUND:
+                raise SandboxFileMissing(f"no file {name} in the workspace") from None
+            if exc.code == ErrorCode.TOO_LARGE:
+                raise OutputLimitExceeded(exc.message or f"{name} is too large") from None
+            if exc.code == ErrorCode.NOT_REGULAR:
+                raise SandboxFileRefused(f"{name} is a link, directory or special file: never read") from None
+            raise InvalidRequest(exc.message or f"cannot read {name}") from None
         return data
 
     def list_files(self, *, max_files: int = 1000) -> list[FileEntry]:
-        reply, _ = self._call({"op": "list", "max_files": max_files}, timeout_s=_FILE_OP_TIMEOUT_S)
-        return [FileEntry(path=f["path"], size_bytes=int(f["size"])) for f in reply.get("files", [])]
+        reply, _ = self._call(ListRequest(max_files=max_files), ListReply, timeout_s=_FILE_OP_TIMEOUT_S)
+        try:
+            return [FileEntry(path=str(f["path"]), size_bytes=int(f["size"])) for f in reply.files]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SandboxUnavailable(f"container {self.handle.name}: malformed file list ({exc})") from None
 
     def run_python(
         self,
@@ -108,7 +127,10 @@ class DockerSandbox(RolloutSandbox):
         env: Mapping[str, str] | None = None,
     ) -> ExecOutcome:
         name = check_relative_name(path)
-        return self._exec({"op": "exec", "python": name, "args": list(args)}, b"", timeout_s, env)
+        request = ExecRequest(
+            timeout_s=timeout_s, python=name, args=list(args), output_limit_bytes=self.output_limit_bytes
+        )
+        return self._exec(request, b"", env)
 
     def run_command(
         self,
@@ -121,12 +143,13 @@ class DockerSandbox(RolloutSandbox):
     ) -> ExecOutcome:
         if not argv:
             raise InvalidRequest("run_command needs a program")
-        header: dict[str, Any] = {"op": "exec", "argv": list(argv)}
-        if stdin:
-            header["stdin_size"] = len(stdin)
-        if output_limit_bytes:
-            header["output_limit_bytes"] = int(output_limit_bytes)
-        return self._exec(header, stdin or b"", timeout_s, env)
+        request = ExecRequest(
+            timeout_s=timeout_s,
+            argv=list(argv),
+            stdin_size=len(stdin or b""),
+            output_limit_bytes=int(output_limit_bytes or self.output_limit_bytes),
+        )
+        return self._exec(request, stdin or b"", env)
 
     def write_skill(self, content: str) -> None:
         """Place SKILL.md in the container's read-only /skill mount (a host-side write)."""
@@ -165,63 +188,60 @@ class DockerSandbox(RolloutSandbox):
         base.update(env or {})
         return base
 
-    def _exec(
-        self, header: dict[str, Any], payload: bytes, timeout_s: float, env: Mapping[str, str] | None
-    ) -> ExecOutcome:
+    def _exec(self, request: ExecRequest, payload: bytes, env: Mapping[str, str] | None) -> ExecOutcome:
         clipped = False
+        timeout_s = request.timeout_s
         remaining = self.remaining_s()
         if remaining is not None and remaining < timeout_s:
             if remaining <= 0:
                 raise RolloutTimeout("rollout wall time used up before execution")
             timeout_s, clipped = remaining, True
-        header = {
-            "output_limit_bytes": self.output_limit_bytes,
-            **header,
-            "timeout_s": timeout_s,
-            "env": self._env(env),
-            "cwd": "/workspace",
-        }
+        request = replace(request, timeout_s=timeout_s, env=self._env(env), cwd=WORKSPACE)
         oom_before = self._oom_count()
         t0 = time.monotonic()
-        reply = self._execute(header, payload, timeout_s=timeout_s + _BACKSTOP_SLACK_S, oom_before=oom_before)
+        reply = self._execute(request, payload, oom_before=oom_before)
         elapsed = time.monotonic() - t0
         oom = self._oom_count() > oom_before
-        # The runner says it timed out; believe it only if our own clock agrees.
-        timed_out = bool(reply.get("timed_out")) and elapsed >= timeout_s * 0.98
+        timed_out = timeout_confirmed(reply.timed_out, elapsed, timeout_s)
         if timed_out and clipped:
             raise RolloutTimeout(f"rollout wall time ran out during an execution ({timeout_s:.1f}s left)")
-        if int(reply.get("leftover_processes") or 0) > 0:
+        if reply.leftover_processes > 0:
             # Could not clean up the process tree: this container is unsafe to keep using.
             self.kill()
             raise SandboxUnavailable("processes survived the post-execution sweep; container killed")
         return ExecOutcome(
-            exit_code=reply.get("exit_code"),
-            stdout_tail=reply.get("stdout_tail", ""),
-            stderr_tail=reply.get("stderr_tail", ""),
-            stdout_bytes=int(reply.get("stdout_bytes", 0)),
-            stderr_bytes=int(reply.get("stderr_bytes", 0)),
-            duration_s=float(reply.get("duration_s", elapsed)),
+            exit_code=reply.exit_code,
+            stdout_tail=reply.stdout_tail,
+            stderr_tail=reply.stderr_tail,
+            stdout_bytes=reply.stdout_bytes,
+            stderr_bytes=reply.stderr_bytes,
+            duration_s=reply.duration_s,
             timed_out=timed_out,
             oom_killed=oom,
-            signal=reply.get("signal"),
-            started_at_ns=int(reply.get("started_at_ns", 0)),
+            signal=reply.signal,
+            started_at_ns=reply.started_at_ns,
         )
 
     def _execute(
         self,
-        header: dict[str, Any],
+        request: ExecRequest,
         payload: bytes,
         *,
-        timeout_s: float,
         oom_before: int,
         on_output: Callable[[int, bytes], None] | None = None,
         cancelled: threading.Event | None = None,
-    ) -> dict[str, Any]:
-        """One execution's reply from the runner; a runner that died of the container's memory
-        limit (the OOM counter moved past ``oom_before``) is :class:`OOMKilled`."""
+    ) -> ExecReply:
+        """One execution's reply from the runner (waiting up to its timeout plus the backstop
+        slack); a runner that died of the container's memory limit (the OOM counter moved past
+        ``oom_before``) is :class:`OOMKilled`."""
         try:
             reply, _ = self._call(
-                header, payload, timeout_s=timeout_s, on_output=on_output, cancelled=cancelled
+                request,
+                ExecReply,
+                payload,
+                timeout_s=request.timeout_s + BACKSTOP_SLACK_S,
+                on_output=on_output,
+                cancelled=cancelled,
             )
         except SandboxUnavailable:
             # The runner itself died: the OOM killer is the usual culprit.
@@ -236,48 +256,61 @@ class DockerSandbox(RolloutSandbox):
         count = self.runtime.oom_kills(self.handle)
         if count is None and not after_death and not self.killed:
             try:
-                reply, _ = self._call({"op": "oom"}, timeout_s=_FILE_OP_TIMEOUT_S)
-                count = reply.get("oom_kill")
+                reply, _ = self._call(OomRequest(), OomReply, timeout_s=_FILE_OP_TIMEOUT_S)
+                count = reply.oom_kill
             except SandboxUnavailable:
                 count = None
         return int(count or 0)
 
     def _call(
         self,
-        header: dict[str, Any],
+        request: Message,
+        reply: type[R],
         payload: bytes = b"",
         *,
         timeout_s: float,
-        allow_errors: bool = False,
+        refusals: bool = False,
         max_reply_bytes: int | None = None,
         on_output: Callable[[int, bytes], None] | None = None,
         cancelled: threading.Event | None = None,
-    ) -> tuple[dict[str, Any], bytes]:
+    ) -> tuple[R, bytes]:
+        """One request over the runner connection, its failures typed.
+
+        Raises:
+            RunnerError: the runner refused, with ``refusals`` (the caller maps the code).
+            InvalidRequest: the runner refused a path (without ``refusals``).
+            Cancelled, RolloutTimeout, SandboxUnavailable: as in the contract.
+        """
         if self.cancel.is_set():
             raise Cancelled("rollout cancelled")
         bound: dict[str, Any] = (
             {} if max_reply_bytes is None else {"max_reply_bytes": max(max_reply_bytes, 0)}
         )
-        if on_output is not None:
-            bound["on_output"] = on_output
-        if cancelled is not None:
-            bound["cancelled"] = cancelled
         try:
-            reply, data = self.handle.conn.call(header, payload, timeout_s=timeout_s, **bound)
+            return self.handle.conn.call(
+                request,
+                payload,
+                reply=reply,
+                timeout_s=timeout_s,
+                on_output=on_output,
+                cancelled=cancelled,
+                **bound,
+            )
         except TimeoutError:
             self.kill()
             raise RolloutTimeout(
-                f"container {self.handle.name} did not answer {header.get('op')} within {timeout_s:.0f}s; killed"
+                f"container {self.handle.name} did not answer {request.op} within {timeout_s:.0f}s; killed"
             ) from None
         except (EOFError, OSError) as exc:
             if self.cancel.is_set():
                 raise Cancelled("rollout cancelled") from None
             raise SandboxUnavailable(f"container {self.handle.name} went away: {exc}") from None
-        if not reply.get("ok") and not allow_errors:
-            if reply.get("error") == "bad_path":
-                raise InvalidRequest(reply.get("message", "bad path"))
-            raise SandboxUnavailable(f"runner error: {reply.get('message')}")
-        return reply, data
+        except RunnerError as exc:
+            if refusals:
+                raise
+            if exc.code == ErrorCode.BAD_PATH:
+                raise InvalidRequest(exc.message or "bad path") from None
+            raise SandboxUnavailable(f"runner error: {exc.message}") from None
 
 
 class LeasedSandbox:

@@ -16,9 +16,21 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sandbox.runtime.lease import DockerSandbox
+from sandbox.runtime.runner.protocol import (
+    WORKSPACE,
+    ErrorCode,
+    ExecRequest,
+    Message,
+    ReadReply,
+    ReadRequest,
+    RunnerError,
+    Sweep,
+    WriteReply,
+    WriteRequest,
+    timeout_confirmed,
+)
 from skillopt.errors import (
     InvalidRequest,
     SandboxFileMissing,
@@ -31,17 +43,16 @@ from skillopt.errors import (
 __all__ = ["WORKDIR", "CommandExit", "SessionSandbox"]
 
 #: The session's default working directory (the container's writable workspace).
-WORKDIR = "/workspace"
+WORKDIR = WORKSPACE
 # The runner's reply to a file op is a local socket round trip plus the copy.
 _FILE_OP_TIMEOUT_S = 120.0
-_BACKSTOP_SLACK_S = 45.0
 
 _FILE_ERRORS: dict[str, type[SkillOptError]] = {
-    "not_found": SandboxFileMissing,
-    "permission": SandboxPermissionDenied,
-    "is_dir": SandboxIsADirectory,
-    "too_large": SandboxFileTooLarge,
-    "no_space": SandboxFileTooLarge,
+    ErrorCode.NOT_FOUND: SandboxFileMissing,
+    ErrorCode.PERMISSION: SandboxPermissionDenied,
+    ErrorCode.IS_DIR: SandboxIsADirectory,
+    ErrorCode.TOO_LARGE: SandboxFileTooLarge,
+    ErrorCode.NO_SPACE: SandboxFileTooLarge,
 }
 
 
@@ -74,7 +85,7 @@ class SessionSandbox(DockerSandbox):
             SandboxIsADirectory, SandboxPermissionDenied, SandboxFileTooLarge (no space left),
             SandboxFileMissing (a parent is a file), InvalidRequest.
         """
-        self._file_op({"op": "fs_write", "path": path}, data, max_reply=0)
+        self._file_op(WriteRequest(path=path, confined=False), WriteReply, data, max_reply=0)
 
     def read_path(self, path: str, *, max_bytes: int) -> bytes:
         """The content of the file at ``path``.
@@ -84,7 +95,7 @@ class SessionSandbox(DockerSandbox):
             SandboxFileTooLarge (larger than ``max_bytes``), InvalidRequest.
         """
         return self._file_op(
-            {"op": "fs_read", "path": path, "max_bytes": max_bytes}, b"", max_reply=max_bytes
+            ReadRequest(path=path, max_bytes=max_bytes, confined=False), ReadReply, b"", max_reply=max_bytes
         )
 
     def run_streaming(
@@ -111,41 +122,31 @@ class SessionSandbox(DockerSandbox):
         """
         if not argv:
             raise InvalidRequest("exec needs a program: argv is empty")
-        header: dict[str, Any] = {
-            "op": "exec",
-            "argv": list(argv),
-            "stream": True,
-            "sweep": "on_kill",
-            "timeout_s": timeout_s,
-            "output_limit_bytes": output_limit_bytes,
-            "env": self._env(env),
-            "cwd": posixpath.normpath(posixpath.join(WORKDIR, cwd)) if cwd else WORKDIR,
-        }
-        if stdin:
-            header["stdin_size"] = len(stdin)
+        request = ExecRequest(
+            timeout_s=timeout_s,
+            argv=list(argv),
+            stream=True,
+            sweep=Sweep.ON_KILL,
+            output_limit_bytes=output_limit_bytes,
+            env=self._env(env),
+            cwd=posixpath.normpath(posixpath.join(WORKDIR, cwd)) if cwd else WORKDIR,
+            stdin_size=len(stdin),
+        )
         oom_before = self._oom_count()
         t0 = time.monotonic()
-        reply = self._execute(
-            header,
-            stdin,
-            timeout_s=timeout_s + _BACKSTOP_SLACK_S,
-            oom_before=oom_before,
-            on_output=on_output,
-            cancelled=cancelled,
-        )
+        reply = self._execute(request, stdin, oom_before=oom_before, on_output=on_output, cancelled=cancelled)
         elapsed = time.monotonic() - t0
-        spawn = reply.get("spawn_error") or {}
+        spawn = reply.spawn_error or {}
         return CommandExit(
-            exit_code=reply.get("exit_code"),
-            signal=int(reply.get("signal") or 0),
-            # Believe the runner's timeout only if our own clock agrees.
-            timed_out=bool(reply.get("timed_out")) and elapsed >= timeout_s * 0.98,
+            exit_code=reply.exit_code,
+            signal=reply.signal or 0,
+            timed_out=timeout_confirmed(reply.timed_out, elapsed, timeout_s),
             oom_killed=self._oom_count() > oom_before,
-            output_limit_exceeded=bool(reply.get("output_limit_exceeded")),
-            cancelled=bool(reply.get("cancelled")),
-            duration_s=float(reply.get("duration_s", elapsed)),
-            stdout_bytes=int(reply.get("stdout_bytes", 0)),
-            stderr_bytes=int(reply.get("stderr_bytes", 0)),
+            output_limit_exceeded=reply.output_limit_exceeded,
+            cancelled=reply.cancelled,
+            duration_s=reply.duration_s,
+            stdout_bytes=reply.stdout_bytes,
+            stderr_bytes=reply.stderr_bytes,
             spawn_error=str(spawn.get("code", ""))[:32],
             message=str(spawn.get("message", ""))[:500],
         )
@@ -156,11 +157,19 @@ class SessionSandbox(DockerSandbox):
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _file_op(self, header: dict[str, Any], payload: bytes, *, max_reply: int) -> bytes:
-        reply, data = self._call(
-            header, payload, timeout_s=_FILE_OP_TIMEOUT_S, allow_errors=True, max_reply_bytes=max_reply
-        )
-        if not reply.get("ok"):
-            cls = _FILE_ERRORS.get(str(reply.get("error")), InvalidRequest)
-            raise cls(str(reply.get("message") or f"cannot use {header['path']}")[:1000])
+    def _file_op(
+        self, request: WriteRequest | ReadRequest, reply: type[Message], payload: bytes, *, max_reply: int
+    ) -> bytes:
+        try:
+            _, data = self._call(
+                request,
+                reply,
+                payload,
+                timeout_s=_FILE_OP_TIMEOUT_S,
+                refusals=True,
+                max_reply_bytes=max_reply,
+            )
+        except RunnerError as exc:
+            cls = _FILE_ERRORS.get(exc.code, InvalidRequest)
+            raise cls((exc.message or f"cannot use {request.path}")[:1000]) from None
         return data

@@ -222,7 +222,7 @@ def test_the_textworld_runner_preimports_its_warm_module_from_the_pickled_logic(
     try:
         handle = rt.create(ContainerSpec(image=IMAGE, preimport=PREIMPORT))
         try:
-            assert handle.hello["preimported"] == list(PREIMPORT)
+            assert handle.hello.preimported == list(PREIMPORT)
             box = rt.lease(handle, "test/tw-warm")
             box.write_file(
                 "probe.py",
