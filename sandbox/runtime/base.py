@@ -3,7 +3,7 @@
 Modelled on Inspect AI's ``SandboxEnvironment`` (one ABC, a short list of abstract methods,
 a Raises section per method that *is* the contract, and a conformance suite that every provider
 must pass: ``sandbox/runtime/conformance.py``). Docker (runc, or gVisor's runsc) is the one
-implementation today (``docker_runtime.DockerRuntime``); a remote VM or a Kubernetes pod
+implementation today (``sandbox.runtime.docker``); a remote VM or a Kubernetes pod
 runtime would implement the same two classes and pass the same suite.
 
 Two levels:
@@ -26,14 +26,54 @@ time ran out), ``Cancelled``, ``OOMKilled``, ``ImageMissing``, ``ContainerStartF
 from __future__ import annotations
 
 import abc
+import enum
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sandbox.runtime.spec import ContainerSpec
 from skillopt.agents.sandbox import ExecOutcome, FileEntry
 
-__all__ = ["RolloutSandbox", "SandboxRuntime"]
+__all__ = ["ReapReport", "RolloutSandbox", "SandboxHandle", "SandboxRuntime", "SlotState"]
+
+
+class SlotState(enum.Enum):
+    """Lifecycle of a created sandbox (the warm pool's slots)."""
+
+    CREATING = "creating"  # being created, not taking work yet
+    IDLE = "idle"  # taking work; nobody holds it
+    LEASED = "leased"  # held by exactly one rollout or session
+    DRAINING = "draining"  # being removed
+    DEAD = "dead"  # removed (or found dead)
+
+
+@dataclass(eq=False, kw_only=True)
+class SandboxHandle:
+    """One created sandbox as the pool and the service hold it: what every runtime fills in.
+    A runtime subclasses it with what it needs itself (Docker: the container id, its runner
+    connection, its host directories)."""
+
+    #: Unique on the host (the container's name for Docker).
+    name: str
+    spec: ContainerSpec
+    #: The content digest of the image it runs (reported in results).
+    image_digest: str
+    #: Unix time of its creation.
+    created_at: float
+    state: SlotState = SlotState.IDLE
+    #: Seconds its creation took.
+    start_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ReapReport:
+    """What one :meth:`SandboxRuntime.reap` removed."""
+
+    #: Names of the sandboxes removed.
+    containers: tuple[str, ...]
+    #: Host directories removed (of sandboxes gone before).
+    directories: tuple[str, ...]
 
 
 class RolloutSandbox(abc.ABC):

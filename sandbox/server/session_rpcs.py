@@ -14,7 +14,7 @@ import grpc
 import structlog
 
 from sandbox.api.v1 import sandbox_pb2 as pb
-from sandbox.runtime.session import CommandExit
+from sandbox.runtime.docker.session import CommandExit
 from sandbox.service.sessions import SESSION_USER, Session, SessionManager, SessionRequest
 from sandbox.service.tenants import LOCAL_TENANT, Tenant, TenantTokens
 from skillopt.errors import Cancelled, InvalidRequest, SandboxFileTooLarge, Unauthenticated

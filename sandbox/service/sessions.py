@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import structlog
 
-from sandbox.runtime.session import WORKDIR, CommandExit, SessionSandbox
+from sandbox.runtime.docker.session import WORKDIR, CommandExit, SessionSandbox
 from sandbox.runtime.spec import ContainerSpec
 from sandbox.service.config import SessionConfig
 from sandbox.service.tenants import Tenant

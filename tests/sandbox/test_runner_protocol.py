@@ -158,3 +158,16 @@ def test_the_runner_loads_its_modules_under_one_private_package_name(tmp_path):
     )
     out = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["[]", "_skillopt_runner.serve", str(protocol.PROTOCOL_VERSION)]
+
+
+def test_runner_sha256_is_the_digest_of_the_package_files_in_name_order():
+    from sandbox.runtime.docker.statedir import runner_digest, runner_sources
+
+    sources = runner_sources()
+    assert set(sources) == {p.name for p in RUNNER_DIR.glob("*.py")} and "protocol.py" in sources
+    digest = runner_digest(sources)
+    assert len(digest) == 64 and runner_digest(dict(reversed(sources.items()))) == digest
+    assert runner_digest({**sources, "protocol.py": sources["protocol.py"] + b"\n"}) != digest
+    # A file's bytes cannot move into its neighbour's without changing the digest.
+    moved = {"a.py": b"xy", "b.py": b""}
+    assert runner_digest(moved) != runner_digest({"a.py": b"x", "b.py": b"y"})

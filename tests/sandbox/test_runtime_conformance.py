@@ -14,7 +14,8 @@ import pytest
 
 from sandbox.runtime.base import SandboxRuntime
 from sandbox.runtime.conformance import CHECKS, Conformance
-from sandbox.runtime.docker_runtime import DockerRuntime, list_containers
+from sandbox.runtime.docker.engine import list_containers
+from sandbox.runtime.docker.runtime import DockerRuntime
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from skillopt.errors import ContainerStartFailed
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from sandbox.runtime.lease import DockerSandbox
+from sandbox.runtime.docker.sandbox import DockerSandbox
 from sandbox.runtime.runner.protocol import (
     WORKSPACE,
     ErrorCode,
