@@ -17,12 +17,13 @@ Nothing here knows Docker: a remote VM or Kubernetes pod runtime is checked the 
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from sandbox.runtime.base import RolloutSandbox, SandboxRuntime
+from sandbox.runtime.base import RolloutSandbox, SandboxHandle, SandboxRuntime
 from sandbox.runtime.spec import ContainerSpec
 from skillopt.errors import (
     Cancelled,
@@ -50,7 +51,7 @@ class Conformance:
     def __init__(self, runtime: SandboxRuntime, spec: ContainerSpec) -> None:
         self.runtime = runtime
         self.spec = spec
-        self._shared = None
+        self._shared: SandboxHandle | None = None
         self._n = 0
 
     @contextlib.contextmanager
@@ -58,7 +59,8 @@ class Conformance:
         if self._shared is None or not self.runtime.alive(self._shared):
             self._shared = self.runtime.create(self.spec)
         self._n += 1
-        yield _Subdir(self.runtime.lease(self._shared, "conformance/shared", **kw), f"c{self._n}")
+        shared = self.runtime.lease(self._shared, "conformance/shared", **kw)
+        yield _Subdir(shared, f"c{self._n}")
 
     @contextlib.contextmanager
     def fresh(self, **kw) -> Iterator[RolloutSandbox]:
@@ -176,8 +178,8 @@ def check_read_errors_are_typed(c: Conformance) -> None:
 def check_paths_outside_the_workspace_are_refused(c: Conformance) -> None:
     with c.box() as box:
         for bad in ("/etc/passwd", "../x", "a/../../x", "", "a\\b"):
-            _raises(InvalidRequest, lambda bad=bad: box.write_file(bad, b"x"))
-            _raises(InvalidRequest, lambda bad=bad: box.read_file(bad, max_bytes=10))
+            _raises(InvalidRequest, functools.partial(box.write_file, bad, b"x"))
+            _raises(InvalidRequest, functools.partial(box.read_file, bad, max_bytes=10))
         box.run_command(["ln", "-s", "/tmp", "tmplink"], timeout_s=30)
         _raises(InvalidRequest, lambda: box.write_file("tmplink/evil", b"x"))
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import structlog
 
-from sandbox.runtime.base import RolloutSandbox, SandboxRuntime
+from sandbox.runtime.base import RolloutSandbox, SandboxHandle, SandboxRuntime
 from skillopt.errors import SandboxFileMissing, SandboxFileRefused
 
 __all__ = ["LeasedSandbox"]
@@ -35,7 +35,7 @@ class LeasedSandbox:
     def __init__(
         self,
         runtime: SandboxRuntime,
-        handle: Any,
+        handle: SandboxHandle,
         *,
         rollout_id: str = "",
         output_limit_bytes: int = 64 * 1024,

@@ -361,7 +361,7 @@ class PoolManager:
                 warm = self._warm_keys(now)
                 stale: list[SandboxHandle] = []
                 for key, pool in list(self._pools.items()):
-                    keep = collections.deque()
+                    keep: collections.deque[SandboxHandle] = collections.deque()
                     for h in pool.idle:
                         age = time.time() - h.created_at
                         if age > self.config.max_idle_s or not self.runtime.alive(h):

@@ -12,6 +12,7 @@ retry hint, never by degrading a running session.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import threading
 import time
@@ -21,11 +22,13 @@ from dataclasses import dataclass, field, replace
 
 import structlog
 
-from sandbox.runtime.docker.session import WORKDIR, CommandExit, SessionSandbox
+from sandbox.runtime.base import SandboxRuntime, SessionSandbox
+from sandbox.runtime.pool import PoolManager
 from sandbox.runtime.spec import ContainerSpec
 from sandbox.service.config import SessionConfig
 from sandbox.service.tenants import Tenant
 from sandbox.service.validation import effective_limits, validate_limits
+from skillopt.agents.sandbox import ExecOutcome
 from skillopt.errors import (
     Draining,
     InvalidRequest,
@@ -110,8 +113,8 @@ class SessionManager:
         config: SessionConfig,
         *,
         host_id: str,
-        pools,
-        runtime,
+        pools: PoolManager,
+        runtime: SandboxRuntime,
         base_spec: ContainerSpec,
         gateway_spec: ContainerSpec | None,
         default_limits: Limits,
@@ -200,8 +203,9 @@ class SessionManager:
         handle = None
         try:
             handle = self.pools.acquire(spec, timeout_s=self.config.acquire_timeout_s)
-            self.runtime.write_lease(handle, f"session/{session_id}")
-            box = SessionSandbox(self.runtime, handle, output_limit_bytes=int(limits.output_bytes or 0))
+            box = self.runtime.lease(
+                handle, f"session/{session_id}", output_limit_bytes=int(limits.output_bytes or 0)
+            )
             if request.skill is not None:
                 box.write_skill(request.skill)
             for name, data in files:
@@ -286,7 +290,7 @@ class SessionManager:
     def exec(
         self,
         session: Session,
-        argv: list[str],
+        argv: builtins.list[str],
         *,
         on_output: Callable[[int, bytes], None],
         cwd: str = "",
@@ -296,9 +300,9 @@ class SessionManager:
         output_limit_bytes: int = 0,
         user: str = "",
         cancelled: threading.Event | None = None,
-    ) -> CommandExit:
-        """Run one command in ``session`` (see :meth:`SessionSandbox.run_streaming`, also for
-        ``cancelled``).
+    ) -> ExecOutcome:
+        """Run one command in ``session`` (see :meth:`SessionSandbox.exec_streaming`, also for
+        ``cancelled``); its outcome (the output went to ``on_output``).
 
         Raises:
             UserUnsupported: ``user`` names someone other than the session's user.
@@ -325,7 +329,7 @@ class SessionManager:
             )
         )
         remaining = session.max_expires_at - time.monotonic()
-        return session.box.run_streaming(
+        return session.box.exec_streaming(
             argv,
             timeout_s=max(0.5, min(timeout, remaining)),
             on_output=on_output,
@@ -454,7 +458,7 @@ class SessionManager:
                 )
         return dict(labels)
 
-    def _files(self, files: tuple[tuple[str, bytes], ...]) -> list[tuple[str, bytes]]:
+    def _files(self, files: tuple[tuple[str, bytes], ...]) -> builtins.list[tuple[str, bytes]]:
         total = 0
         checked = []
         for name, data in files:
@@ -526,7 +530,3 @@ class SessionManager:
                     self._remove(session, why)
                 except Exception:  # the reaper must never die
                     log.exception("session.reap_failed", session=session.id)
-
-    @staticmethod
-    def workdir() -> str:
-        return WORKDIR

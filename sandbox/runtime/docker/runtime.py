@@ -18,12 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 import docker.errors
 import structlog
 
-from sandbox.runtime.base import ReapReport, RolloutSandbox, SandboxRuntime, SlotState
+from sandbox.runtime.base import ReapReport, SandboxHandle, SandboxRuntime, SessionSandbox, SlotState
 from sandbox.runtime.docker.create import ContainerCreator
 from sandbox.runtime.docker.engine import Engine
 from sandbox.runtime.docker.handle import ContainerHandle
 from sandbox.runtime.docker.images import ImageCache
 from sandbox.runtime.docker.reaper import Reaper
+from sandbox.runtime.docker.sandbox import DockerSandbox
 from sandbox.runtime.docker.statedir import StateDir
 from sandbox.runtime.owner import Owner, current_owner
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
@@ -126,57 +127,51 @@ class DockerRuntime(SandboxRuntime):
 
     def lease(
         self,
-        handle: ContainerHandle,
-        rollout_id: str,
+        handle: SandboxHandle,
+        holder: str,
         *,
         output_limit_bytes: int = 64 * 1024,
         deadline: float | None = None,
         cancel: threading.Event | None = None,
-    ) -> RolloutSandbox:
-        """Hand a created container to one rollout (recorded in its lease file)."""
-        from sandbox.runtime.docker.sandbox import DockerSandbox
-
-        handle.state = SlotState.LEASED
-        if rollout_id:
-            self.write_lease(handle, rollout_id)
-        return DockerSandbox(
-            self, handle, output_limit_bytes=output_limit_bytes, deadline=deadline, cancel=cancel
-        )
-
-    def alive(self, handle: ContainerHandle) -> bool:
-        """Whether an idle container's runner is still connected."""
-        return handle.conn.is_alive()
-
-    def abort_creations(self) -> None:
-        self.creator.abort()
-
-    def kill(self, handle: ContainerHandle) -> None:
-        """Kill a container now (cancellation, backstop timeout); removal happens in destroy."""
-        handle.conn.abort()
-        with contextlib.suppress(docker.errors.DockerException):
-            self.client.api.kill(handle.id)
-
-    def destroy(self, handle: ContainerHandle) -> None:
-        """Remove a container and its host directories."""
-        handle.state = SlotState.DRAINING
-        handle.conn.close()
-        self.engine.remove(handle.id)
-        self.state.remove(handle.dir)
-        handle.state = SlotState.DEAD
-        with self._live_lock:
-            self._live.pop(handle.name, None)
-
-    def oom_kills(self, handle: ContainerHandle) -> int | None:
-        """The container's OOM-kill counter, read from its memory cgroup on the host."""
-        return handle.oom_kills()
-
-    def write_lease(self, handle: ContainerHandle, rollout_id: str) -> None:
-        """Record which rollout holds the container (labels cannot change after creation).
+    ) -> SessionSandbox:
+        """Hand a created container to one rollout or session (recorded in its lease file,
+        for the reaper and for whoever looks at the host).
 
         Raises:
             SandboxUnavailable: the state dir cannot be written (a full disk).
         """
-        self.state.write_lease(handle.dir, rollout_id)
+        container = _container(handle)
+        container.state = SlotState.LEASED
+        if holder:
+            self.state.write_lease(container.dir, holder)
+        return DockerSandbox(
+            self, container, output_limit_bytes=output_limit_bytes, deadline=deadline, cancel=cancel
+        )
+
+    def alive(self, handle: SandboxHandle) -> bool:
+        """Whether an idle container's runner is still connected."""
+        return _container(handle).conn.is_alive()
+
+    def abort_creations(self) -> None:
+        self.creator.abort()
+
+    def kill(self, handle: SandboxHandle) -> None:
+        """Kill a container now (cancellation, backstop timeout); removal happens in destroy."""
+        container = _container(handle)
+        container.conn.abort()
+        with contextlib.suppress(docker.errors.DockerException):
+            self.client.api.kill(container.id)
+
+    def destroy(self, handle: SandboxHandle) -> None:
+        """Remove a container and its host directories."""
+        container = _container(handle)
+        container.state = SlotState.DRAINING
+        container.conn.close()
+        self.engine.remove(container.id)
+        self.state.remove(container.dir)
+        container.state = SlotState.DEAD
+        with self._live_lock:
+            self._live.pop(container.name, None)
 
     def live_count(self) -> int:
         with self._live_lock:
@@ -207,3 +202,10 @@ class DockerRuntime(SandboxRuntime):
             log.info("reaper.swept_at_close", containers=len(report.containers))
         self.state.close()
         self.engine.close()
+
+
+def _container(handle: SandboxHandle) -> ContainerHandle:
+    """``handle`` as the container it is (a handle of another runtime is a programming error)."""
+    if not isinstance(handle, ContainerHandle):
+        raise TypeError(f"{handle.name!r} is not a container of a Docker runtime")
+    return handle

@@ -1,20 +1,24 @@
-"""A container leased to one rollout, driven over its runner connection: the Docker
-implementation of :class:`sandbox.runtime.base.RolloutSandbox` (typed errors).
+"""A leased container, driven over its runner connection: the Docker implementation of
+:class:`sandbox.runtime.base.SessionSandbox` (and so of :class:`RolloutSandbox`).
 
 Everything that decides a score is determined here, on the trusted side: the wall clock
-(timeouts), the container's memory cgroup (OOM kills) and the rollout deadline. The runner's
-own claims are only used where they cannot change an outcome.
+(timeouts, :func:`~sandbox.runtime.runner.protocol.timeout_confirmed`), the container's memory
+cgroup (OOM kills) and the rollout deadline. The runner's own claims are only used where they
+cannot change an outcome.
 """
 
 from __future__ import annotations
 
+import posixpath
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from sandbox.runtime.base import RolloutSandbox
+from sandbox.runtime.base import SandboxRuntime, SessionSandbox, Sweep
+from sandbox.runtime.docker.create import SANDBOX_ENV
+from sandbox.runtime.docker.handle import ContainerHandle
 from sandbox.runtime.runner.protocol import (
     BACKSTOP_SLACK_S,
     WORKSPACE,
@@ -42,35 +46,52 @@ from skillopt.errors import (
     RolloutTimeout,
     SandboxFileMissing,
     SandboxFileRefused,
+    SandboxFileTooLarge,
+    SandboxIsADirectory,
+    SandboxPermissionDenied,
     SandboxUnavailable,
+    SkillOptError,
 )
 from skillopt.files import check_relative_name
 
 __all__ = ["DockerSandbox"]
 
-
 R = TypeVar("R", bound=Message)
 
-# File operations are local socket round trips; anything slower means a wedged container.
+# Workspace file operations are local socket round trips; anything slower means a wedged
+# container. A session's files may be as large as the host allows (a copy of that size): more.
 _FILE_OP_TIMEOUT_S = 30.0
+_SESSION_FILE_OP_TIMEOUT_S = 120.0
+
+_SESSION_FILE_ERRORS: dict[str, type[SkillOptError]] = {
+    ErrorCode.NOT_FOUND: SandboxFileMissing,
+    ErrorCode.PERMISSION: SandboxPermissionDenied,
+    ErrorCode.IS_DIR: SandboxIsADirectory,
+    ErrorCode.TOO_LARGE: SandboxFileTooLarge,
+    ErrorCode.NO_SPACE: SandboxFileTooLarge,
+}
 
 
-class DockerSandbox(RolloutSandbox):
-    """One rollout's container, driven over its runner's socket. Not shared between rollouts
-    or threads. Made by :meth:`DockerRuntime.lease`.
+class DockerSandbox(SessionSandbox):
+    """One rollout's or session's container, driven over its runner's socket. Not shared
+    between rollouts or threads (a session's :meth:`cancel_command` excepted). Made by
+    :meth:`DockerRuntime.lease`.
 
     Args:
         runtime: the runtime that created the container.
-        handle: the leased container (a ``ContainerHandle``).
+        handle: the leased container.
         output_limit_bytes: stdout/stderr tail kept per execution.
         deadline: ``time.monotonic()`` value after which the rollout is out of time.
         cancel: set by another thread to cancel the rollout (the container is killed too).
     """
 
+    workdir = WORKSPACE
+    handle: ContainerHandle
+
     def __init__(
         self,
-        runtime: Any,
-        handle: Any,
+        runtime: SandboxRuntime,
+        handle: ContainerHandle,
         *,
         output_limit_bytes: int = 64 * 1024,
         deadline: float | None = None,
@@ -121,11 +142,14 @@ class DockerSandbox(RolloutSandbox):
         timeout_s: float,
         env: Mapping[str, str] | None = None,
     ) -> ExecOutcome:
-        name = check_relative_name(path)
         request = ExecRequest(
-            timeout_s=timeout_s, python=name, args=list(args), output_limit_bytes=self.output_limit_bytes
+            timeout_s=timeout_s,
+            python=check_relative_name(path),
+            args=list(args),
+            output_limit_bytes=self.output_limit_bytes,
+            env=self._env(env),
         )
-        return self._exec(request, b"", env)
+        return self._execute(request, b"")
 
     def run_command(
         self,
@@ -143,8 +167,9 @@ class DockerSandbox(RolloutSandbox):
             argv=list(argv),
             stdin_size=len(stdin or b""),
             output_limit_bytes=int(output_limit_bytes or self.output_limit_bytes),
+            env=self._env(env),
         )
-        return self._exec(request, stdin or b"", env)
+        return self._execute(request, stdin or b"")
 
     def write_skill(self, content: str) -> None:
         """Place SKILL.md in the container's read-only /skill mount (a host-side write)."""
@@ -165,66 +190,91 @@ class DockerSandbox(RolloutSandbox):
     def remaining_s(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()
 
+    # -- SessionSandbox ----------------------------------------------------------------------
+
+    def exec_streaming(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        on_output: Callable[[int, bytes], None],
+        output_limit_bytes: int,
+        cwd: str = "",
+        env: Mapping[str, str] | None = None,
+        stdin: bytes = b"",
+        sweep: Sweep = Sweep.ON_KILL,
+        cancelled: threading.Event | None = None,
+    ) -> ExecOutcome:
+        if not argv:
+            raise InvalidRequest("exec needs a program: argv is empty")
+        request = ExecRequest(
+            timeout_s=timeout_s,
+            argv=list(argv),
+            stream=True,
+            sweep=sweep.value,
+            output_limit_bytes=output_limit_bytes,
+            env=self._env(env),
+            cwd=posixpath.normpath(posixpath.join(self.workdir, cwd)) if cwd else self.workdir,
+            stdin_size=len(stdin),
+        )
+        return self._execute(request, stdin, on_output=on_output, cancelled=cancelled)
+
+    def cancel_command(self) -> None:
+        self.handle.conn.cancel_execution()
+
+    def write_path(self, path: str, data: bytes) -> None:
+        self._session_file_op(WriteRequest(path=path, confined=False), WriteReply, data, max_reply=0)
+
+    def read_path(self, path: str, *, max_bytes: int) -> bytes:
+        request = ReadRequest(path=path, max_bytes=max_bytes, confined=False)
+        return self._session_file_op(request, ReadReply, b"", max_reply=max_bytes)
+
     # -- internals ---------------------------------------------------------------------------
 
     def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
-        base = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": "/workspace",
-            "TMPDIR": "/tmp",
-            "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONUNBUFFERED": "1",
-            "OPENBLAS_NUM_THREADS": "1",
-            "OMP_NUM_THREADS": "1",
-            "MPLCONFIGDIR": "/tmp",
-            **self.handle.spec.env,
-        }
-        base.update(env or {})
-        return base
-
-    def _exec(self, request: ExecRequest, payload: bytes, env: Mapping[str, str] | None) -> ExecOutcome:
-        clipped = False
-        timeout_s = request.timeout_s
-        remaining = self.remaining_s()
-        if remaining is not None and remaining < timeout_s:
-            if remaining <= 0:
-                raise RolloutTimeout("rollout wall time used up before execution")
-            timeout_s, clipped = remaining, True
-        request = replace(request, timeout_s=timeout_s, env=self._env(env), cwd=WORKSPACE)
-        oom_before = self._oom_count()
-        t0 = time.monotonic()
-        reply = self._execute(request, payload, oom_before=oom_before)
-        elapsed = time.monotonic() - t0
-        oom = self._oom_count() > oom_before
-        timed_out = timeout_confirmed(reply.timed_out, elapsed, timeout_s)
-        if timed_out and clipped:
-            raise RolloutTimeout(f"rollout wall time ran out during an execution ({timeout_s:.1f}s left)")
-        if reply.leftover_processes > 0:
-            # Could not clean up the process tree: this container is unsafe to keep using.
-            self.kill()
-            raise SandboxUnavailable("processes survived the post-execution sweep; container killed")
-        return ExecOutcome(
-            exit_code=reply.exit_code,
-            stdout_tail=reply.stdout_tail,
-            stderr_tail=reply.stderr_tail,
-            stdout_bytes=reply.stdout_bytes,
-            stderr_bytes=reply.stderr_bytes,
-            duration_s=reply.duration_s,
-            timed_out=timed_out,
-            oom_killed=oom,
-            signal=reply.signal,
-            started_at_ns=reply.started_at_ns,
-        )
+        return {"PATH": "/usr/local/bin:/usr/bin:/bin", **SANDBOX_ENV, **self.handle.spec.env, **(env or {})}
 
     def _execute(
         self,
         request: ExecRequest,
         payload: bytes,
         *,
-        oom_before: int,
         on_output: Callable[[int, bytes], None] | None = None,
         cancelled: threading.Event | None = None,
+    ) -> ExecOutcome:
+        """Run one execution within the rollout's wall time; its outcome as the trusted side
+        sees it (timeouts by the host's clock, OOM kills by the cgroup's counter)."""
+        timeout_s, clipped = request.timeout_s, False
+        remaining = self.remaining_s()
+        if remaining is not None and remaining < timeout_s:
+            if remaining <= 0:
+                raise RolloutTimeout("rollout wall time used up before execution")
+            timeout_s, clipped = remaining, True
+        request = replace(request, timeout_s=timeout_s)
+        oom_before = self._oom_count()
+        t0 = time.monotonic()
+        reply = self._exec_reply(
+            request, payload, oom_before=oom_before, on_output=on_output, cancelled=cancelled
+        )
+        elapsed = time.monotonic() - t0
+        oom = self._oom_count() > oom_before
+        timed_out = timeout_confirmed(reply.timed_out, elapsed, timeout_s)
+        if timed_out and clipped:
+            raise RolloutTimeout(f"rollout wall time ran out during an execution ({timeout_s:.1f}s left)")
+        if reply.leftover_processes > 0 and request.sweep == Sweep.ALWAYS.value:
+            # Could not clean up the process tree: this container is unsafe to keep using.
+            self.kill()
+            raise SandboxUnavailable("processes survived the post-execution sweep; container killed")
+        return _outcome(reply, timed_out=timed_out, oom_killed=oom)
+
+    def _exec_reply(
+        self,
+        request: ExecRequest,
+        payload: bytes,
+        *,
+        oom_before: int,
+        on_output: Callable[[int, bytes], None] | None,
+        cancelled: threading.Event | None,
     ) -> ExecReply:
         """One execution's reply from the runner (waiting up to its timeout plus the backstop
         slack); a runner that died of the container's memory limit (the OOM counter moved past
@@ -248,7 +298,7 @@ class DockerSandbox(RolloutSandbox):
         return reply
 
     def _oom_count(self, *, after_death: bool = False) -> int:
-        count = self.runtime.oom_kills(self.handle)
+        count = self.handle.oom_kills()
         if count is None and not after_death and not self.killed:
             try:
                 reply, _ = self._call(OomRequest(), OomReply, timeout_s=_FILE_OP_TIMEOUT_S)
@@ -256,6 +306,23 @@ class DockerSandbox(RolloutSandbox):
             except SandboxUnavailable:
                 count = None
         return int(count or 0)
+
+    def _session_file_op(
+        self, request: WriteRequest | ReadRequest, reply: type[Message], payload: bytes, *, max_reply: int
+    ) -> bytes:
+        try:
+            _, data = self._call(
+                request,
+                reply,
+                payload,
+                timeout_s=_SESSION_FILE_OP_TIMEOUT_S,
+                refusals=True,
+                max_reply_bytes=max_reply,
+            )
+        except RunnerError as exc:
+            cls = _SESSION_FILE_ERRORS.get(exc.code, InvalidRequest)
+            raise cls((exc.message or f"cannot use {request.path}")[:1000]) from None
+        return data
 
     def _call(
         self,
@@ -306,3 +373,24 @@ class DockerSandbox(RolloutSandbox):
             if exc.code == ErrorCode.BAD_PATH:
                 raise InvalidRequest(exc.message or "bad path") from None
             raise SandboxUnavailable(f"runner error: {exc.message}") from None
+
+
+def _outcome(reply: ExecReply, *, timed_out: bool, oom_killed: bool) -> ExecOutcome:
+    """The runner's reply as the outcome, with what the trusted side determined itself."""
+    spawn = reply.spawn_error or {}
+    return ExecOutcome(
+        exit_code=reply.exit_code,
+        stdout_tail=reply.stdout_tail,
+        stderr_tail=reply.stderr_tail,
+        stdout_bytes=reply.stdout_bytes,
+        stderr_bytes=reply.stderr_bytes,
+        duration_s=reply.duration_s,
+        timed_out=timed_out,
+        oom_killed=oom_killed,
+        signal=reply.signal,
+        started_at_ns=reply.started_at_ns,
+        output_limit_exceeded=reply.output_limit_exceeded,
+        cancelled=reply.cancelled,
+        spawn_error=str(spawn.get("code", ""))[:32],
+        spawn_message=str(spawn.get("message", ""))[:500],
+    )
