@@ -189,7 +189,10 @@ def _write_any(path: str, payload: bytes) -> None:
     try:
         if os.path.isdir(target):
             raise IsADirectoryError(errno.EISDIR, "Is a directory")
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+        except FileExistsError:  # a file where a directory should be: as open() would say
+            raise NotADirectoryError(errno.ENOTDIR, "Not a directory") from None
         # Non-blocking open, then only a regular file is written: a FIFO planted at the path
         # would otherwise block this process (the session's only runner) until a reader came.
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, 0o644)
