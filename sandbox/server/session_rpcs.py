@@ -14,7 +14,8 @@ import grpc
 import structlog
 
 from sandbox.api.v1 import sandbox_pb2 as pb
-from sandbox.service.sessions import SESSION_USER, Session, SessionManager, SessionRequest
+from sandbox.service.session_policy import SESSION_USER, SessionRequest
+from sandbox.service.sessions import Session, SessionManager
 from sandbox.service.tenants import LOCAL_TENANT, Tenant, TenantTokens
 from skillopt.agents.sandbox import ExecOutcome
 from skillopt.errors import Cancelled, InvalidRequest, SandboxFileTooLarge, Unauthenticated
@@ -110,7 +111,7 @@ class SessionRpcs:
         tenant = self._tenant(context)
         manager = self._manager()
         start = _first_start(request_iterator, "WriteFile", "WriteFileStart")
-        manager.check_file_size(start.size)
+        manager.policy.check_file_size(start.size)
         with manager.buffering(start.size), manager.using(tenant, start.session_id) as session:
             data = bytearray()
             for message in request_iterator:
