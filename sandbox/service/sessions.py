@@ -76,12 +76,8 @@ class SessionManager:
         host_id: this host's id (reported in every session).
         pools: the host's warm pools (``acquire``/``release``).
         runtime: the container runtime (leases, kills).
-        base_spec: the host's rollout container spec (sessions with default limits share its
-            warm pool).
-        gateway_spec: the spec of containers on the model gateway's network (``None``: this
-            host offers no gateway network).
-        default_limits, max_limits: the host's rollout limits (memory, CPUs) that sessions use.
-        max_lifetime_cap_s: no session lives longer (the runtime's container lifetime).
+        base_spec, gateway_spec, default_limits, max_limits, max_lifetime_cap_s: what sessions
+            may ask for (:class:`~sandbox.service.session_policy.SessionPolicy`).
     """
 
     def __init__(

@@ -250,7 +250,8 @@ class DockerSandbox(SessionSandbox):
             if remaining <= 0:
                 raise RolloutTimeout("rollout wall time used up before execution")
             timeout_s, clipped = remaining, True
-        request = replace(request, timeout_s=timeout_s)
+        if clipped:
+            request = replace(request, timeout_s=timeout_s)
         oom_before = self._oom_count()
         t0 = time.monotonic()
         reply = self._exec_reply(

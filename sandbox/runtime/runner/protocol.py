@@ -188,30 +188,37 @@ def is_output(header: dict) -> bool:
 # -- typed messages -----------------------------------------------------------------------------
 
 # Field types as written in the annotations below (strings under ``from __future__ import
-# annotations``) -> how a value received from the other side is checked. The service receives
-# from an untrusted runner: a value of the wrong type is a ProtocolError, never passed on.
-_SCALARS: dict[str, tuple[type, ...]] = {
+# annotations``) -> the Python types a received value may have. The service receives from an
+# untrusted runner: a value of the wrong type is a ProtocolError, never passed on.
+_TYPES: dict[str, tuple[type, ...]] = {
     "str": (str,),
     "int": (int,),
     "bool": (bool,),
     "float": (int, float),
+    "list": (list,),
+    "dict": (dict,),
 }
 
 
-def _checked(name: str, kind: str, value: object) -> object:
-    optional = kind.endswith(" | None")
-    base = kind[: -len(" | None")] if optional else kind
-    if value is None and optional:
-        return None
-    if base in _SCALARS:
-        ok = isinstance(value, _SCALARS[base]) and not (base in ("int", "float") and isinstance(value, bool))
-        if ok:
-            return float(value) if base == "float" else value  # type: ignore[arg-type]
-    elif base.split("[")[0] in ("list", "dict") and isinstance(
-        value, list if base.startswith("list") else dict
-    ):
-        return value
-    raise ProtocolError(f"field {name!r}: expected {kind}, got {type(value).__name__}")
+class _Field:
+    """How one field is encoded and checked (worked out once per message type)."""
+
+    __slots__ = ("kind", "name", "optional", "to_float", "types")
+
+    def __init__(self, name: str, kind: str) -> None:
+        self.name, self.kind = name, kind
+        self.optional = kind.endswith(" | None")
+        base = kind[: -len(" | None")] if self.optional else kind
+        self.types = _TYPES[base.split("[")[0]]
+        self.to_float = base == "float"
+
+    def check(self, value: object) -> object:
+        if value is None and self.optional:
+            return None
+        # bool is an int to isinstance, never to the protocol.
+        if isinstance(value, self.types) and (value.__class__ is not bool or bool in self.types):
+            return float(value) if self.to_float else value  # type: ignore[arg-type]
+        raise ProtocolError(f"field {self.name!r}: expected {self.kind}, got {type(value).__name__}")
 
 
 class Message:
@@ -220,18 +227,23 @@ class Message:
 
     op: ClassVar[str] = ""
 
+    @classmethod
+    def _fields(cls) -> tuple[_Field, ...]:
+        known = cls.__dict__.get("_field_specs")
+        if known is None:
+            known = tuple(_Field(f.name, str(f.type)) for f in fields(cls))  # type: ignore[arg-type]
+            cls._field_specs = known  # type: ignore[attr-defined]  # a cache on the class itself
+        return known
+
     def encode(self) -> dict:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+        out = {f.name: getattr(self, f.name) for f in self._fields()}
         if self.op:
             out["op"] = self.op
         return out
 
     @classmethod
     def decode(cls, header: dict) -> Self:
-        values = {}
-        for f in fields(cls):  # type: ignore[arg-type]
-            if f.name in header:
-                values[f.name] = _checked(f.name, str(f.type), header[f.name])
+        values = {f.name: f.check(header[f.name]) for f in cls._fields() if f.name in header}
         try:
             return cls(**values)
         except TypeError as exc:  # a required field is missing
