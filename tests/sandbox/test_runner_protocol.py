@@ -56,6 +56,17 @@ def test_every_request_survives_the_wire_as_itself(request_):
     header = encode_request(request_, 7)
     assert header["id"] == 7 and header["op"] == request_.op
     assert decode_request(header) == request_
+    assert type(request_)(**request_.values()) == request_  # the runner's job pipe
+
+
+def test_fields_at_their_default_are_not_sent():
+    assert encode_request(ExecRequest(timeout_s=2, argv=["true"]), 1) == {
+        "op": "exec",
+        "id": 1,
+        "timeout_s": 2,
+        "argv": ["true"],
+    }
+    assert ExecReply.decode(encode_reply(ExecReply(exit_code=0), 1)) == ExecReply(exit_code=0)
 
 
 def test_an_unknown_or_malformed_request_is_refused_as_bad_op():
@@ -84,7 +95,11 @@ def test_a_reply_from_the_runner_is_checked_field_by_field():
         with pytest.raises(ProtocolError, match=field):
             ExecReply.decode({**good, field: bad})
     with pytest.raises(ProtocolError):
-        Hello.decode({"type": "hello", "pid": 1})  # no uid
+        Hello.decode({"type": "hello", "protocol": 1, "pid": 1})  # no uid
+    hello = Hello(type="hello", protocol=protocol.PROTOCOL_VERSION, pid=1, uid=1000)
+    assert Hello.decode(hello.encode()).protocol == protocol.PROTOCOL_VERSION  # always sent
+    with pytest.raises(ProtocolError):
+        Hello.decode({"type": "hello", "pid": 1, "uid": 1000})  # a runner that names no version
 
 
 def test_a_refusal_keeps_its_code_and_a_bounded_message():
@@ -171,3 +186,40 @@ def test_runner_sha256_is_the_digest_of_the_package_files_in_name_order():
     # A file's bytes cannot move into its neighbour's without changing the digest.
     moved = {"a.py": b"xy", "b.py": b""}
     assert runner_digest(moved) != runner_digest({"a.py": b"x", "b.py": b"y"})
+
+
+def test_the_runner_command_line_is_the_one_the_service_builds():
+    from sandbox.runtime.runner.runner import _options
+
+    assert _options(
+        ["--connect", "/control/runner.sock", "--preimport", "", "--import-on-demand", "a,b"]
+    ) == {
+        "--connect": "/control/runner.sock",
+        "--preimport": "",
+        "--import-on-demand": "a,b",
+    }
+    assert _options(["--connect", "/s"])["--preimport"] == "openpyxl"
+    for bad in ([], ["--connect"], ["--connect", "/s", "--verbose", "1"]):
+        with pytest.raises(SystemExit):
+            _options(bad)
+
+
+def test_the_installed_runner_is_byte_compiled_for_this_python(tmp_path):
+    """Each container imports the runner from a read-only mount: without bytecode there, every
+    start would compile it again."""
+    import importlib.util
+
+    from sandbox.runtime.docker.statedir import StateDir
+
+    state = StateDir(tmp_path)
+    try:
+        digest, installed = state.install_runner()
+        assert sorted(p.name for p in installed.glob("*.py")) == sorted(
+            p.name for p in RUNNER_DIR.glob("*.py")
+        )
+        for module in installed.glob("*.py"):
+            cached = Path(importlib.util.cache_from_source(str(module)))
+            assert cached.exists() == (module.name != "runner.py"), module.name
+        assert state.install_runner() == (digest, installed)  # a second install changes nothing
+    finally:
+        state.close()

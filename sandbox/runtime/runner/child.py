@@ -12,6 +12,7 @@ import builtins
 import ctypes
 import errno
 import json
+import marshal
 import os
 import signal
 import sys
@@ -26,8 +27,8 @@ _PR_SET_DUMPABLE = 4
 
 
 class WarmChild:
-    """A child forked ahead of time, blocked reading its job (an encoded :class:`ExecRequest`)
-    from ``job_w``; its stdin, stdout and stderr are the pipes ``in_w``, ``out_r`` and
+    """A child forked ahead of time, blocked reading its job (an :class:`ExecRequest`'s
+    ``values()``, marshalled) from ``job_w``; its stdin, stdout and stderr are the pipes ``in_w``, ``out_r`` and
     ``err_r``, and ``spawn_r`` tells why a program did not start.
 
     ``pidfd`` becomes readable when the child exits: its own pidfd (``owns_fd``), or on kernels
@@ -111,7 +112,7 @@ def _child(job_r: int, in_r: int, out_w: int, err_w: int, ctl_fd: int, spawn_w: 
         raw = _read_all(job_r)
         if not raw:  # the runner is going away
             os._exit(0)
-        job = ExecRequest.decode(json.loads(raw))
+        job = ExecRequest(**marshal.loads(raw))
         os.dup2(in_r, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)

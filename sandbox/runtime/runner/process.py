@@ -3,7 +3,7 @@ its timeout and output cap enforced, and what it left behind swept afterwards.""
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 import select
 import signal
@@ -104,7 +104,9 @@ class _Execution:
         self.kill_after = self.cap if sock is not None else KILL_AFTER_OUTPUT_BYTES
         self.started_ns = time.time_ns()
         self.t0 = time.monotonic()
-        write_all(warm.job_w, json.dumps(request.encode()).encode("utf-8"))
+        # The job pipe stays inside the runner: marshal is ~5x cheaper than JSON both ways, on
+        # the path from request to the program's first instruction.
+        write_all(warm.job_w, marshal.dumps(request.values()))
         os.close(warm.job_w)
         self.stdin = memoryview(payload if request.stdin_size else b"")
         self.writers = [warm.in_w]

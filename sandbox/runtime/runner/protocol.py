@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 
 TYPE_CHECKING = False  # typing is not imported at run time: it would slow the runner's start
 if TYPE_CHECKING:
@@ -190,81 +190,121 @@ def is_output(header: dict) -> bool:
 # Field types as written in the annotations below (strings under ``from __future__ import
 # annotations``) -> the Python types a received value may have. The service receives from an
 # untrusted runner: a value of the wrong type is a ProtocolError, never passed on.
-_TYPES: dict[str, tuple[type, ...]] = {
-    "str": (str,),
-    "int": (int,),
-    "bool": (bool,),
-    "float": (int, float),
-    "list": (list,),
-    "dict": (dict,),
+# JSON decodes to exactly these types (never a subclass: a bool is not an int here).
+_TYPES: dict[str, frozenset[type]] = {
+    "str": frozenset({str}),
+    "int": frozenset({int}),
+    "bool": frozenset({bool}),
+    "float": frozenset({int, float}),
+    "list": frozenset({list}),
+    "dict": frozenset({dict}),
 }
 
 
+#: A field without a default: always sent.
+_REQUIRED = object()
+
+
 class _Field:
-    """How one field is encoded and checked (worked out once per message type)."""
+    """How one field is sent and checked (worked out once per message type)."""
 
-    __slots__ = ("kind", "name", "optional", "to_float", "types")
+    __slots__ = ("default", "kind", "name", "to_float", "types")
 
-    def __init__(self, name: str, kind: str) -> None:
-        self.name, self.kind = name, kind
-        self.optional = kind.endswith(" | None")
-        base = kind[: -len(" | None")] if self.optional else kind
-        self.types = _TYPES[base.split("[")[0]]
+    def __init__(self, name: str, kind: str, default: object) -> None:
+        self.name, self.kind, self.default = name, kind, default
+        optional = kind.endswith(" | None")
+        base = kind[: -len(" | None")] if optional else kind
+        self.types = _TYPES[base.split("[")[0]] | ({type(None)} if optional else set())
         self.to_float = base == "float"
 
-    def check(self, value: object) -> object:
-        if value is None and self.optional:
-            return None
-        # bool is an int to isinstance, never to the protocol.
-        if isinstance(value, self.types) and (value.__class__ is not bool or bool in self.types):
-            return float(value) if self.to_float else value  # type: ignore[arg-type]
-        raise ProtocolError(f"field {self.name!r}: expected {self.kind}, got {type(value).__name__}")
+
+def _default(f: Field) -> object:
+    if f.default is not MISSING:
+        return f.default
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    return _REQUIRED
 
 
 class Message:
     """Encode to / decode from a JSON header: the dataclass's fields by name, plus ``op`` for
-    a request. A missing field takes its default; a field of the wrong type is refused."""
+    a request. A missing field takes its default; a field of the wrong type is refused.
+
+    The messages are dataclasses whose equality and repr come from here (by their encoding),
+    and they are not frozen, though nothing changes one once made: the runner defines every
+    message at its start, where each method a dataclass generates costs ~0.1 ms of CPU, and a
+    frozen one's constructor costs twice a plain one's on the path of every execution."""
 
     op: ClassVar[str] = ""
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.encode() == other.encode()  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and mutable
+
+    def __repr__(self) -> str:
+        fields_ = ", ".join(f"{k}={v!r}" for k, v in self.encode().items() if k != "op")
+        return f"{type(self).__name__}({fields_})"
 
     @classmethod
     def _fields(cls) -> tuple[_Field, ...]:
         known = cls.__dict__.get("_field_specs")
         if known is None:
-            known = tuple(_Field(f.name, str(f.type)) for f in fields(cls))  # type: ignore[arg-type]
+            known = tuple(
+                _Field(f.name, str(f.type), _default(f))
+                for f in fields(cls)  # type: ignore[arg-type]
+            )
             cls._field_specs = known  # type: ignore[attr-defined]  # a cache on the class itself
         return known
 
+    def values(self) -> dict:
+        """The fields by name, those at their default left out (``cls(**values)`` makes the
+        same message again): the headers stay short to encode and to parse."""
+        out = {}
+        for f in self._fields():
+            value = getattr(self, f.name)
+            if f.default is _REQUIRED or value != f.default:
+                out[f.name] = value
+        return out
+
     def encode(self) -> dict:
-        out = {f.name: getattr(self, f.name) for f in self._fields()}
+        out = self.values()
         if self.op:
             out["op"] = self.op
         return out
 
     @classmethod
     def decode(cls, header: dict) -> Self:
-        values = {f.name: f.check(header[f.name]) for f in cls._fields() if f.name in header}
+        values = {}
+        for f in cls._fields():  # inline, not a call per field: a reply is decoded per execution
+            if f.name in header:
+                value = header[f.name]
+                if type(value) not in f.types:
+                    raise ProtocolError(f"field {f.name!r}: expected {f.kind}, got {type(value).__name__}")
+                values[f.name] = float(value) if f.to_float and value is not None else value
         try:
             return cls(**values)
         except TypeError as exc:  # a required field is missing
             raise ProtocolError(f"{cls.__name__}: {exc}") from None
 
 
-@dataclass(frozen=True)
+@dataclass(repr=False, eq=False)
 class Hello(Message):
-    """The runner's first message, once connected and its imports are done."""
+    """The runner's first message, once connected and its imports are done. ``type`` and
+    ``protocol`` have no default, so they are always sent: the service refuses a runner that
+    speaks another version."""
 
+    type: str  # "hello"
+    protocol: int  # the runner's PROTOCOL_VERSION
     pid: int
     uid: int
     python: str = ""
     preimported: list[str] = field(default_factory=list)
     preimport_s: float = 0.0
     non_dumpable: bool = False
-    protocol: int = PROTOCOL_VERSION
-    type: str = "hello"
 
 
-@dataclass(frozen=True)
+@dataclass(repr=False, eq=False)
 class WriteRequest(Message):
     """Create or replace a regular file (payload: its content; parents are created).
 
@@ -279,12 +319,12 @@ class WriteRequest(Message):
     mode: int = 0o644
 
 
-@dataclass(frozen=True)
+@dataclass(repr=False, eq=False)
 class WriteReply(Message):
     written: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(repr=False, eq=False)
 class ReadRequest(Message):
     """The content of a regular file (in the reply's payload), at most ``max_bytes``
     (:data:`ErrorCode.TOO_LARGE` beyond). ``confined`` as for :class:`WriteRequest`; a confined
@@ -296,12 +336,12 @@ class ReadRequest(Message):
     confined: bool = True
 
 
-@dataclass(frozen=True)
+@dataclass(repr=False, eq=False)
 class ReadReply(Message):
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(repr=False, eq=False)
 class ListRequest(Message):
     """Regular files under the workspace, recursively, never following links."""
 
@@ -309,26 +349,26 @@ class ListRequest(Message):
     max_files: int = 1000
 
 
-@dataclass(frozen=True)
+@dataclass(repr=False, eq=False)
 class ListReply(Message):
     #: ``{"path": <relative>, "size": <bytes>}`` per file.
     files: list[dict] = field(default_factory=list)
     truncated: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(repr=False, eq=False)
 class OomRequest(Message):
     """The container's own OOM-kill counter (for hosts that cannot read its cgroup)."""
 
     op = Op.OOM
 
 
-@dataclass(frozen=True)
+@dataclass(repr=False, eq=False)
 class OomReply(Message):
     oom_kill: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(repr=False, eq=False)
 class ExecRequest(Message):
     """Run ``argv`` (on the container's PATH) or the Python file ``python`` with ``args``, in a
     child forked from the runner, with ``stdin_size`` bytes of payload as its stdin.
@@ -350,7 +390,7 @@ class ExecRequest(Message):
     sweep: str = Sweep.ALWAYS
 
 
-@dataclass(frozen=True)
+@dataclass(repr=False, eq=False)
 class ExecReply(Message):
     """How an execution ended, in the runner's words (the service decides what to believe:
     :func:`timeout_confirmed`)."""
@@ -373,12 +413,12 @@ class ExecReply(Message):
     stderr_tail: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(repr=False, eq=False)
 class PingRequest(Message):
     op = Op.PING
 
 
-@dataclass(frozen=True)
+@dataclass(repr=False, eq=False)
 class PingReply(Message):
     pid: int = 0
 

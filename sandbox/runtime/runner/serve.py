@@ -14,6 +14,7 @@ from .child import set_dumpable
 from .imports import freeze_heap, preimport
 from .process import PreforkedChild
 from .protocol import (
+    PROTOCOL_VERSION,
     ErrorCode,
     ExecRequest,
     Hello,
@@ -51,6 +52,8 @@ def start(connect: str, *, preimports: list[str], on_demand: list[str]) -> int:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(connect)
     hello = Hello(
+        type="hello",
+        protocol=PROTOCOL_VERSION,
         pid=os.getpid(),
         uid=os.getuid(),
         python=sys.version.split()[0],
