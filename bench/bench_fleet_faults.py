@@ -25,7 +25,8 @@ import docker
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
 from controller.embedded import spawn_service, wait_listening
 from controller.fleet.executor import FleetEvent, FleetExecutor
-from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
+from sandbox.runtime.docker.engine import list_containers
+from sandbox.runtime.labels import LABEL_HOST
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData, build_task
 from skillopt.testing.scripted import ScriptedModelServer
 from skillopt.testing.simulation import SIM_TARGET, SimulatedTarget

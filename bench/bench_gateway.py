@@ -72,7 +72,7 @@ def per_call(n: int) -> dict[str, float]:
 
 
 def exec_split(agent: str, n: int) -> dict[str, float]:
-    from sandbox.runtime.docker_runtime import DockerRuntime
+    from sandbox.runtime.docker.runtime import DockerRuntime
     from sandbox.runtime.spec import RuntimeConfig
     from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData
     from skillopt.testing.fixtures.spreadsheetbench import solution_code

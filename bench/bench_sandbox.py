@@ -40,7 +40,7 @@ import docker  # noqa: E402
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient  # noqa: E402
 from controller.embedded import spawn_service, wait_listening  # noqa: E402
-from sandbox.runtime.docker_runtime import DockerRuntime  # noqa: E402
+from sandbox.runtime.docker.runtime import DockerRuntime  # noqa: E402
 from sandbox.runtime.lease import LeasedSandbox  # noqa: E402
 from sandbox.runtime.spec import DEFAULT_IMAGE, ContainerSpec, RuntimeConfig  # noqa: E402
 from skillopt.envs.registry import load_env_data  # noqa: E402

@@ -191,23 +191,12 @@ def _age_s(path: Path) -> float:
 
 
 def _reap_host(host_id: str) -> None:
-    import docker
-
-    from sandbox.gateway.network import remove_host_network
-    from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
+    from sandbox.runtime.docker.reaper import sweep_host
 
     try:
-        client = docker.from_env()
-    except docker.errors.DockerException as exc:
-        log.warning("embedded.reap_skipped", host=host_id, error=str(exc))
-        return
-    try:
-        for c in list_containers(client, f"{LABEL_HOST}={host_id}"):
-            with contextlib.suppress(docker.errors.NotFound):
-                client.api.remove_container(c.id, force=True)
-        remove_host_network(client, host_id)
-    finally:
-        client.close()
+        sweep_host(host_id)
+    except SandboxUnavailable as exc:
+        log.warning("embedded.reap_skipped", host=host_id, error=exc.message)
 
 
 def spawn_service(

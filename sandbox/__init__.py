@@ -13,7 +13,7 @@ from skillopt._lazy import lazy_exports
 
 _EXPORTS = {
     "ContainerSpec": "sandbox.runtime.spec",
-    "DockerRuntime": "sandbox.runtime.docker_runtime",
+    "DockerRuntime": "sandbox.runtime.docker.runtime",
     "RolloutSandbox": "sandbox.runtime.base",
     "RunningServer": "sandbox.server.serve",
     "RuntimeConfig": "sandbox.runtime.spec",

@@ -125,3 +125,58 @@ def test_imports_point_one_way():
         if target.split(".")[0] not in allowed[name.split(".")[0]]
     )
     assert wrong == []
+
+
+#: The only modules outside ``sandbox/runtime/docker/`` that may import the docker SDK or that
+#: package: the composition roots, which build a ``DockerRuntime`` or ask the local engine.
+DOCKER_COMPOSITION_ROOTS = {
+    "sandbox.server.serve": "builds the service's DockerRuntime and gateway network",
+    "sandbox.runtime.fresh": "builds a DockerRuntime for grading without a service",
+    "controller.commands.sandbox": "`skillopt sandbox exec` builds a DockerRuntime",
+    "controller.embedded": "sweeps what a lost embedded service left on the local engine",
+    "controller.preflight": "asks the local engine before an embedded run starts one",
+}
+DOCKER_PACKAGE = "sandbox.runtime.docker"
+
+
+def _sdk_imports(path: Path) -> set[str]:
+    """The top-level names of the absolute imports in ``path`` (``docker`` is the SDK)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_docker_stays_inside_its_runtime_package():
+    """The runtime contract (``sandbox/runtime/base.py``) is the boundary: the pool, the service
+    and the sessions use only it, and everything Docker is in ``sandbox/runtime/docker/``."""
+    graph = _graph()
+    wrong = []
+    for name, path in _modules().items():
+        if (
+            name == DOCKER_PACKAGE
+            or name.startswith(DOCKER_PACKAGE + ".")
+            or name in DOCKER_COMPOSITION_ROOTS
+        ):
+            continue
+        if "docker" in _sdk_imports(path):
+            wrong.append(f"{name} imports the docker SDK")
+        wrong += [f"{name} imports {t}" for t in sorted(graph[name]) if t.startswith(DOCKER_PACKAGE)]
+    assert wrong == [], "use the contract in sandbox/runtime/base.py instead:\n" + "\n".join(wrong)
+
+
+def test_the_runner_package_imports_nothing_of_the_project():
+    """The runner runs inside every container on the image's Python: stdlib only."""
+    graph = _graph()
+    runner = "sandbox.runtime.runner"
+    wrong = sorted(
+        f"{name} imports {t}"
+        for name, targets in graph.items()
+        if name.startswith(runner)
+        for t in targets
+        if not t.startswith(runner)
+    )
+    assert wrong == []

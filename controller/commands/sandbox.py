@@ -98,7 +98,7 @@ def run_exec(args: argparse.Namespace) -> int:
     if args.args:
         print("skillopt sandbox exec: extra arguments need --endpoints (remote sessions)", file=sys.stderr)
         return 2
-    from sandbox.runtime.docker_runtime import DockerRuntime
+    from sandbox.runtime.docker.runtime import DockerRuntime
     from sandbox.runtime.lease import LeasedSandbox
     from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
     from skillopt.logs import configure_logging

@@ -3,37 +3,99 @@
 Modelled on Inspect AI's ``SandboxEnvironment`` (one ABC, a short list of abstract methods,
 a Raises section per method that *is* the contract, and a conformance suite that every provider
 must pass: ``sandbox/runtime/conformance.py``). Docker (runc, or gVisor's runsc) is the one
-implementation today (``docker_runtime.DockerRuntime``); a remote VM or a Kubernetes pod
-runtime would implement the same two classes and pass the same suite.
+implementation today (``sandbox.runtime.docker``); a remote VM or a Kubernetes pod
+runtime would implement the same classes and pass the same suite.
 
-Two levels:
+Three levels:
 
 * :class:`SandboxRuntime` — the lifecycle on one host: ``create`` a sandbox for a
-  :class:`~sandbox.runtime.spec.ContainerSpec`, ``lease`` it to one rollout, ``kill`` /
-  ``destroy`` it, ``reap`` what a crashed predecessor left, ``close``. The warm pool
-  (``pool.PoolManager``) and the rollout service only use this interface.
-* :class:`RolloutSandbox` — one leased sandbox as the trusted side drives it: execute,
-  read, write, list, with typed errors. A failing program is data (``ExecOutcome``); a dead
-  sandbox, a timeout or a cancellation is an exception.
+  :class:`~sandbox.runtime.spec.ContainerSpec` (a :class:`SandboxHandle`), ``lease`` it to one
+  rollout or session, ``kill`` / ``destroy`` it, ``reap`` what a crashed predecessor left,
+  ``close``. The warm pool (``pool.PoolManager``), the rollout service and the session manager
+  only use this interface.
+* :class:`RolloutSandbox` — one leased sandbox as the trusted side drives it for a rollout:
+  execute, read, write, list in the workspace, with typed errors. A failing program is data
+  (``ExecOutcome``); a dead sandbox, a timeout or a cancellation is an exception.
+* :class:`SessionSandbox` — the same sandbox driven by its owner command by command (the
+  sandbox API's sessions): streaming execution with cancel, files at any path the sandbox's
+  user may use, and background processes that outlive a command (:class:`Sweep`).
 
 Errors (all in :mod:`skillopt.errors`): ``SandboxFileMissing`` (no such file),
 ``SandboxFileRefused`` (a link, directory or special file: never followed or read),
 ``OutputLimitExceeded`` (larger than asked for), ``InvalidRequest`` (a path outside the
-workspace), ``SandboxUnavailable`` (the sandbox died), ``RolloutTimeout`` (the rollout's wall
+workspace), ``SandboxPermissionDenied``, ``SandboxIsADirectory``, ``SandboxFileTooLarge``
+(sessions' file errors), ``SandboxUnavailable`` (the sandbox died), ``RolloutTimeout`` (the rollout's wall
 time ran out), ``Cancelled``, ``OOMKilled``, ``ImageMissing``, ``ContainerStartFailed``.
 """
 
 from __future__ import annotations
 
 import abc
+import enum
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
-from sandbox.runtime.spec import ContainerSpec
+from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from skillopt.agents.sandbox import ExecOutcome, FileEntry
 
-__all__ = ["RolloutSandbox", "SandboxRuntime"]
+__all__ = [
+    "ReapReport",
+    "RolloutSandbox",
+    "SandboxHandle",
+    "SandboxRuntime",
+    "SessionSandbox",
+    "SlotState",
+    "Sweep",
+]
+
+
+class SlotState(enum.Enum):
+    """Lifecycle of a created sandbox (the warm pool's slots)."""
+
+    CREATING = "creating"  # being created, not taking work yet
+    IDLE = "idle"  # taking work; nobody holds it
+    LEASED = "leased"  # held by exactly one rollout or session
+    DRAINING = "draining"  # being removed
+    DEAD = "dead"  # removed (or found dead)
+
+
+@dataclass(eq=False, kw_only=True)
+class SandboxHandle:
+    """One created sandbox as the pool and the service hold it: what every runtime fills in.
+    A runtime subclasses it with what it needs itself (Docker: the container id, its runner
+    connection, its host directories)."""
+
+    #: Unique on the host (the container's name for Docker).
+    name: str
+    spec: ContainerSpec
+    #: The content digest of the image it runs (reported in results).
+    image_digest: str
+    #: Unix time of its creation.
+    created_at: float
+    state: SlotState = SlotState.IDLE
+    #: Seconds its creation took.
+    start_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ReapReport:
+    """What one :meth:`SandboxRuntime.reap` removed."""
+
+    #: Names of the sandboxes removed.
+    containers: tuple[str, ...]
+    #: Host directories removed (of sandboxes gone before).
+    directories: tuple[str, ...]
+
+
+class Sweep(enum.Enum):
+    """What goes when an execution ends."""
+
+    #: Every process the execution started (rollouts: nothing outlives an execution).
+    ALWAYS = "always"
+    #: Background processes outlive the command, unless it was killed (timeout, cancel, output
+    #: cap): then every process of the sandbox goes (sessions).
+    ON_KILL = "on_kill"
 
 
 class RolloutSandbox(abc.ABC):
@@ -115,6 +177,69 @@ class RolloutSandbox(abc.ABC):
         """Seconds left of the rollout's wall time (``None``: unbounded)."""
 
 
+class SessionSandbox(RolloutSandbox):
+    """One leased sandbox driven as a session, by its owner: any command, any path the
+    sandbox's user may use. Calls are serialized; only :meth:`cancel_command` may be called
+    from another thread while a command runs.
+
+    Unlike the workspace operations of :class:`RolloutSandbox` (which the trusted side grades,
+    so they never follow links), session paths may be absolute, links are followed as any
+    program would, and a refusal carries the errno's own kind.
+    """
+
+    #: The sandbox it drives.
+    handle: SandboxHandle
+    #: The default working directory (relative paths and ``cwd`` are below it).
+    workdir: str
+
+    @abc.abstractmethod
+    def exec_streaming(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        on_output: Callable[[int, bytes], None],
+        output_limit_bytes: int,
+        cwd: str = "",
+        env: Mapping[str, str] | None = None,
+        stdin: bytes = b"",
+        sweep: Sweep = Sweep.ON_KILL,
+        cancelled: threading.Event | None = None,
+    ) -> ExecOutcome:
+        """Run ``argv`` and stream its output to ``on_output(fd, bytes)`` as it comes (at most
+        ``output_limit_bytes`` in all: beyond it the command is killed, ``output_limit_exceeded``).
+        The outcome's tails are empty (the output was streamed). ``cancelled``: the caller's
+        cancel flag, set before it calls :meth:`cancel_command`; a command whose flag is set by
+        the time it reaches the sandbox is cancelled at once.
+
+        Raises:
+            InvalidRequest: empty ``argv``.
+            OOMKilled, SandboxUnavailable: the sandbox itself died.
+        """
+
+    @abc.abstractmethod
+    def cancel_command(self) -> None:
+        """Kill the command running now (its call returns with ``cancelled``). Never raises."""
+
+    @abc.abstractmethod
+    def write_path(self, path: str, data: bytes) -> None:
+        """Create or replace the file at ``path`` (absolute or below :attr:`workdir`).
+
+        Raises:
+            SandboxIsADirectory, SandboxPermissionDenied, SandboxFileTooLarge (no space left),
+            SandboxFileMissing (a parent is a file), InvalidRequest.
+        """
+
+    @abc.abstractmethod
+    def read_path(self, path: str, *, max_bytes: int) -> bytes:
+        """The content of the file at ``path``.
+
+        Raises:
+            SandboxFileMissing, SandboxPermissionDenied, SandboxIsADirectory,
+            SandboxFileTooLarge (larger than ``max_bytes``), InvalidRequest.
+        """
+
+
 class SandboxRuntime(abc.ABC):
     """Creates, leases and removes sandboxes on one host. Thread-safe."""
 
@@ -122,11 +247,12 @@ class SandboxRuntime(abc.ABC):
     name: str = ""
     #: SHA-256 of the in-sandbox runner (reported by Describe).
     runner_sha256: str = ""
+    #: The host's runtime settings (pool sizes, limits, state dir).
+    config: RuntimeConfig
 
     @abc.abstractmethod
-    def create(self, spec: ContainerSpec) -> Any:
-        """Create and start one sandbox and wait until it takes work; returns its handle
-        (with at least ``name``, ``spec``, ``created_at``, ``image_digest`` and ``state``).
+    def create(self, spec: ContainerSpec) -> SandboxHandle:
+        """Create and start one sandbox and wait until it takes work; returns its handle.
 
         Raises:
             ImageMissing: the spec's image is not on this host.
@@ -136,26 +262,31 @@ class SandboxRuntime(abc.ABC):
     @abc.abstractmethod
     def lease(
         self,
-        handle: Any,
-        rollout_id: str,
+        handle: SandboxHandle,
+        holder: str,
         *,
         output_limit_bytes: int = 64 * 1024,
         deadline: float | None = None,
         cancel: threading.Event | None = None,
-    ) -> RolloutSandbox:
-        """Hand a created sandbox to one rollout (``deadline``: ``time.monotonic()`` after
-        which it is out of time; ``cancel``: set by another thread to cancel)."""
+    ) -> SessionSandbox:
+        """Hand a created sandbox to one rollout or session, recorded for the reaper
+        (``holder``: the rollout id, or ``session/<id>``; ``deadline``: ``time.monotonic()``
+        after which it is out of time; ``cancel``: set by another thread to cancel).
+
+        Raises:
+            SandboxUnavailable: the lease cannot be recorded (the host's disk).
+        """
 
     @abc.abstractmethod
-    def alive(self, handle: Any) -> bool:
+    def alive(self, handle: SandboxHandle) -> bool:
         """Whether an idle sandbox can still take work."""
 
     @abc.abstractmethod
-    def kill(self, handle: Any) -> None:
+    def kill(self, handle: SandboxHandle) -> None:
         """Kill a sandbox now (removal happens in :meth:`destroy`). Never raises."""
 
     @abc.abstractmethod
-    def destroy(self, handle: Any) -> None:
+    def destroy(self, handle: SandboxHandle) -> None:
         """Remove a sandbox and everything the host keeps for it. Never raises."""
 
     @abc.abstractmethod
@@ -197,8 +328,10 @@ class SandboxRuntime(abc.ABC):
         return ""
 
     @abc.abstractmethod
-    def reap(self, *, startup: bool = False) -> Any:
-        """Remove sandboxes this host no longer owns (a crashed predecessor's, expired ones)."""
+    def reap(self, *, startup: bool = False) -> ReapReport:
+        """Remove sandboxes this host no longer owns: a crashed predecessor's, expired ones,
+        those of owners provably gone; ``startup`` (and at close): every sandbox labelled with
+        this host's id that this runtime did not create."""
 
     @abc.abstractmethod
     def abort_creations(self) -> None:

@@ -17,13 +17,15 @@ Nothing here knows Docker: a remote VM or Kubernetes pod runtime is checked the 
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from sandbox.runtime.base import RolloutSandbox, SandboxRuntime
+from sandbox.runtime.base import RolloutSandbox, SandboxHandle, SandboxRuntime, SessionSandbox, Sweep
 from sandbox.runtime.spec import ContainerSpec
+from skillopt.agents.sandbox import ExecOutcome
 from skillopt.errors import (
     Cancelled,
     ConfigError,
@@ -32,6 +34,9 @@ from skillopt.errors import (
     OutputLimitExceeded,
     SandboxFileMissing,
     SandboxFileRefused,
+    SandboxFileTooLarge,
+    SandboxIsADirectory,
+    SandboxPermissionDenied,
     SandboxUnavailable,
 )
 
@@ -43,14 +48,16 @@ class Conformance:
 
     ``box(**lease_kw)`` leases the shared sandbox (created on first use) with the given lease
     settings, in a fresh workspace directory of its own; ``fresh(**lease_kw)`` creates (and
-    afterwards destroys) a sandbox of its own, for checks that kill or exhaust it.
-    ``close()`` removes the shared one.
+    afterwards destroys) a sandbox of its own, for checks that kill or exhaust it;
+    ``session()`` does the same for a sandbox driven as a session (its background processes
+    and files outside the workspace must not meet other checks). ``close()`` removes the
+    shared one.
     """
 
     def __init__(self, runtime: SandboxRuntime, spec: ContainerSpec) -> None:
         self.runtime = runtime
         self.spec = spec
-        self._shared = None
+        self._shared: SandboxHandle | None = None
         self._n = 0
 
     @contextlib.contextmanager
@@ -58,13 +65,22 @@ class Conformance:
         if self._shared is None or not self.runtime.alive(self._shared):
             self._shared = self.runtime.create(self.spec)
         self._n += 1
-        yield _Subdir(self.runtime.lease(self._shared, "conformance/shared", **kw), f"c{self._n}")
+        shared = self.runtime.lease(self._shared, "conformance/shared", **kw)
+        yield _Subdir(shared, f"c{self._n}")
 
     @contextlib.contextmanager
     def fresh(self, **kw) -> Iterator[RolloutSandbox]:
         handle = self.runtime.create(self.spec)
         try:
             yield self.runtime.lease(handle, "conformance/fresh", **kw)
+        finally:
+            self.runtime.destroy(handle)
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[SessionSandbox]:
+        handle = self.runtime.create(self.spec)
+        try:
+            yield self.runtime.lease(handle, "session/conformance", output_limit_bytes=1 << 20)
         finally:
             self.runtime.destroy(handle)
 
@@ -176,8 +192,8 @@ def check_read_errors_are_typed(c: Conformance) -> None:
 def check_paths_outside_the_workspace_are_refused(c: Conformance) -> None:
     with c.box() as box:
         for bad in ("/etc/passwd", "../x", "a/../../x", "", "a\\b"):
-            _raises(InvalidRequest, lambda bad=bad: box.write_file(bad, b"x"))
-            _raises(InvalidRequest, lambda bad=bad: box.read_file(bad, max_bytes=10))
+            _raises(InvalidRequest, functools.partial(box.write_file, bad, b"x"))
+            _raises(InvalidRequest, functools.partial(box.read_file, bad, max_bytes=10))
         box.run_command(["ln", "-s", "/tmp", "tmplink"], timeout_s=30)
         _raises(InvalidRequest, lambda: box.write_file("tmplink/evil", b"x"))
 
@@ -307,3 +323,134 @@ def check_no_network_by_default(c: Conformance) -> None:
         )
         out = box.run_python("net.py", timeout_s=30)
         assert out.stdout_tail == "blocked\n", out
+
+
+# -- sessions ------------------------------------------------------------------------------------
+
+
+class _Collected:
+    """What a streaming execution sent, by stream; ``seen`` is set at the first output."""
+
+    def __init__(self) -> None:
+        self.out: dict[int, bytearray] = {1: bytearray(), 2: bytearray()}
+        self.seen = threading.Event()
+
+    def __call__(self, fd: int, data: bytes) -> None:
+        self.out[fd] += data
+        self.seen.set()
+
+
+def _stream(box: SessionSandbox, argv: list[str], **kw) -> tuple[ExecOutcome, _Collected]:
+    got = _Collected()
+    kw.setdefault("timeout_s", 30)
+    kw.setdefault("output_limit_bytes", 1 << 20)
+    return box.exec_streaming(argv, on_output=got, **kw), got
+
+
+@_check
+def check_session_exec_streams_output(c: Conformance) -> None:
+    """Output arrives through ``on_output`` by stream (the outcome's tails stay empty); stdin,
+    env and the working directory (relative to ``workdir``, or absolute) reach the command; a
+    program that cannot start says why."""
+    with c.session() as box:
+        out, got = _stream(box, ["sh", "-c", "echo out; echo err >&2; exit 3"])
+        assert (out.exit_code, bytes(got.out[1]), bytes(got.out[2])) == (3, b"out\n", b"err\n"), out
+        assert (out.stdout_bytes, out.stderr_bytes, out.stdout_tail) == (4, 4, ""), out
+        assert not (out.timed_out or out.cancelled or out.output_limit_exceeded), out
+        _, got = _stream(box, ["cat"], stdin=b"from stdin")
+        assert bytes(got.out[1]) == b"from stdin", got.out
+        _, got = _stream(box, ["sh", "-c", "echo $SO_CHECK"], env={"SO_CHECK": "passed"})
+        assert bytes(got.out[1]) == b"passed\n", got.out
+        _stream(box, ["mkdir", "-p", "sub"])
+        _, got = _stream(box, ["pwd"], cwd="sub")
+        assert bytes(got.out[1]) == f"{box.workdir}/sub\n".encode(), got.out
+        _, got = _stream(box, ["pwd"], cwd="/tmp")
+        assert bytes(got.out[1]) == b"/tmp\n", got.out
+        out, _ = _stream(box, ["no-such-program-here"])
+        assert out.exit_code == 127 and out.spawn_error == "not_found", out
+        _raises(InvalidRequest, lambda: _stream(box, []))
+
+
+@_check
+def check_session_output_cap_kills_the_command(c: Conformance) -> None:
+    with c.session() as box:
+        out, got = _stream(box, ["sh", "-c", "while :; do echo flood; done"], output_limit_bytes=4096)
+        assert out.output_limit_exceeded and out.exit_code is None, out
+        assert len(got.out[1]) + len(got.out[2]) <= 4096, len(got.out[1])
+
+
+@_check
+def check_session_timeout_kills_the_command(c: Conformance) -> None:
+    with c.session() as box:
+        out, _ = _stream(box, ["sleep", "60"], timeout_s=1.0)
+        assert out.timed_out and out.exit_code is None and not out.cancelled, out
+
+
+@_check
+def check_session_cancel_kills_the_command(c: Conformance) -> None:
+    """``cancel_command`` from another thread ends the running command (``cancelled``) and the
+    session goes on; a command whose cancel flag is set before it reaches the sandbox (the
+    caller vanished meanwhile) is cancelled at once."""
+    with c.session() as box:
+        got = _Collected()
+        ended: list[ExecOutcome] = []
+        argv = ["sh", "-c", "echo started; exec sleep 600"]
+        t = threading.Thread(
+            target=lambda: ended.append(
+                box.exec_streaming(argv, timeout_s=120, on_output=got, output_limit_bytes=1 << 20)
+            )
+        )
+        t.start()
+        assert got.seen.wait(60), "the command never started"
+        box.cancel_command()
+        t.join(60)
+        assert ended and ended[0].cancelled and not ended[0].timed_out, ended
+        flag = threading.Event()
+        flag.set()
+        box.cancel_command()  # before the command: the sandbox ignores it, the flag does not
+        out, _ = _stream(box, ["sleep", "600"], cancelled=flag)
+        assert out.cancelled and not out.timed_out, out
+        out, got = _stream(box, ["echo", "still here"])
+        assert bytes(got.out[1]) == b"still here\n", out
+
+
+@_check
+def check_session_sweep_modes(c: Conformance) -> None:
+    """``Sweep.ON_KILL``: a background process outlives its command, until a command is killed
+    (then every process goes). ``Sweep.ALWAYS``: nothing outlives the command."""
+    with c.session() as box:
+
+        def background(sweep: Sweep) -> str:
+            out, got = _stream(box, ["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"], sweep=sweep)
+            assert out.exit_code == 0, out
+            return bytes(got.out[1]).decode().strip()
+
+        def alive(pid: str) -> bool:
+            return _stream(box, ["kill", "-0", pid])[0].exit_code == 0
+
+        pid = background(Sweep.ON_KILL)
+        assert alive(pid), "a background process of a session's command was killed"
+        out, _ = _stream(box, ["sleep", "60"], timeout_s=1.0)
+        assert out.timed_out and not alive(pid), "a killed command left the session's processes"
+        assert not alive(background(Sweep.ALWAYS)), "Sweep.ALWAYS left a process behind"
+
+
+@_check
+def check_session_files_anywhere_with_typed_errors(c: Conformance) -> None:
+    """Session files: absolute or relative to ``workdir``, links followed, binary round trip,
+    and each refusal of its own kind."""
+    data = bytes(range(256)) * 16
+    with c.session() as box:
+        box.write_path("/tmp/a/b.bin", data)
+        assert box.read_path("/tmp/a/b.bin", max_bytes=len(data)) == data
+        box.write_path("rel.txt", b"relative")
+        assert box.read_path(f"{box.workdir}/rel.txt", max_bytes=100) == b"relative"
+        _stream(box, ["sh", "-c", "ln -s /tmp/a/b.bin /tmp/link && mkfifo /tmp/fifo"])
+        assert box.read_path("/tmp/link", max_bytes=len(data)) == data
+        _raises(SandboxFileMissing, lambda: box.read_path("/tmp/nope", max_bytes=10))
+        _raises(SandboxIsADirectory, lambda: box.read_path("/tmp/a", max_bytes=10))
+        _raises(SandboxIsADirectory, lambda: box.write_path("/tmp/a", b"x"))
+        _raises(SandboxPermissionDenied, lambda: box.write_path("/etc/evil", b"x"))
+        _raises(SandboxPermissionDenied, lambda: box.read_path("/tmp/fifo", max_bytes=10))
+        _raises(SandboxFileTooLarge, lambda: box.read_path("/tmp/a/b.bin", max_bytes=10))
+        _raises(SandboxFileMissing, lambda: box.write_path("/tmp/a/b.bin/under-a-file", b"x"))

@@ -1,7 +1,7 @@
 """Fresh grading containers without a sandbox service: for ``skillopt score`` and tests.
 
 The service gives agents ``ctx.grading_sandbox`` from its pool; outside a service, this module
-gives the same thing straight from a :class:`~sandbox.runtime.docker_runtime.DockerRuntime`
+gives the same thing straight from a :class:`~sandbox.runtime.docker.runtime.DockerRuntime`
 (one hardened, network-less container per call, destroyed afterwards).
 
 Usage::
@@ -42,7 +42,7 @@ def local_grading_sandboxes(
         SandboxUnavailable: the Docker engine cannot be reached (the message says how to
             start it).
     """
-    from sandbox.runtime.docker_runtime import DockerRuntime
+    from sandbox.runtime.docker.runtime import DockerRuntime
 
     state = tempfile.mkdtemp(prefix="so-grade-", dir="/tmp")
     spec = spec or ContainerSpec()

@@ -1,6 +1,6 @@
 """Which process owns a container, and whether that process is gone.
 
-Every container and network a :class:`~sandbox.runtime.docker_runtime.DockerRuntime` creates
+Every container and network a :class:`~sandbox.runtime.docker.runtime.DockerRuntime` creates
 carries an owner label: the machine's boot id, the owner's PID namespace, its PID and its start
 time (so a reused PID is not mistaken for the owner), and, when the owner itself runs in a
 container (the compose deployment), that container's id and start time. Any process on the same

@@ -36,8 +36,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from sandbox.runtime.base import SandboxRuntime
-from sandbox.runtime.docker_runtime import ContainerHandle, SlotState
+from sandbox.runtime.base import SandboxHandle, SandboxRuntime, SlotState
 from sandbox.runtime.spec import ContainerSpec
 from skillopt.errors import ContainerStartFailed, Draining, ImageMissing, InfraError, RolloutTimeout
 
@@ -53,7 +52,7 @@ _FAIL_FAST_AFTER = 3
 @dataclass
 class _Pool:
     spec: ContainerSpec
-    idle: collections.deque[ContainerHandle] = field(default_factory=collections.deque)
+    idle: collections.deque[SandboxHandle] = field(default_factory=collections.deque)
     creating: int = 0
     #: One ticket per acquisition waiting, oldest first: only the oldest takes a container.
     queue: collections.deque[object] = field(default_factory=collections.deque)
@@ -108,7 +107,7 @@ class PoolManager:
 
     def acquire(
         self, spec: ContainerSpec, *, timeout_s: float, cancel: threading.Event | None = None
-    ) -> ContainerHandle:
+    ) -> SandboxHandle:
         """Take an idle container for ``spec``, waiting for one if none is ready.
 
         Raises:
@@ -160,7 +159,7 @@ class PoolManager:
                     pool.queue.remove(ticket)
                     self._cond.notify_all()
 
-    def release(self, handle: ContainerHandle) -> None:
+    def release(self, handle: SandboxHandle) -> None:
         """Give a used container back: it is destroyed in the background, never reused."""
         self._destroy_async(handle)
         with self._cond:
@@ -247,7 +246,7 @@ class PoolManager:
             pool = self._pools[spec.key] = _Pool(spec=spec)
         return pool
 
-    def _destroy_async(self, handle: ContainerHandle) -> None:
+    def _destroy_async(self, handle: SandboxHandle) -> None:
         handle.state = SlotState.DRAINING
         with self._cond:
             self._destroying += 1
@@ -256,7 +255,7 @@ class PoolManager:
         except RuntimeError:  # executor shut down
             self._destroy_counted(handle)
 
-    def _destroy_counted(self, handle: ContainerHandle) -> None:
+    def _destroy_counted(self, handle: SandboxHandle) -> None:
         try:
             self._after_burst()  # a removal costs the engine CPU too (measured: see _refill_at)
             self.runtime.destroy(handle)
@@ -360,9 +359,9 @@ class PoolManager:
                     return
                 now = time.monotonic()
                 warm = self._warm_keys(now)
-                stale: list[ContainerHandle] = []
+                stale: list[SandboxHandle] = []
                 for key, pool in list(self._pools.items()):
-                    keep = collections.deque()
+                    keep: collections.deque[SandboxHandle] = collections.deque()
                     for h in pool.idle:
                         age = time.time() - h.created_at
                         if age > self.config.max_idle_s or not self.runtime.alive(h):
@@ -406,7 +405,7 @@ class PoolManager:
                 self._destroy_async(h)
 
     def _create_one(self, pool: _Pool) -> None:
-        handle: ContainerHandle | None = None
+        handle: SandboxHandle | None = None
         error: InfraError | None = None
         try:
             handle = self.runtime.create(pool.spec)
@@ -424,7 +423,7 @@ class PoolManager:
                 pool.consecutive_failures = 0
                 pool.last_error = None
                 if self._closing:
-                    handle_to_drop: ContainerHandle | None = handle
+                    handle_to_drop: SandboxHandle | None = handle
                 else:
                     handle_to_drop = None
                     pool.idle.append(handle)

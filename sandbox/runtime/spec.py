@@ -87,12 +87,13 @@ class ContainerSpec:
 
     def with_limits(self, *, memory_bytes: int | None = None, cpus: float | None = None) -> ContainerSpec:
         """This spec with per-rollout limits applied (``None`` keeps the current value)."""
-        changes: dict[str, object] = {}
-        if memory_bytes:
-            changes["memory_bytes"] = int(memory_bytes)
-        if cpus:
-            changes["cpus"] = float(cpus)
-        return replace(self, **changes) if changes else self
+        if not memory_bytes and not cpus:
+            return self
+        return replace(
+            self,
+            memory_bytes=int(memory_bytes) if memory_bytes else self.memory_bytes,
+            cpus=float(cpus) if cpus else self.cpus,
+        )
 
     @property
     def key(self) -> str:

@@ -29,8 +29,8 @@ from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from sandbox.gateway.cache import ExchangeCache
 from sandbox.gateway.core import Gateway
 from sandbox.gateway.http import GatewayLimits, GatewayServer
-from sandbox.gateway.network import GatewayNetwork
-from sandbox.runtime.docker_runtime import DockerRuntime
+from sandbox.runtime.docker.network import GatewayNetwork
+from sandbox.runtime.docker.runtime import DockerRuntime
 from sandbox.runtime.pool import PoolManager
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from sandbox.server.interceptors import TokenAuthInterceptor

@@ -14,9 +14,10 @@ import grpc
 import structlog
 
 from sandbox.api.v1 import sandbox_pb2 as pb
-from sandbox.runtime.session import CommandExit
-from sandbox.service.sessions import SESSION_USER, Session, SessionManager, SessionRequest
+from sandbox.service.session_policy import SESSION_USER, SessionRequest
+from sandbox.service.sessions import Session, SessionManager
 from sandbox.service.tenants import LOCAL_TENANT, Tenant, TenantTokens
+from skillopt.agents.sandbox import ExecOutcome
 from skillopt.errors import Cancelled, InvalidRequest, SandboxFileTooLarge, Unauthenticated
 from skillopt.types import Limits
 
@@ -110,7 +111,7 @@ class SessionRpcs:
         tenant = self._tenant(context)
         manager = self._manager()
         start = _first_start(request_iterator, "WriteFile", "WriteFileStart")
-        manager.check_file_size(start.size)
+        manager.policy.check_file_size(start.size)
         with manager.buffering(start.size), manager.using(tenant, start.session_id) as session:
             data = bytearray()
             for message in request_iterator:
@@ -185,7 +186,7 @@ class SessionRpcs:
                     break
                 if isinstance(item, BaseException):
                     self._abort(context, item)
-                if isinstance(item, CommandExit):
+                if isinstance(item, ExecOutcome):
                     yield pb.ExecOutput(exit=_exit_to_proto(item))
                 else:
                     fd, data = item
@@ -211,7 +212,7 @@ class SessionRpcs:
             max_expires_ns=session.wall_ns(session.max_expires_at),
             idle_ttl_s=session.idle_ttl_s,
             user=SESSION_USER,
-            workdir=self._manager().workdir(),
+            workdir=session.box.workdir,
             container_runtime=self._manager().runtime.runtime_name(session.spec),
             limits=pb.Limits(
                 memory_bytes=int(limits.memory_bytes or 0),
@@ -287,10 +288,10 @@ def _receive_stdin(manager: SessionManager, requests: Iterator[pb.ExecInput]) ->
     return bytes(stdin), reserved
 
 
-def _exit_to_proto(result: CommandExit) -> pb.ExecExit:
+def _exit_to_proto(result: ExecOutcome) -> pb.ExecExit:
     return pb.ExecExit(
         exit_code=result.exit_code,
-        signal=result.signal,
+        signal=result.signal or 0,
         timed_out=result.timed_out,
         oom_killed=result.oom_killed,
         output_limit_exceeded=result.output_limit_exceeded,
@@ -298,7 +299,7 @@ def _exit_to_proto(result: CommandExit) -> pb.ExecExit:
         stdout_bytes=result.stdout_bytes,
         stderr_bytes=result.stderr_bytes,
         spawn_error=result.spawn_error,
-        message=result.message,
+        message=result.spawn_message,
     )
 
 

@@ -7,57 +7,35 @@ indistinguishable from a missing one. It ends when destroyed, when no call touch
 idle TTL (a command in flight counts as a touch for as long as it runs), at its maximum
 lifetime, or when the host drains (after the grace period). Caps are checked before a container
 is taken: host-wide and per tenant, refused with :class:`~skillopt.errors.SessionLimit` and a
-retry hint, never by degrading a running session.
+retry hint, never by degrading a running session. What a session may ask for (image, limits,
+TTLs, labels, files, each command's bounds) is :class:`~sandbox.service.session_policy.SessionPolicy`.
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import structlog
 
-from sandbox.runtime.session import WORKDIR, CommandExit, SessionSandbox
+from sandbox.runtime.base import SandboxHandle, SandboxRuntime, SessionSandbox
+from sandbox.runtime.pool import PoolManager
 from sandbox.runtime.spec import ContainerSpec
 from sandbox.service.config import SessionConfig
+from sandbox.service.session_policy import SessionPolicy, SessionRequest
 from sandbox.service.tenants import Tenant
-from sandbox.service.validation import effective_limits, validate_limits
-from skillopt.errors import (
-    Draining,
-    InvalidRequest,
-    SandboxFileTooLarge,
-    SessionLimit,
-    UnknownSession,
-    UserUnsupported,
-)
-from skillopt.files import check_relative_name
+from skillopt.agents.sandbox import ExecOutcome
+from skillopt.errors import Draining, SessionLimit, UnknownSession
 from skillopt.types import Limits
 
-__all__ = ["Session", "SessionManager", "SessionRequest"]
+__all__ = ["Session", "SessionManager"]
 
 log = structlog.get_logger("skillopt.sandbox.sessions")
-
-_MAX_LABEL_CHARS = 200
-#: The container user's name in the runtime image (uid 1000).
-SESSION_USER = "sandbox"
-
-
-@dataclass(frozen=True, kw_only=True)
-class SessionRequest:
-    """What a client asks for when it creates a session (already decoded from the proto)."""
-
-    image: str = ""
-    limits: Limits = field(default_factory=Limits)
-    idle_ttl_s: float = 0.0
-    max_lifetime_s: float = 0.0
-    labels: Mapping[str, str] = field(default_factory=dict)
-    network: str = "none"
-    skill: str | None = None
-    files: tuple[tuple[str, bytes], ...] = ()
 
 
 @dataclass(eq=False)
@@ -98,11 +76,8 @@ class SessionManager:
         host_id: this host's id (reported in every session).
         pools: the host's warm pools (``acquire``/``release``).
         runtime: the container runtime (leases, kills).
-        base_spec: the host's rollout container spec (sessions with default limits share its
-            warm pool).
-        gateway_spec: the spec of containers on the model gateway's network (``None``: this
-            host offers no gateway network).
-        default_limits, max_limits: the host's rollout limits (memory, CPUs) that sessions use.
+        base_spec, gateway_spec, default_limits, max_limits, max_lifetime_cap_s: what sessions
+            may ask for (:class:`~sandbox.service.session_policy.SessionPolicy`).
     """
 
     def __init__(
@@ -110,8 +85,8 @@ class SessionManager:
         config: SessionConfig,
         *,
         host_id: str,
-        pools,
-        runtime,
+        pools: PoolManager,
+        runtime: SandboxRuntime,
         base_spec: ContainerSpec,
         gateway_spec: ContainerSpec | None,
         default_limits: Limits,
@@ -122,10 +97,15 @@ class SessionManager:
         self.host_id = host_id
         self.pools = pools
         self.runtime = runtime
-        self.base_spec = base_spec
-        self.gateway_spec = gateway_spec
-        self.default_limits, self.max_limits = default_limits, max_limits
-        self.max_lifetime_cap_s = max_lifetime_cap_s
+        self.policy = SessionPolicy(
+            config,
+            host_id=host_id,
+            base_spec=base_spec,
+            gateway_spec=gateway_spec,
+            default_limits=default_limits,
+            max_limits=max_limits,
+            max_lifetime_cap_s=max_lifetime_cap_s,
+        )
         self._sessions: dict[str, Session] = {}
         #: Sessions created since the host started (for Describe-style counters and tests).
         self.created_total = 0
@@ -138,11 +118,6 @@ class SessionManager:
         self._reaper.start()
 
     # -- queries -----------------------------------------------------------------------------
-
-    @property
-    def images(self) -> tuple[str, ...]:
-        """The images sessions may use: the host's runtime image first."""
-        return (self.base_spec.image, *(i for i in self.config.extra_images if i != self.base_spec.image))
 
     def count(self) -> int:
         with self._cond:
@@ -188,37 +163,32 @@ class SessionManager:
             Draining: the host is shutting down.
             ImageMissing, ContainerStartFailed, RolloutTimeout: no container could be had.
         """
-        spec, limits = self._spec_for(request)
-        idle_ttl = self._idle_ttl(request.idle_ttl_s)
-        lifetime = min(request.max_lifetime_s or self.config.default_max_lifetime_s, self.max_lifetime_cap_s)
-        if lifetime < 1.0:
-            raise InvalidRequest(f"max_lifetime_s must be at least 1 s, got {request.max_lifetime_s:g}")
-        labels = self._labels(request.labels)
-        files = self._files(request.files)
+        granted = self.policy.admit(request)
         self._reserve(tenant)
         session_id = "s-" + uuid.uuid4().hex
-        handle = None
+        handle: SandboxHandle | None = None
         try:
-            handle = self.pools.acquire(spec, timeout_s=self.config.acquire_timeout_s)
-            self.runtime.write_lease(handle, f"session/{session_id}")
-            box = SessionSandbox(self.runtime, handle, output_limit_bytes=int(limits.output_bytes or 0))
+            handle = self.pools.acquire(granted.spec, timeout_s=self.config.acquire_timeout_s)
+            box = self.runtime.lease(
+                handle, f"session/{session_id}", output_limit_bytes=int(granted.limits.output_bytes or 0)
+            )
             if request.skill is not None:
                 box.write_skill(request.skill)
-            for name, data in files:
+            for name, data in granted.files:
                 box.write_path(name, data)
             now = time.monotonic()
             session = Session(
                 id=session_id,
                 tenant=tenant,
                 box=box,
-                spec=spec,
-                network=request.network or "none",
-                labels=labels,
-                limits=limits,
-                idle_ttl_s=idle_ttl,
+                spec=granted.spec,
+                network=granted.network,
+                labels=granted.labels,
+                limits=granted.limits,
+                idle_ttl_s=granted.idle_ttl_s,
                 created_ns=time.time_ns(),
                 created_at=now,
-                max_expires_at=now + lifetime,
+                max_expires_at=now + granted.lifetime_s,
                 last_used=now,
             )
         except BaseException:
@@ -234,7 +204,11 @@ class SessionManager:
             self.created_total += 1
             self._cond.notify_all()
         log.info(
-            "session.created", session=session_id, tenant=tenant.id, container=handle.name, image=spec.image
+            "session.created",
+            session=session_id,
+            tenant=tenant.id,
+            container=box.handle.name,
+            image=granted.spec.image,
         )
         return session
 
@@ -254,7 +228,7 @@ class SessionManager:
         session = self.get(tenant, session_id)
         with self._cond:
             if idle_ttl_s:
-                session.idle_ttl_s = self._idle_ttl(idle_ttl_s)
+                session.idle_ttl_s = self.policy.idle_ttl(idle_ttl_s)
             session.last_used = time.monotonic()
         return session
 
@@ -286,7 +260,7 @@ class SessionManager:
     def exec(
         self,
         session: Session,
-        argv: list[str],
+        argv: builtins.list[str],
         *,
         on_output: Callable[[int, bytes], None],
         cwd: str = "",
@@ -296,36 +270,19 @@ class SessionManager:
         output_limit_bytes: int = 0,
         user: str = "",
         cancelled: threading.Event | None = None,
-    ) -> CommandExit:
-        """Run one command in ``session`` (see :meth:`SessionSandbox.run_streaming`, also for
-        ``cancelled``).
+    ) -> ExecOutcome:
+        """Run one command in ``session`` (see :meth:`SessionSandbox.exec_streaming`, also for
+        ``cancelled``); its outcome (the output went to ``on_output``).
 
         Raises:
             UserUnsupported: ``user`` names someone other than the session's user.
             InvalidRequest: empty argv, bad timeout or output cap, stdin beyond the host limit.
         """
-        if user and user not in (SESSION_USER, self.base_spec.user.split(":", 1)[0]):
-            raise UserUnsupported(
-                f"cannot run as user {user!r}: session containers run as {SESSION_USER!r} (uid "
-                f"{self.base_spec.user.split(':', 1)[0]}) without the capability to switch users"
-            )
-        if len(stdin) > self.config.max_stdin_bytes:
-            raise InvalidRequest(
-                f"stdin of {len(stdin)} bytes exceeds this host's {self.config.max_stdin_bytes}"
-            )
-        timeout = self._bounded(
-            timeout_s, self.config.default_exec_timeout_s, self.config.max_exec_timeout_s, "timeout_s"
-        )
-        cap = int(
-            self._bounded(
-                output_limit_bytes,
-                self.config.default_output_bytes,
-                self.config.max_output_bytes,
-                "output_limit_bytes",
-            )
-        )
+        self.policy.check_command(user=user, stdin_bytes=len(stdin))
+        timeout = self.policy.exec_timeout(timeout_s)
+        cap = self.policy.output_cap(output_limit_bytes)
         remaining = session.max_expires_at - time.monotonic()
-        return session.box.run_streaming(
+        return session.box.exec_streaming(
             argv,
             timeout_s=max(0.5, min(timeout, remaining)),
             on_output=on_output,
@@ -370,12 +327,6 @@ class SessionManager:
             self._buffered -= size
             self._cond.notify_all()
 
-    def check_file_size(self, size: int) -> None:
-        if size > self.config.max_file_bytes:
-            raise SandboxFileTooLarge(
-                f"a file of {size} bytes exceeds this host's limit of {self.config.max_file_bytes}"
-            )
-
     # -- drain and close ---------------------------------------------------------------------
 
     def drain(self, grace_s: float) -> None:
@@ -399,69 +350,6 @@ class SessionManager:
             self._remove(session, "host closing")
 
     # -- internals ---------------------------------------------------------------------------
-
-    def _spec_for(self, request: SessionRequest) -> tuple[ContainerSpec, Limits]:
-        image = request.image or self.base_spec.image
-        if image not in self.images:
-            raise InvalidRequest(
-                f"image {image[:200]!r} is not allowed on this host; allowed: {', '.join(self.images)}"
-            )
-        network = request.network or "none"
-        if network not in ("none", "gateway"):
-            raise InvalidRequest(f"network must be 'none' or 'gateway', got {network[:50]!r}")
-        validate_limits(request.limits)
-        asked = Limits(
-            memory_bytes=request.limits.memory_bytes,
-            cpus=request.limits.cpus,
-            output_bytes=request.limits.output_bytes,
-        )
-        if network == "gateway":
-            if self.gateway_spec is None:
-                raise InvalidRequest(
-                    f"host {self.host_id} has no model gateway network (exec agents are off here)"
-                )
-            base = self.gateway_spec
-        else:
-            base = self.base_spec
-        # Unset limits are the spec's own, so a default session takes a warm pool's container.
-        default = replace(
-            self.default_limits,
-            memory_bytes=base.memory_bytes,
-            cpus=base.cpus,
-            output_bytes=self.config.default_output_bytes,
-        )
-        maximum = replace(self.max_limits, output_bytes=self.config.max_output_bytes)
-        limits = effective_limits(asked, default=default, maximum=maximum)
-        spec = replace(base, image=image).with_limits(memory_bytes=limits.memory_bytes, cpus=limits.cpus)
-        return spec, limits
-
-    def _idle_ttl(self, asked: float) -> float:
-        return self._bounded(asked, self.config.default_idle_ttl_s, self.config.max_idle_ttl_s, "idle_ttl_s")
-
-    @staticmethod
-    def _bounded(value: float, default: float, maximum: float, name: str) -> float:
-        if value != value or value < 0 or value == float("inf"):
-            raise InvalidRequest(f"{name} must be a finite number >= 0, got {value!r}")
-        return min(float(value or default), maximum)
-
-    def _labels(self, labels: Mapping[str, str]) -> dict[str, str]:
-        if len(labels) > self.config.max_labels:
-            raise InvalidRequest(f"at most {self.config.max_labels} labels, got {len(labels)}")
-        for key, value in labels.items():
-            if not key or len(key) > _MAX_LABEL_CHARS or len(value) > _MAX_LABEL_CHARS:
-                raise InvalidRequest(
-                    f"label keys must be 1-{_MAX_LABEL_CHARS} characters and values at most that"
-                )
-        return dict(labels)
-
-    def _files(self, files: tuple[tuple[str, bytes], ...]) -> list[tuple[str, bytes]]:
-        total = 0
-        checked = []
-        for name, data in files:
-            checked.append((check_relative_name(name), data))
-            total += len(data)
-        self.check_file_size(total)
-        return checked
 
     def _reserve(self, tenant: Tenant) -> None:
         with self._cond:
@@ -526,7 +414,3 @@ class SessionManager:
                     self._remove(session, why)
                 except Exception:  # the reaper must never die
                     log.exception("session.reap_failed", session=session.id)
-
-    @staticmethod
-    def workdir() -> str:
-        return WORKDIR

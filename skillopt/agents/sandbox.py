@@ -23,7 +23,8 @@ class ExecOutcome:
     """Result of one execution. A failing program is data, not an exception.
 
     ``timed_out`` and ``oom_killed`` are determined by the trusted side (host clock, the
-    container's memory cgroup), never taken from the sandbox's own word.
+    container's memory cgroup), never taken from the sandbox's own word. A streamed execution
+    (a session's command) has empty tails: its output went out as it came.
     """
 
     exit_code: int | None
@@ -36,6 +37,14 @@ class ExecOutcome:
     oom_killed: bool = False
     signal: int | None = None
     started_at_ns: int = 0
+    #: Killed because its output passed the cap.
+    output_limit_exceeded: bool = False
+    #: Killed on the caller's request.
+    cancelled: bool = False
+    #: Why the program did not start: "" (it did), ``not_found``, ``permission`` or ``cwd``;
+    #: ``spawn_message`` says more.
+    spawn_error: str = ""
+    spawn_message: str = ""
 
     @property
     def ok(self) -> bool:

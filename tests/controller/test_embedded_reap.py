@@ -14,8 +14,9 @@ from pathlib import Path
 import docker
 
 from controller.embedded import embedded_sandbox, reap_dead_embedded
-from sandbox.gateway.network import network_name
-from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
+from sandbox.runtime.docker.engine import list_containers
+from sandbox.runtime.docker.network import network_name
+from sandbox.runtime.labels import LABEL_HOST
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -23,7 +23,8 @@ import pytest
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
 from controller.embedded import spawn_service, wait_listening
 from controller.fleet.executor import FleetEvent, FleetExecutor, HostHealth
-from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
+from sandbox.runtime.docker.engine import list_containers
+from sandbox.runtime.labels import LABEL_HOST
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData, build_task
 from skillopt.errors import SandboxUnavailable
 from skillopt.testing.scripted import ScriptedModelServer

@@ -31,8 +31,9 @@ import pytest
 import yaml
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
-from sandbox.gateway.network import network_name
-from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
+from sandbox.runtime.docker.engine import list_containers
+from sandbox.runtime.docker.network import network_name
+from sandbox.runtime.labels import LABEL_HOST
 from skillopt.testing.simulation import SIM_ANTHROPIC_PROVIDER, SIM_PROVIDER, SIM_TARGET, simulation_server
 from skillopt.types import Limits, ModelSpec
 from tests.sandbox.conftest import request_for

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.runtime.docker_runtime import list_containers
+from sandbox.runtime.docker.engine import list_containers
 
 REPO = Path(__file__).resolve().parents[2]
 VOLATILE = {"timing", "tokens", "wall_time_s"}

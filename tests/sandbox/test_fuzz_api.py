@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sandbox.api.v1 import sandbox_pb2 as pb
-from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
+from sandbox.runtime.docker.engine import list_containers
+from sandbox.runtime.labels import LABEL_HOST
 from tests.sandbox.conftest import rss_bytes
 from tests.sandbox.test_service_process import ServiceProcess
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.runtime.docker_runtime import DockerRuntime
+from sandbox.runtime.docker.runtime import DockerRuntime
 from sandbox.runtime.lease import LeasedSandbox
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 

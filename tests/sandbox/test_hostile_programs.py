@@ -23,7 +23,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
+from sandbox.runtime.docker.engine import list_containers
+from sandbox.runtime.labels import LABEL_HOST
 from sandbox.runtime.lease import LeasedSandbox
 from skillopt.agents.sandbox import ExecOutcome
 from skillopt.envs.base import ProgressEvent

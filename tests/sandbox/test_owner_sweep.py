@@ -14,8 +14,10 @@ import uuid
 from pathlib import Path
 
 from controller.embedded import spawn_service
-from sandbox.gateway.network import network_name
-from sandbox.runtime.docker_runtime import LABEL_HOST, LABEL_OWNER, DockerRuntime, list_containers
+from sandbox.runtime.docker.engine import list_containers
+from sandbox.runtime.docker.network import network_name
+from sandbox.runtime.docker.runtime import DockerRuntime
+from sandbox.runtime.labels import LABEL_HOST, LABEL_OWNER
 from sandbox.runtime.owner import Owner, current_owner, owner_gone, start_ticks
 from sandbox.runtime.spec import RuntimeConfig
 

@@ -6,15 +6,17 @@ A new runtime (a remote VM, a Kubernetes pod) gets a test like this one, with it
 
 from __future__ import annotations
 
+import inspect
 import shutil
 import tempfile
 from collections.abc import Iterator
 
 import pytest
 
-from sandbox.runtime.base import SandboxRuntime
+from sandbox.runtime.base import RolloutSandbox, SandboxRuntime, SessionSandbox
 from sandbox.runtime.conformance import CHECKS, Conformance
-from sandbox.runtime.docker_runtime import DockerRuntime, list_containers
+from sandbox.runtime.docker.engine import list_containers
+from sandbox.runtime.docker.runtime import DockerRuntime
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from skillopt.errors import ContainerStartFailed
 
@@ -34,6 +36,9 @@ def runtime(docker_client) -> Iterator[DockerRuntime]:
 def test_the_suite_covers_the_contract():
     assert len(CHECKS) >= 10
     assert issubclass(DockerRuntime, SandboxRuntime)
+    checks = "".join(inspect.getsource(check) for check in CHECKS.values())
+    for method in sorted(SessionSandbox.__abstractmethods__ - RolloutSandbox.__abstractmethods__):
+        assert f".{method}(" in checks, f"no conformance check drives SessionSandbox.{method}"
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,8 @@ from sandbox.api import convert
 from sandbox.api.status import DETAIL_KEY
 from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
-from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
+from sandbox.runtime.docker.engine import list_containers
+from sandbox.runtime.labels import LABEL_HOST
 from sandbox.service.admission import RolloutAdmission
 from sandbox.service.rollout import exec_runtime_choice
 from skillopt.errors import InvalidRequest, UnknownRollout
@@ -233,7 +234,7 @@ def test_retained_results_are_counted_whole():
 def _pools(docker_client, short_tmp, name: str, **runtime_kw) -> Iterator[tuple]:
     """A runtime and its pool manager of their own (default spec prewarmed); on exit both are
     closed and no container of theirs may be left."""
-    from sandbox.runtime.docker_runtime import DockerRuntime
+    from sandbox.runtime.docker.runtime import DockerRuntime
     from sandbox.runtime.pool import PoolManager
     from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 

@@ -16,7 +16,8 @@ import pytest
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
 from controller.embedded import spawn_service, wait_listening
-from sandbox.runtime.docker_runtime import LABEL_HOST, list_containers
+from sandbox.runtime.docker.engine import list_containers
+from sandbox.runtime.labels import LABEL_HOST
 from skillopt.errors import SkillOptError
 from skillopt.types import Limits
 from tests.sandbox.conftest import fenced, request_for

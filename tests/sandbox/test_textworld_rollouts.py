@@ -214,7 +214,7 @@ def test_a_container_that_forges_a_win_is_graded_by_the_trusted_replay(
 def test_the_textworld_runner_preimports_its_warm_module_from_the_pickled_logic(docker_client, short_tmp):
     """A game step forks a runner that already holds TextWorld and its parsed knowledge bases
     (a failed preimport only shows as slow steps: 1-1.6 s each instead of ~15 ms)."""
-    from sandbox.runtime.docker_runtime import DockerRuntime
+    from sandbox.runtime.docker.runtime import DockerRuntime
     from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
     from skillopt.envs.textworld.spec import PREIMPORT
 
@@ -222,7 +222,7 @@ def test_the_textworld_runner_preimports_its_warm_module_from_the_pickled_logic(
     try:
         handle = rt.create(ContainerSpec(image=IMAGE, preimport=PREIMPORT))
         try:
-            assert handle.hello["preimported"] == list(PREIMPORT)
+            assert handle.hello.preimported == list(PREIMPORT)
             box = rt.lease(handle, "test/tw-warm")
             box.write_file(
                 "probe.py",

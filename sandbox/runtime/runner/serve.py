@@ -1,0 +1,133 @@
+"""The runner's start-up and its serve loop: connect to the service, say hello, then answer its
+requests one at a time over that one connection until it closes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+
+from . import files
+from .child import set_dumpable
+from .imports import freeze_heap, preimport
+from .process import PreforkedChild
+from .protocol import (
+    PROTOCOL_VERSION,
+    ErrorCode,
+    ExecRequest,
+    Hello,
+    ListRequest,
+    Message,
+    OomReply,
+    OomRequest,
+    Op,
+    PingReply,
+    PingRequest,
+    ReadReply,
+    ReadRequest,
+    RunnerError,
+    WriteRequest,
+    decode_request,
+    encode_reply,
+    recv_message,
+    send_message,
+)
+from .sweep import kill_everything_else
+
+
+def start(connect: str, *, preimports: list[str], on_demand: list[str]) -> int:
+    """Import ``preimports``, connect to the service's socket at ``connect``, say hello and
+    serve until the service closes the connection; then kill every process left."""
+    t0 = time.monotonic()
+    imported = preimport(preimports)
+    preimport_s = time.monotonic() - t0
+    freeze_heap()
+    dumpable_off = set_dumpable(False)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    # As the container's PID 1 the kernel only delivers signals we handle; ignoring SIGINT
+    # (Python handles it by default) leaves the executed code no signal to kill us with.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(connect)
+    hello = Hello(
+        type="hello",
+        protocol=PROTOCOL_VERSION,
+        pid=os.getpid(),
+        uid=os.getuid(),
+        python=sys.version.split()[0],
+        preimported=imported,
+        preimport_s=preimport_s,
+        non_dumpable=dumpable_off,
+    )
+    send_message(sock, hello.encode())
+    try:
+        serve(sock, on_demand)
+    finally:
+        kill_everything_else()
+    return 0
+
+
+def serve(sock: socket.socket, on_demand: list[str] | None = None) -> None:
+    child = PreforkedChild(sock.fileno(), on_demand)
+    child.prefork()
+    try:
+        while True:
+            try:
+                header, payload = recv_message(sock)
+            except EOFError:
+                return
+            op = header.get("op")
+            if op == Op.CANCEL:  # arrived after its execution ended: nothing to do
+                continue
+            reply, data = _answer(header, payload, sock, child)
+            send_message(sock, reply, data)
+            if op == Op.EXEC:
+                child.prefork()  # off the critical path: the reply is already on its way
+    finally:
+        child.discard()
+
+
+def _answer(header: dict, payload: bytes, sock: socket.socket, child: PreforkedChild) -> tuple[dict, bytes]:
+    """The reply (header and payload) to one request; a refusal or a failure is a reply too."""
+    data = b""
+    try:
+        request = decode_request(header)
+        reply: Message
+        if isinstance(request, ExecRequest):
+            reply = child.run(request, payload, sock)
+        elif isinstance(request, WriteRequest):
+            reply = files.write(request, payload)
+        elif isinstance(request, ReadRequest):
+            data, reply = files.read(request), ReadReply()
+        elif isinstance(request, ListRequest):
+            reply = files.list_files(request)
+        elif isinstance(request, OomRequest):
+            reply = _oom_count()
+        elif isinstance(request, PingRequest):
+            reply = PingReply(pid=os.getpid())
+        else:  # pragma: no cover - decode_request knows no other
+            raise RunnerError(ErrorCode.BAD_OP, f"unhandled op {header.get('op')!r}")
+        return encode_reply(reply, header.get("id")), data
+    except RunnerError as exc:
+        refused = exc.encode()
+    except Exception as exc:  # report, keep serving
+        refused = RunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}").encode()
+    refused["id"] = header.get("id")
+    return refused, b""
+
+
+def _oom_count() -> OomReply:
+    """The container's own OOM-kill counter, for hosts where the service cannot read the
+    container's cgroup itself (the service prefers its own reading)."""
+    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+        try:
+            with open(path) as fh:
+                for line in fh:
+                    name, _, value = line.partition(" ")
+                    if name == "oom_kill":
+                        return OomReply(oom_kill=int(value))
+        except OSError:
+            continue
+    return OomReply(oom_kill=None)
