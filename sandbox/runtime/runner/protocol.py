@@ -238,7 +238,7 @@ class Message:
     op: ClassVar[str] = ""
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.encode() == other.encode()  # type: ignore[attr-defined]
+        return isinstance(other, type(self)) and type(self) is type(other) and self.encode() == other.encode()
 
     __hash__ = None  # type: ignore[assignment]  # equal by value, and mutable
 
