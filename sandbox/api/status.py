@@ -3,8 +3,9 @@
 The service ends a call with :func:`status_for` (code, bounded message, :class:`ErrorDetail`
 in the trailing metadata key ``skillopt-error-bin``); the client turns a status back into the
 most specific skillopt error with :func:`error_for`, by the detail's ``reason`` (never by the
-message text). Statuses gRPC produces itself (oversize message, transport failure, a deadline
-that expired on the wire) come without a detail and are classified by code alone.
+message text), with the work's ``outcome`` the host sent. Statuses gRPC produces itself
+(oversize message, transport failure, a deadline that expired on the wire) come without a
+detail and are classified by code alone (each error class has its own outcome).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 
 import grpc
 
+from sandbox.api.convert import outcome_from_proto, outcome_to_proto
 from sandbox.api.v1 import sandbox_pb2 as pb
 from skillopt.errors import (
     BlobsMissing,
@@ -35,6 +37,7 @@ from skillopt.errors import (
     UnknownSession,
     UserUnsupported,
 )
+from skillopt.types import WorkOutcome
 
 __all__ = [
     "DETAIL_KEY",
@@ -104,14 +107,15 @@ def status_for(exc: BaseException, *, host: str = "") -> tuple[grpc.StatusCode, 
     row = next((row for row in _TABLE if isinstance(exc, row[0])), None)
     if row is not None and isinstance(exc, SkillOptError):
         _, code, reason = row
-        retryable = bool(getattr(exc, "retryable", False)) and code != C.INVALID_ARGUMENT
+        outcome = exc.outcome
         message = exc.message
-    else:
-        code, reason, retryable = C.INTERNAL, R.INTERNAL, True
+    else:  # a bug of ours: another attempt may not meet it
+        code, reason, outcome = C.INTERNAL, R.INTERNAL, WorkOutcome.LOST
         message = f"internal error: {type(exc).__name__}: {exc}"
     detail = pb.ErrorDetail(
         reason=reason,
-        retryable=retryable,
+        retryable=outcome is not WorkOutcome.FINAL,
+        outcome=outcome_to_proto(outcome),
         host=host,
         retry_after_s=float(getattr(exc, "retry_after_s", 0.0)),
         missing_sha256=list(getattr(exc, "missing", ()) if isinstance(exc, BlobsMissing) else ()),
@@ -142,8 +146,10 @@ def error_for(
     if cls is None:
         return SandboxUnavailable(f"{message} ({code.name})", **context)
     err = cls(message, **context)
-    if detail is not None and isinstance(err, SandboxUnavailable | HostFull | Draining):
-        err.retryable = detail.retryable
+    if detail is not None and detail.outcome != pb.WORK_OUTCOME_UNSPECIFIED:
+        err.outcome = outcome_from_proto(detail.outcome, retryable=detail.retryable)
+    elif detail is not None and not detail.retryable:
+        err.outcome = WorkOutcome.FINAL  # an older host says only this
     if detail is not None and isinstance(err, SessionLimit):
         err.retry_after_s = detail.retry_after_s
     if detail is not None and isinstance(err, BlobsMissing):

@@ -29,7 +29,14 @@ from sandbox.service.validation import effective_limits, validate_request
 from skillopt import __version__
 from skillopt.envs.base import AgentContext, GatewayAccess, ProgressEvent, interrupted_info
 from skillopt.envs.registry import available_envs, get_env
-from skillopt.errors import DeadlineExceeded, InfraError, InvalidRequest, ModelError, RolloutTimeout
+from skillopt.errors import (
+    DeadlineExceeded,
+    InfraError,
+    InvalidRequest,
+    ModelError,
+    RolloutTimeout,
+    failure_of,
+)
 from skillopt.files import shorten
 from skillopt.grader_pool import GraderPool
 from skillopt.models.base import ChatModel
@@ -389,22 +396,10 @@ class RolloutService:
             log.warning("rollout.model_error", kind=exc.kind.value, error=exc.message)
             result = RolloutResult.of_infra(request, exc.info())
         except InvalidRequest as exc:
-            result = RolloutResult.of_infra(
-                request,
-                InfraFailure(
-                    kind=InfraErrorKind.INTERNAL, message=f"invalid input: {exc.message}", retryable=False
-                ),
-            )
+            result = RolloutResult.of_infra(request, failure_of(exc))
         except Exception as exc:  # a bug: report it as infrastructure, keep the service alive
             log.exception("rollout.crashed")
-            result = RolloutResult.of_infra(
-                request,
-                InfraFailure(
-                    kind=InfraErrorKind.INTERNAL,
-                    message=f"internal error: {type(exc).__name__}: {exc}",
-                    retryable=True,
-                ),
-            )
+            result = RolloutResult.of_infra(request, failure_of(exc))
         finally:
             if session is not None:
                 self.gateway.close_session(session)
