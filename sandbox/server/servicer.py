@@ -24,6 +24,7 @@ from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from sandbox.server.session_rpcs import SessionRpcs
 from sandbox.service.admission import RolloutAdmission, RolloutHandle
 from sandbox.service.blobs import BlobStore
+from sandbox.service.describe import describe_host
 from sandbox.service.rollout import RolloutService
 from sandbox.service.sessions import SessionManager
 from sandbox.service.tenants import TenantTokens
@@ -132,7 +133,7 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
     # -- Describe / Cancel -------------------------------------------------------------------
 
     def Describe(self, request: pb.DescribeRequest, context: grpc.ServicerContext) -> pb.DescribeResponse:
-        description = self.service.describe(self.admission)
+        description = describe_host(self.service, self.admission)
         if self.sessions is not None:
             description = replace(
                 description, sessions=self.sessions.count(), max_sessions=self.sessions.config.max_sessions
