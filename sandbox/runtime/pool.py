@@ -63,10 +63,13 @@ class _Pool:
     created_total: int = 0
     acquired_total: int = 0
     acquired_warm: int = 0
+    #: Acquisitions announced ahead (:meth:`PoolManager.expect`) and not made yet.
+    expected: int = 0
 
     @property
     def waiters(self) -> int:
-        return len(self.queue)
+        """Acquisitions waiting, and those announced: the maintainer creates for both."""
+        return len(self.queue) + self.expected
 
 
 @dataclass(frozen=True)
@@ -107,9 +110,15 @@ class PoolManager:
     # -- public ------------------------------------------------------------------------------
 
     def acquire(
-        self, spec: ContainerSpec, *, timeout_s: float, cancel: threading.Event | None = None
+        self,
+        spec: ContainerSpec,
+        *,
+        timeout_s: float,
+        cancel: threading.Event | None = None,
+        expected: bool = False,
     ) -> ContainerHandle:
-        """Take an idle container for ``spec``, waiting for one if none is ready.
+        """Take an idle container for ``spec``, waiting for one if none is ready; ``expected``:
+        this acquisition was announced with :meth:`expect` and takes the announcement's place.
 
         Raises:
             RolloutTimeout: none became ready within ``timeout_s``.
@@ -124,6 +133,8 @@ class PoolManager:
             warm = len(pool.idle) > len(pool.queue)
             ticket = object()
             pool.queue.append(ticket)
+            if expected:
+                pool.expected = max(0, pool.expected - 1)
             self._cond.notify_all()
             try:
                 while True:
@@ -164,6 +175,16 @@ class PoolManager:
         """Give a used container back: it is destroyed in the background, never reused."""
         self._destroy_async(handle)
         with self._cond:
+            self._cond.notify_all()
+
+    def expect(self, spec: ContainerSpec, count: int = 1) -> None:
+        """Announce ``count`` acquisitions of ``spec`` to come (a negative count withdraws
+        them): they are created for as waiters are, so each finds its container ready. For a
+        rollout's fresh grading container, asked for when its episode ends (each container is
+        still used once; one announced and never taken is an idle container of the pool)."""
+        with self._cond:
+            pool = self._pool(spec)
+            pool.expected = max(0, pool.expected + count)
             self._cond.notify_all()
 
     def prewarm(self, spec: ContainerSpec) -> None:

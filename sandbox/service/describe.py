@@ -42,7 +42,8 @@ def describe_host(service: RolloutService, admission: RolloutAdmission) -> HostD
                 unavailable[key] = refusal
             else:
                 agents.append(key)
-                runtimes[key] = service.agent_runtime(name, agent)
+                spec = service.exec_spec if env.container(agent) == "gateway" else service.config.base_spec
+                runtimes[key] = service.runtime.runtime_name(spec)  # the OCI runtime it runs under
     return HostDescription(
         host=service.config.host_id,
         version=__version__,
