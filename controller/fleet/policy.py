@@ -30,7 +30,7 @@ nothing: its caller asks before it decides.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from skillopt.errors import InfraError, InvalidRequest, RolloutTimeout, SkillOptError
 from skillopt.types import InfraErrorKind, InfraFailure, RolloutRequest, RolloutResult, WorkOutcome
@@ -127,14 +127,7 @@ class Tries:
 
 def infra_row(req: RolloutRequest, info: InfraFailure, host: str) -> RolloutResult:
     """The row of ``req`` when it ended on ``info`` at ``host`` (never scored)."""
-    return RolloutResult(
-        id=req.task.id,
-        rollout_id=req.rollout_id,
-        phase="infra",
-        fail_reason=info.fail_reason,
-        host=host,
-        infra_error=info,
-    )
+    return replace(RolloutResult.of_infra(req, info), host=host)
 
 
 def error_row(req: RolloutRequest, exc: SkillOptError, host: str, *, wall_s: float) -> RolloutResult:
