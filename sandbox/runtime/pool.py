@@ -179,9 +179,10 @@ class PoolManager:
 
     def expect(self, spec: ContainerSpec, count: int = 1) -> None:
         """Announce ``count`` acquisitions of ``spec`` to come (a negative count withdraws
-        them): they are created for as waiters are, so each finds its container ready. For a
-        rollout's fresh grading container, asked for when its episode ends (each container is
-        still used once; one announced and never taken is an idle container of the pool)."""
+        them): containers are made for them (after a burst of acquisitions, like refills, and
+        on top of the warm target), so each finds its container ready. For a rollout's fresh
+        grading container, asked for when its episode ends (each container is still used once;
+        one announced and never taken is an idle container of the pool)."""
         with self._cond:
             pool = self._pool(spec)
             pool.expected = max(0, pool.expected + count)
@@ -364,15 +365,18 @@ class PoolManager:
 
     def _want(self, pool: _Pool, warm: bool, idle_room: int, refill: bool = True) -> int:
         """How many more containers this pool should have in flight (waiters first; warm
-        containers only for warm pools, within the host's idle cap, once ``refill``)."""
-        waiting = max(0, pool.waiters - len(pool.idle) - pool.creating)
+        containers only for warm pools, within the host's idle cap, once ``refill``; announced
+        ones once ``refill`` too, on top of the warm target: a creation during a burst of
+        rollout starts would slow them down, and the announced acquisition comes later)."""
+        waiting = max(0, len(pool.queue) - len(pool.idle) - pool.creating)
         if pool.consecutive_failures >= _FAIL_FAST_AFTER and pool.waiters == 0:
             return 0  # stop hammering a broken image; a new acquire retries
         if waiting:
             return waiting
-        if not warm or not refill:
+        if not refill:
             return 0
-        return max(0, min(self.config.pool_size - len(pool.idle) - pool.creating, idle_room))
+        target = (self.config.pool_size if warm else 0) + pool.expected
+        return max(0, min(target - len(pool.idle) - pool.creating, idle_room + pool.expected))
 
     def _maintain(self) -> None:
         while True:

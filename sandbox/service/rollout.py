@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 
 import structlog
 
-from sandbox.gateway.core import Gateway, GatewayChatModel, GatewaySession
+from sandbox.gateway.core import Gateway, GatewayChatModel
+from sandbox.gateway.session import GatewaySession
 from sandbox.runtime.base import SandboxRuntime
 from sandbox.runtime.lease import LeasedSandbox
 from sandbox.runtime.pool import PoolManager
@@ -435,9 +436,9 @@ class RolloutService:
         one grading run and released (destroyed) afterwards.
 
         An agent with its own image grades in a fresh container of it when its episode ends
-        (TextWorld's trusted replay): the pool is told at the start, so it creates that
-        container while the episode plays, and the replay finds it warm (it waited for a cold
-        one: the TextWorld demo took 59 s instead of 38 s)."""
+        (TextWorld's trusted replay): a second container of the pool's spec per rollout, which
+        a warm target sized for one per rollout does not cover. The pool is told when the
+        episode begins, so it makes that one while the game is played."""
         request = ro.request
         spec = self.grading_spec(ro.env, request.agent, ro.limits)
         if spec.image != self.config.base_spec.image:
