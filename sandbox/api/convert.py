@@ -76,9 +76,12 @@ def outcome_to_proto(outcome: WorkOutcome) -> pb.WorkOutcome:
     return _OUTCOME_TO_PROTO[outcome]
 
 
-def outcome_from_proto(value: int, *, retryable: bool) -> WorkOutcome:
-    """The outcome a peer sent; from its ``retryable`` flag when it predates outcomes."""
-    return _OUTCOME_FROM_PROTO.get(value) or WorkOutcome.of_retryable(retryable)
+def outcome_from_proto(
+    value: int, *, retryable: bool, default: WorkOutcome = WorkOutcome.LOST
+) -> WorkOutcome:
+    """The outcome a peer sent. One that predates outcomes sends only ``retryable``: then
+    ``default`` (what its error or row otherwise means) when true, ``FINAL`` when false."""
+    return _OUTCOME_FROM_PROTO.get(value) or (default if retryable else WorkOutcome.FINAL)
 
 
 def _json_obj(text: str, field: str) -> dict[str, Any]:

@@ -146,10 +146,8 @@ def error_for(
     if cls is None:
         return SandboxUnavailable(f"{message} ({code.name})", **context)
     err = cls(message, **context)
-    if detail is not None and detail.outcome != pb.WORK_OUTCOME_UNSPECIFIED:
-        err.outcome = outcome_from_proto(detail.outcome, retryable=detail.retryable)
-    elif detail is not None and not detail.retryable:
-        err.outcome = WorkOutcome.FINAL  # an older host says only this
+    if detail is not None:
+        err.outcome = outcome_from_proto(detail.outcome, retryable=detail.retryable, default=err.outcome)
     if detail is not None and isinstance(err, SessionLimit):
         err.retry_after_s = detail.retry_after_s
     if detail is not None and isinstance(err, BlobsMissing):
