@@ -16,7 +16,6 @@ from sandbox.runtime.pool import PoolManager
 
 if TYPE_CHECKING:
     from sandbox.runtime.docker_runtime import DockerRuntime
-    from sandbox.server.serve import ServerConfig
 
 __all__ = ["SERVICE_NAME", "HostWatch", "host_problem"]
 
@@ -52,7 +51,7 @@ def host_problem(
 class HostWatch:
     """Health follows what the host can do: NOT_SERVING while :func:`host_problem` finds one
     (a restarting engine, a full disk), SERVING again once it passes, so controllers stop
-    placing here meanwhile. Checked every ``host_check_interval_s`` and at every rollout's
+    placing here meanwhile. Checked every ``interval_s`` and at every rollout's
     admission (:meth:`check_now`), so a fault is seen by the first rollout it would hit.
     Draining wins: after it the status no longer changes (``enter_graceful_shutdown``).
 
@@ -67,12 +66,16 @@ class HostWatch:
 
     def __init__(
         self,
-        config: ServerConfig,
         runtime: DockerRuntime,
         pools: PoolManager,
         health_servicer: health.HealthServicer,
+        *,
+        host_id: str,
+        min_free_bytes: int,
+        interval_s: float,
     ) -> None:
-        self.config, self.runtime, self.pools, self.health = config, runtime, pools, health_servicer
+        self.runtime, self.pools, self.health = runtime, pools, health_servicer
+        self.host_id, self.min_free_bytes, self.interval_s = host_id, min_free_bytes, interval_s
         self._lock = threading.Lock()
         self._serving = True
         self._pinged_at = float("-inf")  # monotonic time of the last successful engine ping
@@ -81,7 +84,7 @@ class HostWatch:
         """The current problem ("" = none), with health updated to match; ``fresh`` pings the
         engine even when a recent ping succeeded (the periodic check does)."""
         ping = fresh or not self._serving or time.monotonic() - self._pinged_at > self.PING_MAX_AGE_S
-        problem = host_problem(self.runtime, self.pools, self.config.min_free_bytes, ping=ping)
+        problem = host_problem(self.runtime, self.pools, self.min_free_bytes, ping=ping)
         if ping and not problem.startswith("container engine unreachable"):
             self._pinged_at = time.monotonic()
         with self._lock:
@@ -95,13 +98,13 @@ class HostWatch:
                 for name in ("", SERVICE_NAME):
                     self.health.set(name, status)
                 if self._serving:
-                    log.info("host.serving_again", host=self.config.runtime.host_id)
+                    log.info("host.serving_again", host=self.host_id)
                 else:
-                    log.warning("host.not_serving", host=self.config.runtime.host_id, reason=problem)
+                    log.warning("host.not_serving", host=self.host_id, reason=problem)
         return problem
 
     def loop(self, stopped: threading.Event) -> None:
-        while not stopped.wait(self.config.host_check_interval_s):
+        while not stopped.wait(self.interval_s):
             try:
                 if self.check_now(fresh=True):
                     self.pools.retry_creations()  # no rollout comes to try: probe the recovery

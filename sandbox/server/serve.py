@@ -201,7 +201,14 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
             host.service, host.admission, sessions=host.sessions, tenants=tokens or None
         )
         server, health_servicer = _grpc_server(config, servicer, tokens)
-        watch = HostWatch(config, host.runtime, host.pools, health_servicer)
+        watch = HostWatch(
+            host.runtime,
+            host.pools,
+            health_servicer,
+            host_id=config.runtime.host_id,
+            min_free_bytes=config.min_free_bytes,
+            interval_s=config.host_check_interval_s,
+        )
         servicer.host_check = watch.check_now
         try:
             port = (
