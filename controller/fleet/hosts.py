@@ -15,6 +15,8 @@ __all__ = ["FleetEvent", "HostHealth", "HostState"]
 
 
 class HostHealth(enum.StrEnum):
+    """A host's health as the fleet sees it."""
+
     UP = "up"  # serving: rollouts may be placed here
     DOWN = "down"  # failed a connect or a stream, or its health watch broke: never chosen
     DRAINING = "draining"  # said it is shutting down: never chosen until it serves again
