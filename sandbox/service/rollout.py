@@ -78,8 +78,7 @@ class _Rollout:
     env: Environment
     limits: Limits
     exec_agent: bool
-    #: The rollout's own container.
-    spec: ContainerSpec
+    spec: ContainerSpec  # of its own container
     t_start: float
     #: ``time.monotonic()`` when its wall time (or the caller's deadline, less 1 s) runs out.
     deadline: float
@@ -343,7 +342,11 @@ class RolloutService:
                 ) from exc
             raise
         ro.timings["acquire"] = time.monotonic() - t0
-        ro.sandbox = self._lease(ro, handle, ro.request.rollout_id)
+        try:
+            ro.sandbox = self._lease(ro, handle, ro.request.rollout_id)
+        except BaseException:
+            self.pools.release(handle)  # not leased: _release would not know it
+            raise
         render = getattr(ro.env, "skill_file", None)
         content = ro.request.skill.content
         ro.sandbox.write_skill(render(ro.request.agent, content) if render else content)
@@ -439,8 +442,7 @@ class RolloutService:
         (TextWorld's trusted replay): a second container of the pool's spec per rollout, which
         a warm target sized for one per rollout does not cover. The pool is told when the
         episode begins, so it makes that one while the game is played."""
-        request = ro.request
-        spec = self.grading_spec(ro.env, request.agent, ro.limits)
+        request, spec = ro.request, self.grading_spec(ro.env, ro.request.agent, ro.limits)
         if spec.image != self.config.base_spec.image:
             self.pools.expect(spec)
             ro.expected = spec
