@@ -1,10 +1,17 @@
 """The one exception tree of skillopt.
 
+Every error says what happened to the work it ended (``outcome``, a
+:class:`~skillopt.types.WorkOutcome`; ``retryable`` is "anything but final"): **N** never
+started (take it elsewhere or later, at no cost), **L** started and lost without a verdict
+(another attempt with the same ``rollout_id`` may succeed), **F** final. The fleet decides
+retries from that alone (``controller.fleet.policy``). Unmarked errors are final.
+
 ::
 
-    SkillOptError
+    SkillOptError                   F
     ├── ConfigError                 bad or unknown configuration; says which key and what to set
     ├── InvalidRequest              a rollout request the service refuses (maps to INVALID_ARGUMENT)
+    ├── BlobsMissing             N  the host keeps none of the files the request named by hash
     ├── SkillError
     │   ├── SkillParseError
     │   └── EditError
@@ -18,39 +25,40 @@
     │   │   └── SandboxIsADirectory a directory where a file is needed (sessions)
     │   ├── SandboxPermissionDenied the sandbox's user may not read or write it (sessions)
     │   └── SandboxFileTooLarge     larger than the read's or the host's limit (sessions)
-    ├── ModelError                  a model call failed (after the SDK's own retries); ``kind``
-    │   │                           is the typed row kind, ``retryable`` if a later try may work
-    │   ├── ModelAuthError          the provider rejected the credential (401/403)
-    │   ├── ModelBadRequest         the provider refused the request (400, 404, 422 ...)
-    │   ├── ModelUnavailable        5xx or unreachable
-    │   ├── RateLimited             429
-    │   ├── ModelTimeout            no answer in time
-    │   ├── BudgetExceeded          (scored: the agent used up its budget)
-    │   └── ReplayMiss
-    ├── InfraError                  the environment failed, not the skill; ``retryable`` says if
-    │   │                           another attempt (elsewhere) may succeed
-    │   ├── SandboxUnavailable
-    │   ├── HostFull
-    │   │   └── SessionLimit        no room for another session (host-wide or this token's cap)
-    │   ├── Draining
-    │   ├── ImageMissing
-    │   ├── ContainerStartFailed
-    │   ├── OOMKilled
-    │   ├── RolloutTimeout
-    │   │   └── DeadlineExceeded    the caller's deadline expired before the rollout could run
-    │   ├── Cancelled
-    │   ├── GatewayError
-    │   ├── GraderFailed            the trusted grader's worker died or overran its time
-    │   └── OutputLimitExceeded
-    └── SystemicFailure             every row failed before any model reply: stop the run
+    ├── ModelError               L  a model call failed (after the SDK's own retries); ``kind``
+    │   │                           is the typed row kind
+    │   ├── ModelAuthError       F  the provider rejected the credential (401/403)
+    │   ├── ModelBadRequest      F  the provider refused the request (400, 404, 422 ...)
+    │   ├── ModelUnavailable     L  5xx or unreachable
+    │   ├── RateLimited          L  429
+    │   ├── ModelTimeout         L  no answer in time
+    │   ├── BudgetExceeded       F  (scored: the agent used up its budget)
+    │   └── ReplayMiss           F
+    ├── InfraError               L  the environment failed, not the skill
+    │   ├── SandboxUnavailable   L  (N when the host never answered: the client says so)
+    │   ├── HostFull             N
+    │   │   └── SessionLimit     N  no room for another session (host-wide or this token's cap)
+    │   ├── Draining             N
+    │   ├── ImageMissing         F  (the run's image must be on every host it uses)
+    │   ├── ContainerStartFailed L
+    │   ├── OOMKilled            F
+    │   ├── RolloutTimeout       F
+    │   │   └── DeadlineExceeded F  the caller's deadline expired before the rollout could run
+    │   ├── Cancelled            F  (L when the host cancelled it, not the caller: the client
+    │   │                           says so)
+    │   ├── GatewayError         L
+    │   ├── GraderFailed         L  the trusted grader's worker died or overran its time
+    │   └── OutputLimitExceeded  F
+    └── SystemicFailure          F  every row failed before any model reply: stop the run
 
 Errors carry ``rollout_id``, ``host`` and ``phase`` where known. Errors of dependencies
-(docker, grpc, openai, anthropic) are mapped to these at the edges with ``raise ... from exc``.
+(docker, grpc, openai, anthropic) are mapped to these at the edges with ``raise ... from exc``;
+:func:`failure_of` is the typed row failure of any exception that ends a rollout.
 """
 
 from __future__ import annotations
 
-from skillopt.types import InfraErrorKind, InfraFailure
+from skillopt.types import InfraErrorKind, InfraFailure, WorkOutcome
 
 __all__ = [
     "BlobsMissing",
@@ -93,11 +101,19 @@ __all__ = [
     "UnknownRollout",
     "UnknownSession",
     "UserUnsupported",
+    "failure_of",
 ]
 
 
 class SkillOptError(Exception):
-    """Base of every error raised by skillopt."""
+    """Base of every error raised by skillopt.
+
+    ``outcome`` says what happened to the work the error ended (each class has its own; the
+    edge that knows better sets it on the instance, e.g. the gRPC client when a host never
+    answered); ``retryable`` is derived from it.
+    """
+
+    outcome: WorkOutcome = WorkOutcome.FINAL
 
     def __init__(self, message: str, *, rollout_id: str = "", host: str = "", phase: str = "") -> None:
         super().__init__(message)
@@ -105,6 +121,11 @@ class SkillOptError(Exception):
         self.rollout_id = rollout_id
         self.host = host
         self.phase = phase
+
+    @property
+    def retryable(self) -> bool:
+        """Whether another attempt (elsewhere, later) may succeed: any outcome but final."""
+        return self.outcome is not WorkOutcome.FINAL
 
 
 class ConfigError(SkillOptError):
@@ -163,6 +184,8 @@ class BlobsMissing(SkillOptError):
     """A request named content-addressed files (by SHA-256) that the host does not keep for
     this token; ``missing`` lists their hashes. The client sends them again with content."""
 
+    outcome = WorkOutcome.NOT_STARTED
+
     def __init__(self, message: str, *, missing: tuple[str, ...] = (), **context: str) -> None:
         super().__init__(message, **context)
         self.missing = tuple(missing)
@@ -182,31 +205,32 @@ class ModelError(SkillOptError):
     """A model call failed after retries.
 
     ``kind`` is the typed infrastructure kind a rollout row gets when this error ends it (a
-    provider failure is never the skill's fault); ``retryable`` says whether a later attempt may
-    succeed; ``status`` is the HTTP status seen (0: none). Mappers may set both per instance.
+    provider failure is never the skill's fault); ``outcome`` says whether a later attempt may
+    succeed (``LOST``) or not (``FINAL``); ``status`` is the HTTP status seen (0: none). Mappers
+    may set both per instance.
     """
 
     kind: InfraErrorKind = InfraErrorKind.MODEL_UNAVAILABLE
-    retryable: bool = True
+    outcome = WorkOutcome.LOST
     status: int = 0
 
     def info(self) -> InfraFailure:
         """The plain-data form carried on a result row."""
-        return InfraFailure(kind=self.kind, message=self.message, retryable=self.retryable)
+        return InfraFailure(kind=self.kind, message=self.message, outcome=self.outcome)
 
 
 class ModelAuthError(ModelError):
     """The provider rejected the credential (401/403)."""
 
     kind = InfraErrorKind.MODEL_AUTH
-    retryable = False
+    outcome = WorkOutcome.FINAL
 
 
 class ModelBadRequest(ModelError):
     """The provider refused the request as malformed or unknown (400, 404, 413, 422 ...)."""
 
     kind = InfraErrorKind.MODEL_BAD_REQUEST
-    retryable = False
+    outcome = WorkOutcome.FINAL
 
 
 class ModelUnavailable(ModelError):
@@ -230,26 +254,26 @@ class ModelTimeout(ModelError):
 class BudgetExceeded(ModelError):
     """A token or cost budget was used up."""
 
-    retryable = False
+    outcome = WorkOutcome.FINAL
 
 
 class ReplayMiss(ModelError):
     """Replay mode found no recorded exchange for a request."""
 
     kind = InfraErrorKind.REPLAY_MISS
-    retryable = False
+    outcome = WorkOutcome.FINAL
 
 
 class InfraError(SkillOptError):
-    """The environment failed, not the skill. Never scored; ``retryable`` says if a retry
+    """The environment failed, not the skill. Never scored; ``outcome`` says whether a retry
     (possibly on another host) may succeed."""
 
     kind: InfraErrorKind = InfraErrorKind.INTERNAL
-    retryable: bool = True
+    outcome = WorkOutcome.LOST
 
     def info(self) -> InfraFailure:
         """The plain-data form carried on a result row."""
-        return InfraFailure(kind=self.kind, message=self.message, retryable=self.retryable)
+        return InfraFailure(kind=self.kind, message=self.message, outcome=self.outcome)
 
 
 class SandboxUnavailable(InfraError):
@@ -262,6 +286,7 @@ class HostFull(InfraError):
     """The host has no free rollout slot (RESOURCE_EXHAUSTED)."""
 
     kind = InfraErrorKind.SANDBOX_UNAVAILABLE
+    outcome = WorkOutcome.NOT_STARTED
 
 
 class SessionLimit(HostFull):
@@ -277,13 +302,14 @@ class Draining(InfraError):
     """The host is shutting down and takes no new work (UNAVAILABLE)."""
 
     kind = InfraErrorKind.SANDBOX_UNAVAILABLE
+    outcome = WorkOutcome.NOT_STARTED
 
 
 class ImageMissing(InfraError):
     """The runtime image is not built on this host (FAILED_PRECONDITION)."""
 
     kind = InfraErrorKind.IMAGE_MISSING
-    retryable = False
+    outcome = WorkOutcome.FINAL
 
 
 class ContainerStartFailed(InfraError):
@@ -296,26 +322,27 @@ class OOMKilled(InfraError):
     """The kernel killed a process of the rollout for exceeding the memory limit."""
 
     kind = InfraErrorKind.OOM_KILLED
-    retryable = False
+    outcome = WorkOutcome.FINAL
 
 
 class RolloutTimeout(InfraError):
     """The rollout exceeded its wall-clock budget or the caller's deadline."""
 
     kind = InfraErrorKind.TIMEOUT
-    retryable = False
+    outcome = WorkOutcome.FINAL
 
 
 class DeadlineExceeded(RolloutTimeout):
-    """The caller's deadline left too little time, or expired before a container was ready
-    (DEADLINE_EXCEEDED); nothing of the rollout ran."""
+    """The caller's deadline left too little time, or expired before a container was ready;
+    nothing of the rollout ran. At a host's door it is the DEADLINE_EXCEEDED status; once the
+    rollout was admitted, its row's ``timeout`` kind (the host still answers)."""
 
 
 class Cancelled(InfraError):
     """The rollout was cancelled by its caller."""
 
     kind = InfraErrorKind.CANCELLED
-    retryable = False
+    outcome = WorkOutcome.FINAL
 
 
 class GatewayError(InfraError):
@@ -336,8 +363,29 @@ class OutputLimitExceeded(InfraError):
     """A result or artifact exceeded its size cap."""
 
     kind = InfraErrorKind.INTERNAL
-    retryable = False
+    outcome = WorkOutcome.FINAL
 
 
 class SystemicFailure(SkillOptError):
     """Every row of a batch failed before any model reply; the run stops with the common reason."""
+
+
+def failure_of(exc: BaseException) -> InfraFailure:
+    """The typed failure a rollout's row carries when ``exc`` ended it on the trusted side (a
+    sandbox host, the in-process executor): never a score.
+
+    Infrastructure and model errors keep their kind and outcome; a request that reached the
+    agent and was still refused as invalid is final; anything else is a bug of ours, reported
+    as an internal failure another attempt may not meet (lost).
+    """
+    if isinstance(exc, InfraError | ModelError):
+        return exc.info()
+    if isinstance(exc, InvalidRequest):
+        return InfraFailure(
+            kind=InfraErrorKind.INTERNAL, message=f"invalid input: {exc.message}", outcome=WorkOutcome.FINAL
+        )
+    return InfraFailure(
+        kind=InfraErrorKind.INTERNAL,
+        message=f"internal error: {type(exc).__name__}: {exc}",
+        outcome=WorkOutcome.LOST,
+    )

@@ -35,6 +35,7 @@ __all__ = [
     "TestCase",
     "Trace",
     "Usage",
+    "WorkOutcome",
     "skill_hash",
 ]
 
@@ -147,6 +148,34 @@ class RolloutRequest:
     seed: int = 0
 
 
+class WorkOutcome(enum.StrEnum):
+    """What a failure did to the work it ended: the one input of "will it be tried again?".
+
+    Every error (:class:`skillopt.errors.SkillOptError` ``outcome``) and every typed failure on
+    a row (:attr:`InfraFailure.outcome`) says which; the fleet's retry policy
+    (``controller.fleet.policy``) decides from it alone, with the attempts used.
+    """
+
+    #: Nothing ran: the host was full, draining or never reached, or refused the request at
+    #: the door for a reason another host or a later moment may not have. Taking the work
+    #: elsewhere (or later) costs it no attempt.
+    NOT_STARTED = "not_started"
+    #: The work started and was lost without a verdict (the host died under it, its container
+    #: did not start, the model provider failed): another attempt with the same ``rollout_id``
+    #: may succeed, and the id makes it safe (a host never runs an id twice).
+    LOST = "lost"
+    #: The last word: a verdict (a timeout, an OOM kill), a refusal any attempt would meet (bad
+    #: request, rejected credential, missing image), or a cancellation by the caller.
+    FINAL = "final"
+
+    @classmethod
+    def of_retryable(cls, retryable: bool | None) -> WorkOutcome:
+        """Started work that another attempt may finish (``LOST``) or not (``FINAL``): what a
+        bare ``retryable`` flag means (a model error's mapping, an older host's rows and
+        statuses, rows stored before outcomes existed)."""
+        return cls.LOST if retryable else cls.FINAL
+
+
 class InfraErrorKind(enum.StrEnum):
     """Infrastructure failures: the environment, not the skill, failed. Never scored."""
 
@@ -168,17 +197,6 @@ class InfraErrorKind(enum.StrEnum):
     MODEL_BAD_REQUEST = "model_bad_request"
 
 
-# Kinds a controller may retry elsewhere with the same rollout id.
-_RETRYABLE = frozenset(
-    {
-        InfraErrorKind.CONTAINER_START_FAILED,
-        InfraErrorKind.SANDBOX_UNAVAILABLE,
-        InfraErrorKind.GATEWAY_ERROR,
-        InfraErrorKind.MODEL_UNAVAILABLE,
-        InfraErrorKind.MODEL_RATE_LIMITED,
-        InfraErrorKind.INTERNAL,
-    }
-)
 #: Kinds that mean the model provider failed (not the sandbox): their fail_reason is
 #: ``model-<what>: ...`` rather than ``infra-<kind>: ...``.
 MODEL_ERROR_KINDS = frozenset(
@@ -193,15 +211,18 @@ MODEL_ERROR_KINDS = frozenset(
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class InfraFailure:
-    """A typed infrastructure failure attached to a result instead of a score."""
+    """A typed infrastructure failure attached to a result instead of a score. ``outcome``
+    says what happened to the work (the default, ``FINAL``, is never retried)."""
 
     kind: InfraErrorKind
     message: str
-    retryable: bool | None = None
+    outcome: WorkOutcome = WorkOutcome.FINAL
 
     @property
     def is_retryable(self) -> bool:
-        return self.kind in _RETRYABLE if self.retryable is None else self.retryable
+        """Whether another attempt may succeed (what the wire's and the row JSON's
+        ``retryable`` say): any outcome but ``FINAL``."""
+        return self.outcome is not WorkOutcome.FINAL
 
     @property
     def fail_reason(self) -> str:

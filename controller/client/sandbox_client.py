@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import grpc
 import structlog
@@ -18,8 +19,8 @@ from sandbox.api.status import detail_from_metadata, error_for
 from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from skillopt.envs.base import ProgressEvent
-from skillopt.errors import BlobsMissing, SandboxUnavailable, SkillOptError, Unauthenticated
-from skillopt.types import HostDescription, RolloutRequest, RolloutResult
+from skillopt.errors import BlobsMissing, Cancelled, SandboxUnavailable, SkillOptError, Unauthenticated
+from skillopt.types import HostDescription, RolloutRequest, RolloutResult, WorkOutcome
 
 log = structlog.get_logger(__name__)
 #: Runs of one rollout whose named files went missing before the client gives up.
@@ -60,11 +61,18 @@ def map_rpc_error(exc: grpc.RpcError, *, address: str, rollout_id: str = "") -> 
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
     detail_text = (exc.details() if hasattr(exc, "details") else str(exc)) or ""
     trailers = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
-    detail = detail_from_metadata(trailers)
+    detail = detail_from_metadata(trailers)  # type: ignore[arg-type]  # the stubs' _Metadatum: (key, value) tuples at run time
     err = error_for(code, f"{address}: {detail_text}", detail, rollout_id=rollout_id, host=address)
     if isinstance(err, Unauthenticated):
         err.message = f"{err.message} (check the sandbox token)"
     return err
+
+
+class _Stream(Protocol):
+    """A server-streaming call as gRPC returns it: its replies, and a way to end it."""
+
+    def __iter__(self) -> Iterator[Any]: ...
+    def cancel(self) -> bool: ...
 
 
 class HealthWatch:
@@ -76,7 +84,7 @@ class HealthWatch:
             :class:`~skillopt.errors.Cancelled` after :meth:`cancel`.
     """
 
-    def __init__(self, call: grpc.Call, address: str) -> None:
+    def __init__(self, call: _Stream, address: str) -> None:
         self._call, self._address = call, address
 
     def __iter__(self) -> Iterator[bool]:
@@ -96,7 +104,7 @@ class SandboxClient:
     def __init__(self, config: ChannelConfig) -> None:
         self.config = config
         connect_ms = max(100, int(config.connect_timeout_s * 1000))
-        options = [
+        options: list[tuple[str, Any]] = [
             ("grpc.max_receive_message_length", config.max_message_bytes),
             ("grpc.max_send_message_length", config.max_message_bytes),
             ("grpc.keepalive_time_ms", int(config.keepalive_s * 1000)),
@@ -141,9 +149,11 @@ class SandboxClient:
 
         Raises:
             InvalidRequest, HostFull, Draining, SandboxUnavailable, RolloutTimeout, Cancelled,
-            ImageMissing: mapped from the gRPC status. A ``SandboxUnavailable`` has ``phase``
-            ``"connect"`` when the host never answered (the rollout did not start there) and
-            ``"stream"`` when the stream broke after the host had accepted it.
+            ImageMissing: mapped from the gRPC status, each with the work's ``outcome``. A
+            ``SandboxUnavailable`` has ``phase`` ``"connect"`` and outcome ``NOT_STARTED`` when
+            the host never answered (the rollout did not start there), ``"stream"`` and ``LOST``
+            when the stream broke after the host had accepted it. A ``Cancelled`` that ``cancel``
+            did not ask for (the host cancelled it: its drain grace ran out) is ``LOST``.
         """
         deadline = time.monotonic() + timeout_s
         for attempt in range(_BLOB_ATTEMPTS):
@@ -162,13 +172,15 @@ class SandboxClient:
                 self.blobs.forget(err.missing)
                 log.info("run.blobs_missing", rollout_id=request.rollout_id, host=self.config.address,
                          missing=len(err.missing), attempt=attempt + 1)  # fmt: skip
-        raise SandboxUnavailable(
+        unsent = SandboxUnavailable(
             f"{self.config.address}: content-addressed files went missing {_BLOB_ATTEMPTS} times in a row "
             "(the host's file cache is too small for this request?)",
             rollout_id=request.rollout_id,
             host=self.config.address,
             phase="connect",
         )
+        unsent.outcome = WorkOutcome.NOT_STARTED
+        raise unsent
 
     def _run_once(
         self,
@@ -209,6 +221,10 @@ class SandboxClient:
         except grpc.RpcError as exc:
             err = map_rpc_error(exc, address=self.config.address, rollout_id=request.rollout_id)
             err.phase = "stream" if received else "connect"
+            if isinstance(err, SandboxUnavailable) and not received and err.outcome is WorkOutcome.LOST:
+                err.outcome = WorkOutcome.NOT_STARTED  # nothing came back: the host never took it
+            elif isinstance(err, Cancelled) and not (cancel is not None and cancel.is_set()):
+                err.outcome = WorkOutcome.LOST  # the host cancelled it (draining), not the caller
             raise err from exc
         finally:
             done.set()

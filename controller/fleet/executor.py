@@ -1,19 +1,14 @@
 """A fleet of sandbox hosts as one :class:`RolloutExecutor`.
 
 Placement is on reported capacity (``Describe`` at start, then our own in-flight count): each
-rollout goes to the live host with the most free slots. What happens when something fails
-depends on whether the rollout had started:
-
-* **The host was not usable** (connection refused or timed out, draining, full because another
-  client filled it): the rollout did not run there. It costs no attempt; it waits for a usable
-  host. A host that failed a connect or a stream is marked *down* (a circuit breaker): it is
-  never chosen again until its health ``Watch`` stream, re-opened with backoff, reports it
-  serving. A full host is backed off (exponentially, per host) and retried: waiting for
-  capacity, never dropping the rollout.
-* **The rollout started and was lost** (the stream broke after the host accepted it, e.g. the
-  host was killed) or came back with a retryable infrastructure row: it is tried again, with the
-  same ``rollout_id``, preferably on another host, up to ``max_attempts`` (the id makes a retry
-  on a host that already ran it a replay, never a second run).
+rollout goes to the live host with the most free slots. Whether a failed rollout runs again is
+decided in one place, from what the failure did to the work (``policy.py``): never started →
+placed again at no cost, started and lost → another attempt with the same ``rollout_id``
+(preferably elsewhere), final → its row stands. What a failure says about its *host* is noted
+here: a host that failed a connect or a stream is marked *down* (a circuit breaker) and never
+chosen again until its health ``Watch`` stream, re-opened with backoff, reports it serving; a
+draining one likewise; a full one (another client filled it) is backed off, exponentially, and
+waited for, never dropping the rollout.
 
 Endpoints may be DNS names (``dns:///NAME:PORT``, e.g. a Kubernetes headless Service): every
 address the name resolves to is one host, and the name is re-resolved while the fleet runs, so
@@ -28,94 +23,35 @@ container.
 
 from __future__ import annotations
 
-import collections
-import enum
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import structlog
 
 from controller.client.sandbox_client import ChannelConfig, HealthWatch, SandboxClient
 from controller.fleet import discovery
+from controller.fleet.hosts import FleetEvent, HostHealth, HostState
+from controller.fleet.policy import Decision, RetryPolicy, Tries, error_row
 from skillopt.errors import (
     Cancelled,
     Draining,
     HostFull,
-    InfraError,
     InvalidRequest,
     RolloutTimeout,
     SandboxUnavailable,
     SkillOptError,
 )
-from skillopt.types import InfraErrorKind, InfraFailure, RolloutRequest, RolloutResult
+from skillopt.types import HostDescription, RolloutRequest, RolloutResult
 
-__all__ = ["FleetEvent", "FleetExecutor", "HostHealth", "HostState"]
+__all__ = ["FleetExecutor"]
 
 log = structlog.get_logger("skillopt.controller.fleet")
-
-
-class HostHealth(enum.StrEnum):
-    UP = "up"  # serving: rollouts may be placed here
-    DOWN = "down"  # failed a connect or a stream, or its health watch broke: never chosen
-    DRAINING = "draining"  # said it is shutting down: never chosen until it serves again
-
-
-@dataclass(frozen=True)
-class FleetEvent:
-    """What the fleet reports to ``on_event`` (progress display, tests): ``kind`` is one of
-    ``host_down``, ``host_up``, ``host_full``, ``retry``."""
-
-    kind: str
-    address: str
-    detail: str = ""
-    rollout_id: str = ""
-
-
-@dataclass
-class HostState:
-    """The controller's view of one host."""
-
-    client: SandboxClient
-    address: str
-    capacity: int
-    health: HostHealth = HostHealth.UP
-    in_flight: int = 0
-    #: Consecutive rollout-level failures (a tie-breaker in placement).
-    failures: int = 0
-    host_id: str = ""
-    providers: tuple[str, ...] = ()
-    #: Not chosen before this ``time.monotonic()`` (backing off a full host).
-    full_until: float = 0.0
-    full_backoff_s: float = 0.0
-    #: The last (monotonic time, health) transitions, for the run log and tests.
-    history: collections.deque[tuple[float, HostHealth]] = field(
-        default_factory=lambda: collections.deque(maxlen=64)
-    )
-    #: Rollouts placed here, and when the last one was (``time.monotonic()``).
-    placements: int = 0
-    last_placement: float = 0.0
-    #: Its address no longer resolves from its ``dns:///`` endpoint: out of the fleet for good.
-    gone: bool = False
-    #: What ``Describe`` said (image tag → digest; version and build; agent CLI labels).
-    image_digests: dict[str, str] = field(default_factory=dict)
-    #: Images of agents with their own image (tag → digest; "" = not built there).
-    agent_image_digests: dict[str, str] = field(default_factory=dict)
-    version: str = ""
-    service_build: str = ""
-    image_labels: dict[str, str] = field(default_factory=dict)
-    #: Why placement must not use this host although it serves (its runtime image is not the
-    #: one the run is pinned to); "" = usable.
-    excluded: str = ""
-
 
 _FULL_BACKOFF_MIN_S = 0.25
 _FULL_BACKOFF_MAX_S = 5.0
 _WATCH_BACKOFF_MAX_S = 15.0
-# A rollout bounced this many times by unusable hosts ends as an infrastructure row.
-_MAX_BOUNCES = 50
 
 
 class FleetExecutor:
@@ -157,7 +93,7 @@ class FleetExecutor:
         #: Agent image tag → the digest the run is pinned to (see :meth:`pin`).
         self._agent_pins: dict[str, str] = {}
         self.rpc_slack_s = rpc_slack_s
-        self.max_attempts = max_attempts
+        self.policy = RetryPolicy(max_attempts=max_attempts)
         self.down_timeout_s = down_timeout_s
         self.on_event = on_event
         self._cond = threading.Condition()
@@ -252,14 +188,7 @@ class FleetExecutor:
         return [h.excluded or self._mismatch(h) for h in hosts if self._mismatch(h)]
 
     def _mismatch(self, host: HostState) -> str:
-        for image, want in self._agent_pins.items():
-            have = host.agent_image_digests.get(image)
-            if have is not None and have != want:  # a host that reports no such field: older
-                return f"{host.address} runs {image} {have or '(not built)'}, not the run's {want}"
-        if not self._pin or not host.image_digests or self._pin in host.image_digests.values():
-            return ""
-        have = ", ".join(host.image_digests.values()) or "none"
-        return f"{host.address} runs runtime image {have}, not the run's {self._pin}"
+        return host.mismatch(self._pin, self._agent_pins)
 
     def _apply_pin(self, host: HostState) -> None:
         reason = self._mismatch(host)
@@ -398,16 +327,10 @@ class FleetExecutor:
         self._apply_info(host, info)
         self._set_health(host, HostHealth.DRAINING if info.draining else HostHealth.UP, "health: serving")
 
-    def _apply_info(self, host: HostState, info) -> None:
+    def _apply_info(self, host: HostState, info: HostDescription) -> None:
         """Take what a ``Describe`` said into the host's state (then check the image pin)."""
         with self._cond:
-            host.capacity = max(1, info.capacity)
-            host.host_id = info.host
-            host.providers = tuple(info.providers)
-            host.image_digests = dict(info.image_digests)
-            host.agent_image_digests = dict(info.agent_image_digests)
-            host.version, host.service_build = info.version, info.service_build
-            host.image_labels = dict(info.image_labels)
+            host.apply(info)
         self._apply_pin(host)
 
     def _pick(self, avoid: set[str], stop: threading.Event) -> HostState | None:
@@ -491,97 +414,49 @@ class FleetExecutor:
             on_result(row)
 
     def _attempts(self, req: RolloutRequest, stop: threading.Event) -> RolloutResult | None:
-        tried: set[str] = set()
-        wall = req.limits.wall_time_s or 600.0
-        attempts = bounces = 0
-        last: RolloutResult | None = None
-        while attempts < self.max_attempts and bounces < _MAX_BOUNCES:
-            if stop.is_set():
-                return None
-            host = self._pick(tried, stop)
+        """Run ``req`` until a row stands (:class:`RetryPolicy` decides); None when ``stop``."""
+        tries = Tries(self.policy)
+        while not stop.is_set():
+            host = self._pick(tries.tried, stop)
             if host is None:
                 return None
             t0 = time.monotonic()
-            try:
-                row = host.client.run(req, timeout_s=wall + self.rpc_slack_s, cancel=stop)
-            except HostFull as exc:
-                # Someone else filled it (another controller): back off and wait for capacity.
-                self._release(host, full=True)
-                self._emit("host_full", host, exc.message, req.rollout_id)
-                bounces += 1
-                continue
-            except Draining as exc:
-                self._release(host)
-                self._mark_down(host, HostHealth.DRAINING, exc.message)
-                bounces += 1
-                continue
-            except SandboxUnavailable as exc:
-                self._release(host)
-                self._mark_down(host, HostHealth.DOWN, exc.message)
-                if exc.phase != "stream":
-                    bounces += 1  # never reached the host: the rollout did not start there
-                    continue
-                attempts += 1
-                tried.add(host.address)
-                last = _infra_row(req, InfraErrorKind.SANDBOX_UNAVAILABLE, exc.message, host.address)
-                self._emit("retry", host, exc.message, req.rollout_id)
-                continue
-            except Cancelled as exc:
-                self._release(host)
-                if stop.is_set():
-                    return None
-                # Cancelled by the host (draining past its grace), not by us: go elsewhere.
-                self._mark_down(host, HostHealth.DRAINING, exc.message)
-                attempts += 1
-                tried.add(host.address)
-                last = _infra_row(req, InfraErrorKind.CANCELLED, exc.message, host.address)
-                continue
-            except RolloutTimeout:
-                self._release(host)
-                return _timeout_row(req, wall, host.address)
-            except InvalidRequest as exc:
-                self._release(host)
-                return _infra_row(
-                    req,
-                    InfraErrorKind.INTERNAL,
-                    f"host refused the request: {exc.message}",
-                    host.address,
-                    retryable=False,
-                )
-            except InfraError as exc:
-                self._release(host)
-                return _infra_row(req, exc.kind, exc.message, host.address, retryable=exc.retryable)
-            except SkillOptError as exc:  # e.g. UNAUTHENTICATED: configuration, not transient
-                self._release(host)
-                return _infra_row(req, InfraErrorKind.INTERNAL, exc.message, host.address, retryable=False)
-            self._release(host, ok=True)
-            if row.host:
-                with self._cond:
-                    self._host_ids.add(row.host)
-            if row.infra_error is None or not row.infra_error.is_retryable:
+            row = self._call(host, req, stop)
+            if stop.is_set():
+                return None
+            if row.infra_error is None:
                 return row
-            attempts += 1
-            tried.add(host.address)
+            decision = tries.after(row, host.address)
+            if decision is Decision.GIVE_UP:
+                return tries.standing(req, row, ",".join(h.address for h in self.hosts_state))
+            if decision is Decision.RETRY:
+                with self._cond:
+                    host.failures += 1
+                log.info("fleet.retry", rollout_id=req.rollout_id, host=host.address, attempt=tries.attempts,
+                         kind=row.infra_error.kind.value, seconds=round(time.monotonic() - t0, 2))  # fmt: skip
+                self._emit("retry", host, row.fail_reason, req.rollout_id)
+        return None
+
+    def _call(self, host: HostState, req: RolloutRequest, stop: threading.Event) -> RolloutResult:
+        """One run of ``req`` on ``host`` (whose slot it gives back): the host's row, or the row
+        its failure stands for. What the failure says about the host is noted here."""
+        wall = req.limits.wall_time_s or 600.0
+        try:
+            row = host.client.run(req, timeout_s=wall + self.rpc_slack_s, cancel=stop)
+        except SkillOptError as exc:
+            self._release(host, full=isinstance(exc, HostFull))
+            if isinstance(exc, HostFull):  # someone else filled it (another controller): back off
+                self._emit("host_full", host, exc.message, req.rollout_id)
+            elif isinstance(exc, Draining) or (isinstance(exc, Cancelled) and exc.retryable):
+                self._mark_down(host, HostHealth.DRAINING, exc.message)  # (cancelled by its drain)
+            elif isinstance(exc, SandboxUnavailable):
+                self._mark_down(host, HostHealth.DOWN, exc.message)
+            return error_row(req, exc, host.address, wall_s=wall)
+        self._release(host, ok=True)
+        if row.host:
             with self._cond:
-                host.failures += 1
-            last = row
-            log.info(
-                "fleet.retry",
-                rollout_id=req.rollout_id,
-                host=host.address,
-                kind=row.infra_error.kind.value,
-                attempt=attempts,
-                seconds=round(time.monotonic() - t0, 2),
-            )
-            self._emit("retry", host, row.infra_error.kind.value, req.rollout_id)
-        if last is None:  # only bounced: every usable host kept refusing it
-            last = _infra_row(
-                req,
-                InfraErrorKind.SANDBOX_UNAVAILABLE,
-                f"no host took the rollout after {bounces} tries",
-                ",".join(h.address for h in self.hosts_state),
-            )
-        return last
+                self._host_ids.add(row.host)
+        return row
 
     def close(self) -> None:
         """Stop the health watches and close every channel."""
@@ -599,32 +474,3 @@ class FleetExecutor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _infra_row(
-    req: RolloutRequest, kind: InfraErrorKind, message: str, host: str, *, retryable: bool | None = None
-) -> RolloutResult:
-    info = InfraFailure(kind=kind, message=message, retryable=retryable)
-    return RolloutResult(
-        id=req.task.id,
-        rollout_id=req.rollout_id,
-        phase="infra",
-        fail_reason=info.fail_reason,
-        host=host,
-        infra_error=info,
-    )
-
-
-def _timeout_row(req: RolloutRequest, wall_s: float, host: str) -> RolloutResult:
-    """The reference's timeout row (``task-timeout-<N>s``), typed: the host was asked to stop at
-    the wall time and the client deadline expired too; the server killed the container."""
-    return RolloutResult(
-        id=req.task.id,
-        rollout_id=req.rollout_id,
-        phase="timeout",
-        fail_reason=f"task-timeout-{int(wall_s)}s",
-        host=host,
-        infra_error=InfraFailure(
-            kind=InfraErrorKind.TIMEOUT, message=f"no result within {wall_s:.0f}s", retryable=False
-        ),
-    )

@@ -30,6 +30,7 @@ from skillopt.types import (
     TestCase,
     Trace,
     Usage,
+    WorkOutcome,
 )
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 __all__ = [
     "description_to_proto",
     "event_to_proto",
+    "outcome_from_proto",
+    "outcome_to_proto",
     "request_from_proto",
     "request_to_proto",
     "result_from_proto",
@@ -60,6 +63,25 @@ _KIND_TO_PROTO = {
     InfraErrorKind.MODEL_BAD_REQUEST: pb.InfraError.MODEL_BAD_REQUEST,
 }
 _KIND_FROM_PROTO = {v: k for k, v in _KIND_TO_PROTO.items()}
+_OUTCOME_TO_PROTO = {
+    WorkOutcome.NOT_STARTED: pb.WORK_OUTCOME_NOT_STARTED,
+    WorkOutcome.LOST: pb.WORK_OUTCOME_LOST,
+    WorkOutcome.FINAL: pb.WORK_OUTCOME_FINAL,
+}
+_OUTCOME_FROM_PROTO: dict[int, WorkOutcome] = {v: k for k, v in _OUTCOME_TO_PROTO.items()}
+
+
+def outcome_to_proto(outcome: WorkOutcome) -> pb.WorkOutcome:
+    """The wire form of ``outcome`` (sent beside ``retryable``, which older clients read)."""
+    return _OUTCOME_TO_PROTO[outcome]
+
+
+def outcome_from_proto(
+    value: int, *, retryable: bool, default: WorkOutcome = WorkOutcome.LOST
+) -> WorkOutcome:
+    """The outcome a peer sent. One that predates outcomes sends only ``retryable``: then
+    ``default`` (what its error or row otherwise means) when true, ``FINAL`` when false."""
+    return _OUTCOME_FROM_PROTO.get(value) or (default if retryable else WorkOutcome.FINAL)
 
 
 def _json_obj(text: str, field: str) -> dict[str, Any]:
@@ -297,6 +319,7 @@ def result_to_proto(r: RolloutResult, *, skill: str = "", skill_sha256: str = ""
                 kind=_KIND_TO_PROTO[r.infra_error.kind],
                 message=r.infra_error.message,
                 retryable=r.infra_error.is_retryable,
+                outcome=outcome_to_proto(r.infra_error.outcome),
             )
         )
     return msg
@@ -337,7 +360,7 @@ def result_from_proto(msg: pb.RunResult, *, skill: str = "", skill_sha256: str =
         infra = InfraFailure(
             kind=_KIND_FROM_PROTO.get(msg.infra_error.kind, InfraErrorKind.INTERNAL),
             message=msg.infra_error.message,
-            retryable=msg.infra_error.retryable,
+            outcome=outcome_from_proto(msg.infra_error.outcome, retryable=msg.infra_error.retryable),
         )
     return RolloutResult(
         id=msg.id,

@@ -3,16 +3,18 @@
 The service ends a call with :func:`status_for` (code, bounded message, :class:`ErrorDetail`
 in the trailing metadata key ``skillopt-error-bin``); the client turns a status back into the
 most specific skillopt error with :func:`error_for`, by the detail's ``reason`` (never by the
-message text). Statuses gRPC produces itself (oversize message, transport failure, a deadline
-that expired on the wire) come without a detail and are classified by code alone.
+message text), with the work's ``outcome`` the host sent. Statuses gRPC produces itself
+(oversize message, transport failure, a deadline that expired on the wire) come without a
+detail and are classified by code alone (each error class has its own outcome).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 import grpc
 
+from sandbox.api.convert import outcome_from_proto, outcome_to_proto
 from sandbox.api.v1 import sandbox_pb2 as pb
 from skillopt.errors import (
     BlobsMissing,
@@ -35,6 +37,7 @@ from skillopt.errors import (
     UnknownSession,
     UserUnsupported,
 )
+from skillopt.types import WorkOutcome
 
 __all__ = [
     "DETAIL_KEY",
@@ -55,7 +58,7 @@ R = pb.ErrorDetail.Reason
 C = grpc.StatusCode
 
 # (error class, status code, reason). Order matters: subclasses before their bases.
-_TABLE: tuple[tuple[type[SkillOptError], grpc.StatusCode, int], ...] = (
+_TABLE: tuple[tuple[type[SkillOptError], grpc.StatusCode, pb.ErrorDetail.Reason], ...] = (
     (InvalidRequest, C.INVALID_ARGUMENT, R.INVALID_REQUEST),
     (Unauthenticated, C.UNAUTHENTICATED, R.UNAUTHENTICATED),
     (SessionLimit, C.RESOURCE_EXHAUSTED, R.SESSION_LIMIT),
@@ -74,7 +77,7 @@ _TABLE: tuple[tuple[type[SkillOptError], grpc.StatusCode, int], ...] = (
     (DeadlineExceeded, C.DEADLINE_EXCEEDED, R.DEADLINE_EXCEEDED),
     (SandboxUnavailable, C.UNAVAILABLE, R.UNAVAILABLE),
 )
-_BY_REASON: dict[int, type[SkillOptError]] = {reason: cls for cls, _, reason in _TABLE}
+_BY_REASON: dict[pb.ErrorDetail.Reason, type[SkillOptError]] = {reason: cls for cls, _, reason in _TABLE}
 # Statuses without our detail (made by gRPC itself, or by an older host).
 _BY_CODE: dict[grpc.StatusCode, type[SkillOptError]] = {
     C.INVALID_ARGUMENT: InvalidRequest,
@@ -104,14 +107,15 @@ def status_for(exc: BaseException, *, host: str = "") -> tuple[grpc.StatusCode, 
     row = next((row for row in _TABLE if isinstance(exc, row[0])), None)
     if row is not None and isinstance(exc, SkillOptError):
         _, code, reason = row
-        retryable = bool(getattr(exc, "retryable", False)) and code != C.INVALID_ARGUMENT
+        outcome = exc.outcome
         message = exc.message
-    else:
-        code, reason, retryable = C.INTERNAL, R.INTERNAL, True
+    else:  # a bug of ours: another attempt may not meet it
+        code, reason, outcome = C.INTERNAL, R.INTERNAL, WorkOutcome.LOST
         message = f"internal error: {type(exc).__name__}: {exc}"
     detail = pb.ErrorDetail(
         reason=reason,
-        retryable=retryable,
+        retryable=outcome is not WorkOutcome.FINAL,
+        outcome=outcome_to_proto(outcome),
         host=host,
         retry_after_s=float(getattr(exc, "retry_after_s", 0.0)),
         missing_sha256=list(getattr(exc, "missing", ()) if isinstance(exc, BlobsMissing) else ()),
@@ -119,7 +123,7 @@ def status_for(exc: BaseException, *, host: str = "") -> tuple[grpc.StatusCode, 
     return code, bounded(message), ((DETAIL_KEY, detail.SerializeToString()),)
 
 
-def detail_from_metadata(metadata: Sequence[tuple[str, str | bytes]] | None) -> pb.ErrorDetail | None:
+def detail_from_metadata(metadata: Iterable[tuple[str, str | bytes]] | None) -> pb.ErrorDetail | None:
     """The ErrorDetail in a call's trailing metadata, if the service sent one."""
     for key, value in metadata or ():
         if key == DETAIL_KEY and isinstance(value, bytes):
@@ -142,8 +146,8 @@ def error_for(
     if cls is None:
         return SandboxUnavailable(f"{message} ({code.name})", **context)
     err = cls(message, **context)
-    if detail is not None and isinstance(err, SandboxUnavailable | HostFull | Draining):
-        err.retryable = detail.retryable
+    if detail is not None:
+        err.outcome = outcome_from_proto(detail.outcome, retryable=detail.retryable, default=err.outcome)
     if detail is not None and isinstance(err, SessionLimit):
         err.retry_after_s = detail.retry_after_s
     if detail is not None and isinstance(err, BlobsMissing):

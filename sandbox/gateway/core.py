@@ -21,15 +21,15 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import structlog
 
 from sandbox.gateway.cache import CACHE_MODES, ExchangeCache, StoredResponse, canonical_key
+from sandbox.gateway.session import GatewaySession
+from sandbox.gateway.usage import parse_usage
 from skillopt.errors import (
-    BudgetExceeded,
     ConfigError,
     ModelError,
     ModelTimeout,
@@ -42,7 +42,7 @@ from skillopt.models.prefix import chat_payload, prompt_prefix
 from skillopt.models.profiles import ProviderProfile
 from skillopt.types import Usage
 
-__all__ = ["Gateway", "GatewayChatModel", "GatewaySession", "parse_usage"]
+__all__ = ["Gateway", "GatewayChatModel"]
 
 log = structlog.get_logger("skillopt.sandbox.gateway")
 
@@ -61,129 +61,7 @@ _STRIP_HEADERS = frozenset(
 )
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _MAX_LOGGED_BODY = 256 * 1024  # per exchange, per direction
-_MAX_EXCHANGES = 200
 _MAX_ERROR_BODY = 64 * 1024
-
-
-@dataclass
-class GatewaySession:
-    """One rollout's access to one provider profile."""
-
-    token: str
-    rollout_id: str
-    profile: ProviderProfile
-    model: str
-    budget_tokens: int | None
-    cache_mode: str
-    #: The rollout's sampling seed (0 = none), sent upstream as the ``X-Skillopt-Seed`` header.
-    seed: int = 0
-    used: Usage = field(default_factory=Usage)
-    exchanges: list[dict[str, Any]] = field(default_factory=list)
-    error: Exception | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def add(self, exchange: dict[str, Any], usage: Usage) -> None:
-        with self.lock:
-            self.used = self.used + usage
-            if len(self.exchanges) < _MAX_EXCHANGES:
-                self.exchanges.append(exchange)
-
-    def fail(self, error: ModelError) -> None:
-        """Record a provider failure: the first one types the rollout's failure."""
-        with self.lock:
-            if self.error is None:
-                self.error = error
-
-    def provider_error(self) -> ModelError | None:
-        """The provider's failure recorded for this session (not a used-up budget), if any."""
-        error = self.error
-        return error if isinstance(error, ModelError) and not isinstance(error, BudgetExceeded) else None
-
-    def check_failed(self) -> None:
-        """Answer later calls of a session whose provider already failed with that failure, at
-        once: retrying a refused credential or request only burns time (and the provider's
-        patience); a rate limit or outage already got the gateway's retries.
-
-        Raises:
-            ModelError: the recorded failure.
-        """
-        error = self.provider_error()
-        if error is not None:
-            raise error
-
-    def check_budget(self) -> None:
-        if self.budget_tokens is not None and self.used.total_tokens >= self.budget_tokens:
-            err = BudgetExceeded(
-                f"model token budget of {self.budget_tokens} used up ({self.used.total_tokens} tokens)",
-                rollout_id=self.rollout_id,
-            )
-            self.error = self.error or err
-            raise err
-
-
-def _usage_of(obj: Mapping[str, Any]) -> Usage:
-    """One ``usage`` object of any of the three APIs, cached tokens included: Chat's
-    ``prompt_tokens_details.cached_tokens``, Responses' ``input_tokens_details``, Anthropic's
-    ``cache_read_input_tokens``/``cache_creation_input_tokens`` (which its ``input_tokens``
-    leave out: they are added to the prompt tokens here)."""
-
-    def num(value: Any) -> int:
-        return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
-
-    details = obj.get("prompt_tokens_details") or obj.get("input_tokens_details") or {}
-    cached = num(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
-    read, write = num(obj.get("cache_read_input_tokens")), num(obj.get("cache_creation_input_tokens"))
-    prompt = num(obj.get("prompt_tokens", obj.get("input_tokens", 0))) + read + write
-    return Usage(
-        prompt_tokens=prompt,
-        completion_tokens=num(obj.get("completion_tokens", obj.get("output_tokens", 0))),
-        cached_input_tokens=cached + read,
-        cache_write_input_tokens=write,
-    )
-
-
-def _later(a: Usage, b: Usage) -> Usage:
-    """The more complete of two reports of the same call's usage (streams repeat it)."""
-    return b if (b.prompt_tokens, b.completion_tokens) >= (a.prompt_tokens, a.completion_tokens) else a
-
-
-def parse_usage(content_type: str, body: bytes) -> Usage:
-    """Token usage reported in a JSON or SSE response of any of the three APIs."""
-    text = body.decode("utf-8", "replace")
-    if "event-stream" not in content_type:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
-            return Usage(calls=1)
-        usage = data.get("usage") if isinstance(data, dict) else None
-        return Usage(calls=1) + (_usage_of(usage) if isinstance(usage, dict) else Usage())
-    found = Usage()
-    completion = 0
-    for line in text.splitlines():
-        if not line.startswith("data:"):
-            continue
-        try:
-            event = json.loads(line[5:].strip())
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(event, dict):
-            continue
-        kind = event.get("type", "")
-        if kind in ("response.completed", "response.incomplete", "response.failed"):
-            found = _later(found, _usage_of(event.get("response", {}).get("usage") or {}))
-        elif kind == "message_start":
-            found = found + _usage_of(event.get("message", {}).get("usage") or {})
-        elif kind == "message_delta":
-            completion = max(completion, _usage_of(event.get("usage") or {}).completion_tokens)
-        elif isinstance(event.get("usage"), dict):  # chat completions' final chunk
-            found = _later(found, _usage_of(event["usage"]))
-    return Usage(
-        calls=1,
-        prompt_tokens=found.prompt_tokens,
-        completion_tokens=max(found.completion_tokens, completion),
-        cached_input_tokens=found.cached_input_tokens,
-        cache_write_input_tokens=found.cache_write_input_tokens,
-    )
 
 
 def _clip(text: str) -> str:

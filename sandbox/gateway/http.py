@@ -21,56 +21,20 @@ import contextlib
 import json
 import socket
 import threading
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
-import h11
 import structlog
 
-from sandbox.gateway.core import Gateway, GatewaySession
+from sandbox.gateway.connection import BodyBudget, Connection, GatewayLimits, Request, error_body
+from sandbox.gateway.core import Gateway
+from sandbox.gateway.session import GatewaySession
 from skillopt.errors import BudgetExceeded, ModelError, ModelTimeout, ReplayMiss
-from skillopt.httpbody import BodyError, decompress
 
-__all__ = ["GatewayLimits", "GatewayServer"]
+__all__ = ["GatewayServer"]
 
 log = structlog.get_logger("skillopt.sandbox.gateway")
 
-MiB = 1024 * 1024
 _PROBES = ("/", "/api/hello", "/health")
-_RECV = 64 * 1024
-
-
-@dataclass(frozen=True, kw_only=True)
-class GatewayLimits:
-    """What one client of the gateway's front end may use. Defaults fit the agent CLIs (a long
-    Codex or Claude Code conversation is a few MiB per request) with a wide margin."""
-
-    #: Largest request body on the wire (Content-Length or the chunks' total).
-    max_body_bytes: int = 16 * MiB
-    #: Largest body after Content-Encoding (gzip/deflate) is undone.
-    max_decoded_bytes: int = 32 * MiB
-    #: Bytes of request bodies being received or decoded at once, over all connections.
-    max_inflight_body_bytes: int = 192 * MiB
-    #: Largest request line plus headers.
-    max_header_bytes: int = 64 * 1024
-    #: Most header fields in one request.
-    max_headers: int = 128
-    #: Open connections at once, in total and per client address.
-    max_connections: int = 64
-    max_connections_per_client: int = 12
-    #: Requests one rollout (token) may make, and one connection may carry.
-    max_requests_per_session: int = 5000
-    max_requests_per_connection: int = 1000
-    #: A keep-alive connection with no request arriving is closed after this long.
-    idle_timeout_s: float = 75.0
-    #: A request's head, and then its body, must arrive completely within these.
-    header_timeout_s: float = 15.0
-    body_timeout_s: float = 120.0
-    #: A client that accepts no response byte for this long is disconnected.
-    send_timeout_s: float = 60.0
 
 
 def _route(path: str) -> str | None:
@@ -83,264 +47,6 @@ def _route(path: str) -> str | None:
         if path.rstrip("/").endswith(suffix):
             return api
     return None
-
-
-def _error_body(api: str, kind: str, message: str) -> dict[str, Any]:
-    if api == "messages":
-        return {"type": "error", "error": {"type": kind, "message": message}}
-    return {"error": {"type": kind, "code": kind, "message": message}}
-
-
-class _Budget:
-    """A shared byte budget (bodies in flight): reserve before reading, release after."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.used = 0
-        self._lock = threading.Lock()
-
-    def reserve(self, n: int) -> bool:
-        with self._lock:
-            if self.used + n > self.total:
-                return False
-            self.used += n
-            return True
-
-    def release(self, n: int) -> None:
-        with self._lock:
-            self.used -= n
-
-
-class _Refused(Exception):
-    """Answer with ``status`` and close the connection."""
-
-    def __init__(self, status: int, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.kind, self.message = status, kind, message
-
-
-@dataclass
-class _Request:
-    method: str
-    target: str
-    headers: dict[str, str]
-    body: bytes = b""
-
-
-class _Connection:
-    """One client connection, served on its own thread until it closes or breaks a limit."""
-
-    def __init__(self, server: GatewayServer, sock: socket.socket, peer: str) -> None:
-        self.server = server
-        self.limits = server.limits
-        self.sock = sock
-        self.peer = peer
-        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_header_bytes)
-
-    # -- reading -----------------------------------------------------------------------------
-
-    def _next_event(self, deadline: float, what: str) -> Any:
-        while True:
-            event = self.h11.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(what)
-            self.sock.settimeout(remaining)
-            data = self.sock.recv(_RECV)
-            self.h11.receive_data(data)  # b"" = EOF; h11 turns it into ConnectionClosed or an error
-
-    def _read_request(self, first: bool) -> _Request | None:
-        lim = self.limits
-        idle = lim.idle_timeout_s if not first else lim.header_timeout_s
-        event = self._next_event(time.monotonic() + idle, "idle")
-        if isinstance(event, h11.ConnectionClosed):
-            return None
-        if not isinstance(event, h11.Request):
-            raise _Refused(400, "invalid_request_error", "gateway: malformed request")
-        if len(event.headers) > lim.max_headers:
-            raise _Refused(
-                431, "invalid_request_error", f"gateway: more than {lim.max_headers} header fields"
-            )
-        headers: dict[str, str] = {}
-        for name, value in event.headers:
-            key = name.decode("latin-1").lower()
-            headers[key] = (
-                value.decode("latin-1")
-                if key not in headers
-                else headers[key] + "," + value.decode("latin-1")
-            )
-        req = _Request(
-            method=event.method.decode("ascii", "replace"),
-            target=event.target.decode("latin-1"),
-            headers=headers,
-        )
-        if req.method not in ("POST", "PUT", "PATCH"):
-            # Bodies of other methods are read and dropped (h11 needs the framing consumed).
-            self._read_body(req, declared=0, keep=False)
-            return req
-        try:
-            declared = (
-                int(headers.get("content-length", "0") or 0) if "transfer-encoding" not in headers else 0
-            )
-        except ValueError:
-            raise _Refused(400, "invalid_request_error", "gateway: bad content-length") from None
-        if declared > lim.max_body_bytes:
-            raise _Refused(
-                413, "invalid_request_error", f"gateway: request body larger than {lim.max_body_bytes} bytes"
-            )
-        self._read_body(req, declared=declared, keep=True)
-        return req
-
-    def _read_body(self, req: _Request, *, declared: int, keep: bool) -> None:
-        lim = self.limits
-        deadline = time.monotonic() + lim.body_timeout_s
-        parts: list[bytes] = []
-        reserved = 0
-        try:
-            if declared and not self.server.bodies.reserve(declared):
-                raise _Refused(503, "overloaded_error", "gateway: too many large requests in flight; retry")
-            reserved = declared
-            size = 0
-            while True:
-                event = self._next_event(deadline, "body")
-                if isinstance(event, h11.EndOfMessage):
-                    break
-                if not isinstance(event, h11.Data):
-                    raise _Refused(400, "invalid_request_error", "gateway: malformed request body")
-                size += len(event.data)
-                if size > lim.max_body_bytes:
-                    raise _Refused(
-                        413,
-                        "invalid_request_error",
-                        f"gateway: request body larger than {lim.max_body_bytes} bytes",
-                    )
-                if not keep:
-                    continue
-                if size > reserved:  # chunked (no length declared): reserve as it grows
-                    grow = max(size - reserved, _RECV)
-                    if not self.server.bodies.reserve(grow):
-                        raise _Refused(
-                            503, "overloaded_error", "gateway: too many large requests in flight; retry"
-                        )
-                    reserved += grow
-                parts.append(event.data)
-            if keep:
-                raw = b"".join(parts)
-                parts.clear()
-                encoding = req.headers.get("content-encoding", "identity")
-                if encoding.lower() not in ("identity", ""):
-                    extra = lim.max_decoded_bytes
-                    if not self.server.bodies.reserve(extra):
-                        raise _Refused(
-                            503, "overloaded_error", "gateway: too many large requests in flight; retry"
-                        )
-                    reserved += extra
-                try:
-                    req.body = decompress(raw, encoding, max_bytes=lim.max_decoded_bytes)
-                except BodyError as exc:
-                    raise _Refused(exc.status, "invalid_request_error", f"gateway: {exc}") from exc
-        finally:
-            if reserved:
-                self.server.bodies.release(reserved)
-
-    # -- writing -----------------------------------------------------------------------------
-
-    def _send(self, event: Any) -> None:
-        data = self.h11.send(event)
-        if data:
-            self.sock.settimeout(self.limits.send_timeout_s)
-            self.sock.sendall(data)
-
-    def send_json(
-        self, status: int, payload: Any, *, close: bool = False, extra: dict[str, str] | None = None
-    ) -> None:
-        data = json.dumps(payload).encode()
-        headers = [("content-type", "application/json"), ("content-length", str(len(data)))]
-        headers += list((extra or {}).items())
-        if close:
-            headers.append(("connection", "close"))
-        self._send(h11.Response(status_code=status, headers=headers))
-        if self.h11.our_state is h11.SEND_BODY and self._method != "HEAD":
-            self._send(h11.Data(data=data))
-        self._send(h11.EndOfMessage())
-
-    def send_stream(self, status: int, ctype: str, chunks: Iterator[bytes]) -> None:
-        headers = [("content-type", ctype), ("cache-control", "no-cache")]
-        if status >= 400:
-            # The gateway already retried: tell SDK-based clients not to retry on their own.
-            headers.append(("x-should-retry", "false"))
-        try:
-            self._send(h11.Response(status_code=status, headers=headers))
-            for chunk in chunks:
-                if chunk:
-                    self._send(h11.Data(data=chunk))
-            self._send(h11.EndOfMessage())
-        except (OSError, h11.LocalProtocolError):
-            # The agent went away mid-stream; draining the generator still records the exchange.
-            for _ in chunks:
-                pass
-            raise
-
-    # -- the loop ----------------------------------------------------------------------------
-
-    _method = "GET"
-
-    def serve(self) -> None:
-        served = 0
-        try:
-            while served < self.limits.max_requests_per_connection:
-                try:
-                    req = self._read_request(first=served == 0)
-                except _Refused as exc:
-                    self._refuse(exc)
-                    return
-                if req is None:
-                    return
-                self._method = req.method
-                served += 1
-                self.server.handle(self, req)
-                if self.h11.our_state is h11.MUST_CLOSE or self.h11.their_state is h11.MUST_CLOSE:
-                    return
-                try:
-                    self.h11.start_next_cycle()
-                except h11.LocalProtocolError:
-                    return
-        except h11.RemoteProtocolError as exc:
-            self._refuse(
-                _Refused(exc.error_status_hint, "invalid_request_error", f"gateway: bad HTTP: {exc}")
-            )
-        except (TimeoutError, OSError, h11.LocalProtocolError):
-            pass  # idle, trickling or vanished client: just close
-        finally:
-            with contextlib.suppress(OSError):
-                self.sock.close()
-
-    def _refuse(self, exc: _Refused) -> None:
-        log.warning("gateway.refused", peer=self.peer, status=exc.status, reason=exc.message[:200])
-        if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-            with contextlib.suppress(OSError, h11.LocalProtocolError):
-                self.send_json(exc.status, _error_body("chat", exc.kind, exc.message), close=True)
-        self._linger()
-
-    def _linger(self) -> None:
-        """Half-close and read a little of what the client still sends before closing: closing
-        with unread input makes the kernel send a reset, which can destroy the error answer
-        before the client reads it. Bounded: at most 1 MiB or 1 s."""
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_WR)
-            deadline = time.monotonic() + 1.0
-            drained = 0
-            while drained < MiB:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self.sock.settimeout(remaining)
-                data = self.sock.recv(_RECV)
-                if not data:
-                    break
-                drained += len(data)
 
 
 class GatewayServer:
@@ -357,7 +63,7 @@ class GatewayServer:
     ) -> None:
         self.gateway = gateway
         self.limits = limits or GatewayLimits()
-        self.bodies = _Budget(self.limits.max_inflight_body_bytes)
+        self.bodies = BodyBudget(self.limits.max_inflight_body_bytes)
         self._listener = socket.create_server((host, port), backlog=128, reuse_port=False)
         self.host, self.port = self._listener.getsockname()[:2]
         self._lock = threading.Lock()
@@ -406,7 +112,7 @@ class GatewayServer:
 
     @staticmethod
     def _reject(sock: socket.socket) -> None:
-        body = json.dumps(_error_body("chat", "overloaded_error", "gateway: too many connections")).encode()
+        body = json.dumps(error_body("chat", "overloaded_error", "gateway: too many connections")).encode()
         with contextlib.suppress(OSError):
             sock.settimeout(1.0)
             sock.sendall(
@@ -419,7 +125,7 @@ class GatewayServer:
 
     def _serve(self, sock: socket.socket, peer: str) -> None:
         try:
-            _Connection(self, sock, peer).serve()
+            Connection(self, sock, peer).serve()
         except Exception:  # a bug must never kill the host process
             log.exception("gateway.connection_crashed", peer=peer)
         finally:
@@ -443,7 +149,7 @@ class GatewayServer:
 
     # -- requests ----------------------------------------------------------------------------
 
-    def handle(self, conn: _Connection, req: _Request) -> None:
+    def handle(self, conn: Connection, req: Request) -> None:
         """Answer one request (routes as the model APIs lay them out)."""
         path = urlsplit(req.target).path
         if req.method == "HEAD":
@@ -462,12 +168,12 @@ class GatewayServer:
                     {"object": "list", "data": [{"id": session.model, "object": "model", "type": "model"}]},
                 )
                 return
-            conn.send_json(404, _error_body("chat", "not_found", f"gateway: no route for GET {path[:200]}"))
+            conn.send_json(404, error_body("chat", "not_found", f"gateway: no route for GET {path[:200]}"))
             return
         api = _route(path)
         if req.method != "POST" or api is None or api == "models" or path.endswith("/count_tokens"):
             conn.send_json(
-                404, _error_body("chat", "not_found", f"gateway: no route for {req.method} {path[:200]}")
+                404, error_body("chat", "not_found", f"gateway: no route for {req.method} {path[:200]}")
             )
             return
         session = self._session(conn, req, api)
@@ -476,7 +182,7 @@ class GatewayServer:
         if not self._count(session):
             conn.send_json(
                 429,
-                _error_body(
+                error_body(
                     api,
                     "rate_limit_error",
                     f"gateway: more than {self.limits.max_requests_per_session} requests in this rollout",
@@ -490,30 +196,30 @@ class GatewayServer:
             )
         except BudgetExceeded as exc:
             conn.send_json(
-                429, _error_body(api, "budget_exceeded", exc.message), extra={"x-should-retry": "false"}
+                429, error_body(api, "budget_exceeded", exc.message), extra={"x-should-retry": "false"}
             )
             return
         except ReplayMiss as exc:
             conn.send_json(
-                400, _error_body(api, "replay_miss", exc.message), extra={"x-should-retry": "false"}
+                400, error_body(api, "replay_miss", exc.message), extra={"x-should-retry": "false"}
             )
             return
         except ModelError as exc:
             status = exc.status or (504 if isinstance(exc, ModelTimeout) else 502)
             conn.send_json(
                 status,
-                _error_body(api, "upstream_error", f"gateway: {exc.message}"),
+                error_body(api, "upstream_error", f"gateway: {exc.message}"),
                 extra={"x-should-retry": "false"},
             )
             return
         except (ValueError, RecursionError) as exc:
             conn.send_json(
-                400, _error_body(api, "invalid_request_error", f"gateway: body is not JSON: {str(exc)[:200]}")
+                400, error_body(api, "invalid_request_error", f"gateway: body is not JSON: {str(exc)[:200]}")
             )
             return
         conn.send_stream(status, ctype, chunks)
 
-    def _session(self, conn: _Connection, req: _Request, api: str) -> GatewaySession | None:
+    def _session(self, conn: Connection, req: Request, api: str) -> GatewaySession | None:
         h = req.headers
         token = ""
         auth = h.get("authorization", "")
@@ -524,7 +230,7 @@ class GatewayServer:
         if session is None:
             log.warning("gateway.unauthorized", path=req.target[:200], peer=conn.peer)
             conn.send_json(
-                401, _error_body(api, "authentication_error", "gateway: unknown or expired rollout token")
+                401, error_body(api, "authentication_error", "gateway: unknown or expired rollout token")
             )
         return session
 

@@ -62,10 +62,13 @@ class _Pool:
     created_total: int = 0
     acquired_total: int = 0
     acquired_warm: int = 0
+    #: Acquisitions announced ahead (:meth:`PoolManager.expect`) and not made yet.
+    expected: int = 0
 
     @property
     def waiters(self) -> int:
-        return len(self.queue)
+        """Acquisitions waiting, and those announced: the maintainer creates for both."""
+        return len(self.queue) + self.expected
 
 
 @dataclass(frozen=True)
@@ -106,9 +109,15 @@ class PoolManager:
     # -- public ------------------------------------------------------------------------------
 
     def acquire(
-        self, spec: ContainerSpec, *, timeout_s: float, cancel: threading.Event | None = None
+        self,
+        spec: ContainerSpec,
+        *,
+        timeout_s: float,
+        cancel: threading.Event | None = None,
+        expected: bool = False,
     ) -> SandboxHandle:
-        """Take an idle container for ``spec``, waiting for one if none is ready.
+        """Take an idle container for ``spec``, waiting for one if none is ready; ``expected``:
+        this acquisition was announced with :meth:`expect` and takes the announcement's place.
 
         Raises:
             RolloutTimeout: none became ready within ``timeout_s``.
@@ -123,6 +132,8 @@ class PoolManager:
             warm = len(pool.idle) > len(pool.queue)
             ticket = object()
             pool.queue.append(ticket)
+            if expected:
+                pool.expected = max(0, pool.expected - 1)
             self._cond.notify_all()
             try:
                 while True:
@@ -163,6 +174,17 @@ class PoolManager:
         """Give a used container back: it is destroyed in the background, never reused."""
         self._destroy_async(handle)
         with self._cond:
+            self._cond.notify_all()
+
+    def expect(self, spec: ContainerSpec, count: int = 1) -> None:
+        """Announce ``count`` acquisitions of ``spec`` to come (a negative count withdraws
+        them): containers are made for them (after a burst of acquisitions, like refills, and
+        on top of the warm target), so each finds its container ready. For a rollout's fresh
+        grading container, asked for when its episode ends (each container is still used once;
+        one announced and never taken is an idle container of the pool)."""
+        with self._cond:
+            pool = self._pool(spec)
+            pool.expected = max(0, pool.expected + count)
             self._cond.notify_all()
 
     def prewarm(self, spec: ContainerSpec) -> None:
@@ -342,15 +364,18 @@ class PoolManager:
 
     def _want(self, pool: _Pool, warm: bool, idle_room: int, refill: bool = True) -> int:
         """How many more containers this pool should have in flight (waiters first; warm
-        containers only for warm pools, within the host's idle cap, once ``refill``)."""
-        waiting = max(0, pool.waiters - len(pool.idle) - pool.creating)
+        containers only for warm pools, within the host's idle cap, once ``refill``; announced
+        ones once ``refill`` too, on top of the warm target: a creation during a burst of
+        rollout starts would slow them down, and the announced acquisition comes later)."""
+        waiting = max(0, len(pool.queue) - len(pool.idle) - pool.creating)
         if pool.consecutive_failures >= _FAIL_FAST_AFTER and pool.waiters == 0:
             return 0  # stop hammering a broken image; a new acquire retries
         if waiting:
             return waiting
-        if not warm or not refill:
+        if not refill:
             return 0
-        return max(0, min(self.config.pool_size - len(pool.idle) - pool.creating, idle_room))
+        target = (self.config.pool_size if warm else 0) + pool.expected
+        return max(0, min(target - len(pool.idle) - pool.creating, idle_room + pool.expected))
 
     def _maintain(self) -> None:
         while True:

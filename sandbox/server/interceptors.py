@@ -12,7 +12,7 @@ safely.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 import structlog
@@ -38,7 +38,7 @@ class _Undecodable:
         self.error = error
 
 
-def _abort(context: grpc.ServicerContext, exc: BaseException, host: str) -> None:
+def _abort(context: grpc.ServicerContext, exc: BaseException, host: str) -> NoReturn:
     code, message, trailers = status_for(exc, host=host)
     context.set_trailing_metadata(trailers)
     context.abort(code, message)
@@ -116,6 +116,8 @@ def _decoding(handler: grpc.RpcMethodHandler, host: str) -> grpc.RpcMethodHandle
 
         return grpc.stream_unary_rpc_method_handler(stream_unary, **kw)
     inner_ss = handler.stream_stream
+    if inner_ss is None:  # not a handler of any of the four shapes: nothing to wrap
+        return handler
 
     def stream_stream(requests, context):
         yield from inner_ss(_checked_iterator(requests, context, host), context)

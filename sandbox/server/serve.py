@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,15 +23,16 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from sandbox.gateway.cache import ExchangeCache
+from sandbox.gateway.connection import GatewayLimits
 from sandbox.gateway.core import Gateway
-from sandbox.gateway.http import GatewayLimits, GatewayServer
+from sandbox.gateway.http import GatewayServer
 from sandbox.runtime.docker.network import GatewayNetwork
 from sandbox.runtime.docker.runtime import DockerRuntime
 from sandbox.runtime.pool import PoolManager
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
+from sandbox.server.hostwatch import SERVICE_NAME, HostWatch
 from sandbox.server.interceptors import TokenAuthInterceptor
 from sandbox.server.servicer import SandboxServicer
 from sandbox.service.admission import RolloutAdmission
@@ -50,7 +50,6 @@ __all__ = ["RunningServer", "ServerConfig", "check_listen_address", "serve", "se
 
 log = structlog.get_logger("skillopt.sandbox.server")
 
-SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Sandbox"].full_name
 MiB = 1024 * 1024
 
 
@@ -197,63 +196,19 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
     creds = server_credentials(config)  # before any container exists: a bad file leaves nothing
     # Teardown runs in reverse: drain → pools → containers → gateway network → gateway.
     with contextlib.ExitStack() as cleanup:
-        gateway = Gateway(
-            config.providers,
-            cache=ExchangeCache(config.gateway_cache_dir) if config.gateway_cache_dir else None,
-            default_mode=config.gateway_cache_mode,
-            upstream_timeout_s=config.gateway_upstream_timeout_s,
+        host = _build(config, cleanup)
+        servicer = SandboxServicer(
+            host.service, host.admission, sessions=host.sessions, tenants=tokens or None
         )
-        cleanup.callback(gateway.close)
-        after_containers: list[Callable[[], None]] = []  # the network goes once nothing is on it
-        cleanup.callback(lambda: [close() for close in after_containers])
-        runtime = DockerRuntime(config.runtime)
-        cleanup.callback(runtime.close)
-        spec: ContainerSpec = config.service.base_spec
-        runtime.check_runtime(spec.runtime)
-        if spec.cpus > host_cpus():
-            raise ConfigError(
-                f"default CPU limit {spec.cpus:g} exceeds this host's {host_cpus():g} cores (--cpus)"
-            )
-        report = runtime.reap(startup=True)
-        if report.containers:
-            log.info("reaper.startup", removed=len(report.containers))
-        pools = PoolManager(runtime, default_spec=spec)
-        cleanup.callback(pools.close)
-        network, front, unavailable = _exec_network(config, runtime, gateway, after_containers)
-        grader = None
-        if config.service.grader_workers > 0:
-            grader = GraderPool(
-                config.service.grader_workers,
-                preload=sorted({m for name in available_envs() for m in env_spec(name).grader_modules}),
-            )
-            cleanup.callback(grader.close)  # after the drain: running rollouts still grade
-        service = RolloutService(
-            config.service,
-            runtime,
-            pools,
-            config.providers,
-            gateway=gateway,
-            gateway_url=front.url if front else None,
-            exec_network=network.name if network else "none",
-            exec_unavailable=unavailable,
-            grader=grader,
-        )
-        admission = RolloutAdmission(capacity=config.service.capacity)
-        sessions = SessionManager(
-            config.sessions,
-            host_id=config.runtime.host_id,
-            pools=pools,
-            runtime=runtime,
-            base_spec=spec,
-            gateway_spec=service.exec_spec if network is not None else None,
-            default_limits=config.service.default_limits,
-            max_limits=config.service.max_limits,
-            max_lifetime_cap_s=config.runtime.max_container_lifetime_s,
-        )
-        cleanup.callback(sessions.close)  # before the pools close: sessions give their containers back
-        servicer = SandboxServicer(service, admission, sessions=sessions, tenants=tokens or None)
         server, health_servicer = _grpc_server(config, servicer, tokens)
-        watch = HostWatch(config, runtime, pools, health_servicer)
+        watch = HostWatch(
+            host.runtime,
+            host.pools,
+            health_servicer,
+            host_id=config.runtime.host_id,
+            min_free_bytes=config.min_free_bytes,
+            interval_s=config.host_check_interval_s,
+        )
         servicer.host_check = watch.check_now
         try:
             port = (
@@ -271,12 +226,14 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
         for name in ("", SERVICE_NAME):
             health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         running = RunningServer(
-            server, port, service, admission, health_servicer, servicer, front, health_port=health_port
+            server, port, host.service, host.admission, health_servicer, servicer, host.front, health_port
         )
         cleanup.callback(running.stopped.set)
         cleanup.callback(_drain, running, config.drain_grace_s)
         reaper = threading.Thread(
-            target=_reap_loop, args=(runtime, config.runtime.reap_interval_s, running.stopped), daemon=True
+            target=_reap_loop,
+            args=(host.runtime, config.runtime.reap_interval_s, running.stopped),
+            daemon=True,
         )
         reaper.start()
         threading.Thread(target=watch.loop, args=(running.stopped,), daemon=True).start()
@@ -293,6 +250,84 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
         )
         yield running
     log.info("server.stopped", host=config.runtime.host_id)
+
+
+@dataclass
+class _Host:
+    """What a service is made of (:func:`_build`), before it listens."""
+
+    runtime: DockerRuntime
+    pools: PoolManager
+    service: RolloutService
+    admission: RolloutAdmission
+    sessions: SessionManager
+    #: The gateway's HTTP front end (None: exec agents unavailable on this host).
+    front: GatewayServer | None
+
+
+def _build(config: ServerConfig, cleanup: contextlib.ExitStack) -> _Host:
+    """The gateway, the container runtime and its warm pools, the exec agents' network, the
+    grader, the rollout service and the sessions, each one's teardown pushed on ``cleanup``.
+
+    Raises:
+        ConfigError: the container runtime or the CPU limit cannot be had here, or exec
+            agents are required and unavailable.
+    """
+    gateway = Gateway(
+        config.providers,
+        cache=ExchangeCache(config.gateway_cache_dir) if config.gateway_cache_dir else None,
+        default_mode=config.gateway_cache_mode,
+        upstream_timeout_s=config.gateway_upstream_timeout_s,
+    )
+    cleanup.callback(gateway.close)
+    after_containers: list[Callable[[], None]] = []  # the network goes once nothing is on it
+    cleanup.callback(lambda: [close() for close in after_containers])
+    runtime = DockerRuntime(config.runtime)
+    cleanup.callback(runtime.close)
+    spec: ContainerSpec = config.service.base_spec
+    runtime.check_runtime(spec.runtime)
+    if spec.cpus > host_cpus():
+        raise ConfigError(
+            f"default CPU limit {spec.cpus:g} exceeds this host's {host_cpus():g} cores (--cpus)"
+        )
+    report = runtime.reap(startup=True)
+    if report.containers:
+        log.info("reaper.startup", removed=len(report.containers))
+    pools = PoolManager(runtime, default_spec=spec)
+    cleanup.callback(pools.close)
+    network, front, unavailable = _exec_network(config, runtime, gateway, after_containers)
+    grader = None
+    if config.service.grader_workers > 0:
+        grader = GraderPool(
+            config.service.grader_workers,
+            preload=sorted({m for name in available_envs() for m in env_spec(name).grader_modules}),
+        )
+        cleanup.callback(grader.close)  # after the drain: running rollouts still grade
+    service = RolloutService(
+        config.service,
+        runtime,
+        pools,
+        config.providers,
+        gateway=gateway,
+        gateway_url=front.url if front else None,
+        exec_network=network.name if network else "none",
+        exec_unavailable=unavailable,
+        grader=grader,
+    )
+    sessions = SessionManager(
+        config.sessions,
+        host_id=config.runtime.host_id,
+        pools=pools,
+        runtime=runtime,
+        base_spec=spec,
+        gateway_spec=service.exec_spec if network is not None else None,
+        default_limits=config.service.default_limits,
+        max_limits=config.service.max_limits,
+        max_lifetime_cap_s=config.runtime.max_container_lifetime_s,
+    )
+    cleanup.callback(sessions.close)  # before the pools close: sessions give their containers back
+    admission = RolloutAdmission(capacity=config.service.capacity)
+    return _Host(runtime, pools, service, admission, sessions, front)
 
 
 def _exec_network(
@@ -382,89 +417,6 @@ def _health_server(
         raise ConfigError(f"cannot listen on {config.health_listen} (--health-listen): {exc}") from exc
     log.info("server.health_listener", listen=config.health_listen, port=port)
     return server, port
-
-
-def host_problem(
-    runtime: DockerRuntime, pools: PoolManager, min_free_bytes: int, *, ping: bool = True
-) -> str:
-    """Why this host cannot take rollouts now ("" when it can): its engine does not answer
-    (``ping``: one HTTP round trip to the engine), its warm pool cannot be refilled, or its
-    state dir (container control dirs, skills, leases) is nearly full."""
-    if ping:
-        try:
-            runtime.client.ping()
-        except Exception as exc:  # any failure to reach the engine
-            return f"container engine unreachable: {exc}"
-    problem = pools.creation_problem()
-    if problem:
-        return problem
-    try:
-        free = shutil.disk_usage(runtime.state_dir).free
-    except OSError as exc:
-        return f"state dir {runtime.state_dir}: {exc.strerror or exc}"
-    if free < min_free_bytes:
-        return f"state dir {runtime.state_dir} has {free} bytes free (< {min_free_bytes})"
-    return ""
-
-
-class HostWatch:
-    """Health follows what the host can do: NOT_SERVING while :func:`host_problem` finds one
-    (a restarting engine, a full disk), SERVING again once it passes, so controllers stop
-    placing here meanwhile. Checked every ``host_check_interval_s`` and at every rollout's
-    admission (:meth:`check_now`), so a fault is seen by the first rollout it would hit.
-    Draining wins: after it the status no longer changes (``enter_graceful_shutdown``).
-
-    At admission the engine is pinged only when no ping succeeded in the last
-    :attr:`PING_MAX_AGE_S`: a ping is an HTTP round trip that cost every rollout 1-3 ms of
-    start latency (and engine CPU under load). The pool's creation failures and the disk check,
-    both local, still run every time; a rollout admitted within that second of an engine fault
-    fails as a retryable infra row, like one that was already running."""
-
-    #: How long a successful engine ping stands for the engine's health at admission.
-    PING_MAX_AGE_S = 1.0
-
-    def __init__(
-        self,
-        config: ServerConfig,
-        runtime: DockerRuntime,
-        pools: PoolManager,
-        health_servicer: health.HealthServicer,
-    ) -> None:
-        self.config, self.runtime, self.pools, self.health = config, runtime, pools, health_servicer
-        self._lock = threading.Lock()
-        self._serving = True
-        self._pinged_at = float("-inf")  # monotonic time of the last successful engine ping
-
-    def check_now(self, *, fresh: bool = False) -> str:
-        """The current problem ("" = none), with health updated to match; ``fresh`` pings the
-        engine even when a recent ping succeeded (the periodic check does)."""
-        ping = fresh or not self._serving or time.monotonic() - self._pinged_at > self.PING_MAX_AGE_S
-        problem = host_problem(self.runtime, self.pools, self.config.min_free_bytes, ping=ping)
-        if ping and not problem.startswith("container engine unreachable"):
-            self._pinged_at = time.monotonic()
-        with self._lock:
-            if bool(problem) != (not self._serving):
-                self._serving = not problem
-                status = (
-                    health_pb2.HealthCheckResponse.SERVING
-                    if self._serving
-                    else health_pb2.HealthCheckResponse.NOT_SERVING
-                )
-                for name in ("", SERVICE_NAME):
-                    self.health.set(name, status)
-                if self._serving:
-                    log.info("host.serving_again", host=self.config.runtime.host_id)
-                else:
-                    log.warning("host.not_serving", host=self.config.runtime.host_id, reason=problem)
-        return problem
-
-    def loop(self, stopped: threading.Event) -> None:
-        while not stopped.wait(self.config.host_check_interval_s):
-            try:
-                if self.check_now(fresh=True):
-                    self.pools.retry_creations()  # no rollout comes to try: probe the recovery
-            except Exception:  # the watch must never die
-                log.exception("host.check_failed")
 
 
 def _reap_loop(runtime: DockerRuntime, interval_s: float, stopped: threading.Event) -> None:

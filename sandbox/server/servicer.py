@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import NoReturn
 
 import grpc
 import structlog
@@ -24,6 +25,7 @@ from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from sandbox.server.session_rpcs import SessionRpcs
 from sandbox.service.admission import RolloutAdmission, RolloutHandle
 from sandbox.service.blobs import BlobStore
+from sandbox.service.describe import describe_host
 from sandbox.service.rollout import RolloutService
 from sandbox.service.sessions import SessionManager
 from sandbox.service.tenants import TenantTokens
@@ -61,7 +63,7 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
             max_workers=max(1, admission.capacity), thread_name_prefix="rollout"
         )
 
-    def _abort(self, context: grpc.ServicerContext, exc: BaseException) -> None:
+    def _abort(self, context: grpc.ServicerContext, exc: BaseException) -> NoReturn:
         code, message, trailers = status_for(exc, host=self.service.config.host_id)
         if code == grpc.StatusCode.INTERNAL:
             log.error("rpc.internal_error", error=message[:500])
@@ -132,7 +134,7 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
     # -- Describe / Cancel -------------------------------------------------------------------
 
     def Describe(self, request: pb.DescribeRequest, context: grpc.ServicerContext) -> pb.DescribeResponse:
-        description = self.service.describe(self.admission)
+        description = describe_host(self.service, self.admission)
         if self.sessions is not None:
             description = replace(
                 description, sessions=self.sessions.count(), max_sessions=self.sessions.config.max_sessions

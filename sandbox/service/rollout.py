@@ -10,32 +10,36 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 
 import structlog
 
 from sandbox.gateway.core import Gateway, GatewayChatModel
+from sandbox.gateway.session import GatewaySession
 from sandbox.runtime.base import SandboxRuntime
 from sandbox.runtime.lease import LeasedSandbox
 from sandbox.runtime.pool import PoolManager
 from sandbox.runtime.spec import EXEC_SKILL_MOUNTS, ContainerSpec
-from sandbox.service.admission import RolloutAdmission
 from sandbox.service.config import DEFAULT_LIMITS, MiB, ServiceConfig
 from sandbox.service.validation import effective_limits, validate_request
-from skillopt import __version__
-from skillopt.envs.base import AgentContext, GatewayAccess, ProgressEvent, interrupted_info
+from skillopt.envs.base import AgentContext, Environment, GatewayAccess, ProgressEvent, interrupted_info
 from skillopt.envs.registry import available_envs, get_env
-from skillopt.errors import DeadlineExceeded, InfraError, InvalidRequest, ModelError, RolloutTimeout
+from skillopt.errors import (
+    DeadlineExceeded,
+    InfraError,
+    InvalidRequest,
+    ModelError,
+    RolloutTimeout,
+    failure_of,
+)
 from skillopt.files import shorten
 from skillopt.grader_pool import GraderPool
 from skillopt.models.base import ChatModel
 from skillopt.models.profiles import ProviderProfile, build_model
 from skillopt.types import (
-    HostDescription,
     InfraErrorKind,
     InfraFailure,
     Limits,
@@ -64,6 +68,43 @@ def exec_runtime_choice(base_runtime: str, *, has_network: bool, required: bool)
             f"network and {base_runtime!r} is registered without networking"
         )
     return "", ""
+
+
+@dataclass(kw_only=True)
+class _Rollout:
+    """One rollout while it runs here: what the parts of :meth:`RolloutService._run` share."""
+
+    request: RolloutRequest
+    env: Environment
+    limits: Limits
+    exec_agent: bool
+    spec: ContainerSpec  # of its own container
+    t_start: float
+    #: ``time.monotonic()`` when its wall time (or the caller's deadline, less 1 s) runs out.
+    deadline: float
+    #: The caller's deadline, not the wall time, bounds it.
+    deadline_bound: bool
+    emit: Callable[[ProgressEvent], None]
+    cancel: threading.Event
+    timings: dict[str, float] = field(default_factory=dict)
+    sandbox: LeasedSandbox | None = None
+    session: GatewaySession | None = None
+    #: Every container it holds (its own, its fresh grading ones): cancelling kills them all.
+    live: list[LeasedSandbox] = field(default_factory=list)
+    #: The grading container announced to the pool ahead and not taken yet.
+    expected: ContainerSpec | None = None
+
+
+def _logged_failure(exc: BaseException) -> InfraFailure:
+    """The typed row failure of ``exc`` (:func:`~skillopt.errors.failure_of`), logged."""
+    info = failure_of(exc)
+    if isinstance(exc, InfraError):
+        log.warning("rollout.infra_error", kind=exc.kind.value, error=exc.message)
+    elif isinstance(exc, ModelError):  # the SDK already retried: not the skill's fault
+        log.warning("rollout.model_error", kind=exc.kind.value, error=exc.message)
+    elif not isinstance(exc, InvalidRequest):  # a bug
+        log.error("rollout.crashed", exc_info=exc)
+    return info
 
 
 class RolloutService:
@@ -96,9 +137,6 @@ class RolloutService:
         self.grader = grader
         base_runtime = config.base_spec.runtime
         runtime.check_runtime(base_runtime)
-        #: Exec agents need the gateway network: a runtime registered without networking (gVisor
-        #: with --network=none) cannot give them that, so they use the engine default instead,
-        #: and every result and Describe say so. A host that requires its runtime refuses them.
         self.exec_runtime, self.exec_runtime_refusal = exec_runtime_choice(
             base_runtime,
             has_network=runtime.runtime_has_network(base_runtime),
@@ -174,62 +212,6 @@ class RolloutService:
             self.config.base_spec, image=image, preimport=tuple(preimport) or self.config.base_spec.preimport
         )
 
-    def agent_runtime(self, env_name: str, agent: str) -> str:
-        """The OCI runtime ``agent``'s containers run under on this host."""
-        env = get_env(env_name)
-        spec = self.exec_spec if env.container(agent) == "gateway" else self.config.base_spec
-        return self.runtime.runtime_name(spec)
-
-    def describe(self, admission: RolloutAdmission) -> HostDescription:
-        """This host's capacity, agents (with their runtimes), images and pools."""
-        running = admission.running_count
-        image = self.config.base_spec.image
-        try:
-            digests = {image: self.runtime.image_digest(image)}
-        except InfraError:
-            digests = {image: ""}
-        agents: list[str] = []
-        runtimes: dict[str, str] = {}
-        unavailable: dict[str, str] = {}
-        agent_images: dict[str, str] = {}
-        for name in available_envs():
-            env = get_env(name)
-            for agent in env.agents:
-                own = self.agent_spec(env, agent).image
-                if own != image and own not in agent_images:
-                    try:
-                        agent_images[own] = self.runtime.image_digest(own)
-                    except InfraError:
-                        agent_images[own] = ""
-                key = f"{name}/{agent}"
-                refusal = self.agent_refusal(name, agent)
-                if refusal:
-                    unavailable[key] = refusal
-                else:
-                    agents.append(key)
-                    runtimes[key] = self.agent_runtime(name, agent)
-        return HostDescription(
-            host=self.config.host_id,
-            version=__version__,
-            capacity=admission.capacity,
-            free_slots=0 if admission.draining else max(0, admission.capacity - running),
-            running=running,
-            draining=admission.draining,
-            agents=tuple(agents),
-            agent_runtimes=runtimes,
-            unavailable_agents=unavailable,
-            image_digests=digests,
-            agent_image_digests=agent_images,
-            pool_idle={f"{s.image}@{s.spec_key}": s.idle for s in self.pools.stats()},
-            container_runtime=self.runtime.runtime_name(self.config.base_spec),
-            providers=tuple(sorted(self.providers)),
-            runner_sha256=self.runtime.runner_sha256,
-            available_runtimes=self.runtime.available_runtimes(),
-            engine_version=self.runtime.engine_version,
-            service_build=os.environ.get("SKILLOPT_SERVICE_BUILD", "") or "source",
-            image_labels=self.runtime.image_labels(image),
-        )
-
     def effective_limits(self, limits: Limits) -> Limits:
         """Defaults filled in, every value clamped to this host's maximum."""
         return effective_limits(limits, default=self.config.default_limits, maximum=self.config.max_limits)
@@ -279,199 +261,203 @@ class RolloutService:
             return self._run(request, emit=emit, cancel=cancel, deadline_s=deadline_s, set_killer=set_killer)
 
     def _run(self, request: RolloutRequest, *, emit, cancel, deadline_s, set_killer) -> RolloutResult:
+        ro = self._plan(request, emit=emit, cancel=cancel, deadline_s=deadline_s)
+        if set_killer is not None:
+            set_killer(lambda: [box.kill() for box in list(ro.live)])
+        try:
+            emit(ProgressEvent(phase="accepted", detail=f"host {self.config.host_id}"))
+            result = self._work(ro)
+        except Exception as exc:  # whatever it was, the row says so, typed; the service lives on
+            result = RolloutResult.of_infra(request, _logged_failure(exc))
+        finally:
+            self._release(ro)
+        return self._finish(ro, result)
+
+    def _plan(self, request: RolloutRequest, *, emit, cancel, deadline_s: float | None) -> _Rollout:
+        """The rollout's limits, deadline and container spec (nothing is acquired yet)."""
         t_start = time.monotonic()
         limits = self.effective_limits(request.limits)
-        wall = limits.wall_time_s or DEFAULT_LIMITS.wall_time_s
+        wall = float(limits.wall_time_s or DEFAULT_LIMITS.wall_time_s or 0.0)  # filled in: never 0
         deadline_bound = deadline_s is not None and deadline_s - 1.0 < wall
         if deadline_s is not None:
             wall = min(wall, max(0.0, deadline_s - 1.0))  # leave time to send the result
-        deadline = t_start + wall
-        timings: dict[str, float] = {}
         env = get_env(request.env)
         exec_agent = env.container(request.agent) == "gateway"
         base = self.exec_spec if exec_agent else self.agent_spec(env, request.agent)
         memory = limits.memory_bytes
         if exec_agent and memory is not None:
             memory = max(memory, base.memory_bytes)  # an agent CLI needs its room (~200 MB each)
-        spec = base.with_limits(memory_bytes=memory, cpus=limits.cpus)
-        sandbox: LeasedSandbox | None = None
-        handle = None
-        session = None
-        # Every container this rollout holds (its own and its fresh grading ones): cancelling
-        # the rollout kills them all.
-        live: list[LeasedSandbox] = []
-        if set_killer is not None:
-            set_killer(lambda: [box.kill() for box in list(live)])
-        # A fresh grading container runs the agent's own image when it has one (a game engine),
-        # else the host's runtime image; never the exec agents' gateway network.
-        grading_base = self.config.base_spec if exec_agent else self.agent_spec(env, request.agent)
-        grading = self._grading_factory(
-            request, limits, base=grading_base, deadline=deadline, cancel=cancel, live=live
+        return _Rollout(
+            request=request,
+            env=env,
+            limits=limits,
+            exec_agent=exec_agent,
+            spec=base.with_limits(memory_bytes=memory, cpus=limits.cpus),
+            t_start=t_start,
+            deadline=t_start + wall,
+            deadline_bound=deadline_bound,
+            emit=emit,
+            cancel=cancel,
         )
+
+    def _work(self, ro: _Rollout) -> RolloutResult:
+        """Lease the container, open the model, let the env's agent work and grade."""
+        request = ro.request
+        # Agents that run no code (env declares sandbox "none", e.g. the QA agents) get no
+        # container: the model is called from here and nothing untrusted executes.
+        if ro.env.container(request.agent) != "none":
+            self._acquire(ro)
+        model, access = self._open_model(ro)
+        ctx = AgentContext(
+            request=request,
+            sandbox=ro.sandbox,
+            model=model,
+            limits=ro.limits,
+            emit=ro.emit,
+            deadline=ro.deadline,
+            gateway=access,
+            grading_sandbox=self._grading_factory(ro),
+            grader=self.grader.call if self.grader is not None else None,
+        )
+        result = ro.env.run(request.agent, ctx)
+        if ro.session is not None:
+            result = self._with_exchanges(result, ro.session, full=ro.exec_agent)
+        return result
+
+    def _acquire(self, ro: _Rollout) -> None:
+        """Lease the rollout's container and place its SKILL.md.
+
+        Raises:
+            DeadlineExceeded: the caller's deadline expired before a container was ready.
+            RolloutTimeout, ContainerStartFailed, ImageMissing, Cancelled: from the pool.
+        """
+        t0 = time.monotonic()
+        wait = min(self.config.acquire_timeout_s, max(0.1, ro.deadline - t0))
         try:
-            emit(ProgressEvent(phase="accepted", detail=f"host {self.config.host_id}"))
-            # Agents that run no code (env declares sandbox "none", e.g. the QA agents) get no
-            # container: the model is called from here and nothing untrusted executes.
-            if env.container(request.agent) != "none":
-                t0 = time.monotonic()
-                wait = min(self.config.acquire_timeout_s, max(0.1, deadline - t0))
-                try:
-                    handle = self.pools.acquire(spec, timeout_s=wait, cancel=cancel)
-                except RolloutTimeout as exc:
-                    if deadline_bound and wait < self.config.acquire_timeout_s:
-                        raise DeadlineExceeded(
-                            f"the caller's deadline expired before a container was ready ({exc.message})"
-                        ) from exc
-                    raise
-                timings["acquire"] = time.monotonic() - t0
-                sandbox = LeasedSandbox(
-                    self.runtime,
-                    handle,
-                    rollout_id=request.rollout_id,
-                    output_limit_bytes=int(limits.output_bytes or DEFAULT_LIMITS.output_bytes),
-                    deadline=deadline,
-                    cancel=cancel,
-                )
-                live.append(sandbox)
-                if cancel.is_set():
-                    sandbox.kill()
-                render = getattr(env, "skill_file", None)
-                sandbox.write_skill(
-                    render(request.agent, request.skill.content) if render else request.skill.content
-                )
-                emit(
-                    ProgressEvent(
-                        phase="sandbox_ready",
-                        detail=f"container {handle.name} in {timings['acquire'] * 1000:.1f} ms",
-                    )
-                )
-            model = access = None
-            if env.needs_model:
-                session = self.gateway.open_session(
-                    request.rollout_id,
-                    provider=request.model.provider,
-                    model=request.model.model,
-                    budget_tokens=limits.max_model_tokens,
-                    cache_mode=request.model_cache,
-                    seed=request.seed,
-                )
-                model = GatewayChatModel(self.gateway, session, self.model_for(request.model.provider))
-                if exec_agent:
-                    assert self.gateway_url is not None
-                    access = GatewayAccess(
-                        base_url=self.gateway_url,
-                        token=session.token,
-                        model=request.model.model,
-                        api="anthropic" if session.profile.kind == "anthropic" else "openai",
-                        provider_error=session.provider_error,
-                    )
-            ctx = AgentContext(
-                request=request,
-                sandbox=sandbox,
-                model=model,
-                limits=limits,
-                emit=emit,
-                deadline=deadline,
-                gateway=access,
-                grading_sandbox=grading,
-                grader=self.grader.call if self.grader is not None else None,
-            )
-            result = env.run(request.agent, ctx)
-            if session is not None:
-                result = self._with_exchanges(result, session, full=exec_agent)
-        except InfraError as exc:
-            log.warning("rollout.infra_error", kind=exc.kind.value, error=exc.message)
-            result = RolloutResult.of_infra(request, exc.info())
-        except DeadlineExceeded:
-            raise  # nothing ran: the caller gets DEADLINE_EXCEEDED, not a row
-        except ModelError as exc:
-            # The SDK already retried: a typed model failure, not the skill's fault.
-            log.warning("rollout.model_error", kind=exc.kind.value, error=exc.message)
-            result = RolloutResult.of_infra(request, exc.info())
-        except InvalidRequest as exc:
-            result = RolloutResult.of_infra(
-                request,
-                InfraFailure(
-                    kind=InfraErrorKind.INTERNAL, message=f"invalid input: {exc.message}", retryable=False
-                ),
-            )
-        except Exception as exc:  # a bug: report it as infrastructure, keep the service alive
-            log.exception("rollout.crashed")
-            result = RolloutResult.of_infra(
-                request,
-                InfraFailure(
-                    kind=InfraErrorKind.INTERNAL,
-                    message=f"internal error: {type(exc).__name__}: {exc}",
-                    retryable=True,
-                ),
-            )
-        finally:
-            if session is not None:
-                self.gateway.close_session(session)
-            if handle is not None:
-                self.pools.release(handle)
-        if cancel.is_set() and (
+            handle = self.pools.acquire(ro.spec, timeout_s=wait, cancel=ro.cancel)
+        except RolloutTimeout as exc:
+            if ro.deadline_bound and wait < self.config.acquire_timeout_s:
+                raise DeadlineExceeded(
+                    f"the caller's deadline expired before a container was ready ({exc.message})"
+                ) from exc
+            raise
+        ro.timings["acquire"] = time.monotonic() - t0
+        try:
+            ro.sandbox = self._lease(ro, handle, ro.request.rollout_id)
+        except BaseException:
+            self.pools.release(handle)  # not leased: _release would not know it
+            raise
+        render = getattr(ro.env, "skill_file", None)
+        content = ro.request.skill.content
+        ro.sandbox.write_skill(render(ro.request.agent, content) if render else content)
+        detail = f"container {handle.name} in {ro.timings['acquire'] * 1000:.1f} ms"
+        ro.emit(ProgressEvent(phase="sandbox_ready", detail=detail))
+
+    def _lease(self, ro: _Rollout, handle, holder: str) -> LeasedSandbox:
+        """``handle`` leased to ``holder`` for the rollout: killed with it when it is cancelled."""
+        box = LeasedSandbox(
+            self.runtime,
+            handle,
+            rollout_id=holder,
+            output_limit_bytes=int(ro.limits.output_bytes or DEFAULT_LIMITS.output_bytes or 0),
+            deadline=ro.deadline,
+            cancel=ro.cancel,
+        )
+        ro.live.append(box)
+        if ro.cancel.is_set():
+            box.kill()
+        return box
+
+    def _open_model(self, ro: _Rollout) -> tuple[ChatModel | None, GatewayAccess | None]:
+        """The rollout's gateway session: the model in-service agents call, and for exec agents
+        the gateway's address and the session's token (None, None: the env calls no model)."""
+        if not ro.env.needs_model:
+            return None, None
+        request = ro.request
+        session = ro.session = self.gateway.open_session(
+            request.rollout_id,
+            provider=request.model.provider,
+            model=request.model.model,
+            budget_tokens=ro.limits.max_model_tokens,
+            cache_mode=request.model_cache,
+            seed=request.seed,
+        )
+        model = GatewayChatModel(self.gateway, session, self.model_for(request.model.provider))
+        if not ro.exec_agent:
+            return model, None
+        assert self.gateway_url is not None
+        return model, GatewayAccess(
+            base_url=self.gateway_url,
+            token=session.token,
+            model=request.model.model,
+            api="anthropic" if session.profile.kind == "anthropic" else "openai",
+            provider_error=session.provider_error,
+        )
+
+    def _release(self, ro: _Rollout) -> None:
+        """Close the rollout's gateway session and give its container back (destroyed)."""
+        if ro.session is not None:
+            self.gateway.close_session(ro.session)
+        if ro.sandbox is not None:
+            self.pools.release(ro.sandbox.handle)
+        if ro.expected is not None:  # it ended before its grading: withdraw the announcement
+            self.pools.expect(ro.expected, -1)
+
+    def _finish(self, ro: _Rollout, result: RolloutResult) -> RolloutResult:
+        """The row as it leaves the host: cancellation said as such, timings, provenance."""
+        request, handle = ro.request, ro.sandbox.handle if ro.sandbox is not None else None
+        if ro.cancel.is_set() and (
             result.infra_error is None or result.infra_error.kind != InfraErrorKind.CANCELLED
         ):
             result = RolloutResult.of_infra(
                 request, InfraFailure(kind=InfraErrorKind.CANCELLED, message="rollout cancelled")
             )
-        timings = {**dict(result.timings_s), **timings, "total": time.monotonic() - t_start}
-        emit(
-            ProgressEvent(
-                phase="done",
-                detail=result.fail_reason
-                or ("infra: " + result.infra_error.message if result.infra_error else "ok"),
-            )
-        )
+        timings = {**dict(result.timings_s), **ro.timings, "total": time.monotonic() - ro.t_start}
+        done = result.fail_reason or ("infra: " + result.infra_error.message if result.infra_error else "ok")
+        ro.emit(ProgressEvent(phase="done", detail=done))
         return replace(
             result,
             rollout_id=request.rollout_id,
             id=result.id or request.task.id,
             timings_s=timings,
             host=self.config.host_id,
-            image_digest=handle.image_digest if handle is not None else self._digest_or_empty(spec.image),
+            image_digest=handle.image_digest if handle is not None else self._digest_or_empty(ro.spec.image),
             container_runtime=self.runtime.runtime_name(handle.spec) if handle is not None else "",
         )
 
-    def _grading_factory(
-        self,
-        request: RolloutRequest,
-        limits: Limits,
-        *,
-        base: ContainerSpec,
-        deadline: float,
-        cancel,
-        live: list,
-    ):
-        """``ctx.grading_sandbox``: leases a fresh container of ``base`` (never the exec agents'
-        gateway network: ``network_mode`` is forced to ``none``), used for one grading run and
-        released (destroyed) afterwards."""
-        spec = replace(base, network_mode="none").with_limits(
+    def grading_spec(self, env: Environment, agent: str, limits: Limits) -> ContainerSpec:
+        """The spec of a rollout's fresh grading containers: the agent's own image when it has
+        one (a game engine), else the host's runtime image; never a network (not even the exec
+        agents' gateway one)."""
+        base = self.config.base_spec if env.container(agent) == "gateway" else self.agent_spec(env, agent)
+        return replace(base, network_mode="none").with_limits(
             memory_bytes=limits.memory_bytes, cpus=limits.cpus
         )
-        output_limit = int(limits.output_bytes or DEFAULT_LIMITS.output_bytes)
+
+    def _grading_factory(self, ro: _Rollout):
+        """``ctx.grading_sandbox``: leases a fresh container of :meth:`grading_spec`, used for
+        one grading run and released (destroyed) afterwards.
+
+        An agent with its own image grades in a fresh container of it when its episode ends
+        (TextWorld's trusted replay): a second container of the pool's spec per rollout, which
+        a warm target sized for one per rollout does not cover. The pool is told when the
+        episode begins, so it makes that one while the game is played."""
+        request, spec = ro.request, self.grading_spec(ro.env, ro.request.agent, ro.limits)
+        if spec.image != self.config.base_spec.image:
+            self.pools.expect(spec)
+            ro.expected = spec
 
         @contextlib.contextmanager
         def fresh() -> Iterator[LeasedSandbox]:
-            wait = min(self.config.acquire_timeout_s, max(0.1, deadline - time.monotonic()))
-            handle = self.pools.acquire(spec, timeout_s=wait, cancel=cancel)
+            wait = min(self.config.acquire_timeout_s, max(0.1, ro.deadline - time.monotonic()))
+            announced, ro.expected = ro.expected is not None, None
+            handle = self.pools.acquire(spec, timeout_s=wait, cancel=ro.cancel, expected=announced)
             try:
-                box = LeasedSandbox(
-                    self.runtime,
-                    handle,
-                    rollout_id=f"{request.rollout_id}#grading",
-                    output_limit_bytes=output_limit,
-                    deadline=deadline,
-                    cancel=cancel,
-                )
-                live.append(box)
-                if cancel.is_set():
-                    box.kill()
+                box = self._lease(ro, handle, f"{request.rollout_id}#grading")
                 try:
                     yield box
                 finally:
-                    live.remove(box)
+                    ro.live.remove(box)
             finally:
                 self.pools.release(handle)
 

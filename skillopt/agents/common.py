@@ -184,7 +184,6 @@ def guarded(ctx: AgentContext, st: RolloutState, body: Callable[[], RolloutResul
             timeout = InfraFailure(
                 kind=InfraErrorKind.TIMEOUT,
                 message=f"the rollout used up its wall time ({wall:.0f} s) waiting for the model",
-                retryable=False,
             )
             return interrupted_row(ctx, st, timeout, f"infra-timeout: {timeout.message}")
         info, reason = interrupted_info(exc)

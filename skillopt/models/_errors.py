@@ -14,8 +14,8 @@ function (:func:`model_error_for_status`), so exec agents and in-service agents 
 What reaches us has already been retried by the SDK (``max_retries``: exponential backoff with
 jitter, ``Retry-After`` honoured, on 408/409/429/5xx, timeouts and connection errors). The
 mapped error says what failed, the HTTP status and what to check. Two attributes ride on the
-instance: ``status`` (HTTP status or 0) and ``retryable`` (whether another attempt later may
-succeed; :func:`is_retryable`). Every message goes through :func:`redact` with the profile's
+instance: ``status`` (HTTP status or 0) and ``outcome`` (``LOST`` when another attempt later may
+succeed, else ``FINAL``; :func:`is_retryable`). Every message goes through :func:`redact` with the profile's
 secrets, because provider error bodies may echo a key back.
 """
 
@@ -34,6 +34,7 @@ from skillopt.errors import (
     RateLimited,
     ReplayMiss,
 )
+from skillopt.types import WorkOutcome
 
 __all__ = ["ErrorContext", "is_retryable", "map_sdk_error", "model_error_for_status", "redact"]
 
@@ -102,7 +103,7 @@ def _message(exc: BaseException) -> str:
 
 def _tag(err: ModelError, *, status: int, retryable: bool) -> ModelError:
     err.status = status
-    err.retryable = retryable
+    err.outcome = WorkOutcome.of_retryable(retryable)
     return err
 
 

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 
 from skillopt.agents.context import AgentContext
 from skillopt.envs.registry import get_env
-from skillopt.errors import ConfigError, InfraError, ModelError
+from skillopt.errors import ConfigError, failure_of
 from skillopt.models.base import ChatModel, ChatRequest, ChatResponse
-from skillopt.types import InfraErrorKind, InfraFailure, Limits, ModelSpec, RolloutRequest, RolloutResult
+from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult
 
 if TYPE_CHECKING:
     from skillopt.config import Config
@@ -111,15 +111,8 @@ class InProcessExecutor:
         )
         try:
             row = get_env(req.env).run(req.agent, ctx)
-        except (InfraError, ModelError) as exc:
-            row = RolloutResult.of_infra(req, exc.info())
-        except Exception as exc:  # a bug: infrastructure, as a host reports it
-            row = RolloutResult.of_infra(
-                req,
-                InfraFailure(
-                    kind=InfraErrorKind.INTERNAL, message=f"internal error: {type(exc).__name__}: {exc}"
-                ),
-            )
+        except Exception as exc:  # typed, as a host reports it (a bug: internal)
+            row = RolloutResult.of_infra(req, failure_of(exc))
         return dataclasses.replace(
             row,
             id=row.id or req.task.id,

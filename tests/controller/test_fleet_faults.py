@@ -22,7 +22,8 @@ import pytest
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
 from controller.embedded import spawn_service, wait_listening
-from controller.fleet.executor import FleetEvent, FleetExecutor, HostHealth
+from controller.fleet.executor import FleetExecutor
+from controller.fleet.hosts import FleetEvent, HostHealth
 from sandbox.runtime.docker.engine import list_containers
 from sandbox.runtime.labels import LABEL_HOST
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData, build_task

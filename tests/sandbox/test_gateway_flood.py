@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from sandbox.gateway.http import GatewayLimits
+from sandbox.gateway.connection import GatewayLimits
 from sandbox.runtime.lease import LeasedSandbox
 from skillopt.testing.fixtures.spreadsheetbench import solution_code
 from tests.sandbox.conftest import rss_bytes, start_service

@@ -30,7 +30,8 @@ import pytest
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
 from controller.embedded import spawn_service, wait_listening
-from controller.fleet.executor import FleetEvent, FleetExecutor
+from controller.fleet.executor import FleetExecutor
+from controller.fleet.hosts import FleetEvent
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData, build_task
 from skillopt.errors import Draining
 from skillopt.testing.simulation import SIM_TARGET, simulation_server

@@ -12,7 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sandbox.api import codegen, convert
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from skillopt.errors import Cancelled, HostFull, InvalidRequest, SkillOptError
-from skillopt.types import File, Limits, ModelSpec, TestCase
+from skillopt.types import File, Limits, ModelSpec, TestCase, WorkOutcome
 from tests.sandbox.conftest import fenced, request_for, solution_code, start_service
 
 
@@ -170,6 +170,8 @@ def test_cancel_kills_the_running_rollout(service, scripts, sample, docker_clien
     thread.join(60)
     assert not thread.is_alive()
     assert isinstance(box.get("error"), Cancelled), box
+    # Another party cancelled it, not this caller: to this caller the work was lost (retried).
+    assert box["error"].outcome is WorkOutcome.LOST
     assert service.client.describe().running == 0
     with pytest.raises(SkillOptError):
         service.client.cancel("never-seen")
@@ -181,8 +183,9 @@ def test_a_full_host_says_resource_exhausted(docker_client, scripted, scripts, s
         thread, box, executing = _run_in_thread(svc.client, req)
         assert executing.wait(120) and "error" not in box
         scripts.scripts[sample.task("32255").instruction[:120]] = [fenced(solution_code("32255"))]
-        with pytest.raises(HostFull, match="full"):
+        with pytest.raises(HostFull, match="full") as info:
             svc.client.run(request_for(sample, "32255"), timeout_s=30)
+        assert info.value.outcome is WorkOutcome.NOT_STARTED
         svc.client.cancel(req.rollout_id)
         thread.join(60)
         assert isinstance(box.get("error"), Cancelled)
@@ -204,8 +207,9 @@ def test_a_client_that_goes_away_cancels_the_rollout(service, scripts, sample):
         if event.phase == "exec":
             stop.set()  # the client gives up as soon as the code runs
 
-    with pytest.raises(Cancelled):
+    with pytest.raises(Cancelled) as info:
         service.client.run(req, timeout_s=120, on_event=on_event, cancel=stop)
+    assert info.value.outcome is WorkOutcome.FINAL  # this caller's own cancellation
     handle = service.running.admission.get(req.rollout_id)
     assert handle is not None
     assert handle.wait_done(60) and handle.cancel.is_set()

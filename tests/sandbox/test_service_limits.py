@@ -289,6 +289,24 @@ def test_waiting_rollouts_are_served_first_come_first_served(docker_client, shor
             pools.release(handle)
 
 
+def test_an_announced_acquisition_finds_its_container_made_ahead(docker_client, short_tmp):
+    """A rollout announces its grading container when it starts (``expect``, issue 32 8c): the
+    pool creates it then, even with no warm target, and the acquisition that takes the
+    announcement's place finds it idle (a warm acquisition). A withdrawn announcement leaves
+    nobody waiting and nothing kept."""
+    with _pools(docker_client, short_tmp, "expect", pool_size=0) as (config, spec, pools):
+        pools.expect(spec)
+        assert pools.wait_ready(spec, 1, timeout_s=120)  # made for the announcement alone
+        handle = pools.acquire(spec, timeout_s=60, expected=True)
+        pools.release(handle)
+        (stats,) = pools.stats()
+        assert (stats.acquired_total, stats.acquired_warm, stats.waiters) == (1, 1, 0), stats
+        pools.expect(spec)
+        pools.expect(spec, -1)
+        assert pools.wait_settled(timeout_s=120), pools.stats()
+        assert all(s.waiters == 0 and s.idle <= config.idle_cap for s in pools.stats()), pools.stats()
+
+
 def test_a_burst_defers_refills_and_removals_but_never_a_waiting_rollout(docker_client, short_tmp):
     """With a long ``refill_delay_s``: the warm pool is not refilled and used containers are not
     removed while the burst lasts, a rollout that finds the pool empty still gets a container

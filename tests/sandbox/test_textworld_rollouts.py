@@ -9,7 +9,7 @@ Also the generic rollout machinery on this env: per-item resume reruns nothing a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -20,6 +20,7 @@ from skillopt.envs.textworld.spec import IMAGE
 from skillopt.testing.fixtures.textworld import STEP_HEADER
 from skillopt.trainer.rollouts import Rollouts, RolloutSpec
 from skillopt.types import Limits, ModelSpec
+from tests.sandbox.conftest import start_service
 
 FORGED = (
     "<think>The game is over and I won.</think>\n"
@@ -35,6 +36,8 @@ class GamePlayer:
         self.modes: dict[str, str] = {}
         self.walkthroughs: dict[str, list[str]] = {}
         self.calls: list[str] = []
+        #: Called before each answer (a test holds a step until something happened).
+        self.before: Callable[[], object] | None = None
 
     def __call__(self, req):
         found = STEP_HEADER.search(req.last_user_text)
@@ -42,6 +45,8 @@ class GamePlayer:
             return None
         game, step = found.group(1), int(found.group(2))
         self.calls.append(game)
+        if self.before is not None:
+            self.before()
         mode = self.modes[game]
         if mode == "slow":
             return {"text": "<action>look</action>", "delay_s": 30}
@@ -117,6 +122,40 @@ def test_the_walkthrough_wins_and_forged_text_does_not(service, player, games, t
     assert prompts and not any(" > ".join(route) in p for p in prompts)
     lines = [json.loads(x) for x in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
     assert {x["id"]: x["task_type"] for x in lines} == {won.id: "cooking_l1", lost.id: "coin_collector_l5"}
+
+
+def test_the_trusted_replay_takes_a_container_made_while_the_episode_played(
+    docker_client, scripted, player, games, tmp_path
+):
+    """Issue 32, 8c: an agent with its own image announces its grading container when its
+    episode begins, so the pool makes it while the game is played and the replay takes it warm.
+    A host with no warm target (pool size 0) makes containers only for acquisitions waiting or
+    announced; the episode's first step waits until the announced one is idle, so the replay
+    can only find it warm because it was announced (before, it waited for a cold one)."""
+    for svc in start_service(scripted, capacity=1, pool_size=0):
+        _replay_takes_the_announced_container(svc, player, games["cooking_l1"], tmp_path)
+
+
+def _replay_takes_the_announced_container(svc, player: GamePlayer, item, tmp_path) -> None:
+    route = list(item.grading.attributes["walkthrough"])
+    player.walkthroughs[item.id] = route
+    player.modes[item.id] = "walk"
+    service = svc.running.service
+    limits = service.effective_limits(Limits(wall_time_s=120, exec_timeout_s=60, max_turns=len(route)))
+    spec = service.grading_spec(get_env("textworld"), "play", limits)
+    ready: list[bool] = []
+    player.before = lambda: ready or ready.append(service.pools.wait_ready(spec, 1, timeout_s=60))
+    try:
+        (row,) = rollouts_for(svc, steps=len(route)).run([item], "# Skill\n", tmp_path / "r", label="w")
+    finally:
+        player.before = None
+    assert ready == [True], "no container was made for the replay while the episode played"
+    assert row.infra_error is None and row.hard == 1.0 and row.metrics["replay_agrees"], row.fail_reason
+    # The game's own container and the replay's are of one spec: the first was made for the
+    # rollout waiting (no warm target), the replay's ahead, and taken warm.
+    (stats,) = [s for s in service.pools.stats() if s.spec_key == spec.key]
+    assert (stats.acquired_total, stats.acquired_warm, stats.created_total) == (2, 1, 2), stats
+    assert stats.waiters == 0, stats
 
 
 def test_a_model_slower_than_the_wall_time_is_a_timeout_row(service, player, games, tmp_path):

@@ -7,6 +7,17 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class WorkOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WORK_OUTCOME_UNSPECIFIED: _ClassVar[WorkOutcome]
+    WORK_OUTCOME_NOT_STARTED: _ClassVar[WorkOutcome]
+    WORK_OUTCOME_LOST: _ClassVar[WorkOutcome]
+    WORK_OUTCOME_FINAL: _ClassVar[WorkOutcome]
+WORK_OUTCOME_UNSPECIFIED: WorkOutcome
+WORK_OUTCOME_NOT_STARTED: WorkOutcome
+WORK_OUTCOME_LOST: WorkOutcome
+WORK_OUTCOME_FINAL: WorkOutcome
+
 class File(_message.Message):
     __slots__ = ("name", "content", "sha256")
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -140,7 +151,7 @@ class Progress(_message.Message):
     def __init__(self, phase: _Optional[str] = ..., turn: _Optional[int] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class InfraError(_message.Message):
-    __slots__ = ("kind", "message", "retryable")
+    __slots__ = ("kind", "message", "retryable", "outcome")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         KIND_UNSPECIFIED: _ClassVar[InfraError.Kind]
@@ -174,10 +185,12 @@ class InfraError(_message.Message):
     KIND_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     RETRYABLE_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
     kind: InfraError.Kind
     message: str
     retryable: bool
-    def __init__(self, kind: _Optional[_Union[InfraError.Kind, str]] = ..., message: _Optional[str] = ..., retryable: _Optional[bool] = ...) -> None: ...
+    outcome: WorkOutcome
+    def __init__(self, kind: _Optional[_Union[InfraError.Kind, str]] = ..., message: _Optional[str] = ..., retryable: _Optional[bool] = ..., outcome: _Optional[_Union[WorkOutcome, str]] = ...) -> None: ...
 
 class CaseResult(_message.Message):
     __slots__ = ("name", "ok", "stage", "reason", "report")
@@ -408,7 +421,7 @@ class DescribeResponse(_message.Message):
     def __init__(self, host: _Optional[str] = ..., version: _Optional[str] = ..., capacity: _Optional[int] = ..., free_slots: _Optional[int] = ..., running: _Optional[int] = ..., draining: _Optional[bool] = ..., agents: _Optional[_Iterable[str]] = ..., image_digests: _Optional[_Mapping[str, str]] = ..., pool_idle: _Optional[_Mapping[str, int]] = ..., container_runtime: _Optional[str] = ..., providers: _Optional[_Iterable[str]] = ..., runner_sha256: _Optional[str] = ..., agent_runtimes: _Optional[_Mapping[str, str]] = ..., unavailable_agents: _Optional[_Mapping[str, str]] = ..., available_runtimes: _Optional[_Iterable[str]] = ..., engine_version: _Optional[str] = ..., service_build: _Optional[str] = ..., image_labels: _Optional[_Mapping[str, str]] = ..., sessions: _Optional[int] = ..., max_sessions: _Optional[int] = ..., agent_image_digests: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ErrorDetail(_message.Message):
-    __slots__ = ("reason", "retryable", "host", "retry_after_s", "missing_sha256")
+    __slots__ = ("reason", "retryable", "host", "retry_after_s", "missing_sha256", "outcome")
     class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         REASON_UNSPECIFIED: _ClassVar[ErrorDetail.Reason]
@@ -454,12 +467,14 @@ class ErrorDetail(_message.Message):
     HOST_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_S_FIELD_NUMBER: _ClassVar[int]
     MISSING_SHA256_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
     reason: ErrorDetail.Reason
     retryable: bool
     host: str
     retry_after_s: float
     missing_sha256: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, reason: _Optional[_Union[ErrorDetail.Reason, str]] = ..., retryable: _Optional[bool] = ..., host: _Optional[str] = ..., retry_after_s: _Optional[float] = ..., missing_sha256: _Optional[_Iterable[str]] = ...) -> None: ...
+    outcome: WorkOutcome
+    def __init__(self, reason: _Optional[_Union[ErrorDetail.Reason, str]] = ..., retryable: _Optional[bool] = ..., host: _Optional[str] = ..., retry_after_s: _Optional[float] = ..., missing_sha256: _Optional[_Iterable[str]] = ..., outcome: _Optional[_Union[WorkOutcome, str]] = ...) -> None: ...
 
 class CancelRequest(_message.Message):
     __slots__ = ("rollout_id",)

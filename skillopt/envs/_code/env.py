@@ -211,7 +211,7 @@ class CodeEnv(ComposedEnv):
             )
         except GradingError as exc:
             st.add_time("grade", t0)
-            info = InfraFailure(kind=InfraErrorKind.INTERNAL, message=f"grader: {exc}", retryable=False)
+            info = InfraFailure(kind=InfraErrorKind.INTERNAL, message=f"grader: {exc}")
             row = self._row(
                 ctx, st, hard=0.0, soft=0.0, reason=f"grader-error: {exc}", phase="eval", metrics=base
             )

@@ -283,7 +283,6 @@ def build_row(
             infra_error=InfraFailure(
                 kind=InfraErrorKind.OOM_KILLED,
                 message=f"generated code exceeded the {mib} MiB memory limit ({fail_reason})",
-                retryable=False,
             ),
         )
     return row

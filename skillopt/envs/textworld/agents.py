@@ -67,7 +67,6 @@ class GameEngineError(InfraError):
     """The game driver failed in the container (crash, garbled output): not the model's fault."""
 
     kind = InfraErrorKind.INTERNAL
-    retryable = True
 
 
 @cache
@@ -407,7 +406,6 @@ class GameAgent(GuardedAgent):
         info = InfraFailure(
             kind=InfraErrorKind.TIMEOUT,
             message=f"the rollout used up its wall time ({wall:.0f} s) before step {step}",
-            retryable=False,
         )
         self._finish_trace(ctx, st, steps, f"timed out before step {step} (score {state.score})")
         row = interrupted_row(ctx, st, info, f"infra-timeout: {info.message}")

@@ -14,6 +14,7 @@ from skillopt.types import (
     RolloutResult,
     Trace,
     Usage,
+    WorkOutcome,
 )
 
 __all__ = ["row_from_json", "row_to_json", "trace_from_json", "trace_to_json"]
@@ -45,6 +46,7 @@ def row_to_json(row: RolloutResult, *, task_type: str = "") -> dict[str, Any]:
             "kind": row.infra_error.kind.value,
             "message": row.infra_error.message,
             "retryable": row.infra_error.is_retryable,
+            "outcome": row.infra_error.outcome.value,
         }
     return out
 
@@ -86,7 +88,10 @@ def row_from_json(
         else InfraFailure(
             kind=InfraErrorKind(infra["kind"]),
             message=infra.get("message", ""),
-            retryable=infra.get("retryable"),
+            # Rows written before outcomes existed say only "retryable".
+            outcome=WorkOutcome(infra["outcome"])
+            if "outcome" in infra
+            else WorkOutcome.of_retryable(infra.get("retryable")),
         ),
     )
 

@@ -174,7 +174,7 @@ def test_prompt_caching_hints_per_provider(caching):
 
 
 def test_the_gateway_counts_cached_tokens_of_every_api():
-    from sandbox.gateway.core import parse_usage
+    from sandbox.gateway.usage import parse_usage
 
     chat = {
         "usage": {
