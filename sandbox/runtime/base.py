@@ -327,6 +327,16 @@ class SandboxRuntime(abc.ABC):
         """Version of the engine behind this runtime ("" when not known)."""
         return ""
 
+    def engine_problem(self) -> str:
+        """Why the engine behind this runtime does not answer ("" when it does): one round
+        trip to it (the host's health check). Never raises."""
+        return ""
+
+    def storage_problem(self, min_free_bytes: int) -> str:
+        """Why the host's storage for sandboxes (control dirs, skills, leases) cannot take
+        more ("" when it can): unreadable, or fewer than ``min_free_bytes`` free. Never raises."""
+        return ""
+
     @abc.abstractmethod
     def reap(self, *, startup: bool = False) -> ReapReport:
         """Remove sandboxes this host no longer owns: a crashed predecessor's, expired ones,

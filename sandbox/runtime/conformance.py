@@ -313,6 +313,16 @@ def check_configuration_errors_are_typed(c: Conformance) -> None:
 
 
 @_check
+def check_a_healthy_host_reports_no_problem(c: Conformance) -> None:
+    # The host's health check asks these (never raising): an engine that answers and storage
+    # with room say nothing; storage that cannot hold what is asked says why.
+    assert c.runtime.engine_problem() == ""
+    assert c.runtime.storage_problem(0) == ""
+    problem = c.runtime.storage_problem(1 << 62)
+    assert problem and "free" in problem, problem
+
+
+@_check
 def check_no_network_by_default(c: Conformance) -> None:
     assert c.spec.network_mode == "none"
     with c.box() as box:

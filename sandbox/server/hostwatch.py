@@ -3,19 +3,15 @@ container engine does not answer, its warm pool cannot be refilled or its state 
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
-from typing import TYPE_CHECKING
 
 import structlog
 from grpc_health.v1 import health, health_pb2
 
 from sandbox.api.v1 import sandbox_pb2 as pb
+from sandbox.runtime.base import SandboxRuntime
 from sandbox.runtime.pool import PoolManager
-
-if TYPE_CHECKING:
-    from sandbox.runtime.docker.runtime import DockerRuntime
 
 __all__ = ["SERVICE_NAME", "HostWatch", "host_problem"]
 
@@ -26,26 +22,16 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Sandbox"].full_name
 
 
 def host_problem(
-    runtime: DockerRuntime, pools: PoolManager, min_free_bytes: int, *, ping: bool = True
+    runtime: SandboxRuntime, pools: PoolManager, min_free_bytes: int, *, ping: bool = True
 ) -> str:
     """Why this host cannot take rollouts now ("" when it can): its engine does not answer
-    (``ping``: one HTTP round trip to the engine), its warm pool cannot be refilled, or its
-    state dir (container control dirs, skills, leases) is nearly full."""
-    if ping:
-        try:
-            runtime.client.ping()
-        except Exception as exc:  # any failure to reach the engine
-            return f"container engine unreachable: {exc}"
-    problem = pools.creation_problem()
-    if problem:
-        return problem
-    try:
-        free = shutil.disk_usage(runtime.state_dir).free
-    except OSError as exc:
-        return f"state dir {runtime.state_dir}: {exc.strerror or exc}"
-    if free < min_free_bytes:
-        return f"state dir {runtime.state_dir} has {free} bytes free (< {min_free_bytes})"
-    return ""
+    (``ping``: one round trip to the engine), its warm pool cannot be refilled, or its
+    storage for sandboxes is nearly full."""
+    return (
+        (runtime.engine_problem() if ping else "")
+        or pools.creation_problem()
+        or runtime.storage_problem(min_free_bytes)
+    )
 
 
 class HostWatch:
@@ -66,7 +52,7 @@ class HostWatch:
 
     def __init__(
         self,
-        runtime: DockerRuntime,
+        runtime: SandboxRuntime,
         pools: PoolManager,
         health_servicer: health.HealthServicer,
         *,

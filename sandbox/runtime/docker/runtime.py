@@ -11,6 +11,7 @@ the creator and the reaper (``reaper.py``).
 from __future__ import annotations
 
 import contextlib
+import shutil
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -87,6 +88,22 @@ class DockerRuntime(SandboxRuntime):
     @property
     def engine_version(self) -> str:
         return self.engine.version
+
+    def engine_problem(self) -> str:
+        try:
+            self.client.ping()
+        except Exception as exc:  # any failure to reach the engine
+            return f"container engine unreachable: {exc}"
+        return ""
+
+    def storage_problem(self, min_free_bytes: int) -> str:
+        try:
+            free = shutil.disk_usage(self.state_dir).free
+        except OSError as exc:
+            return f"state dir {self.state_dir}: {exc.strerror or exc}"
+        if free < min_free_bytes:
+            return f"state dir {self.state_dir} has {free} bytes free (< {min_free_bytes})"
+        return ""
 
     def runtime_name(self, spec: ContainerSpec) -> str:
         return self.engine.runtime_name(spec)

@@ -245,10 +245,13 @@ class _Execution:
 
     def _send(self, fd: int, data: bytes) -> None:
         """Stream what fits of ``data`` under the output cap, in messages of at most 64 KiB."""
+        sock = self.sock
+        if sock is None:  # not a streaming execution: its output is kept as a tail instead
+            return
         part = data[: max(self.cap - self.streamed, 0)]
         header = output_header(2 if fd == self.warm.err_r else 1)
         for i in range(0, len(part), OUTPUT_CHUNK_BYTES):
-            send_message(self.sock, header, part[i : i + OUTPUT_CHUNK_BYTES])  # type: ignore[arg-type]
+            send_message(sock, header, part[i : i + OUTPUT_CHUNK_BYTES])
         self.streamed += len(part)
 
 

@@ -252,7 +252,7 @@ class Message:
         if known is None:
             known = tuple(
                 _Field(f.name, str(f.type), _default(f))
-                for f in fields(cls)  # type: ignore[arg-type]
+                for f in fields(cls)  # type: ignore[arg-type]  # every message class is a dataclass
             )
             cls._field_specs = known  # type: ignore[attr-defined]  # a cache on the class itself
         return known
@@ -441,7 +441,7 @@ def decode_request(header: dict) -> Message:
     Raises:
         RunnerError: an unknown operation or malformed fields.
     """
-    cls = REQUESTS.get(header.get("op"))  # type: ignore[arg-type]
+    cls = REQUESTS.get(str(header.get("op")))
     if cls is None:
         raise RunnerError(ErrorCode.BAD_OP, f"unknown op {header.get('op')!r}")
     try:
