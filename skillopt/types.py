@@ -30,6 +30,7 @@ __all__ = [
     "ModelSpec",
     "RolloutRequest",
     "RolloutResult",
+    "SkillFile",
     "SkillSpec",
     "Task",
     "TestCase",
@@ -85,15 +86,52 @@ class Grading:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class SkillSpec:
-    """The skill document under training, as the agent receives it (mounted as SKILL.md)."""
+class SkillFile:
+    """One file of a skill package besides SKILL.md (``scripts/…``, ``references/…``,
+    ``assets/…``). ``path`` is relative POSIX, checked by :mod:`skillopt.skill.package`."""
 
-    name: str = "skillopt-target"
-    content: str = ""
+    path: str
+    data: bytes
+    executable: bool = False
 
     @property
     def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SkillSpec:
+    """The skill under training, as the agent receives it: an Agent Skills package.
+
+    ``content`` is the text of SKILL.md (mounted as ``/skill/SKILL.md``); ``files`` are the
+    package's other files, sorted by path (empty: a one-file skill, as every skill was before
+    packages). ``name`` is the package's folder name where the agent CLIs discover it.
+    """
+
+    name: str = "skillopt-target"
+    content: str = ""
+    files: tuple[SkillFile, ...] = ()
+
+    @property
+    def sha256(self) -> str:
+        """SHA-256 of SKILL.md alone."""
         return hashlib.sha256(self.content.encode("utf-8")).hexdigest()
+
+    def manifest(self) -> bytes:
+        """The package's canonical listing: one line ``<sha256> <mode> <path>`` per file,
+        SKILL.md first then by path (mode ``755`` for executables, else ``644``). Its hash
+        names the whole version (:attr:`tree_sha256`)."""
+        lines = [f"{self.sha256} 644 SKILL.md"]
+        lines += [
+            f"{f.sha256} {'755' if f.executable else '644'} {f.path}"
+            for f in sorted(self.files, key=lambda f: f.path)
+        ]
+        return ("\n".join(lines) + "\n").encode("utf-8")
+
+    @property
+    def tree_sha256(self) -> str:
+        """SHA-256 of :meth:`manifest`: equal packages have equal tree hashes."""
+        return hashlib.sha256(self.manifest()).hexdigest()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
