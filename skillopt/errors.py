@@ -11,6 +11,10 @@ retries from that alone (``controller.fleet.policy``). Unmarked errors are final
     SkillOptError                   F
     ├── ConfigError                 bad or unknown configuration; says which key and what to set
     ├── InvalidRequest              a rollout request the service refuses (maps to INVALID_ARGUMENT)
+    │   └── SkillPackageRefused     a skill package breaks a rule; ``problems`` names each file
+    │                               and rule (INVALID_ARGUMENT, reason SKILL_PACKAGE_INVALID)
+    ├── SkillPackageUnsupported     a host predates skill packages (its Describe says so);
+    │                               N when one host says it (another may take the package)
     ├── BlobsMissing             N  the host keeps none of the files the request named by hash
     ├── SkillError
     │   ├── SkillParseError
@@ -95,6 +99,8 @@ __all__ = [
     "SessionLimit",
     "SkillError",
     "SkillOptError",
+    "SkillPackageRefused",
+    "SkillPackageUnsupported",
     "SkillParseError",
     "SystemicFailure",
     "Unauthenticated",
@@ -134,6 +140,24 @@ class ConfigError(SkillOptError):
 
 class InvalidRequest(SkillOptError):
     """A request is malformed or unsafe (bad names, path traversal, non-xlsx bytes, oversize)."""
+
+
+class SkillPackageRefused(InvalidRequest):
+    """A sandbox host refused a skill package that breaks a rule (the standard's or the host's
+    limits); nothing ran. ``problems`` holds ``(path, rule, message)`` per broken rule, ``path``
+    ``""`` for the package as a whole (see :class:`skillopt.skill.package.PackageProblem`)."""
+
+    def __init__(
+        self, message: str, *, problems: tuple[tuple[str, str, str], ...] = (), **context: str
+    ) -> None:
+        super().__init__(message, **context)
+        self.problems = tuple(problems)
+
+
+class SkillPackageUnsupported(SkillOptError):
+    """A skill package was to go to a sandbox host that mounts SKILL.md alone (it predates
+    packages: its ``Describe`` reports no package limits). Final for a batch no host can take;
+    the client that meets it on one host marks it not started (another host may take it)."""
 
 
 class SkillError(SkillOptError):

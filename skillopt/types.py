@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ __all__ = [
     "Usage",
     "WorkOutcome",
     "skill_hash",
+    "skill_manifest",
 ]
 
 
@@ -99,6 +100,15 @@ class SkillFile:
         return hashlib.sha256(self.data).hexdigest()
 
 
+def skill_manifest(skill_md_sha256: str, files: Iterable[tuple[str, str, bool]]) -> bytes:
+    """:meth:`SkillSpec.manifest` from hashes already known: SKILL.md's, and ``(path, sha256,
+    executable)`` per other file in any order (the wire's content addressing names files by
+    hash, so neither side hashes a package twice)."""
+    lines = [f"{skill_md_sha256} 644 SKILL.md"]
+    lines += [f"{sha} {'755' if executable else '644'} {path}" for path, sha, executable in sorted(files)]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SkillSpec:
     """The skill under training, as the agent receives it: an Agent Skills package.
@@ -121,12 +131,7 @@ class SkillSpec:
         """The package's canonical listing: one line ``<sha256> <mode> <path>`` per file,
         SKILL.md first then by path (mode ``755`` for executables, else ``644``). Its hash
         names the whole version (:attr:`tree_sha256`)."""
-        lines = [f"{self.sha256} 644 SKILL.md"]
-        lines += [
-            f"{f.sha256} {'755' if f.executable else '644'} {f.path}"
-            for f in sorted(self.files, key=lambda f: f.path)
-        ]
-        return ("\n".join(lines) + "\n").encode("utf-8")
+        return skill_manifest(self.sha256, ((f.path, f.sha256, f.executable) for f in self.files))
 
     @property
     def tree_sha256(self) -> str:
@@ -466,3 +471,7 @@ class HostDescription:
     max_sessions: int = 0
     #: Images of agents with their own image (tag → digest, "" when not built here).
     agent_image_digests: Mapping[str, str] = field(default_factory=dict)
+    #: Skill packages it mounts: the most files (SKILL.md included) and bytes of one; 0 = a
+    #: host that predates packages (it mounts SKILL.md alone).
+    skill_package_max_files: int = 0
+    skill_package_max_bytes: int = 0

@@ -15,6 +15,10 @@ Registered through the package entry point ``[project.entry-points.inspect_ai]``
     network: none                       # or gateway (the host's model gateway only)
     idle_ttl_s: 900
     max_lifetime_s: 7200
+    skill: ./my-skill                   # a skill package folder (or a SKILL.md), mounted
+                                        # read-only at /skill and, with network: gateway,
+                                        # at /workspace/.claude/skills/<name>/ and
+                                        # /workspace/.agents/skills/<name>/
 
 Differences from Inspect's Docker sandbox, by design: commands run as one unprivileged user
 (``user=`` anything else raises ``SandboxUserUnsupportedError``), the container has no network
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Union, overload
@@ -53,6 +58,7 @@ from skillopt.errors import (
     SkillOptError,
     UserUnsupported,
 )
+from skillopt.types import SkillSpec
 
 __all__ = ["SkillOptSandboxConfig", "SkillOptSandboxEnvironment"]
 
@@ -72,12 +78,32 @@ class SkillOptSandboxConfig(BaseModel):
     network: Literal["none", "gateway"] = "none"
     idle_ttl_s: float = 0.0
     max_lifetime_s: float = 0.0
+    #: A skill package folder or a single SKILL.md ("" = no skill), loaded and checked when
+    #: the task starts (``~`` expanded; relative to the working directory).
+    skill: str = ""
 
     def where(self) -> SessionEndpoints:
         endpoints = [self.endpoints] if isinstance(self.endpoints, str) else list(self.endpoints)
         return SessionEndpoints.resolve(
             endpoints or None, token_file=os.path.expanduser(self.token_file) or None
         )
+
+
+@functools.lru_cache(maxsize=8)
+def _load_skill(path: str) -> SkillSpec:
+    """The skill package at ``path``, read once per process (every sample mounts it)."""
+    from skillopt.skill.package import load_skill  # the standard's parser: only when used
+
+    return load_skill(Path(path))
+
+
+def skill_of(config: SkillOptSandboxConfig) -> SkillSpec | None:
+    """The configured skill (``None``: none).
+
+    Raises:
+        SkillError: the folder or file is not a valid skill package (every problem named).
+    """
+    return _load_skill(os.path.abspath(os.path.expanduser(config.skill))) if config.skill else None
 
 
 def destroy_sessions(where: SessionEndpoints, session_id: str | None = None) -> int:
@@ -160,7 +186,9 @@ class SkillOptSandboxEnvironment(SandboxEnvironment):
 
     @classmethod
     async def task_init(cls, task_name: str, config: SandboxEnvironmentConfigType | None) -> None:
-        _config(config).where()  # fail at task start, not per sample, on a bad config
+        cfg = _config(config)
+        cfg.where()  # fail at task start, not per sample, on a bad config
+        skill_of(cfg)  # ... or a bad skill package
 
     @classmethod
     async def sample_init(
@@ -177,6 +205,7 @@ class SkillOptSandboxEnvironment(SandboxEnvironment):
             max_lifetime_s=cfg.max_lifetime_s,
             network=cfg.network,
             labels={LABEL: "1", "task": task_name[:200]},
+            skill=skill_of(cfg),
         )
         cls._live[session.id] = session
         return {"default": cls(session)}

@@ -19,7 +19,14 @@ from sandbox.api.status import detail_from_metadata, error_for
 from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from skillopt.envs.base import ProgressEvent
-from skillopt.errors import BlobsMissing, Cancelled, SandboxUnavailable, SkillOptError, Unauthenticated
+from skillopt.errors import (
+    BlobsMissing,
+    Cancelled,
+    SandboxUnavailable,
+    SkillOptError,
+    SkillPackageUnsupported,
+    Unauthenticated,
+)
 from skillopt.types import HostDescription, RolloutRequest, RolloutResult, WorkOutcome
 
 log = structlog.get_logger(__name__)
@@ -133,6 +140,10 @@ class SandboxClient:
         self._metadata = (("authorization", f"Bearer {config.token}"),) if config.token else ()
         #: What this host keeps of the files and skills sent to it (sent once, then named).
         self.blobs = ClientBlobs()
+        #: Whether the host mounts skill packages (``None``: not asked yet; see
+        #: :meth:`require_packages`).
+        self._packages: bool | None = None
+        self._host_version = ""
 
     def run(
         self,
@@ -147,7 +158,14 @@ class SandboxClient:
         The call does not wait for an unreachable host (``wait_for_ready`` off): it fails within
         the connect timeout, so the caller can go elsewhere instead of hanging until the deadline.
 
+        A request whose skill is a package (``skill.files``) goes only to a host that mounts
+        packages (:meth:`require_packages`); the first rollout of a version sends its files,
+        every later one its tree hash alone.
+
         Raises:
+            SkillPackageUnsupported: the skill is a package and the host predates packages.
+            SkillPackageRefused: the package breaks a rule on the host (each file and rule in
+                ``problems``).
             InvalidRequest, HostFull, Draining, SandboxUnavailable, RolloutTimeout, Cancelled,
             ImageMissing: mapped from the gRPC status, each with the work's ``outcome``. A
             ``SandboxUnavailable`` has ``phase`` ``"connect"`` and outcome ``NOT_STARTED`` when
@@ -156,12 +174,10 @@ class SandboxClient:
             did not ask for (the host cancelled it: its drain grace ran out) is ``LOST``.
         """
         deadline = time.monotonic() + timeout_s
+        if request.skill.files:
+            self.require_packages(rollout_id=request.rollout_id)
         for attempt in range(_BLOB_ATTEMPTS):
-            skill_sha256, skill_inline = self.blobs.skill(request.skill.content)
-            msg = convert.request_to_proto(request, skill_sha256=skill_sha256, skill_inline=skill_inline)
-            inlined = self.blobs.elide(msg)
-            if skill_sha256 and skill_inline:
-                inlined.append(skill_sha256)
+            msg, inlined = self._message(request)
             try:
                 return self._run_once(
                     request, msg, inlined, max(0.1, deadline - time.monotonic()), on_event, cancel
@@ -181,6 +197,45 @@ class SandboxClient:
         )
         unsent.outcome = WorkOutcome.NOT_STARTED
         raise unsent
+
+    def _message(self, request: RolloutRequest) -> tuple[pb.RunRequest, list[str]]:
+        """The request's message, naming by hash what this host keeps (the files, the skill, a
+        package's whole version by its tree hash), and the hashes it sends with content."""
+        if request.skill.files:
+            names = self.blobs.package(request.skill)
+            msg = convert.request_to_proto(request, skill=convert.skill_to_proto(request.skill, names))
+            return msg, [*self.blobs.elide(msg), *names.inlined]
+        skill_sha256, skill_inline = self.blobs.skill(request.skill.content)
+        msg = convert.request_to_proto(request, skill_sha256=skill_sha256, skill_inline=skill_inline)
+        inlined = self.blobs.elide(msg)
+        if skill_sha256 and skill_inline:
+            inlined.append(skill_sha256)
+        return msg, inlined
+
+    def require_packages(self, *, rollout_id: str = "") -> None:
+        """Make sure this host mounts skill packages (asked once, by ``Describe``): a host that
+        predates them would drop the package's files and run SKILL.md alone.
+
+        Raises:
+            SkillPackageUnsupported: the host mounts SKILL.md alone (outcome NOT_STARTED:
+                another host may take the package).
+            SkillOptError: ``Describe`` failed (mapped from the gRPC status).
+        """
+        if self._packages is None:
+            info = self.describe()
+            self._packages = info.skill_package_max_files > 0
+            self._host_version = info.version
+        if not self._packages:
+            err = SkillPackageUnsupported(
+                f"sandbox host {self.config.address} (skillopt {self._host_version or 'unknown'}) "
+                "predates skill packages: it would mount SKILL.md without the package's files; "
+                "upgrade it or use another host",
+                rollout_id=rollout_id,
+                host=self.config.address,
+                phase="connect",
+            )
+            err.outcome = WorkOutcome.NOT_STARTED
+            raise err
 
     def _run_once(
         self,
@@ -245,7 +300,9 @@ class SandboxClient:
             reply = self._stub.Describe(pb.DescribeRequest(), timeout=timeout_s, metadata=self._metadata)
         except grpc.RpcError as exc:
             raise map_rpc_error(exc, address=self.config.address) from exc
-        return convert.description_from_proto(reply)
+        info = convert.description_from_proto(reply)
+        self._packages, self._host_version = info.skill_package_max_files > 0, info.version
+        return info
 
     def cancel(self, rollout_id: str, *, timeout_s: float = 10.0) -> bool:
         try:

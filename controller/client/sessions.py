@@ -28,8 +28,17 @@ from typing import Any
 import grpc
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient, map_rpc_error
+from sandbox.api import convert
 from sandbox.api.v1 import sandbox_pb2 as pb
-from skillopt.errors import ConfigError, Draining, HostFull, SandboxUnavailable, SkillOptError
+from skillopt.errors import (
+    ConfigError,
+    Draining,
+    HostFull,
+    SandboxUnavailable,
+    SkillOptError,
+    SkillPackageUnsupported,
+)
+from skillopt.types import SkillSpec
 
 __all__ = [
     "AsyncSandboxSession",
@@ -176,16 +185,22 @@ class SandboxSession:
         max_lifetime_s: float = 0.0,
         labels: Mapping[str, str] | None = None,
         network: str = "none",
-        skill: str | None = None,
+        skill: str | SkillSpec | None = None,
         files: Mapping[str, bytes] | None = None,
         timeout_s: float = 180.0,
     ) -> SandboxSession:
         """Create a session on the best host of ``endpoints``.
 
+        ``skill``: a SKILL.md text, or a skill package (:func:`skillopt.skill.package.load_skill`),
+        mounted read-only at ``/skill`` and, with ``network="gateway"``, where agent CLIs
+        discover skills (``/workspace/.claude/skills/<name>/``, ``.agents/skills/<name>/``). A
+        package goes only to a host that mounts packages.
+
         Raises:
             ConfigError: no endpoint.
-            SessionLimit / HostFull / Draining / SandboxUnavailable: no host took it (the last
-                host's refusal).
+            SessionLimit / HostFull / Draining / SandboxUnavailable / SkillPackageUnsupported:
+                no host took it (the last host's refusal).
+            SkillPackageRefused: the package breaks a rule (each file and rule in ``problems``).
             InvalidRequest, ImageMissing: the request itself is refused.
         """
         where = (
@@ -202,11 +217,21 @@ class SandboxSession:
             network=network,
             files=[pb.File(name=name, content=data) for name, data in (files or {}).items()],
         )
-        if skill is not None:
+        package = isinstance(skill, SkillSpec) and bool(skill.files)
+        if isinstance(skill, SkillSpec):
+            request.skill.CopyFrom(convert.skill_to_proto(skill))
+        elif skill is not None:
             request.skill.CopyFrom(pb.Skill(content=skill))
         last: SkillOptError | None = None
         clients = _ranked_clients(where)
         for position, client in enumerate(clients):
+            try:
+                if package:
+                    client.require_packages()
+            except (SkillPackageUnsupported, SandboxUnavailable) as unfit:
+                client.close()
+                last = unfit  # a host that predates packages, or is gone: try the next one
+                continue
             try:
                 info = client.call("CreateSession", request, timeout_s=timeout_s)
             except grpc.RpcError as exc:

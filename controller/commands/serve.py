@@ -156,6 +156,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         "SHA-256 (corpora, workbooks, skills), all tokens together, least recently used out first "
         "(0: keep nothing, every request sends its files)",
     )
+    # Defaults come from skillopt.skill.package.PackageLimits (imported when serving: it loads
+    # the standard's YAML parser, too slow for every CLI start).
+    p.add_argument(
+        "--skill-max-files",
+        type=int,
+        default=None,
+        help="most files (SKILL.md included) of a skill package this host mounts (default 200); a "
+        "larger package is refused before anything runs, naming the rule; Describe reports the limit",
+    )
+    p.add_argument(
+        "--skill-max-mb",
+        type=float,
+        default=None,
+        help="most MiB of one skill package, all its files together (default 8)",
+    )
     p.add_argument("--port-file", help="write the bound port here once listening")
     p.add_argument(
         "--drain-grace", type=float, default=30.0, help="seconds to let rollouts finish on SIGTERM"
@@ -190,6 +205,7 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
     from sandbox.service.config import DEFAULT_LIMITS, ServiceConfig, SessionConfig
     from sandbox.service.tenants import parse_token_file
     from skillopt.models.profiles import load_profiles, validate_profiles
+    from skillopt.skill.package import PackageLimits
 
     try:
         if args.grader_workers < 0:
@@ -204,6 +220,14 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
             token = os.environ["SKILLOPT_SANDBOX_TOKEN"]
         if args.blob_cache_mb < 0:
             raise ConfigError(f"--blob-cache-mb must be 0 or more, got {args.blob_cache_mb}")
+        package_limits = PackageLimits(
+            max_files=PackageLimits().max_files if args.skill_max_files is None else args.skill_max_files,
+            max_bytes=PackageLimits().max_bytes
+            if args.skill_max_mb is None
+            else int(args.skill_max_mb * MiB),
+        )
+        if package_limits.max_files < 1 or package_limits.max_bytes < 1:
+            raise ConfigError("--skill-max-files must be at least 1 and --skill-max-mb positive")
         if args.max_sessions < 0:
             raise ConfigError(f"--max-sessions must be 0 or more, got {args.max_sessions}")
         providers = load_profiles(file=args.providers, specs=provider_specs)
@@ -240,6 +264,7 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
                 require_runtime=args.require_runtime,
                 grader_workers=args.grader_workers,
                 blob_cache_bytes=args.blob_cache_mb * 1024 * 1024,
+                package_limits=package_limits,
             ),
             providers=providers,
             gateway_cache_dir=args.gateway_cache_dir,

@@ -42,8 +42,9 @@ from skillopt.errors import (
     RolloutTimeout,
     SandboxUnavailable,
     SkillOptError,
+    SkillPackageUnsupported,
 )
-from skillopt.types import HostDescription, RolloutRequest, RolloutResult
+from skillopt.types import HostDescription, RolloutRequest, RolloutResult, SkillSpec
 
 __all__ = ["FleetExecutor"]
 
@@ -101,6 +102,8 @@ class FleetExecutor:
         self._host_ids: set[str] = set()
         self._watches: dict[str, HealthWatch] = {}
         self._all_down_since: float | None = None
+        #: Hosts named as unable to mount a skill package (each said once).
+        self._skipped: set[str] = set()
         self.hosts_state: list[HostState] = []
         self._sources = list(channels)
         self._describe_timeout_s = describe_timeout_s
@@ -333,8 +336,12 @@ class FleetExecutor:
             host.apply(info)
         self._apply_pin(host)
 
-    def _pick(self, avoid: set[str], stop: threading.Event) -> HostState | None:
+    def _pick(
+        self, avoid: set[str], stop: threading.Event, skill: SkillSpec | None = None
+    ) -> HostState | None:
         """Take a slot on the best usable host, waiting for one; None when ``stop`` is set.
+        With ``skill`` (a package), a host that cannot mount it is not usable for it (the batch
+        named such hosts before it began, :meth:`_skip_hosts_without_packages`).
 
         Raises:
             SandboxUnavailable: no host has been usable for ``down_timeout_s``.
@@ -343,7 +350,12 @@ class FleetExecutor:
             while not stop.is_set() and not self._closed.is_set():
                 now = time.monotonic()
                 up = [
-                    h for h in self.hosts_state if h.health is HostHealth.UP and not h.gone and not h.excluded
+                    h
+                    for h in self.hosts_state
+                    if h.health is HostHealth.UP
+                    and not h.gone
+                    and not h.excluded
+                    and (skill is None or not h.package_refusal(skill))
                 ]
                 free = [h for h in up if h.in_flight < h.capacity and h.full_until <= now]
                 preferred = [h for h in free if h.address not in avoid] or free
@@ -397,6 +409,7 @@ class FleetExecutor:
     ) -> None:
         if not requests:
             return
+        self._skip_hosts_without_packages(requests)
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="fleet") as pool:
             futures = [pool.submit(self._one, req, on_result, stop) for req in requests]
             try:
@@ -405,6 +418,32 @@ class FleetExecutor:
             except BaseException:
                 stop.set()  # e.g. every host down: let the other rollouts return too
                 raise
+
+    def _skip_hosts_without_packages(self, requests: Sequence[RolloutRequest]) -> None:
+        """Before any rollout: name each host that cannot mount the batch's skill packages (it
+        predates packages, or a package exceeds its limits), which placement then skips for
+        them; refuse the batch when no host can.
+
+        Raises:
+            SkillPackageUnsupported: a package no host that answered can mount.
+        """
+        skills = {id(r.skill): r.skill for r in requests if r.skill.files}
+        if not skills:
+            return
+        with self._cond:
+            hosts = [h for h in self.hosts_state if h.host_id and not h.gone]
+        for skill in skills.values():
+            refusals = {h.address: h.package_refusal(skill) for h in hosts}
+            for host in hosts:
+                reason = refusals[host.address]
+                if reason and host.address not in self._skipped:
+                    self._skipped.add(host.address)
+                    log.warning("fleet.host_skipped", address=host.address, skill=skill.name, reason=reason)
+                    self._emit("host_skipped", host, reason)
+            if hosts and all(refusals.values()):
+                raise SkillPackageUnsupported(
+                    f"no sandbox host can mount skill package {skill.name!r}: " + "; ".join(refusals.values())
+                )
 
     def _one(
         self, req: RolloutRequest, on_result: Callable[[RolloutResult], None], stop: threading.Event
@@ -417,7 +456,7 @@ class FleetExecutor:
         """Run ``req`` until a row stands (:class:`RetryPolicy` decides); None when ``stop``."""
         tries = Tries(self.policy)
         while not stop.is_set():
-            host = self._pick(tries.tried, stop)
+            host = self._pick(tries.tried, stop, req.skill if req.skill.files else None)
             if host is None:
                 return None
             t0 = time.monotonic()

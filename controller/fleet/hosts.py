@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.client.sandbox_client import SandboxClient
-from skillopt.types import HostDescription
+from skillopt.types import HostDescription, SkillSpec
 
 __all__ = ["FleetEvent", "HostHealth", "HostState"]
 
@@ -25,7 +25,8 @@ class HostHealth(enum.StrEnum):
 @dataclass(frozen=True)
 class FleetEvent:
     """What the fleet reports to ``on_event`` (progress display, tests): ``kind`` is one of
-    ``host_down``, ``host_up``, ``host_full``, ``retry``."""
+    ``host_down``, ``host_up``, ``host_full``, ``retry``, ``host_skipped`` (a host that cannot
+    mount the batch's skill package: left out of its placement, ``detail`` says why)."""
 
     kind: str
     address: str
@@ -68,6 +69,9 @@ class HostState:
     #: Why placement must not use this host although it serves (its runtime image is not the
     #: one the run is pinned to); "" = usable.
     excluded: str = ""
+    #: Skill packages it mounts (most files and bytes of one); 0 = it predates packages.
+    skill_package_max_files: int = 0
+    skill_package_max_bytes: int = 0
 
     def apply(self, info: HostDescription) -> None:
         """Take what the host's ``Describe`` said (the caller holds the fleet's lock)."""
@@ -78,6 +82,27 @@ class HostState:
         self.agent_image_digests = dict(info.agent_image_digests)
         self.version, self.service_build = info.version, info.service_build
         self.image_labels = dict(info.image_labels)
+        self.skill_package_max_files = info.skill_package_max_files
+        self.skill_package_max_bytes = info.skill_package_max_bytes
+
+    def package_refusal(self, skill: SkillSpec) -> str:
+        """Why this host cannot mount ``skill`` ("" when it can, or when ``skill`` is one file):
+        it predates packages, or the package exceeds its limits (it would refuse it)."""
+        if not skill.files or not self.host_id:  # not described yet: its Describe will tell
+            return ""
+        if self.skill_package_max_files <= 0:
+            return (
+                f"{self.address} (skillopt {self.version or 'unknown'}) predates skill packages: it "
+                "mounts SKILL.md alone"
+            )
+        files = 1 + len(skill.files)
+        size = len(skill.content.encode("utf-8")) + sum(len(f.data) for f in skill.files)
+        if files > self.skill_package_max_files or size > self.skill_package_max_bytes:
+            return (
+                f"{self.address} mounts skill packages of at most {self.skill_package_max_files} files "
+                f"and {self.skill_package_max_bytes} bytes; {skill.name!r} has {files} files, {size} bytes"
+            )
+        return ""
 
     def mismatch(self, pin: str, agent_pins: Mapping[str, str]) -> str:
         """Why this host does not run the run's runtime image digest ``pin`` or its agent

@@ -6,6 +6,10 @@ already keeps by SHA-256 (:class:`ClientBlobs`), the host resolves the names fro
 result's trace, which repeats the skill in its prompts, carries it as a marker that the client
 expands again (:func:`elide` / :func:`restore`, applied by ``convert``).
 
+A skill package (SKILL.md plus files) is named as a whole by its tree hash: the first request
+of a version lists its files (each by hash, with its content unless the host keeps it), every
+later one sends the tree hash alone (:meth:`ClientBlobs.package`).
+
 Usage (client)::
 
     blobs = ClientBlobs()
@@ -21,14 +25,17 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from sandbox.api.v1 import sandbox_pb2 as pb
+from skillopt.types import SkillSpec, skill_manifest
 
 __all__ = [
     "BLOB_MIN_BYTES",
     "EMPTY_SHA256",
     "SKILL_MARKER",
     "ClientBlobs",
+    "PackageNames",
     "can_elide",
     "elide",
     "restore",
@@ -43,10 +50,42 @@ SKILL_MARKER = "\ue000skill\ue000"
 _HASHES_KEPT = 4096
 _HASHED_BYTES_KEPT = 256 * 1024 * 1024
 _KNOWN_KEPT = 100_000
+#: Packages whose hashes a client remembers by the identity of their SkillSpec.
+_PACKAGES_KEPT = 64
 
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def tree_sha256(skill_sha256: str, skill: SkillSpec, file_sha256: Iterable[str]) -> str:
+    """:attr:`SkillSpec.tree_sha256` from the hashes of its parts (SKILL.md's, then one per
+    ``skill.files`` in order), so a package is hashed once."""
+    entries = ((f.path, sha, f.executable) for f, sha in zip(skill.files, file_sha256, strict=True))
+    return hashlib.sha256(skill_manifest(skill_sha256, entries)).hexdigest()
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackageNames:
+    """How one request names the parts of a skill package (:meth:`ClientBlobs.package`)."""
+
+    tree_sha256: str
+    #: SKILL.md's hash, and each file's (in the order of ``SkillSpec.files``).
+    skill_sha256: str
+    file_sha256: tuple[str, ...]
+    #: The host keeps the whole version: send its name and tree hash alone.
+    tree_known: bool = False
+    #: Parts the host keeps: sent as their hash, without content.
+    known: frozenset[str] = frozenset()
+    #: The tree and the parts sent with content: what the host keeps once it accepted them.
+    inlined: tuple[str, ...] = ()
+
+    @classmethod
+    def inline(cls, skill: SkillSpec) -> PackageNames:
+        """Every part sent with its content (no cache consulted)."""
+        skill_sha = sha256_hex(skill.content.encode("utf-8"))
+        shas = tuple(sha256_hex(f.data) for f in skill.files)
+        return cls(tree_sha256=tree_sha256(skill_sha, skill, shas), skill_sha256=skill_sha, file_sha256=shas)
 
 
 class ClientBlobs:
@@ -61,7 +100,9 @@ class ClientBlobs:
         self._known: OrderedDict[str, None] = OrderedDict()
         self._hashes: OrderedDict[int, tuple[bytes | str, str]] = OrderedDict()
         self._hashed_bytes = 0
-        #: Bytes of content-addressed files and skills sent inline, and named instead.
+        self._packages: OrderedDict[int, tuple[SkillSpec, tuple[str, str, tuple[str, ...]]]] = OrderedDict()
+        #: Bytes of content-addressed files, skills and skill packages sent inline, and named
+        #: instead (by their own hash or their package's tree hash).
         self.inline_bytes = 0
         self.named_bytes = 0
 
@@ -119,6 +160,43 @@ class ClientBlobs:
         known = self._is_known(digest)
         self._count(named=len(content)) if known else self._count(inline=len(content))
         return digest, not known
+
+    def package(self, skill: SkillSpec) -> PackageNames:
+        """How to name the parts of ``skill`` (a package) for this host: by the tree hash alone
+        once the host keeps the version, else every part by hash, with the content of those the
+        host does not keep. Hashes are memoised by the identity of ``skill`` (one SkillSpec per
+        version: its every rollout after the first costs a lookup, not a hash of its bytes)."""
+        key = id(skill)
+        with self._lock:
+            hit = self._packages.get(key)
+            if hit is not None and hit[0] is skill:
+                self._packages.move_to_end(key)
+                tree, skill_sha, shas = hit[1]
+            else:
+                hit = None
+        if hit is None:
+            skill_sha = self._sha(skill.content)
+            shas = tuple(self._sha(f.data) for f in skill.files)
+            tree = tree_sha256(skill_sha, skill, shas)
+            with self._lock:
+                self._packages[key] = (skill, (tree, skill_sha, shas))  # keeps id(skill) valid
+                while len(self._packages) > _PACKAGES_KEPT:
+                    self._packages.popitem(last=False)
+        sizes = [len(skill.content.encode("utf-8")), *(len(f.data) for f in skill.files)]
+        if self._is_known(tree):
+            self._count(named=sum(sizes))
+            return PackageNames(tree_sha256=tree, skill_sha256=skill_sha, file_sha256=shas, tree_known=True)
+        known = frozenset(d for d in (skill_sha, *shas) if self._is_known(d))
+        inlined = [tree]
+        for digest, size in zip((skill_sha, *shas), sizes, strict=True):
+            if digest in known:
+                self._count(named=size)
+            else:
+                self._count(inline=size)
+                inlined.append(digest)
+        return PackageNames(
+            tree_sha256=tree, skill_sha256=skill_sha, file_sha256=shas, known=known, inlined=tuple(inlined)
+        )
 
     def _count(self, *, inline: int = 0, named: int = 0) -> None:
         with self._lock:

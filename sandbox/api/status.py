@@ -32,6 +32,7 @@ from skillopt.errors import (
     SandboxUnavailable,
     SessionLimit,
     SkillOptError,
+    SkillPackageRefused,
     Unauthenticated,
     UnknownRollout,
     UnknownSession,
@@ -53,12 +54,17 @@ DETAIL_KEY = "skillopt-error-bin"
 #: Longest status message sent (gRPC's metadata limit is 8 KiB by default; a message must never
 #: grow with its input).
 MAX_MESSAGE_CHARS = 1024
+#: Most skill-package problems sent in a detail, and the longest message of one (the detail
+#: travels in trailing metadata, whose limit is a few KiB).
+_MAX_PROBLEMS = 32
+_MAX_PROBLEM_CHARS = 160
 
 R = pb.ErrorDetail.Reason
 C = grpc.StatusCode
 
 # (error class, status code, reason). Order matters: subclasses before their bases.
 _TABLE: tuple[tuple[type[SkillOptError], grpc.StatusCode, pb.ErrorDetail.Reason], ...] = (
+    (SkillPackageRefused, C.INVALID_ARGUMENT, R.SKILL_PACKAGE_INVALID),
     (InvalidRequest, C.INVALID_ARGUMENT, R.INVALID_REQUEST),
     (Unauthenticated, C.UNAUTHENTICATED, R.UNAUTHENTICATED),
     (SessionLimit, C.RESOURCE_EXHAUSTED, R.SESSION_LIMIT),
@@ -119,6 +125,12 @@ def status_for(exc: BaseException, *, host: str = "") -> tuple[grpc.StatusCode, 
         host=host,
         retry_after_s=float(getattr(exc, "retry_after_s", 0.0)),
         missing_sha256=list(getattr(exc, "missing", ()) if isinstance(exc, BlobsMissing) else ()),
+        skill_problems=[
+            pb.SkillProblem(path=path[:256], rule=rule[:64], message=bounded(text, _MAX_PROBLEM_CHARS))
+            for path, rule, text in (exc.problems if isinstance(exc, SkillPackageRefused) else ())[
+                :_MAX_PROBLEMS
+            ]
+        ],
     )
     return code, bounded(message), ((DETAIL_KEY, detail.SerializeToString()),)
 
@@ -152,4 +164,6 @@ def error_for(
         err.retry_after_s = detail.retry_after_s
     if detail is not None and isinstance(err, BlobsMissing):
         err.missing = tuple(detail.missing_sha256)
+    if detail is not None and isinstance(err, SkillPackageRefused):
+        err.problems = tuple((p.path, p.rule, p.message) for p in detail.skill_problems)
     return err

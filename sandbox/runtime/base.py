@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from skillopt.agents.sandbox import ExecOutcome, FileEntry
+from skillopt.types import SkillSpec
 
 __all__ = [
     "ReapReport",
@@ -164,8 +165,19 @@ class RolloutSandbox(abc.ABC):
         """Regular files under the workspace, recursively, without following links."""
 
     @abc.abstractmethod
-    def write_skill(self, content: str) -> None:
-        """Place SKILL.md where the sandbox's read-only skill mounts show it (host side)."""
+    def write_skill(self, skill: SkillSpec) -> None:
+        """Place the skill package where the sandbox's read-only skill mounts show it (host
+        side, replacing what an earlier call placed): SKILL.md and every file at
+        ``<mount>/<path>`` for each of the spec's ``skill_mounts``, and the same at
+        ``<root>/<name>/<path>`` for each of its ``skills_roots``. Executables are mode 755,
+        other files 644. The sandbox's user reads and runs the package and can change nothing
+        in it (no file, no mode).
+
+        Raises:
+            InvalidRequest: a file path or the name is not a safe relative path (the service
+                refuses such packages first; this is the runtime's own guard).
+            SandboxUnavailable: the host could not place it (its disk).
+        """
 
     @abc.abstractmethod
     def kill(self) -> None:

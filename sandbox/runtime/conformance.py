@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from sandbox.runtime.base import RolloutSandbox, SandboxHandle, SandboxRuntime, SessionSandbox, Sweep
-from sandbox.runtime.spec import ContainerSpec
+from sandbox.runtime.spec import EXEC_SKILLS_ROOTS, ContainerSpec
 from skillopt.agents.sandbox import ExecOutcome
 from skillopt.errors import (
     Cancelled,
@@ -39,6 +39,7 @@ from skillopt.errors import (
     SandboxPermissionDenied,
     SandboxUnavailable,
 )
+from skillopt.types import SkillFile, SkillSpec
 
 __all__ = ["CHECKS", "Check", "Conformance"]
 
@@ -130,8 +131,8 @@ class _Subdir(RolloutSandbox):
             if f.path.startswith(prefix) and f.path != prefix + ".keep"
         ]
 
-    def write_skill(self, content):
-        self._box.write_skill(content)
+    def write_skill(self, skill):
+        self._box.write_skill(skill)
 
     def kill(self):
         self._box.kill()
@@ -293,13 +294,86 @@ def check_lifecycle(c: Conformance) -> None:
         runtime.destroy(a)
     assert not runtime.alive(a)
     box = runtime.lease(b, "conformance/lifecycle")
-    box.write_skill("# skill\n")
+    box.write_skill(SkillSpec(content="# skill\n"))
     out = box.run_command(["cat", "/skill/SKILL.md"], timeout_s=30)
     assert out.stdout_tail == "# skill\n", out
     runtime.kill(b)
     runtime.kill(b)  # twice: never raises
     runtime.destroy(b)
     runtime.destroy(b)
+
+
+_PKG = SkillSpec(
+    name="conformance-pkg",
+    content="---\nname: conformance-pkg\ndescription: The conformance suite's package.\n---\n# Body\n",
+    files=(
+        SkillFile(path="references/notes.md", data=b"# Notes\n"),
+        SkillFile(
+            path="scripts/hello.sh", data=b'#!/bin/sh\necho "hello from the package $*"\n', executable=True
+        ),
+    ),
+)
+
+
+@_check
+def check_a_skill_package_runs_read_only(c: Conformance) -> None:
+    """A package is mounted read-only at the skill mounts and, as ``<name>/``, at the skills
+    roots: a script runs from the mount with its executable bit, the sandbox's user can change
+    nothing in it (write, create, remove, rename, chmod), and placing another package replaces
+    it."""
+    runtime = c.runtime
+    handle = runtime.create(replace(c.spec, skills_roots=EXEC_SKILLS_ROOTS))
+    try:
+        box = runtime.lease(handle, "conformance/package")
+        box.write_skill(_PKG)
+        homes = ["/skill", *(f"{root}/{_PKG.name}" for root in EXEC_SKILLS_ROOTS)]
+        for home in homes:
+            out = box.run_command([f"{home}/scripts/hello.sh", "x"], timeout_s=30)
+            assert out.exit_code == 0 and out.stdout_tail == "hello from the package x\n", (home, out)
+            out = box.run_command(
+                [
+                    "stat",
+                    "-c",
+                    "%a %n",
+                    f"{home}/SKILL.md",
+                    f"{home}/scripts/hello.sh",
+                    f"{home}/references/notes.md",
+                ],
+                timeout_s=30,
+            )
+            modes = [line.split(" ", 1)[0] for line in out.stdout_tail.splitlines()]
+            assert modes == ["644", "755", "644"], (home, out)
+        before = box.run_command(
+            ["sh", "-c", "cd /skill && sha256sum SKILL.md scripts/* references/*"], timeout_s=30
+        )
+        assert before.exit_code == 0, before
+        for home in homes:
+            for argv in (
+                ["sh", "-c", f"echo x >> {home}/SKILL.md"],
+                ["sh", "-c", f"echo x > {home}/scripts/hello.sh"],
+                ["touch", f"{home}/new.md"],
+                ["mkdir", f"{home}/scripts/more"],
+                ["rm", "-f", f"{home}/references/notes.md"],
+                ["mv", f"{home}/scripts/hello.sh", f"{home}/hello.sh"],
+                ["chmod", "777", f"{home}/scripts/hello.sh"],
+                ["chmod", "755", f"{home}/references/notes.md"],
+            ):
+                out = box.run_command(argv, timeout_s=30)
+                assert out.exit_code != 0, (argv, out)
+        for root in EXEC_SKILLS_ROOTS:  # no other skill can be planted beside it
+            out = box.run_command(["mkdir", f"{root}/planted"], timeout_s=30)
+            assert out.exit_code != 0, out
+        after = box.run_command(
+            ["sh", "-c", "cd /skill && sha256sum SKILL.md scripts/* references/*"], timeout_s=30
+        )
+        assert after.stdout_tail == before.stdout_tail, (before, after)
+        box.write_skill(SkillSpec(name="other", content="# one file\n"))
+        out = box.run_command(
+            ["sh", "-c", f"cat /skill/SKILL.md; ls /skill; ls {EXEC_SKILLS_ROOTS[0]}"], timeout_s=30
+        )
+        assert out.stdout_tail == "# one file\nSKILL.md\nother\n", out
+    finally:
+        runtime.destroy(handle)
 
 
 @_check

@@ -9,17 +9,16 @@ from dataclasses import asdict, dataclass, field, replace
 
 from skillopt.errors import ConfigError
 
-__all__ = ["DEFAULT_IMAGE", "EXEC_SKILL_MOUNTS", "ContainerSpec", "RuntimeConfig"]
+__all__ = ["DEFAULT_IMAGE", "EXEC_SKILLS_ROOTS", "ContainerSpec", "RuntimeConfig"]
 
 DEFAULT_IMAGE = "skillopt-runtime:latest"
 MiB = 1024 * 1024
-#: Where agent CLIs discover a skill (agent-clis.md §4-5): the same read-only skill directory
-#: is mounted at each, besides /skill.
-EXEC_SKILL_MOUNTS = (
-    "/skill",
-    "/workspace/.agents/skills/skillopt-target",
-    "/workspace/.claude/skills/skillopt-target",
-)
+#: Where agent CLIs discover skills (agent-clis.md §4-5): Codex in ``<cwd>/.agents/skills/``,
+#: Claude Code in ``<cwd>/.claude/skills/``, each skill a folder ``<name>/``. A container's
+#: skills folder is mounted read-only at each when it is created (mounts are fixed then, and
+#: the warm pool creates containers before their rollout's skill is known); the rollout's
+#: package appears in it as ``<name>/`` when it is placed, host side, at lease time.
+EXEC_SKILLS_ROOTS = ("/workspace/.agents/skills", "/workspace/.claude/skills")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,8 +65,12 @@ class ContainerSpec:
     import_on_demand: tuple[str, ...] = ("openpyxl", "pandas")
     #: Extra environment for the runner and every process it starts. Never secrets.
     env: Mapping[str, str] = field(default_factory=dict)
-    #: Container paths where the rollout's skill directory (SKILL.md) is mounted read-only.
+    #: Container paths where the rollout's skill package is mounted read-only (its SKILL.md
+    #: at ``<path>/SKILL.md``).
     skill_mounts: tuple[str, ...] = ("/skill",)
+    #: Container paths where a skills folder is mounted read-only, showing the rollout's
+    #: package as ``<path>/<name>/`` (:data:`EXEC_SKILLS_ROOTS` for agent CLIs); empty: none.
+    skills_roots: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         uid = self.user.split(":", 1)[0]

@@ -75,7 +75,7 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
     def Run(self, request: pb.RunRequest, context: grpc.ServicerContext):
         try:
             domain = convert.request_from_proto(request, self.blobs.resolver(self._tenant(context).id))
-            self.service.validate(domain)
+            self.service.validate(domain, skill_tree=request.skill.tree_sha256.lower())
             self.service.check_deadline(context.time_remaining())
             problem = self.host_check() if self.host_check is not None else ""
             if problem:
@@ -88,6 +88,11 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
         stop = threading.Event()
         context.add_callback(lambda: self._on_rpc_end(handle, stop))
         log.info("run.stream", rollout_id=domain.rollout_id, new=is_new)
+        # The skill's hash, for a trace that carries SKILL.md as a marker: as sent, or for a
+        # package named by its tree alone, SKILL.md's own (which the client computes alike).
+        skill_sha256 = request.skill.sha256.lower() or (
+            domain.skill.sha256 if request.skill.tree_sha256 else ""
+        )
         error: BaseException | None = None
         try:
             for item in handle.follow(stop):
@@ -96,7 +101,7 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
                     if error is not None:
                         break
                     result = convert.result_to_proto(
-                        item, skill=domain.skill.content, skill_sha256=request.skill.sha256.lower()
+                        item, skill=domain.skill.content, skill_sha256=skill_sha256
                     )
                     yield pb.RunEvent(result=result)
                 else:

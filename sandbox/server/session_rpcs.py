@@ -13,13 +13,16 @@ from typing import Any
 import grpc
 import structlog
 
+from sandbox.api import convert
 from sandbox.api.v1 import sandbox_pb2 as pb
+from sandbox.service.blobs import BlobStore
+from sandbox.service.rollout import RolloutService
 from sandbox.service.session_policy import SESSION_USER, SessionRequest
 from sandbox.service.sessions import Session, SessionManager
 from sandbox.service.tenants import LOCAL_TENANT, Tenant, TenantTokens
 from skillopt.agents.sandbox import ExecOutcome
 from skillopt.errors import Cancelled, InvalidRequest, SandboxFileTooLarge, Unauthenticated
-from skillopt.types import Limits
+from skillopt.types import Limits, SkillSpec
 
 __all__ = ["SessionRpcs"]
 
@@ -48,10 +51,14 @@ class SessionRpcs:
     """Mixin of :class:`~sandbox.server.servicer.SandboxServicer`: the session RPCs.
 
     Needs ``self.sessions`` (a :class:`SessionManager`), ``self.tenants`` (``None``: the host
-    runs without tokens, every caller is :data:`LOCAL_TENANT`) and ``self._abort``."""
+    runs without tokens, every caller is :data:`LOCAL_TENANT`), ``self.service`` (whose rules a
+    session's skill package meets), ``self.blobs`` (content-addressed skill files) and
+    ``self._abort``."""
 
     sessions: SessionManager | None
     tenants: TenantTokens | None
+    service: RolloutService
+    blobs: BlobStore
 
     def _abort(self, context: grpc.ServicerContext, exc: BaseException) -> None:  # pragma: no cover
         raise NotImplementedError
@@ -78,7 +85,15 @@ class SessionRpcs:
     def CreateSession(
         self, request: pb.CreateSessionRequest, context: grpc.ServicerContext
     ) -> pb.SessionInfo:
-        session = self._manager().create(self._tenant(context), _session_request(request))
+        tenant = self._tenant(context)
+        skill = None
+        if request.HasField("skill"):
+            # The skill as a rollout's: resolved from the token's kept files, checked the same.
+            resolver = self.blobs.resolver(tenant.id)
+            skill = convert.skill_from_proto(request.skill, resolver)
+            resolver.check()
+            self.service.check_skill(skill, skill_tree=request.skill.tree_sha256.lower())
+        session = self._manager().create(tenant, _session_request(request, skill))
         return self._info(session)
 
     @_aborts_on_error
@@ -303,7 +318,7 @@ def _exit_to_proto(result: ExecOutcome) -> pb.ExecExit:
     )
 
 
-def _session_request(request: pb.CreateSessionRequest) -> SessionRequest:
+def _session_request(request: pb.CreateSessionRequest, skill: SkillSpec | None) -> SessionRequest:
     lim = request.limits
     return SessionRequest(
         image=request.image,
@@ -316,6 +331,6 @@ def _session_request(request: pb.CreateSessionRequest) -> SessionRequest:
         max_lifetime_s=request.max_lifetime_s,
         labels=dict(request.labels),
         network=request.network or "none",
-        skill=request.skill.content if request.HasField("skill") else None,
+        skill=skill,
         files=tuple((f.name, f.content) for f in request.files),
     )

@@ -5,6 +5,12 @@ bytes with least-recently-used eviction; a file larger than the whole budget is 
 request and not kept. :meth:`BlobStore.resolver` gives request conversion the one function it
 needs: content + hash → checked and kept; hash alone → the kept bytes (the same object every
 time, so a corpus costs its size once, whatever the number of requests in flight).
+
+Skill packages: the files of a package are kept like any other, and its listing (SKILL.md's
+hash, then path, hash and executable bit per file) by its tree hash, so that a later request
+names the whole version by that hash alone (:meth:`BlobResolver.package`). A listing whose
+files were evicted resolves as missing: the tree hash and the files' hashes are reported, and
+the client sends the package in full again.
 """
 
 from __future__ import annotations
@@ -16,10 +22,16 @@ import structlog
 
 from sandbox.api.blobs import EMPTY_SHA256, sha256_hex
 from skillopt.errors import BlobsMissing, InvalidRequest
+from skillopt.types import SkillFile, SkillSpec
 
 __all__ = ["BlobResolver", "BlobStore"]
 
 log = structlog.get_logger(__name__)
+
+#: Package listings kept (all tenants together; a listing is a few KiB at most).
+_PACKAGES_KEPT = 4096
+#: One package's listing: SKILL.md's hash, then ``(path, sha256, executable)`` per file.
+Listing = tuple[str, tuple[tuple[str, str, bool], ...]]
 
 
 class BlobStore:
@@ -31,6 +43,8 @@ class BlobStore:
         self._items: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         # Decoded skills, so that every request naming a skill gets the same str object.
         self._texts: OrderedDict[tuple[str, str], str] = OrderedDict()
+        # Skill package listings by (tenant, tree hash).
+        self._packages: OrderedDict[tuple[str, str], Listing] = OrderedDict()
         self.bytes = 0
         self.hits = 0
         self.stored = 0
@@ -78,6 +92,22 @@ class BlobStore:
                 self._texts.popitem(last=False)
         return text
 
+    def listing(self, tenant: str, tree: str) -> Listing | None:
+        """The kept listing of the package named ``tree`` (``None``: not kept)."""
+        with self._lock:
+            listing = self._packages.get((tenant, tree))
+            if listing is not None:
+                self._packages.move_to_end((tenant, tree))
+            return listing
+
+    def keep_listing(self, tenant: str, tree: str, listing: Listing) -> None:
+        """Keep a package's listing (its files already checked against ``tree``)."""
+        with self._lock:
+            self._packages[(tenant, tree)] = listing
+            self._packages.move_to_end((tenant, tree))
+            while len(self._packages) > _PACKAGES_KEPT:
+                self._packages.popitem(last=False)
+
     def stats(self) -> dict[str, int]:
         with self._lock:
             return {
@@ -87,6 +117,7 @@ class BlobStore:
                 "hits": self.hits,
                 "stored": self.stored,
                 "evicted": self.evicted,
+                "packages": len(self._packages),
             }
 
     def resolver(self, tenant: str) -> BlobResolver:
@@ -134,6 +165,32 @@ class BlobResolver:
         if not data:
             return ""
         return self.store.text(self.tenant, digest, data)
+
+    def package(self, tree: str, name: str) -> SkillSpec:
+        """The package named by its tree hash alone (a listing kept from an earlier request).
+        A listing or file not kept is a miss (:meth:`check` lists the tree hash with it, so the
+        client sends the package in full)."""
+        if len(tree) != 64 or any(c not in "0123456789abcdef" for c in tree):
+            raise InvalidRequest(f"skill.tree_sha256 must be 64 hex digits, got {tree[:70]!r}")
+        listing = self.store.listing(self.tenant, tree)
+        if listing is None:
+            self.missing.append(tree)
+            return SkillSpec(name=name)
+        skill_sha, entries = listing
+        before = len(self.missing)
+        content = self.skill(skill_sha, "")
+        files = tuple(
+            SkillFile(path=path, data=self.file(sha, b"", f"skill file {path!r}"), executable=executable)
+            for path, sha, executable in entries
+        )
+        if len(self.missing) > before:
+            self.missing.append(tree)  # the client forgets the tree too and lists the package
+            return SkillSpec(name=name)
+        return SkillSpec(name=name, content=content, files=files)
+
+    def keep_package(self, tree: str, skill_sha256: str, entries: list[tuple[str, str, bool]]) -> None:
+        """Keep the listing of a package whose files hash to ``tree`` (checked by the caller)."""
+        self.store.keep_listing(self.tenant, tree, (skill_sha256, tuple(sorted(entries))))
 
     def check(self) -> None:
         """Raises :class:`BlobsMissing` (listing every miss) when any file was not kept."""

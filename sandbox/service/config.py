@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from sandbox.runtime.spec import ContainerSpec
 from skillopt.errors import ConfigError
 from skillopt.grader_pool import default_workers
+from skillopt.skill.package import PackageLimits
 from skillopt.types import Limits
 
 __all__ = ["DEFAULT_LIMITS", "MAX_LIMITS", "MiB", "ServiceConfig", "SessionConfig"]
@@ -45,8 +46,11 @@ class ServiceConfig:
     max_file_bytes: int = 32 * MiB
     #: Largest request accepted (all files together).
     max_request_bytes: int = 64 * MiB
-    #: Largest skill accepted.
+    #: Largest skill accepted (its SKILL.md).
     max_skill_bytes: int = 1 * MiB
+    #: Most files (SKILL.md included) and bytes of one skill package this host mounts
+    #: (``skillopt serve --skill-max-files / --skill-max-mb``); Describe reports them.
+    package_limits: PackageLimits = field(default_factory=PackageLimits)
     #: Memory for content-addressed request files kept between rollouts (all tokens together,
     #: least recently used out first; 0 = keep nothing: every request sends its files).
     blob_cache_bytes: int = 1024 * MiB

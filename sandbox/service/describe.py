@@ -64,4 +64,6 @@ def describe_host(service: RolloutService, admission: RolloutAdmission) -> HostD
         engine_version=service.runtime.engine_version,
         service_build=os.environ.get("SKILLOPT_SERVICE_BUILD", "") or "source",
         image_labels=service.runtime.image_labels(image),
+        skill_package_max_files=service.config.package_limits.max_files,
+        skill_package_max_bytes=service.config.package_limits.max_bytes,
     )

@@ -1,8 +1,8 @@
 """RolloutService: one rollout from request to graded result, on the trusted side.
 
-Takes domain objects (never protobuf): validate → lease a warm container → place SKILL.md →
-let the env's agent work through the sandbox and the model → grade outside the container →
-build the result. Infrastructure failures become a typed ``infra_error`` row; nothing here
+Takes domain objects (never protobuf): validate → lease a warm container → place the skill
+package → let the env's agent work through the sandbox and the model → grade outside the
+container → build the result. Infrastructure failures become a typed ``infra_error`` row; nothing here
 turns them into a score.
 """
 
@@ -12,6 +12,7 @@ import contextlib
 import json
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
@@ -22,9 +23,9 @@ from sandbox.gateway.session import GatewaySession
 from sandbox.runtime.base import SandboxRuntime
 from sandbox.runtime.lease import LeasedSandbox
 from sandbox.runtime.pool import PoolManager
-from sandbox.runtime.spec import EXEC_SKILL_MOUNTS, ContainerSpec
+from sandbox.runtime.spec import EXEC_SKILLS_ROOTS, ContainerSpec
 from sandbox.service.config import DEFAULT_LIMITS, MiB, ServiceConfig
-from sandbox.service.validation import effective_limits, validate_request
+from sandbox.service.validation import check_skill, check_skill_package, effective_limits, validate_request
 from skillopt.envs.base import AgentContext, Environment, GatewayAccess, ProgressEvent, interrupted_info
 from skillopt.envs.registry import available_envs, get_env
 from skillopt.errors import (
@@ -45,11 +46,15 @@ from skillopt.types import (
     Limits,
     RolloutRequest,
     RolloutResult,
+    SkillSpec,
 )
 
 __all__ = ["RolloutService", "exec_runtime_choice"]
 
 log = structlog.get_logger("skillopt.sandbox.service")
+
+#: Skill package versions remembered as checked (see RolloutService.check_package).
+_CHECKED_KEPT = 1024
 
 
 def exec_runtime_choice(base_runtime: str, *, has_network: bool, required: bool) -> tuple[str, str]:
@@ -129,6 +134,9 @@ class RolloutService:
         self.providers = providers
         self._models: dict[str, ChatModel] = {}
         self._models_lock = threading.Lock()
+        #: Skill packages (name, tree hash) that passed :meth:`check_package`.
+        self._checked: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._checked_lock = threading.Lock()
         self.gateway = gateway or Gateway(providers)
         #: The gateway's URL as exec-agent containers see it; None: exec agents unavailable.
         self.gateway_url = gateway_url
@@ -145,7 +153,7 @@ class RolloutService:
         self.exec_spec = replace(
             config.base_spec,
             network_mode=exec_network,
-            skill_mounts=EXEC_SKILL_MOUNTS,
+            skills_roots=EXEC_SKILLS_ROOTS,
             memory_bytes=max(config.base_spec.memory_bytes, 2048 * MiB),
             pids_limit=max(config.base_spec.pids_limit, 512),
             runtime=self.exec_runtime,
@@ -153,13 +161,19 @@ class RolloutService:
 
     # -- validation --------------------------------------------------------------------------
 
-    def validate(self, request: RolloutRequest) -> None:
+    def validate(self, request: RolloutRequest, *, skill_tree: str = "") -> None:
         """Refuse bad input before any resource is used.
+
+        Args:
+            skill_tree: the tree hash the request's skill package was verified against on the
+                wire (``convert`` checked it): a version checked once is not parsed again.
 
         Raises:
             InvalidRequest: with a message naming the offending field (echoes are shortened).
+            SkillPackageRefused: the skill is a package that breaks a rule (file and rule named).
         """
         validate_request(request, self.config, envs=available_envs())
+        self.check_package(request.skill, skill_tree=skill_tree)
         env = get_env(request.env)
         if request.agent not in env.agents:
             raise InvalidRequest(
@@ -186,6 +200,39 @@ class RolloutService:
                 f"configured: {known}"
             )
         env.validate(request)
+
+    def check_skill(self, skill: SkillSpec, *, skill_tree: str = "") -> None:
+        """Refuse a skill (a session's) this host would refuse in a rollout: SKILL.md too
+        large, a name that is not one folder name, a package that breaks a rule.
+
+        Raises:
+            InvalidRequest, SkillPackageRefused: as :meth:`validate`.
+        """
+        check_skill(skill, self.config)
+        self.check_package(skill, skill_tree=skill_tree)
+
+    def check_package(self, skill: SkillSpec, *, skill_tree: str = "") -> None:
+        """Refuse a skill package that breaks a rule under this host's limits (a one-file skill
+        has nothing to check here). Versions that passed are remembered by name and tree hash:
+        checking one costs a few ms (front matter parsed, every file decoded), which a version's
+        every rollout would otherwise pay.
+
+        Raises:
+            SkillPackageRefused: every problem, each naming its file and rule.
+        """
+        if not skill.files:
+            return
+        key = (skill.name, skill_tree)
+        with self._checked_lock:
+            if skill_tree and key in self._checked:
+                self._checked.move_to_end(key)
+                return
+        check_skill_package(skill, self.config.package_limits)
+        if skill_tree:
+            with self._checked_lock:
+                self._checked[key] = None
+                while len(self._checked) > _CHECKED_KEPT:
+                    self._checked.popitem(last=False)
 
     def agent_refusal(self, env_name: str, agent: str) -> str:
         """Why this host cannot run ``agent`` of ``env_name`` ("" when it can)."""
@@ -325,7 +372,7 @@ class RolloutService:
         return result
 
     def _acquire(self, ro: _Rollout) -> None:
-        """Lease the rollout's container and place its SKILL.md.
+        """Lease the rollout's container and place its skill package.
 
         Raises:
             DeadlineExceeded: the caller's deadline expired before a container was ready.
@@ -347,9 +394,14 @@ class RolloutService:
         except BaseException:
             self.pools.release(handle)  # not leased: _release would not know it
             raise
-        render = getattr(ro.env, "skill_file", None)
-        content = ro.request.skill.content
-        ro.sandbox.write_skill(render(ro.request.agent, content) if render else content)
+        # The package as mounted: SKILL.md as the env renders it for this agent (front matter
+        # for the CLIs), every other file as sent.
+        skill, render = ro.request.skill, getattr(ro.env, "skill_file", None)
+        if render is not None:
+            skill = replace(skill, content=render(ro.request.agent, skill.content))
+        t_skill = time.monotonic()
+        ro.sandbox.write_skill(skill)
+        ro.timings["skill"] = time.monotonic() - t_skill
         detail = f"container {handle.name} in {ro.timings['acquire'] * 1000:.1f} ms"
         ro.emit(ProgressEvent(phase="sandbox_ready", detail=detail))
 

@@ -13,7 +13,7 @@ from sandbox.service.config import SessionConfig
 from sandbox.service.validation import effective_limits, validate_limits
 from skillopt.errors import InvalidRequest, SandboxFileTooLarge, UserUnsupported
 from skillopt.files import check_relative_name
-from skillopt.types import Limits
+from skillopt.types import Limits, SkillSpec
 
 __all__ = ["SESSION_USER", "Admitted", "SessionPolicy", "SessionRequest"]
 
@@ -32,7 +32,9 @@ class SessionRequest:
     max_lifetime_s: float = 0.0
     labels: Mapping[str, str] = field(default_factory=dict)
     network: str = "none"
-    skill: str | None = None
+    #: Mounted read-only at /skill (and where agent CLIs look, on the gateway network);
+    #: already checked like a rollout's skill.
+    skill: SkillSpec | None = None
     files: tuple[tuple[str, bytes], ...] = ()
 
 

@@ -23,14 +23,17 @@ from dataclasses import fields, is_dataclass
 from typing import Any
 
 from sandbox.service.config import ServiceConfig
-from skillopt.errors import InvalidRequest
+from skillopt.errors import InvalidRequest, SkillPackageRefused
 from skillopt.files import check_relative_name, shorten
-from skillopt.types import Limits, RolloutRequest
+from skillopt.skill.package import DEFAULT_SKILL_NAME, PackageLimits, package_problems
+from skillopt.types import Limits, RolloutRequest, SkillSpec
 
 __all__ = [
     "MIN_CPUS",
     "MIN_MEMORY_BYTES",
     "approx_size_bytes",
+    "check_skill",
+    "check_skill_package",
     "effective_limits",
     "fingerprint",
     "host_cpus",
@@ -294,17 +297,46 @@ def validate_request(
     if request.model_cache not in ("", "off", "record", "replay"):
         raise InvalidRequest(f"model_cache must be off, record or replay, got {shorten(request.model_cache)}")
     size = approx_size_bytes(request)
-    if size > config.max_request_bytes + config.max_skill_bytes + 8 * MiB:
+    skill_bytes = config.max_skill_bytes + config.package_limits.max_bytes
+    if size > config.max_request_bytes + skill_bytes + 8 * MiB:
         raise InvalidRequest(
             f"request is about {size} bytes; the limit is {config.max_request_bytes} bytes of files "
-            f"plus {config.max_skill_bytes} bytes of skill plus 8 MiB of text"
+            f"plus {skill_bytes} bytes of skill plus 8 MiB of text"
         )
     validate_limits(request.limits)
     _validate_model(request)
     _validate_files(request, config)
-    skill = request.skill
+    check_skill(request.skill, config)
+
+
+def check_skill(skill: SkillSpec, config: ServiceConfig) -> None:
+    """The checks every skill meets at the door (a package's rules: :func:`check_skill_package`).
+
+    Raises:
+        InvalidRequest: SKILL.md is too large, or the name is not one safe folder name.
+    """
     if len(skill.content.encode("utf-8")) > config.max_skill_bytes:
         raise InvalidRequest(f"skill is larger than {config.max_skill_bytes} bytes")
-    check_relative_name(skill.name or "skillopt-target", what="skill name")
-    if "/" in (skill.name or ""):
+    name = skill.name or DEFAULT_SKILL_NAME
+    check_relative_name(name, what="skill name")
+    # The name is a folder beside others (<workspace>/.claude/skills/<name>/): one component,
+    # not hidden, not "." or "..".
+    if "/" in name or name.startswith("."):
         raise InvalidRequest(f"skill name must be a single path component, got {shorten(skill.name)}")
+
+
+def check_skill_package(skill: SkillSpec, limits: PackageLimits) -> None:
+    """Refuse a skill package that breaks a rule: the Agent Skills standard's, or ours within
+    this host's ``limits`` (:func:`skillopt.skill.package.package_problems`).
+
+    Raises:
+        SkillPackageRefused: every problem, each naming its file and rule.
+    """
+    problems = package_problems(skill, limits)
+    if problems:
+        listed = "; ".join(str(p) for p in problems[:8])
+        more = f"; and {len(problems) - 8} more" if len(problems) > 8 else ""
+        raise SkillPackageRefused(
+            f"skill package {shorten(skill.name)} refused ({len(problems)} problem(s)): {listed}{more}",
+            problems=tuple((p.path, p.rule, p.message) for p in problems),
+        )

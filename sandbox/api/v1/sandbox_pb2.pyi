@@ -57,14 +57,30 @@ class Grading(_message.Message):
     def __init__(self, attributes_json: _Optional[str] = ..., cases: _Optional[_Iterable[_Union[TestCase, _Mapping]]] = ...) -> None: ...
 
 class Skill(_message.Message):
-    __slots__ = ("name", "content", "sha256")
+    __slots__ = ("name", "content", "sha256", "files", "tree_sha256")
     NAME_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     SHA256_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    TREE_SHA256_FIELD_NUMBER: _ClassVar[int]
     name: str
     content: str
     sha256: str
-    def __init__(self, name: _Optional[str] = ..., content: _Optional[str] = ..., sha256: _Optional[str] = ...) -> None: ...
+    files: _containers.RepeatedCompositeFieldContainer[SkillFile]
+    tree_sha256: str
+    def __init__(self, name: _Optional[str] = ..., content: _Optional[str] = ..., sha256: _Optional[str] = ..., files: _Optional[_Iterable[_Union[SkillFile, _Mapping]]] = ..., tree_sha256: _Optional[str] = ...) -> None: ...
+
+class SkillFile(_message.Message):
+    __slots__ = ("path", "content", "sha256", "executable")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    EXECUTABLE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    content: bytes
+    sha256: str
+    executable: bool
+    def __init__(self, path: _Optional[str] = ..., content: _Optional[bytes] = ..., sha256: _Optional[str] = ..., executable: _Optional[bool] = ...) -> None: ...
 
 class ModelSpec(_message.Message):
     __slots__ = ("provider", "model", "temperature", "max_output_tokens", "reasoning_effort", "extra_json", "no_prompt_caching")
@@ -333,7 +349,7 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("host", "version", "capacity", "free_slots", "running", "draining", "agents", "image_digests", "pool_idle", "container_runtime", "providers", "runner_sha256", "agent_runtimes", "unavailable_agents", "available_runtimes", "engine_version", "service_build", "image_labels", "sessions", "max_sessions", "agent_image_digests")
+    __slots__ = ("host", "version", "capacity", "free_slots", "running", "draining", "agents", "image_digests", "pool_idle", "container_runtime", "providers", "runner_sha256", "agent_runtimes", "unavailable_agents", "available_runtimes", "engine_version", "service_build", "image_labels", "sessions", "max_sessions", "agent_image_digests", "skill_package_max_files", "skill_package_max_bytes")
     class ImageDigestsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -397,6 +413,8 @@ class DescribeResponse(_message.Message):
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
     MAX_SESSIONS_FIELD_NUMBER: _ClassVar[int]
     AGENT_IMAGE_DIGESTS_FIELD_NUMBER: _ClassVar[int]
+    SKILL_PACKAGE_MAX_FILES_FIELD_NUMBER: _ClassVar[int]
+    SKILL_PACKAGE_MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     host: str
     version: str
     capacity: int
@@ -418,10 +436,12 @@ class DescribeResponse(_message.Message):
     sessions: int
     max_sessions: int
     agent_image_digests: _containers.ScalarMap[str, str]
-    def __init__(self, host: _Optional[str] = ..., version: _Optional[str] = ..., capacity: _Optional[int] = ..., free_slots: _Optional[int] = ..., running: _Optional[int] = ..., draining: _Optional[bool] = ..., agents: _Optional[_Iterable[str]] = ..., image_digests: _Optional[_Mapping[str, str]] = ..., pool_idle: _Optional[_Mapping[str, int]] = ..., container_runtime: _Optional[str] = ..., providers: _Optional[_Iterable[str]] = ..., runner_sha256: _Optional[str] = ..., agent_runtimes: _Optional[_Mapping[str, str]] = ..., unavailable_agents: _Optional[_Mapping[str, str]] = ..., available_runtimes: _Optional[_Iterable[str]] = ..., engine_version: _Optional[str] = ..., service_build: _Optional[str] = ..., image_labels: _Optional[_Mapping[str, str]] = ..., sessions: _Optional[int] = ..., max_sessions: _Optional[int] = ..., agent_image_digests: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    skill_package_max_files: int
+    skill_package_max_bytes: int
+    def __init__(self, host: _Optional[str] = ..., version: _Optional[str] = ..., capacity: _Optional[int] = ..., free_slots: _Optional[int] = ..., running: _Optional[int] = ..., draining: _Optional[bool] = ..., agents: _Optional[_Iterable[str]] = ..., image_digests: _Optional[_Mapping[str, str]] = ..., pool_idle: _Optional[_Mapping[str, int]] = ..., container_runtime: _Optional[str] = ..., providers: _Optional[_Iterable[str]] = ..., runner_sha256: _Optional[str] = ..., agent_runtimes: _Optional[_Mapping[str, str]] = ..., unavailable_agents: _Optional[_Mapping[str, str]] = ..., available_runtimes: _Optional[_Iterable[str]] = ..., engine_version: _Optional[str] = ..., service_build: _Optional[str] = ..., image_labels: _Optional[_Mapping[str, str]] = ..., sessions: _Optional[int] = ..., max_sessions: _Optional[int] = ..., agent_image_digests: _Optional[_Mapping[str, str]] = ..., skill_package_max_files: _Optional[int] = ..., skill_package_max_bytes: _Optional[int] = ...) -> None: ...
 
 class ErrorDetail(_message.Message):
-    __slots__ = ("reason", "retryable", "host", "retry_after_s", "missing_sha256", "outcome")
+    __slots__ = ("reason", "retryable", "host", "retry_after_s", "missing_sha256", "outcome", "skill_problems")
     class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         REASON_UNSPECIFIED: _ClassVar[ErrorDetail.Reason]
@@ -443,6 +463,7 @@ class ErrorDetail(_message.Message):
         FILE_TOO_LARGE: _ClassVar[ErrorDetail.Reason]
         USER_UNSUPPORTED: _ClassVar[ErrorDetail.Reason]
         BLOBS_MISSING: _ClassVar[ErrorDetail.Reason]
+        SKILL_PACKAGE_INVALID: _ClassVar[ErrorDetail.Reason]
     REASON_UNSPECIFIED: ErrorDetail.Reason
     INVALID_REQUEST: ErrorDetail.Reason
     UNAUTHENTICATED: ErrorDetail.Reason
@@ -462,19 +483,32 @@ class ErrorDetail(_message.Message):
     FILE_TOO_LARGE: ErrorDetail.Reason
     USER_UNSUPPORTED: ErrorDetail.Reason
     BLOBS_MISSING: ErrorDetail.Reason
+    SKILL_PACKAGE_INVALID: ErrorDetail.Reason
     REASON_FIELD_NUMBER: _ClassVar[int]
     RETRYABLE_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_S_FIELD_NUMBER: _ClassVar[int]
     MISSING_SHA256_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    SKILL_PROBLEMS_FIELD_NUMBER: _ClassVar[int]
     reason: ErrorDetail.Reason
     retryable: bool
     host: str
     retry_after_s: float
     missing_sha256: _containers.RepeatedScalarFieldContainer[str]
     outcome: WorkOutcome
-    def __init__(self, reason: _Optional[_Union[ErrorDetail.Reason, str]] = ..., retryable: _Optional[bool] = ..., host: _Optional[str] = ..., retry_after_s: _Optional[float] = ..., missing_sha256: _Optional[_Iterable[str]] = ..., outcome: _Optional[_Union[WorkOutcome, str]] = ...) -> None: ...
+    skill_problems: _containers.RepeatedCompositeFieldContainer[SkillProblem]
+    def __init__(self, reason: _Optional[_Union[ErrorDetail.Reason, str]] = ..., retryable: _Optional[bool] = ..., host: _Optional[str] = ..., retry_after_s: _Optional[float] = ..., missing_sha256: _Optional[_Iterable[str]] = ..., outcome: _Optional[_Union[WorkOutcome, str]] = ..., skill_problems: _Optional[_Iterable[_Union[SkillProblem, _Mapping]]] = ...) -> None: ...
+
+class SkillProblem(_message.Message):
+    __slots__ = ("path", "rule", "message")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    rule: str
+    message: str
+    def __init__(self, path: _Optional[str] = ..., rule: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class CancelRequest(_message.Message):
     __slots__ = ("rollout_id",)

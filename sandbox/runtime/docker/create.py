@@ -267,6 +267,10 @@ class ContainerCreator:
                     Mount(path, str(cdir / "skill"), type="bind", read_only=True)
                     for path in spec.skill_mounts
                 ),
+                *(
+                    Mount(path, str(cdir / "skills"), type="bind", read_only=True)
+                    for path in spec.skills_roots
+                ),
             ],
             **_hardening(spec),
             "labels": {

@@ -28,7 +28,13 @@ class ContainerHandle(SandboxHandle):
 
     @property
     def skill_dir(self) -> Path:
+        """The package, mounted at the spec's ``skill_mounts``."""
         return self.dir / "skill"
+
+    @property
+    def skills_dir(self) -> Path:
+        """The skills folder (the package as ``<name>/``), mounted at ``skills_roots``."""
+        return self.dir / "skills"
 
     def oom_kills(self) -> int | None:
         """The container's OOM-kill counter, read from its memory cgroup on the host (``None``

@@ -37,6 +37,7 @@ from sandbox.runtime.runner.protocol import (
     WriteRequest,
     timeout_confirmed,
 )
+from sandbox.runtime.skilldir import place_skill
 from skillopt.agents.sandbox import ExecOutcome, FileEntry
 from skillopt.errors import (
     Cancelled,
@@ -53,6 +54,7 @@ from skillopt.errors import (
     SkillOptError,
 )
 from skillopt.files import check_relative_name
+from skillopt.types import SkillSpec
 
 __all__ = ["DockerSandbox"]
 
@@ -171,16 +173,16 @@ class DockerSandbox(SessionSandbox):
         )
         return self._execute(request, stdin or b"")
 
-    def write_skill(self, content: str) -> None:
-        """Place SKILL.md in the container's read-only /skill mount (a host-side write)."""
-        target = self.handle.skill_dir / "SKILL.md"
-        tmp = target.with_suffix(".tmp")
+    def write_skill(self, skill: SkillSpec) -> None:
+        """Place the package in the container's read-only skill mounts (host-side writes; the
+        skills folder's copy is hard links, see :mod:`sandbox.runtime.skilldir`)."""
+        skills_dir = self.handle.skills_dir if self.handle.spec.skills_roots else None
         try:
-            tmp.write_text(content, encoding="utf-8")
-            tmp.chmod(0o644)
-            tmp.replace(target)
+            place_skill(skill, self.handle.skill_dir, skills_dir)
         except OSError as exc:  # the host's disk, not the skill: an infrastructure error
-            raise SandboxUnavailable(f"host state dir: cannot place SKILL.md: {exc.strerror or exc}") from exc
+            raise SandboxUnavailable(
+                f"host state dir: cannot place the skill package: {exc.strerror or exc}"
+            ) from exc
 
     def kill(self) -> None:
         """Kill the container now (another thread is told by EOF on its pending call)."""

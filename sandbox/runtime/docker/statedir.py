@@ -5,7 +5,8 @@ Layout::
 
     runner/<digest>/                 the runner package, mounted read-only at /opt/skillopt
     c/<short-id>/control/            runner.sock (mounted read-only at /control)
-    c/<short-id>/skill/              SKILL.md (mounted read-only at /skill)
+    c/<short-id>/skill/              the skill package: SKILL.md, scripts/ ... (read-only at /skill)
+    c/<short-id>/skills/<name>/      the same files, hard-linked (read-only where CLIs look)
     c/<short-id>/lease.json          which rollout holds the container (labels are immutable)
     lock                             flock: one service per state dir
 """
@@ -118,11 +119,11 @@ class StateDir:
         return digest, target_dir
 
     def new_container_dir(self) -> tuple[str, Path]:
-        """A fresh directory for one container (its control and skill subdirectories made);
-        returns its short id (short: a unix socket path must fit in 108 bytes) and path."""
+        """A fresh directory for one container (its control, skill and skills subdirectories
+        made); returns its short id (short: a unix socket path must fit in 108 bytes) and path."""
         short = uuid.uuid4().hex[:12]
         cdir = self.containers / short
-        for d in (cdir / "control", cdir / "skill"):
+        for d in (cdir / "control", cdir / "skill", cdir / "skills"):
             d.mkdir(parents=True)
             d.chmod(0o755)
         return short, cdir

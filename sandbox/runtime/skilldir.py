@@ -1,0 +1,89 @@
+"""A skill package placed in a sandbox's host directories, for its read-only mounts.
+
+A runtime whose sandboxes see host directories through bind mounts (Docker) keeps two per
+sandbox, both mounted read-only when the sandbox is created: the *package* folder (mounted at
+``/skill``: ``SKILL.md``, ``scripts/…``) and the *skills* folder (mounted where agent CLIs
+discover skills, e.g. ``<workspace>/.claude/skills``), which shows the package as ``<name>/``.
+Mounts are fixed at creation, before the warm pool knows which skill a sandbox will get; the
+package's files are written here when the sandbox is leased, and the skills folder's copy is
+made of hard links to them, so a package costs its bytes once per sandbox whatever the number
+of places it appears.
+
+Modes: files 0644, executables 0755, folders 0755. The sandbox's user reads and runs the
+package; the read-only mounts keep it from changing anything in it (not even a mode).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from skillopt.errors import InvalidRequest
+from skillopt.files import check_relative_name
+from skillopt.skill.package import DEFAULT_SKILL_NAME, SKILL_MD
+from skillopt.types import SkillSpec
+
+__all__ = ["place_skill"]
+
+
+def _entries(skill: SkillSpec) -> list[tuple[str, bytes, bool]]:
+    """``(relative path, bytes, executable)`` per file, SKILL.md first; paths checked (the
+    service refused bad packages already: this is the runtime's own guard)."""
+    entries = [(SKILL_MD, skill.content.encode("utf-8"), False)]
+    seen = {SKILL_MD}
+    for f in skill.files:
+        path = check_relative_name(f.path, what="skill file path")
+        if path in seen:
+            raise InvalidRequest(f"skill file path {f.path[:200]!r} is listed twice")
+        seen.add(path)
+        entries.append((path, f.data, f.executable))
+    return entries
+
+
+def _clear(folder: Path) -> None:
+    """Empty ``folder`` but keep it: it is a bind mount's source (a new folder would not be)."""
+    for child in folder.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+def _mkdirs(root: Path, rel: str) -> None:
+    parent = root
+    for part in Path(rel).parts[:-1]:
+        parent = parent / part
+        if not parent.is_dir():
+            parent.mkdir()
+            parent.chmod(0o755)
+
+
+def place_skill(skill: SkillSpec, package_dir: Path, skills_dir: Path | None) -> None:
+    """Write ``skill`` into ``package_dir`` (replacing what was there) and, when
+    ``skills_dir`` is given, show it there as ``<name>/`` through hard links.
+
+    Raises:
+        InvalidRequest: a file path or the name is not a safe relative path.
+        OSError: the host's disk refused (the caller maps it to an infrastructure error).
+    """
+    entries = _entries(skill)
+    name = check_relative_name(skill.name or DEFAULT_SKILL_NAME, what="skill name")
+    if "/" in name or name.startswith("."):
+        raise InvalidRequest(f"skill name must be a single folder name, got {name[:100]!r}")
+    _clear(package_dir)
+    for path, data, executable in entries:
+        _mkdirs(package_dir, path)
+        target = package_dir / path
+        with open(target, "xb") as out:  # never through something already there
+            out.write(data)
+        target.chmod(0o755 if executable else 0o644)
+    if skills_dir is None:
+        return
+    _clear(skills_dir)
+    home = skills_dir / name
+    home.mkdir()
+    home.chmod(0o755)
+    for path, _data, _executable in entries:
+        _mkdirs(home, path)
+        os.link(package_dir / path, home / path)
