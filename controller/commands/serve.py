@@ -163,7 +163,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         help="most files (SKILL.md included) of a skill package this host mounts (default 200); a "
-        "larger package is refused before anything runs, naming the rule; Describe reports the limit",
+        "larger package is refused before anything runs, naming the rule; Describe reports the limit "
+        "(0: mount SKILL.md alone, as hosts before packages did; clients send packages elsewhere)",
     )
     p.add_argument(
         "--skill-max-mb",
@@ -226,8 +227,8 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
             if args.skill_max_mb is None
             else int(args.skill_max_mb * MiB),
         )
-        if package_limits.max_files < 1 or package_limits.max_bytes < 1:
-            raise ConfigError("--skill-max-files must be at least 1 and --skill-max-mb positive")
+        if package_limits.max_files < 0 or package_limits.max_bytes < 1:
+            raise ConfigError("--skill-max-files must be 0 or more and --skill-max-mb positive")
         if args.max_sessions < 0:
             raise ConfigError(f"--max-sessions must be 0 or more, got {args.max_sessions}")
         providers = load_profiles(file=args.providers, specs=provider_specs)

@@ -213,10 +213,14 @@ class ClientBlobs:
                 self._known.popitem(last=False)
 
     def forget(self, digests: Iterable[str]) -> None:
-        """The host no longer keeps these (evicted, restarted)."""
+        """The host no longer keeps these (evicted, restarted). A package's tree hash among
+        them: none of its parts either (the host names the tree alone when any part is gone)."""
         with self._lock:
+            parts = {tree: (skill_sha, *shas) for _, (tree, skill_sha, shas) in self._packages.values()}
             for d in digests:
                 self._known.pop(d, None)
+                for part in parts.get(d, ()):
+                    self._known.pop(part, None)
 
 
 def elide(value: str, skill: str) -> str:

@@ -54,10 +54,12 @@ DETAIL_KEY = "skillopt-error-bin"
 #: Longest status message sent (gRPC's metadata limit is 8 KiB by default; a message must never
 #: grow with its input).
 MAX_MESSAGE_CHARS = 1024
-#: Most skill-package problems sent in a detail, and the longest message of one (the detail
-#: travels in trailing metadata, whose limit is a few KiB).
-_MAX_PROBLEMS = 32
+#: Skill-package problems sent in a detail: the longest path and message of one, and the most
+#: bytes of them all (the detail travels base64-encoded in trailing metadata, which gRPC caps
+#: at 8 KiB with the status message; the message lists the first few problems too).
+_MAX_PROBLEM_PATH = 120
 _MAX_PROBLEM_CHARS = 160
+_MAX_PROBLEMS_BYTES = 3000
 
 R = pb.ErrorDetail.Reason
 C = grpc.StatusCode
@@ -125,14 +127,24 @@ def status_for(exc: BaseException, *, host: str = "") -> tuple[grpc.StatusCode, 
         host=host,
         retry_after_s=float(getattr(exc, "retry_after_s", 0.0)),
         missing_sha256=list(getattr(exc, "missing", ()) if isinstance(exc, BlobsMissing) else ()),
-        skill_problems=[
-            pb.SkillProblem(path=path[:256], rule=rule[:64], message=bounded(text, _MAX_PROBLEM_CHARS))
-            for path, rule, text in (exc.problems if isinstance(exc, SkillPackageRefused) else ())[
-                :_MAX_PROBLEMS
-            ]
-        ],
+        skill_problems=_problems(exc.problems) if isinstance(exc, SkillPackageRefused) else [],
     )
     return code, bounded(message), ((DETAIL_KEY, detail.SerializeToString()),)
+
+
+def _problems(problems: Iterable[tuple[str, str, str]]) -> list[pb.SkillProblem]:
+    """The first problems, each shortened, within :data:`_MAX_PROBLEMS_BYTES` together."""
+    out: list[pb.SkillProblem] = []
+    size = 0
+    for path, rule, text in problems:
+        item = pb.SkillProblem(
+            path=path[:_MAX_PROBLEM_PATH], rule=rule[:64], message=bounded(text, _MAX_PROBLEM_CHARS)
+        )
+        size += item.ByteSize()
+        if size > _MAX_PROBLEMS_BYTES:
+            break
+        out.append(item)
+    return out
 
 
 def detail_from_metadata(metadata: Iterable[tuple[str, str | bytes]] | None) -> pb.ErrorDetail | None:

@@ -8,9 +8,9 @@ time, so a corpus costs its size once, whatever the number of requests in flight
 
 Skill packages: the files of a package are kept like any other, and its listing (SKILL.md's
 hash, then path, hash and executable bit per file) by its tree hash, so that a later request
-names the whole version by that hash alone (:meth:`BlobResolver.package`). A listing whose
-files were evicted resolves as missing: the tree hash and the files' hashes are reported, and
-the client sends the package in full again.
+names the whole version by that hash alone (:meth:`BlobResolver.package`). A listing that is
+gone, or whose files were evicted, resolves as missing: the tree hash alone is reported, and the
+client sends the package in full again.
 """
 
 from __future__ import annotations
@@ -177,16 +177,23 @@ class BlobResolver:
             self.missing.append(tree)
             return SkillSpec(name=name)
         skill_sha, entries = listing
-        before = len(self.missing)
-        content = self.skill(skill_sha, "")
-        files = tuple(
-            SkillFile(path=path, data=self.file(sha, b"", f"skill file {path!r}"), executable=executable)
-            for path, sha, executable in entries
-        )
-        if len(self.missing) > before:
-            self.missing.append(tree)  # the client forgets the tree too and lists the package
+        text = self._kept(skill_sha)
+        kept = [self._kept(sha) for _, sha, _ in entries]
+        if text is None or any(data is None for data in kept):
+            # Parts evicted: name the tree alone (a few bytes of trailing metadata however many
+            # files are gone); the client forgets every part of it and lists the package anew.
+            self.missing.append(tree)
             return SkillSpec(name=name)
+        files = tuple(
+            SkillFile(path=path, data=data, executable=executable)
+            for (path, _, executable), data in zip(entries, kept, strict=True)
+            if data is not None
+        )
+        content = self.store.text(self.tenant, skill_sha, text) if text else ""
         return SkillSpec(name=name, content=content, files=files)
+
+    def _kept(self, digest: str) -> bytes | None:
+        return b"" if digest == EMPTY_SHA256 else self.store.get(self.tenant, digest)
 
     def keep_package(self, tree: str, skill_sha256: str, entries: list[tuple[str, str, bool]]) -> None:
         """Keep the listing of a package whose files hash to ``tree`` (checked by the caller)."""

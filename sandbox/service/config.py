@@ -50,6 +50,7 @@ class ServiceConfig:
     max_skill_bytes: int = 1 * MiB
     #: Most files (SKILL.md included) and bytes of one skill package this host mounts
     #: (``skillopt serve --skill-max-files / --skill-max-mb``); Describe reports them.
+    #: ``max_files=0``: no packages (SKILL.md alone, as hosts before packages).
     package_limits: PackageLimits = field(default_factory=PackageLimits)
     #: Memory for content-addressed request files kept between rollouts (all tokens together,
     #: least recently used out first; 0 = keep nothing: every request sends its files).

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from skillopt.testing.fixtures.spreadsheetbench import solution_code
-from skillopt.types import Limits, ModelSpec
+from skillopt.types import Limits, ModelSpec, SkillFile, SkillSpec
 from tests.sandbox.conftest import request_for
 
 TASK = "32255"
@@ -70,6 +70,51 @@ def test_real_cli_solves_a_real_task_in_its_container(service, scripts, sample, 
     # The gateway recorded every exchange into the trace.
     exchanges = json.loads(row.trace.notes["model_exchanges"])
     assert len(exchanges) == len(calls) and all(e["status"] == 200 for e in exchanges)
+
+
+@pytest.mark.parametrize(
+    ("agent", "provider"), [("codex_exec", "scripted"), ("claude_code_exec", "scripted-anthropic")]
+)
+def test_real_cli_finds_a_skill_package_and_runs_its_script(service, scripts, sample, agent, provider):
+    """A package (SKILL.md, a reference, an executable script) is where each CLI looks,
+    ``<workspace>/.agents/skills/<name>/`` and ``.claude/skills/<name>/``; the CLI reads it and
+    runs its script from the read-only mount."""
+    name = "xlsx-helper"
+    skill = SkillSpec(
+        name=name,
+        content=f"---\nname: {name}\ndescription: Spreadsheet helper.\n---\n# Helper\nMARKER-PKG-BODY\n",
+        files=(
+            SkillFile(path="references/rules.md", data=b"MARKER-PKG-REFERENCE\n"),
+            SkillFile(
+                path="scripts/hello.sh",
+                data=b'#!/bin/sh\necho "MARKER-PKG-SCRIPT $(id -u)"\n',
+                executable=True,
+            ),
+        ),
+    )
+    home = ".agents/skills" if agent == "codex_exec" else ".claude/skills"
+    marker = sample.task(TASK).instruction[:120]
+    scripts.scripts[marker] = [
+        {
+            "shell": f"cat {home}/{name}/SKILL.md {home}/{name}/references/rules.md task.md; {home}/{name}/scripts/hello.sh"
+        },
+        {"shell": heredoc(solution_code(TASK))},
+        {"shell": "python3 run_solution.py"},
+        {"text": "Done."},
+    ]
+    before = len(service.model.requests)
+    try:
+        req = dataclasses.replace(exec_request(sample, agent, provider), skill=skill)
+        row = service.client.run(req, timeout_s=240)
+    finally:
+        del scripts.scripts[marker]
+    assert row.infra_error is None and row.hard == 1.0, (row.fail_reason, row.trace.notes)
+    calls = [r for r in service.model.requests[before:] if r.api in ("responses", "messages")]
+    if agent == "codex_exec":  # Codex lists each skill with its file: the package's folder
+        assert f"{name}/SKILL.md" in json.dumps(calls[0].body)
+    tool_outputs = json.dumps(calls[1].body)
+    for seen in ("MARKER-PKG-BODY", "MARKER-PKG-REFERENCE", "MARKER-PKG-SCRIPT 1000"):
+        assert seen in tool_outputs, seen
 
 
 @pytest.mark.parametrize(
