@@ -10,6 +10,10 @@
    marker; the same figure with a 1-byte skill shows what is left of the skill's cost.
 4. The same generated load-edit-save script on real SpreadsheetBench inputs: in the sandbox
    (warm container, runner fork) vs a bare ``python script.py`` subprocess on the host.
+5. A skill package of 50 files, 2 MiB: the bytes the client sends on its first and second
+   rollout of the version (files, and the serialized Skill message), the gRPC overhead per
+   rollout against a one-file skill (the same SKILL.md alone), and rollout start -> first
+   instruction with the package mounted and without, side by side (alternating rollouts).
 
 Timings are noisy on a shared 2-core machine: compare the columns of one run, side by side.
 """
@@ -46,7 +50,7 @@ from sandbox.runtime.spec import DEFAULT_IMAGE, ContainerSpec, RuntimeConfig  # 
 from skillopt.envs.registry import load_env_data  # noqa: E402
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData, build_task  # noqa: E402
 from skillopt.testing.shared_data import shared_datasets  # noqa: E402
-from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillSpec  # noqa: E402
+from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillFile, SkillSpec  # noqa: E402
 
 SHARED = (shared_datasets() or ROOT / "missing") / "spreadsheetbench"
 
@@ -291,6 +295,128 @@ def grpc_overhead(n: int, in_bytes: int = 200 * 1024) -> dict[str, float]:
     }
 
 
+def bench_package(files: int = 50, total_bytes: int = 2 * 1024 * 1024) -> SkillSpec:
+    """A package of ``files`` files (SKILL.md, a script, references) and about ``total_bytes``."""
+    salt = uuid.uuid4().hex
+    each = total_bytes // (files - 1)
+    refs = [
+        SkillFile(
+            path=f"references/r{i:03d}.md", data=(f"# {salt} {i}\n" + "y" * 79 + "\n").encode() * (each // 88)
+        )
+        for i in range(files - 2)
+    ]
+    script = SkillFile(path="scripts/check.py", data=b"print('ok')\n" * (each // 12), executable=True)
+    return SkillSpec(
+        name="bench-pkg",
+        content=f"---\nname: bench-pkg\ndescription: Bench package {salt}.\n---\n# Bench\nSee references/.\n",
+        files=tuple(sorted([*refs, script], key=lambda f: f.path)),
+    )
+
+
+def package_wire(n: int) -> dict[str, float]:
+    """Bytes and gRPC overhead of a 50-file, 2 MiB package vs its SKILL.md alone (gsm8k QA: no
+    container, an instant scripted model), rollouts alternating between the two."""
+    item = load_env_data("gsm8k").split("val")[0]
+    pkg = bench_package()
+    one_file = SkillSpec(name=pkg.name, content=pkg.content)
+    with served("The answer is 42.", 1) as client:
+
+        def req(skill: SkillSpec) -> RolloutRequest:
+            return RolloutRequest(
+                rollout_id=f"bench/{uuid.uuid4().hex}",
+                env="gsm8k",
+                agent="qa",
+                task=item.task,
+                grading=item.grading,
+                skill=skill,
+                model=ModelSpec(provider="scripted", model="m"),
+                limits=Limits(wall_time_s=60, max_turns=1),
+            )
+
+        def one(skill: SkillSpec) -> float:
+            t0 = time.perf_counter()
+            row = client.run(req(skill), timeout_s=60)
+            wall = time.perf_counter() - t0
+            assert row.infra_error is None, row.infra_error
+            return (wall - row.timings_s["total"]) * 1000
+
+        figures: dict[str, float] = {
+            "package_files": 1 + len(pkg.files),
+            "package_bytes": len(pkg.content) + sum(len(f.data) for f in pkg.files),
+        }
+        for _ in range(5):
+            one(one_file)  # channel set-up, first-use imports
+        for label in ("first", "second"):
+            inline0 = client.blobs.inline_bytes
+            msg_bytes = client._message(req(pkg))[0].skill.ByteSize()  # what this rollout sends
+            client.blobs.inline_bytes = inline0  # (that look counted as a send)
+            one(pkg)
+            figures[f"{label}_rollout_file_bytes_sent"] = client.blobs.inline_bytes - inline0
+            figures[f"{label}_rollout_skill_message_bytes"] = msg_bytes
+        package_ms: list[float] = []
+        one_file_ms: list[float] = []
+        for i in range(n):
+            for skill in (pkg, one_file) if i % 2 else (one_file, pkg):
+                (package_ms if skill is pkg else one_file_ms).append(one(skill))
+    return figures | {
+        "rollouts_each": n,
+        "grpc_overhead_package_p50_ms": pct(package_ms, 50),
+        "grpc_overhead_one_file_p50_ms": pct(one_file_ms, 50),
+        "grpc_overhead_delta_p50_ms": pct(package_ms, 50) - pct(one_file_ms, 50),
+        "grpc_overhead_package_p90_ms": pct(package_ms, 90),
+        "grpc_overhead_one_file_p90_ms": pct(one_file_ms, 90),
+    }
+
+
+def package_first_instruction(n: int) -> dict[str, float]:
+    """Rollout start -> first instruction at concurrency 1, with the 50-file package mounted and
+    with its SKILL.md alone, rollouts alternating (a warm container each, waited for)."""
+    sample = SpreadsheetBenchData(SAMPLE_ROOT)
+    task, grading = build_task(sample.task("32255"))
+    pkg = bench_package()
+    one_file = SkillSpec(name=pkg.name, content=pkg.content)
+    with served(f"```python\n{FIRST}```", 1) as client:
+
+        def one(skill: SkillSpec) -> tuple[float, float]:
+            _wait_idle(client, 1)
+            req = RolloutRequest(
+                rollout_id=f"bench/{uuid.uuid4().hex}",
+                env="spreadsheetbench",
+                agent="codegen_single",
+                task=task,
+                grading=grading,
+                skill=skill,
+                model=ModelSpec(provider="scripted", model="m"),
+                limits=Limits(wall_time_s=60, exec_timeout_s=30),
+            )
+            t0 = time.time_ns()
+            row = client.run(req, timeout_s=120)
+            assert row.infra_error is None, row.infra_error
+            first = int(row.trace.executions[0].stdout_tail.split()[0])
+            return (first - t0) / 1e6, row.timings_s.get("skill", 0.0) * 1000
+
+        one(one_file)
+        one(pkg)  # the version reaches the host: what follows is its steady state
+        with_pkg: list[float] = []
+        without: list[float] = []
+        place: list[float] = []
+        for i in range(n):
+            for skill in (pkg, one_file) if i % 2 else (one_file, pkg):
+                ms, skill_ms = one(skill)
+                if skill is pkg:
+                    with_pkg.append(ms)
+                    place.append(skill_ms)
+                else:
+                    without.append(ms)
+    return {
+        "rollouts_each": n,
+        "first_instruction_package_p50_ms": pct(with_pkg, 50),
+        "first_instruction_one_file_p50_ms": pct(without, 50),
+        "ratio_p50": pct(with_pkg, 50) / pct(without, 50),
+        "place_package_p50_ms": pct(place, 50),
+    }
+
+
 SCRIPT = """import openpyxl
 wb = openpyxl.load_workbook(INPUT_PATH)
 ws = wb.worksheets[0]
@@ -346,7 +472,13 @@ def main() -> int:
     parser.add_argument("--waves", type=int, default=6, help="waves of 8 concurrent rollouts")
     parser.add_argument("--tasks", type=int, default=24)
     parser.add_argument("--rpcs", type=int, default=200, help="rollouts for the gRPC overhead")
+    parser.add_argument(
+        "--package-only", action="store_true", help="only the skill package figures (section 5)"
+    )
+    parser.add_argument("--package-rollouts", type=int, default=40, help="rollouts of each kind in section 5")
     args = parser.parse_args()
+    if args.package_only:
+        return packages(args.package_rollouts)
     print("== cold container (docker SDK) ==")
     for k, v in cold_docker(10).items():
         print(f"  {k:32s} {v:9.2f}")
@@ -363,6 +495,16 @@ def main() -> int:
     print(f"== same script on {args.tasks} real tasks: sandbox vs bare host subprocess ==")
     for k, v in same_script(args.tasks).items():
         print(f"  {k:32s} {v:9.3f}")
+    return packages(args.package_rollouts)
+
+
+def packages(n: int) -> int:
+    print("== skill package, 50 files / 2 MiB: bytes sent, gRPC overhead vs its SKILL.md alone ==")
+    for k, v in package_wire(n).items():
+        print(f"  {k:40s} {v:12.2f}")
+    print("== skill package: rollout start -> first instruction, with and without, concurrency 1 ==")
+    for k, v in package_first_instruction(n).items():
+        print(f"  {k:40s} {v:12.2f}")
     return 0
 
 
