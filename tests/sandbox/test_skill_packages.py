@@ -7,6 +7,7 @@ skipped before any rollout."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 import uuid
@@ -21,7 +22,7 @@ from controller.fleet.hosts import FleetEvent
 from skillopt.envs.base import TaskItem
 from skillopt.envs.registry import load_env_data
 from skillopt.errors import SkillPackageRefused, SkillPackageUnsupported
-from skillopt.skill.package import PackageLimits
+from skillopt.skill.package import PackageLimits, write_package
 from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillFile, SkillSpec, WorkOutcome
 from tests.sandbox.conftest import Service, fenced, request_for, solution_code, start_service
 
@@ -295,3 +296,27 @@ def test_a_host_without_packages_is_named_and_skipped_before_any_rollout(pkg_ser
         fleet.run([qa_request(skill)], on_result=rows.append, stop=threading.Event())
     assert "predates skill packages" in err.value.message
     assert len(old_host.model.requests) == calls
+
+
+def test_the_inspect_provider_mounts_a_package_folder_from_its_config(pkg_service, tmp_path):
+    from controller.client.inspect_provider import SkillOptSandboxConfig, SkillOptSandboxEnvironment
+
+    folder = write_package(package(marker="INSPECT-RULE"), tmp_path / "skills")
+    (tmp_path / "token").write_text(pkg_service.token)
+    config = SkillOptSandboxConfig(
+        endpoints=[pkg_service.running.address], token_file=str(tmp_path / "token"), skill=str(folder)
+    )
+
+    async def sample() -> str:
+        await SkillOptSandboxEnvironment.task_init("pkg", config)
+        envs = await SkillOptSandboxEnvironment.sample_init("pkg", config, {})
+        try:
+            result = await envs["default"].exec(["/skill/scripts/hello.sh"])
+            assert result.success, result
+            denied = await envs["default"].exec(["touch", "/skill/scripts/new.sh"])
+            assert not denied.success
+            return result.stdout
+        finally:
+            await SkillOptSandboxEnvironment.sample_cleanup("pkg", config, envs, interrupted=False)
+
+    assert asyncio.run(sample()) == "hello from the package: INSPECT-RULE\n"
