@@ -299,13 +299,13 @@ def bench_package(files: int = 50, total_bytes: int = 2 * 1024 * 1024) -> SkillS
     """A package of ``files`` files (SKILL.md, a script, references) and about ``total_bytes``."""
     salt = uuid.uuid4().hex
     each = total_bytes // (files - 1)
-    refs = [
-        SkillFile(
-            path=f"references/r{i:03d}.md", data=(f"# {salt} {i}\n" + "y" * 79 + "\n").encode() * (each // 88)
-        )
-        for i in range(files - 2)
-    ]
-    script = SkillFile(path="scripts/check.py", data=b"print('ok')\n" * (each // 12), executable=True)
+
+    def text(head: str) -> bytes:
+        line = f"{head} " + "y" * 79 + "\n"
+        return line.encode() * (each // len(line))
+
+    refs = [SkillFile(path=f"references/r{i:03d}.md", data=text(f"# {salt} {i}")) for i in range(files - 2)]
+    script = SkillFile(path="scripts/check.py", data=text("print('ok')  #"), executable=True)
     return SkillSpec(
         name="bench-pkg",
         content=f"---\nname: bench-pkg\ndescription: Bench package {salt}.\n---\n# Bench\nSee references/.\n",

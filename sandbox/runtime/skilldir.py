@@ -50,13 +50,14 @@ def _clear(folder: Path) -> None:
             child.unlink()
 
 
-def _mkdirs(root: Path, rel: str) -> None:
+def _mkdirs(root: Path, rel: str, made: set[Path]) -> None:
     parent = root
     for part in Path(rel).parts[:-1]:
         parent = parent / part
-        if not parent.is_dir():
-            parent.mkdir()
+        if parent not in made:
+            parent.mkdir(exist_ok=True)
             parent.chmod(0o755)
+            made.add(parent)
 
 
 def place_skill(skill: SkillSpec, package_dir: Path, skills_dir: Path | None) -> None:
@@ -72,12 +73,18 @@ def place_skill(skill: SkillSpec, package_dir: Path, skills_dir: Path | None) ->
     if "/" in name or name.startswith("."):
         raise InvalidRequest(f"skill name must be a single folder name, got {name[:100]!r}")
     _clear(package_dir)
+    made: set[Path] = set()
     for path, data, executable in entries:
-        _mkdirs(package_dir, path)
-        target = package_dir / path
-        with open(target, "xb") as out:  # never through something already there
-            out.write(data)
-        target.chmod(0o755 if executable else 0o644)
+        _mkdirs(package_dir, path, made)
+        # O_EXCL: never through something already there; fchmod: whatever the umask.
+        fd = os.open(package_dir / path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            os.fchmod(fd, 0o755 if executable else 0o644)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
     if skills_dir is None:
         return
     _clear(skills_dir)
@@ -85,5 +92,5 @@ def place_skill(skill: SkillSpec, package_dir: Path, skills_dir: Path | None) ->
     home.mkdir()
     home.chmod(0o755)
     for path, _data, _executable in entries:
-        _mkdirs(home, path)
+        _mkdirs(home, path, made)
         os.link(package_dir / path, home / path)

@@ -12,7 +12,9 @@ from sandbox.api import convert
 from sandbox.api.blobs import ClientBlobs, PackageNames
 from sandbox.api.status import detail_from_metadata, error_for, status_for
 from sandbox.service.blobs import BlobStore
+from sandbox.service.validation import check_skill_package
 from skillopt.errors import BlobsMissing, InvalidRequest, SkillPackageRefused
+from skillopt.skill.package import PackageLimits
 from skillopt.types import SkillFile, SkillSpec, WorkOutcome
 
 SKILL = SkillSpec(
@@ -110,3 +112,27 @@ def test_a_refusal_carries_every_file_and_rule_within_the_metadata_limit():
     assert isinstance(err, SkillPackageRefused) and err.outcome is WorkOutcome.FINAL
     assert 5 <= len(err.problems) < 500 and err.problems[0][1] == "utf-8"
     assert err.problems[0][0].startswith("references/000-")
+
+
+@pytest.mark.parametrize(
+    ("skill", "path", "rule"),
+    [
+        # The standard's YAML parser raises AttributeError on a NUL: still a named refusal.
+        (
+            SkillSpec(name="demo-pkg", content="---\nname: \x00\n---\n", files=SKILL.files),
+            "SKILL.md",
+            "front-matter",
+        ),
+        # A name the runtime would not write (a newline): refused at the door, not mid-rollout.
+        (
+            SkillSpec(name=SKILL.name, content=SKILL.content, files=(SkillFile(path="a\n.md", data=b"x"),)),
+            "a\n.md",
+            "path",
+        ),
+    ],
+    ids=["nul-in-front-matter", "newline-in-path"],
+)
+def test_the_host_refuses_what_its_parser_or_its_runtime_cannot_take(skill, path, rule):
+    with pytest.raises(SkillPackageRefused) as err:
+        check_skill_package(skill, PackageLimits())
+    assert [(p, r) for p, r, _ in err.value.problems] == [(path, rule)]
