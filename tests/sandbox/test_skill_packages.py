@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import shutil
+import signal
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
@@ -17,6 +20,7 @@ import pytest
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
 from controller.client.sessions import SandboxSession, SessionEndpoints
+from controller.embedded import spawn_service, wait_listening
 from controller.fleet.executor import FleetExecutor
 from controller.fleet.hosts import FleetEvent
 from skillopt.envs.base import TaskItem
@@ -68,13 +72,40 @@ def pkg_service(docker_client, scripted) -> Iterator[Service]:
     yield from start_service(scripted, capacity=2, pool_size=1, package_limits=LIMITS)
 
 
+@dataclasses.dataclass
+class OldHost:
+    address: str
+    token: str
+
+
 @pytest.fixture(scope="module")
-def old_host(docker_client, scripted) -> Iterator[Service]:
-    """A host that mounts SKILL.md alone (``skillopt serve --skill-max-files 0``): what a host
-    that predates packages says in Describe."""
-    yield from start_service(
-        scripted, capacity=1, pool_size=0, package_limits=PackageLimits(max_files=0, max_bytes=1)
-    )
+def old_host(docker_client, scripted, tmp_path_factory) -> Iterator[OldHost]:
+    """A host that mounts SKILL.md alone: ``skillopt serve --skill-max-files 0``, a process of
+    its own, says in Describe what a host that predates packages says."""
+    tmp = tmp_path_factory.mktemp("old-host")
+    state = tempfile.mkdtemp(prefix="so-old-", dir="/tmp")  # short: unix socket paths
+    token = uuid.uuid4().hex
+    (tmp / "token").write_text(token)
+    proc = spawn_service(
+        [
+            "--listen", "127.0.0.1:0",
+            "--token-file", str(tmp / "token"),
+            "--host-id", f"test-old-{uuid.uuid4().hex[:6]}",
+            "--state-dir", state,
+            "--capacity", "1",
+            "--pool-size", "0",
+            "--provider", f"scripted=openai_compatible,base_url={scripted.base_url},max_retries=0",
+            "--skill-max-files", "0",
+            "--drain-grace", "3",
+        ]
+    )  # fmt: skip
+    try:
+        port = wait_listening(proc, 120)
+        yield OldHost(address=f"127.0.0.1:{port}", token=token)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def client(service: Service) -> SandboxClient:
@@ -274,28 +305,33 @@ def test_a_host_without_packages_is_named_and_skipped_before_any_rollout(pkg_ser
     skill = package(marker="FLEET-RULE")
     answer_qa(scripts)
     # One client, one old host: refused before anything is sent, as "not started".
-    with client(old_host) as c:
-        calls = len(old_host.model.requests)
+    with SandboxClient(ChannelConfig(address=old_host.address, token=old_host.token)) as c:
+        assert c.describe().skill_package_max_files == 0
+        calls = len(pkg_service.model.requests)
         with pytest.raises(SkillPackageUnsupported) as err:
             c.run(qa_request(skill), timeout_s=60)
-        assert err.value.outcome is WorkOutcome.NOT_STARTED and old_host.running.address in err.value.message
+        assert err.value.outcome is WorkOutcome.NOT_STARTED and old_host.address in err.value.message
+        assert len(pkg_service.model.requests) == calls
         # A one-file skill still runs there as it always did.
         row = c.run(qa_request(SkillSpec(content="# Rules\n")), timeout_s=60)
         assert row.infra_error is None and row.hard == 1.0
     events: list[FleetEvent] = []
-    channels = [ChannelConfig(address=s.running.address, token=s.token) for s in (old_host, pkg_service)]
+    channels = [
+        ChannelConfig(address=old_host.address, token=old_host.token),
+        ChannelConfig(address=pkg_service.running.address, token=pkg_service.token),
+    ]
     with FleetExecutor(channels, workers=2, on_event=events.append) as fleet:
         rows = []
         fleet.run([qa_request(skill) for _ in range(3)], on_result=rows.append, stop=threading.Event())
-    assert [e.address for e in events if e.kind == "host_skipped"] == [old_host.running.address]
+    assert [e.address for e in events if e.kind == "host_skipped"] == [old_host.address]
     assert "predates skill packages" in next(e.detail for e in events if e.kind == "host_skipped")
     assert len(rows) == 3 and all(r.infra_error is None and r.host == pkg_service.host_id for r in rows)
     # A fleet of old hosts alone refuses the batch before any rollout.
-    calls = len(old_host.model.requests)
+    calls = len(pkg_service.model.requests)
     with FleetExecutor(channels[:1], workers=1) as fleet, pytest.raises(SkillPackageUnsupported) as err:
         fleet.run([qa_request(skill)], on_result=rows.append, stop=threading.Event())
     assert "predates skill packages" in err.value.message
-    assert len(old_host.model.requests) == calls
+    assert len(pkg_service.model.requests) == calls
 
 
 def test_the_inspect_provider_mounts_a_package_folder_from_its_config(pkg_service, tmp_path):
