@@ -165,13 +165,18 @@ class RolloutSandbox(abc.ABC):
         """Regular files under the workspace, recursively, without following links."""
 
     @abc.abstractmethod
-    def write_skill(self, skill: SkillSpec) -> None:
+    def write_skill(self, skill: SkillSpec, *, version: str = "") -> None:
         """Place the skill package where the sandbox's read-only skill mounts show it (host
         side, replacing what an earlier call placed): SKILL.md and every file at
         ``<mount>/<path>`` for each of the spec's ``skill_mounts``, and the same at
         ``<root>/<name>/<path>`` for each of its ``skills_roots``. Executables are mode 755,
         other files 644. The sandbox's user reads and runs the package and can change nothing
         in it (no file, no mode).
+
+        ``version`` names exactly these files, paths and modes (the service uses the package's
+        tree hash with SKILL.md's as mounted): a runtime may keep what it placed for a version
+        and place it again by reference (Docker: hard links) instead of by its bytes. Empty:
+        placed from the bytes.
 
         Raises:
             InvalidRequest: a file path or the name is not a safe relative path (the service

@@ -131,8 +131,8 @@ class _Subdir(RolloutSandbox):
             if f.path.startswith(prefix) and f.path != prefix + ".keep"
         ]
 
-    def write_skill(self, skill):
-        self._box.write_skill(skill)
+    def write_skill(self, skill, *, version=""):
+        self._box.write_skill(skill, version=version)
 
     def kill(self):
         self._box.kill()
@@ -320,12 +320,12 @@ def check_a_skill_package_runs_read_only(c: Conformance) -> None:
     """A package is mounted read-only at the skill mounts and, as ``<name>/``, at the skills
     roots: a script runs from the mount with its executable bit, the sandbox's user can change
     nothing in it (write, create, remove, rename, chmod), and placing another package replaces
-    it."""
+    it; a version placed again (by reference, where the runtime keeps versions) is the same."""
     runtime = c.runtime
     handle = runtime.create(replace(c.spec, skills_roots=EXEC_SKILLS_ROOTS))
     try:
         box = runtime.lease(handle, "conformance/package")
-        box.write_skill(_PKG)
+        box.write_skill(_PKG, version="conformance-pkg-v1")
         homes = ["/skill", *(f"{root}/{_PKG.name}" for root in EXEC_SKILLS_ROOTS)]
         for home in homes:
             out = box.run_command([f"{home}/scripts/hello.sh", "x"], timeout_s=30)
@@ -372,6 +372,14 @@ def check_a_skill_package_runs_read_only(c: Conformance) -> None:
             ["sh", "-c", f"cat /skill/SKILL.md; ls /skill; ls {EXEC_SKILLS_ROOTS[0]}"], timeout_s=30
         )
         assert out.stdout_tail == "# one file\nSKILL.md\nother\n", out
+        box.write_skill(_PKG, version="conformance-pkg-v1")  # placed before: by reference
+        for home in homes:
+            out = box.run_command(
+                ["sh", "-c", f"{home}/scripts/hello.sh y && stat -c %a {home}/scripts/hello.sh"], timeout_s=30
+            )
+            assert out.stdout_tail == "hello from the package y\n755\n", (home, out)
+        out = box.run_command(["touch", f"{homes[-1]}/scripts/hello.sh"], timeout_s=30)
+        assert out.exit_code != 0, out
     finally:
         runtime.destroy(handle)
 

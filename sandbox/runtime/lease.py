@@ -5,12 +5,14 @@ a missing or refused file reads as ``None``: to an agent both mean "no such outp
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import structlog
 
 from sandbox.runtime.base import RolloutSandbox, SandboxHandle, SandboxRuntime
 from skillopt.errors import SandboxFileMissing, SandboxFileRefused
+from skillopt.types import SkillSpec
 
 __all__ = ["LeasedSandbox"]
 
@@ -47,8 +49,52 @@ class LeasedSandbox:
         self.box: RolloutSandbox = runtime.lease(
             handle, rollout_id, output_limit_bytes=output_limit_bytes, deadline=deadline, cancel=cancel
         )
+        self._placing: threading.Thread | None = None
+        self._placing_error: BaseException | None = None
+        #: Seconds the skill package's placement took (0.0 until it ended).
+        self.place_s = 0.0
+
+    def place_skill(self, skill: SkillSpec, *, version: str = "") -> None:
+        """Start placing the skill package (:meth:`RolloutSandbox.write_skill`) on a thread of
+        its own: the agent's first model call overlaps it. Every operation on the sandbox but
+        :meth:`kill` waits for it first (and raises what it raised), so nothing in the sandbox
+        runs before the package is in place. A one-file skill is placed at once (one small
+        write costs less than a thread)."""
+
+        def place() -> None:
+            t0 = time.monotonic()
+            try:
+                self.box.write_skill(skill, version=version)
+            except BaseException as exc:  # raised to the sandbox's next user (settle)
+                self._placing_error = exc
+            finally:
+                self.place_s = time.monotonic() - t0
+
+        if not skill.files:
+            t0 = time.monotonic()
+            self.box.write_skill(skill, version=version)
+            self.place_s = time.monotonic() - t0
+            return
+        self._placing = threading.Thread(target=place, name="place-skill", daemon=True)
+        self._placing.start()
+
+    def settle(self) -> None:
+        """Wait for the skill package's placement (if one was started).
+
+        Raises:
+            SandboxUnavailable, InvalidRequest: as :meth:`RolloutSandbox.write_skill`.
+        """
+        placing = self._placing
+        if placing is None:
+            return
+        placing.join()
+        self._placing = None
+        if self._placing_error is not None:
+            error, self._placing_error = self._placing_error, None
+            raise error
 
     def read_file(self, path: str, *, max_bytes: int) -> bytes | None:
+        self.settle()
         try:
             return self.box.read_file(path, max_bytes=max_bytes)
         except SandboxFileMissing:
@@ -57,6 +103,13 @@ class LeasedSandbox:
             log.info("sandbox.read_refused", path=path[:200], reason=exc.message)
             return None
 
+    def kill(self) -> None:
+        self.box.kill()  # at once: never after a placement
+
+    def remaining_s(self) -> float | None:
+        return self.box.remaining_s()
+
     def __getattr__(self, name: str) -> Any:
-        # run_command, run_python, write_file, list_files, write_skill, kill, remaining_s
+        # run_command, run_python, write_file, list_files, write_skill: after the placement
+        self.settle()
         return getattr(self.box, name)

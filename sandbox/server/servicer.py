@@ -29,7 +29,7 @@ from sandbox.service.describe import describe_host
 from sandbox.service.rollout import RolloutService
 from sandbox.service.sessions import SessionManager
 from sandbox.service.tenants import TenantTokens
-from sandbox.service.validation import fingerprint
+from sandbox.service.validation import request_fingerprint
 from skillopt.errors import Cancelled, Draining, ImageMissing, SkillOptError, UnknownRollout
 from skillopt.types import InfraErrorKind, RolloutRequest, RolloutResult
 
@@ -75,16 +75,19 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
     def Run(self, request: pb.RunRequest, context: grpc.ServicerContext):
         try:
             domain = convert.request_from_proto(request, self.blobs.resolver(self._tenant(context).id))
-            self.service.validate(domain, skill_tree=request.skill.tree_sha256.lower())
+            skill_tree = request.skill.tree_sha256.lower()  # checked against the files by convert
+            self.service.validate(domain, skill_tree=skill_tree)
             self.service.check_deadline(context.time_remaining())
             problem = self.host_check() if self.host_check is not None else ""
             if problem:
                 raise Draining(f"host {self.service.config.host_id} cannot take rollouts now: {problem}")
-            handle, is_new = self.admission.admit(domain.rollout_id, fingerprint(domain))
+            handle, is_new = self.admission.admit(
+                domain.rollout_id, request_fingerprint(domain, skill_tree=skill_tree)
+            )
         except Exception as exc:
             self._abort(context, exc)
         if is_new:
-            self._workers.submit(self._execute, handle, domain, context.time_remaining())
+            self._workers.submit(self._execute, handle, domain, context.time_remaining(), skill_tree)
         stop = threading.Event()
         context.add_callback(lambda: self._on_rpc_end(handle, stop))
         log.info("run.stream", rollout_id=domain.rollout_id, new=is_new)
@@ -112,7 +115,9 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
         if error is not None:
             self._abort(context, error)
 
-    def _execute(self, handle: RolloutHandle, request: RolloutRequest, deadline_s: float | None) -> None:
+    def _execute(
+        self, handle: RolloutHandle, request: RolloutRequest, deadline_s: float | None, skill_tree: str = ""
+    ) -> None:
         def set_killer(kill) -> None:
             handle.on_cancel = kill
             if handle.cancel.is_set():
@@ -120,7 +125,12 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
 
         try:
             result = self.service.run(
-                request, emit=handle.emit, cancel=handle.cancel, deadline_s=deadline_s, set_killer=set_killer
+                request,
+                emit=handle.emit,
+                cancel=handle.cancel,
+                deadline_s=deadline_s,
+                set_killer=set_killer,
+                skill_tree=skill_tree,
             )
             handle.finish(result)
         except BaseException as exc:  # DeadlineExceeded, or a bug: the stream ends with its status

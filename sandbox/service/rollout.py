@@ -9,6 +9,7 @@ turns them into a score.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import threading
 import time
@@ -98,6 +99,8 @@ class _Rollout:
     live: list[LeasedSandbox] = field(default_factory=list)
     #: The grading container announced to the pool ahead and not taken yet.
     expected: ContainerSpec | None = None
+    #: The tree hash its skill package was verified against on the wire ("" = none known).
+    skill_tree: str = ""
 
 
 def _logged_failure(exc: BaseException) -> InfraFailure:
@@ -292,6 +295,7 @@ class RolloutService:
         cancel: threading.Event,
         deadline_s: float | None = None,
         set_killer=None,
+        skill_tree: str = "",
     ) -> RolloutResult:
         """Run a validated request to a result. Never raises for infrastructure failures:
         those come back as a result with ``infra_error`` set.
@@ -301,16 +305,33 @@ class RolloutService:
             cancel: set by another thread to cancel (the container is killed as well).
             deadline_s: the caller's remaining time (gRPC deadline); bounds the wall time.
             set_killer: receives a callable that kills this rollout's container.
+            skill_tree: the tree hash the skill package was verified against on the wire: the
+                runtime places a version it placed before by reference (hard links).
         """
         with structlog.contextvars.bound_contextvars(
             rollout_id=request.rollout_id, host=self.config.host_id, env=request.env, agent=request.agent
         ):
-            return self._run(request, emit=emit, cancel=cancel, deadline_s=deadline_s, set_killer=set_killer)
+            return self._run(
+                request,
+                emit=emit,
+                cancel=cancel,
+                deadline_s=deadline_s,
+                set_killer=set_killer,
+                skill_tree=skill_tree,
+            )
 
-    def _run(self, request: RolloutRequest, *, emit, cancel, deadline_s, set_killer) -> RolloutResult:
+    def _run(
+        self, request: RolloutRequest, *, emit, cancel, deadline_s, set_killer, skill_tree: str
+    ) -> RolloutResult:
         ro = self._plan(request, emit=emit, cancel=cancel, deadline_s=deadline_s)
+        ro.skill_tree = skill_tree
         if set_killer is not None:
-            set_killer(lambda: [box.kill() for box in list(ro.live)])
+
+            def kill_all() -> None:
+                for box in list(ro.live):
+                    box.kill()
+
+            set_killer(kill_all)
         try:
             emit(ProgressEvent(phase="accepted", detail=f"host {self.config.host_id}"))
             result = self._work(ro)
@@ -399,9 +420,11 @@ class RolloutService:
         skill, render = ro.request.skill, getattr(ro.env, "skill_file", None)
         if render is not None:
             skill = replace(skill, content=render(ro.request.agent, skill.content))
-        t_skill = time.monotonic()
-        ro.sandbox.write_skill(skill)
-        ro.timings["skill"] = time.monotonic() - t_skill
+        # The version placed: the files (the tree hash) with SKILL.md as mounted.
+        version = ""
+        if ro.skill_tree and skill.files:
+            version = f"{ro.skill_tree[:32]}-{hashlib.sha256(skill.content.encode('utf-8')).hexdigest()[:32]}"
+        ro.sandbox.place_skill(skill, version=version)  # while the agent's first model call runs
         detail = f"container {handle.name} in {ro.timings['acquire'] * 1000:.1f} ms"
         ro.emit(ProgressEvent(phase="sandbox_ready", detail=detail))
 
@@ -451,6 +474,11 @@ class RolloutService:
         if ro.session is not None:
             self.gateway.close_session(ro.session)
         if ro.sandbox is not None:
+            try:
+                ro.sandbox.settle()  # its folders go with it: never while the package is placed
+            except Exception as exc:  # nothing used the package (the agent ended first)
+                log.warning("rollout.skill_unplaced", error=str(exc)[:300])
+            ro.timings["skill"] = ro.sandbox.place_s
             self.pools.release(ro.sandbox.handle)
         if ro.expected is not None:  # it ended before its grading: withdraw the announcement
             self.pools.expect(ro.expected, -1)

@@ -165,21 +165,29 @@ def test_a_package_script_runs_in_the_rollout_container_and_cannot_change_the_pa
     pkg_service, scripts, sample
 ):
     skill = package()
+    store = pkg_service.running.service.runtime.packages  # the host's placed versions
+    written, linked = store.written, store.linked
     marker = sample.task(TASK).instruction[:120]
     scripts.scripts[marker] = [fenced(PROBE + "\n" + solution_code(TASK))]
     try:
-        req = dataclasses.replace(request_for(sample, TASK), skill=skill)
-        row = client(pkg_service).run(req, timeout_s=180)
+        with client(pkg_service) as c:
+            rows = [
+                c.run(dataclasses.replace(request_for(sample, TASK), skill=skill), timeout_s=180)
+                for _ in range(2)
+            ]
     finally:
         del scripts.scripts[marker]
-    assert row.infra_error is None and row.hard == 1.0, (row.fail_reason, row.trace.executions)
-    out = "\n".join(e.stdout_tail for e in row.trace.executions)
-    assert "SCRIPT: 0 hello from the package: RULE-42" in out, out
-    assert "MODE: 0o755 0o644" in out and "IMPORT: 42" in out, out
-    assert "WROTE" not in out, out
-    for what in ("append", "create", "chmod", "remove"):
-        assert f"REFUSED: {what}" in out, out
-    assert row.timings_s["skill"] >= 0.0
+    for row in rows:
+        assert row.infra_error is None and row.hard == 1.0, (row.fail_reason, row.trace.executions)
+        out = "\n".join(e.stdout_tail for e in row.trace.executions)
+        assert "SCRIPT: 0 hello from the package: RULE-42" in out, out
+        assert "MODE: 0o755 0o644" in out and "IMPORT: 42" in out, out
+        assert "WROTE" not in out, out
+        for what in ("append", "create", "chmod", "remove"):
+            assert f"REFUSED: {what}" in out, out
+        assert row.timings_s["skill"] >= 0.0
+    # The version was written into the host's package store once, then placed as links.
+    assert (store.written - written, store.linked - linked) == (1, 1)
 
 
 @pytest.mark.parametrize(

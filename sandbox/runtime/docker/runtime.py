@@ -28,6 +28,7 @@ from sandbox.runtime.docker.reaper import Reaper
 from sandbox.runtime.docker.sandbox import DockerSandbox
 from sandbox.runtime.docker.statedir import StateDir
 from sandbox.runtime.owner import Owner, current_owner
+from sandbox.runtime.skilldir import PlacedPackages
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 
 __all__ = ["DockerRuntime"]
@@ -54,6 +55,8 @@ class DockerRuntime(SandboxRuntime):
         self.engine = Engine(config)
         self.client = self.engine.client
         self.runner_sha256, runner_dir = self.state.install_runner()
+        #: Skill packages placed before, by version: placed again as hard links.
+        self.packages = PlacedPackages(self.state.packages)
         self.images = ImageCache(self.client)
         self._live: dict[str, ContainerHandle] = {}
         self._live_lock = threading.Lock()
@@ -162,7 +165,12 @@ class DockerRuntime(SandboxRuntime):
         if holder:
             self.state.write_lease(container.dir, holder)
         return DockerSandbox(
-            self, container, output_limit_bytes=output_limit_bytes, deadline=deadline, cancel=cancel
+            self,
+            container,
+            output_limit_bytes=output_limit_bytes,
+            deadline=deadline,
+            cancel=cancel,
+            packages=self.packages,
         )
 
     def alive(self, handle: SandboxHandle) -> bool:

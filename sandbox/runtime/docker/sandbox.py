@@ -37,7 +37,7 @@ from sandbox.runtime.runner.protocol import (
     WriteRequest,
     timeout_confirmed,
 )
-from sandbox.runtime.skilldir import place_skill
+from sandbox.runtime.skilldir import PlacedPackages, place_skill
 from skillopt.agents.sandbox import ExecOutcome, FileEntry
 from skillopt.errors import (
     Cancelled,
@@ -85,6 +85,7 @@ class DockerSandbox(SessionSandbox):
         output_limit_bytes: stdout/stderr tail kept per execution.
         deadline: ``time.monotonic()`` value after which the rollout is out of time.
         cancel: set by another thread to cancel the rollout (the container is killed too).
+        packages: the runtime's store of placed skill packages (for :meth:`write_skill`).
     """
 
     workdir = WORKSPACE
@@ -98,9 +99,12 @@ class DockerSandbox(SessionSandbox):
         output_limit_bytes: int = 64 * 1024,
         deadline: float | None = None,
         cancel: threading.Event | None = None,
+        packages: PlacedPackages | None = None,
     ) -> None:
         self.runtime = runtime
         self.handle = handle
+        #: The runtime's package store (``None``: every placement writes the bytes).
+        self.packages = packages
         self.output_limit_bytes = output_limit_bytes
         self.deadline = deadline
         self.cancel = cancel or threading.Event()
@@ -173,12 +177,16 @@ class DockerSandbox(SessionSandbox):
         )
         return self._execute(request, stdin or b"")
 
-    def write_skill(self, skill: SkillSpec) -> None:
-        """Place the package in the container's read-only skill mounts (host-side writes; the
-        skills folder's copy is hard links, see :mod:`sandbox.runtime.skilldir`)."""
+    def write_skill(self, skill: SkillSpec, *, version: str = "") -> None:
+        """Place the package in the container's read-only skill mounts (host side: a version
+        seen before is hard-linked from the runtime's package store, see
+        :mod:`sandbox.runtime.skilldir`)."""
         skills_dir = self.handle.skills_dir if self.handle.spec.skills_roots else None
         try:
-            place_skill(skill, self.handle.skill_dir, skills_dir)
+            if version and self.packages is not None:
+                self.packages.place(skill, version, self.handle.skill_dir, skills_dir)
+            else:
+                place_skill(skill, self.handle.skill_dir, skills_dir)
         except OSError as exc:  # the host's disk, not the skill: an infrastructure error
             raise SandboxUnavailable(
                 f"host state dir: cannot place the skill package: {exc.strerror or exc}"

@@ -8,6 +8,7 @@ Layout::
     c/<short-id>/skill/              the skill package: SKILL.md, scripts/ ... (read-only at /skill)
     c/<short-id>/skills/<name>/      the same files, hard-linked (read-only where CLIs look)
     c/<short-id>/lease.json          which rollout holds the container (labels are immutable)
+    packages/<version>/              skill packages placed before, hard-linked into c/*/skill
     lock                             flock: one service per state dir
 """
 
@@ -76,6 +77,7 @@ class StateDir:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path).resolve()
         self.containers = self.path / "c"
+        self.packages = self.path / "packages"
         self.containers.mkdir(parents=True, exist_ok=True)
         if len(str(self.containers / ("x" * 12) / "control" / "runner.sock")) > _MAX_SOCKET_PATH:
             raise ConfigError(
