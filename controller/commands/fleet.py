@@ -94,6 +94,13 @@ def run(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _packages(r) -> str:
+    """The skill packages a host mounts, e.g. "200 files, 8 MiB"; "no" (SKILL.md alone)."""
+    if r.skill_package_max_files <= 0:
+        return "no"
+    return f"{r.skill_package_max_files} files, {r.skill_package_max_bytes / (1024 * 1024):g} MiB"
+
+
 def _table(reports) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -107,6 +114,7 @@ def _table(reports) -> None:
         "free",
         "in flight",
         "sessions",
+        "packages",
         "runtime",
         "gVisor",
         "runtime image",
@@ -126,6 +134,7 @@ def _table(reports) -> None:
             str(r.free_slots) if r.host else "-",
             str(r.running) if r.host else "-",
             f"{r.sessions}/{r.max_sessions}" if r.host else "-",
+            _packages(r) if r.host else "-",
             r.container_runtime or "-",
             ("yes" if r.gvisor else "no") if r.host else "-",
             digest or "-",

@@ -46,6 +46,10 @@ class HostReport:
     unavailable_agents: dict[str, str] = field(default_factory=dict)
     providers: tuple[str, ...] = ()
     image_labels: dict[str, str] = field(default_factory=dict)
+    #: Skill packages it mounts (most files and bytes of one); 0: SKILL.md alone (a host that
+    #: predates packages, or runs with --skill-max-files 0).
+    skill_package_max_files: int = 0
+    skill_package_max_bytes: int = 0
 
     @property
     def gvisor(self) -> bool:
@@ -96,6 +100,8 @@ def _report(address: str, health: str, d) -> HostReport:
         unavailable_agents=dict(d.unavailable_agents),
         providers=tuple(d.providers),
         image_labels=dict(d.image_labels),
+        skill_package_max_files=d.skill_package_max_files,
+        skill_package_max_bytes=d.skill_package_max_bytes,
     )
 
 

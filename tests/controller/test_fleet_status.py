@@ -68,6 +68,7 @@ def test_fleet_status_reports_every_host_and_fails_on_a_dead_one(docker_client, 
             r = by_addr[h.address]
             assert r["health"] == "SERVING" and r["host"] == h.host_id and r["capacity"] == 2
             assert (r["sessions"], r["max_sessions"]) == (0, 64)  # the general sandbox API's count
+            assert (r["skill_package_max_files"], r["skill_package_max_bytes"]) == (200, 8 * 1024 * 1024)
             assert r["image_digests"][DEFAULT_IMAGE].startswith("sha256:") and r["version"]
             assert r["gvisor"] == ("runsc" in r["available_runtimes"]) and r["engine_version"].startswith(
                 "Docker"
@@ -78,6 +79,7 @@ def test_fleet_status_reports_every_host_and_fails_on_a_dead_one(docker_client, 
         # The human table says the same.
         res = _status("--endpoints", endpoints, *token)
         assert res.returncode == 0 and "fleet: ok" in res.stdout and hosts[0].host_id in res.stdout
+        assert "200 files, 8 MiB" in res.stdout  # the skill packages each host mounts
         # A wrong token: the host serves health but refuses us.
         (fleet_dir / "bad").write_text("not-the-token")
         res = _status("--endpoints", hosts[0].address, "--token-file", str(fleet_dir / "bad"))
