@@ -43,6 +43,7 @@ from skillopt.types import SkillFile, SkillSpec
 __all__ = [
     "DEFAULT_SKILL_NAME",
     "SKILL_MD",
+    "PackageFrame",
     "PackageLimits",
     "PackageProblem",
     "SkillPackageError",
@@ -52,6 +53,7 @@ __all__ = [
     "front_matter",
     "load_skill",
     "package_problems",
+    "split_package",
     "write_package",
 ]
 
@@ -130,6 +132,32 @@ def as_package(spec: SkillSpec) -> SkillSpec:
         content=_synthesized_front_matter(spec.name, spec.content) + spec.content,
         files=spec.files,
     )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PackageFrame:
+    """A package without its SKILL.md body: the name, the front matter block as written
+    (``""`` for a one-file skill without one) and the other files. The trainer edits the
+    body; :meth:`spec` puts a body back into the frame."""
+
+    name: str = DEFAULT_SKILL_NAME
+    head: str = ""
+    files: tuple[SkillFile, ...] = ()
+
+    def spec(self, body: str) -> SkillSpec:
+        """The package with SKILL.md = the head, then ``body``."""
+        return SkillSpec(name=self.name, content=self.head + body, files=self.files)
+
+
+def split_package(spec: SkillSpec) -> tuple[PackageFrame, str]:
+    """``(frame, body)`` of ``spec``, with ``frame.spec(body) == spec``: the head is the front
+    matter block verbatim with the blank lines after it, the body the rest."""
+    head = ""
+    if spec.content.startswith("---"):
+        match = re.match(r"---[^\n]*\n.*?^---[ \t]*(?:\n[ \t]*)*(?:\n|\Z)", spec.content, re.S | re.M)
+        if match:
+            head = match.group(0)
+    return PackageFrame(name=spec.name, head=head, files=spec.files), spec.content[len(head) :]
 
 
 # ── the rules ─────────────────────────────────────────────────────────────────────────────
@@ -346,19 +374,38 @@ def _read_folder(root: Path, limits: PackageLimits) -> tuple[SkillSpec, list[Pac
     return spec, problems
 
 
-def write_package(spec: SkillSpec, parent: Path) -> Path:
+def _same_file(path: Path, f: SkillFile) -> bool:
+    try:
+        st = path.lstat()
+        return (
+            stat.S_ISREG(st.st_mode)
+            and st.st_size == len(f.data)
+            and bool(st.st_mode & 0o111) == f.executable
+            and path.read_bytes() == f.data
+        )
+    except OSError:
+        return False
+
+
+def write_package(spec: SkillSpec, parent: Path, *, link_from: Path | None = None) -> Path:
     """Write ``spec`` as ``parent/<name>/`` (a one-file skill gets its front matter, see
     :func:`as_package`), replacing what was there; returns the folder. Written into a
-    temporary sibling first, so a reader never sees half a package."""
+    temporary sibling first, so a reader never sees half a package. A file equal to the one
+    at the same path under ``link_from`` (an earlier version) is hard-linked, not copied:
+    a run's versions share the bytes they have in common."""
     spec = as_package(spec)
     parent.mkdir(parents=True, exist_ok=True)
     dest = parent / spec.name
     tmp = Path(tempfile.mkdtemp(prefix=f".{spec.name}.", dir=parent))
     try:
         (tmp / SKILL_MD).write_text(spec.content, encoding="utf-8")
+        (tmp / SKILL_MD).chmod(0o644)
         for f in spec.files:
             target = tmp / f.path
             target.parent.mkdir(parents=True, exist_ok=True)
+            if link_from is not None and _same_file(link_from / f.path, f):
+                os.link(link_from / f.path, target)
+                continue
             target.write_bytes(f.data)
             target.chmod(0o755 if f.executable else 0o644)
         tmp.chmod(0o755)
