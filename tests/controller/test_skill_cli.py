@@ -334,3 +334,17 @@ def test_the_commands_are_registered_and_their_help_teaches(package):
     assert ".claude/skills/<name>/" in install.stdout and "~/.agents/skills/<name>/" in install.stdout
     res = run("skill", "validate", str(package))
     assert res.returncode == 0 and res.stdout.startswith("OK sheet-rules:")
+
+
+def test_the_worked_example_in_the_docs_is_valid_and_shown_as_it_is(capsys, monkeypatch):
+    """docs/skills.md prints `skillopt skill show docs/examples/sheet-totals`: it must stay true."""
+    monkeypatch.chdir(REPO)
+    code, out, _ = cli(capsys, "show", "docs/examples/sheet-totals")
+    assert code == 0
+    doc = (REPO / "docs" / "skills.md").read_text()
+    assert f"$ skillopt skill show docs/examples/sheet-totals\n{out}```" in doc
+    code, out, _ = cli(capsys, "validate", "docs/examples/sheet-totals")
+    assert code == 0 and out in doc
+    example = REPO / "docs" / "examples" / "sheet-totals"
+    assert subprocess.run([str(AGENTSKILLS), "validate", str(example)], capture_output=True).returncode == 0
+    assert os.stat(example / "scripts" / "check_totals.py").st_mode & 0o111
