@@ -120,10 +120,15 @@ def front_matter(content: str) -> tuple[dict[str, Any] | None, str]:
     return dict(fields), body
 
 
+#: Plain scalars other YAML parsers (the harnesses') read as booleans or null.
+_YAML_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "y", "n", "null"})
+
+
 def _yaml_string(text: str) -> str:
-    """``text`` as a YAML scalar the standard's parser reads back unchanged: plain when it is
-    a valid skill name, else double-quoted (JSON escapes are YAML escapes)."""
-    if _NAME_RE.fullmatch(text):
+    """``text`` as a YAML scalar every parser reads back as that string: plain when it is a
+    skill name starting with a letter and not a YAML word (``yes``, ``null``, ...), else
+    double-quoted (JSON escapes are YAML escapes; ``123`` would be a number elsewhere)."""
+    if _NAME_RE.fullmatch(text) and text[0].isalpha() and text not in _YAML_WORDS:
         return text
     return json.dumps(text, ensure_ascii=False)  # ASCII escapes would split astral characters
 

@@ -434,6 +434,15 @@ def test_any_one_file_skill_becomes_a_valid_package(name, body):
         assert load_skill(out) == spec
 
 
+@pytest.mark.parametrize("name", ["123", "yes", "null", "0x1f", "on"])
+def test_a_synthesized_front_matter_quotes_names_other_parsers_would_not_read_as_text(name):
+    import yaml  # PyYAML reads YAML 1.1 as the harnesses' parsers do: booleans, numbers, null
+
+    head = as_package(SkillSpec(name=name, content="Body.\n")).content.split("---")[1]
+    assert yaml.safe_load(head)["name"] == name
+    assert front_matter(as_package(SkillSpec(name=name, content="Body.\n")).content)[0]["name"] == name
+
+
 @given(text=st.text(max_size=200))
 @settings(max_examples=200, deadline=None)
 def test_front_matter_raises_nothing_but_a_package_error(text):
