@@ -4,7 +4,7 @@ A skill is a package folder named after it (SKILL.md with a front matter, plus o
 ``scripts/``, ``references/``, ``assets/``) or a lone SKILL.md; :mod:`skillopt.skill.package`
 holds the rules. Every command also takes a run directory (RUN) and then means the run's best
 skill (``best_skill/<name>/``, else ``best_skill.md``), or with ``--version N`` the skill after
-step N (``skills/vNNNN/<name>/``, else ``skills/skill_vNNNN.md``).
+step N (``skill_packages/vNNNN/<name>/``, else ``skills/skill_vNNNN.md``).
 
 Exit status: 0 done; 1 the skill breaks a rule (each problem listed: file, rule, message) or
 ``install`` refused to replace a different skill; 2 nothing readable at the path, or bad usage.
@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "skill, or with --version N the skill after step N). Examples:\n"
             "  skillopt skill validate my-skill/\n"
             "  skillopt skill show runs/demo                  # the run's best skill\n"
-            "  skillopt skill diff runs/demo/skills/v0000/my-skill runs/demo\n"
+            "  skillopt skill diff runs/demo/skill_packages/v0000/my-skill runs/demo\n"
             "  skillopt skill install runs/demo --harness claude-code   # -> ./.claude/skills/<name>/\n"
             "  skillopt skill install my-skill/ --harness codex --scope user   # -> ~/.agents/skills/<name>/"
         ),

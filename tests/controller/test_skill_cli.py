@@ -163,7 +163,7 @@ def test_show_a_run_prefers_the_package_and_falls_back_to_the_text(capsys, run_d
     assert code == 0 and data["path"] == str(run_dir / "best_skill" / "sheet-rules")
     assert "best skill" in data["source"]
     code, out, _ = cli(capsys, "show", str(run_dir), "--version", "1", "--json")
-    assert json.loads(out)["path"] == str(run_dir / "skills" / "v0001" / "sheet-rules")
+    assert json.loads(out)["path"] == str(run_dir / "skill_packages" / "v0001" / "sheet-rules")
     code, out, _ = cli(capsys, "show", str(run_dir), "--version", "2", "--json")
     data = json.loads(out)
     assert data["path"] == str(run_dir / "skills" / "skill_v0002.md") and data["front_matter"] is None
@@ -214,7 +214,7 @@ def test_diff_prints_each_file_with_a_unified_diff_or_sizes(capsys, tmp_path, pa
 
 
 def test_diff_a_run_against_its_first_version(capsys, run_dir):
-    code, out, _ = cli(capsys, "diff", str(run_dir / "skills" / "v0001" / "sheet-rules"), str(run_dir))
+    code, out, _ = cli(capsys, "diff", str(run_dir / "skill_packages" / "v0001" / "sheet-rules"), str(run_dir))
     assert code == 0 and "1 changed, 0 added, 0 removed" in out and "+Totals go in column G." in out
 
 
