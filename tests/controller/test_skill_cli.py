@@ -214,7 +214,9 @@ def test_diff_prints_each_file_with_a_unified_diff_or_sizes(capsys, tmp_path, pa
 
 
 def test_diff_a_run_against_its_first_version(capsys, run_dir):
-    code, out, _ = cli(capsys, "diff", str(run_dir / "skill_packages" / "v0001" / "sheet-rules"), str(run_dir))
+    code, out, _ = cli(
+        capsys, "diff", str(run_dir / "skill_packages" / "v0001" / "sheet-rules"), str(run_dir)
+    )
     assert code == 0 and "1 changed, 0 added, 0 removed" in out and "+Totals go in column G." in out
 
 
@@ -348,3 +350,39 @@ def test_the_worked_example_in_the_docs_is_valid_and_shown_as_it_is(capsys, monk
     example = REPO / "docs" / "examples" / "sheet-totals"
     assert subprocess.run([str(AGENTSKILLS), "validate", str(example)], capture_output=True).returncode == 0
     assert os.stat(example / "scripts" / "check_totals.py").st_mode & 0o111
+
+
+def test_a_real_training_run_is_validated_shown_diffed_and_installed(capsys, tmp_path, home):
+    """The run directory the trainer writes (the simulated target and optimizer over the
+    scripted server, in process), read by every command."""
+    from skillopt.config import load_config
+    from skillopt.testing.inprocess import simulated_trainer
+    from skillopt.testing.simulation import simulation_server
+    from skillopt.trainer.planning import load_data
+
+    settings = ["train.batch_size=10", "run.simulate=on", "run.plot=false", "run.progress=false"]
+    body = load_data(load_config("searchqa_demo", settings)).initial_skill()
+    pkg = make_package(tmp_path / "in", text=SKILL.split("\n---\n")[0] + "\n---\n\n" + body)
+    run = tmp_path / "run"
+    with simulation_server(max_records=100) as sim:
+        cfg = load_config("searchqa_demo", [*settings, "train.num_epochs=1", f"env.skill_init={pkg}"])
+        trainer, _ = simulated_trainer(cfg, run, base_url=sim.base_url)
+        assert trainer.fit().status == "complete"
+    capsys.readouterr()  # the trainer's log
+
+    code, out, _ = cli(capsys, "validate", str(run))
+    assert code == 0 and out.startswith("OK sheet-rules: 4 file(s)") and "best skill" in out
+    code, out, _ = cli(capsys, "show", str(run), "--version", "0", "--json")
+    assert code == 0 and json.loads(out)["path"] == str(run / "skill_packages" / "v0000" / "sheet-rules")
+    code, out, _ = cli(
+        capsys, "diff", str(run / "skill_packages" / "v0000" / "sheet-rules"), str(run), "--json"
+    )
+    changes = json.loads(out)["changes"]
+    assert code == 0 and {c["path"] for c in changes} <= {"SKILL.md"}  # training edits the body only
+    project = tmp_path / "project"
+    project.mkdir()
+    code, out, _ = cli(capsys, "install", str(run), "--harness", "claude-code", "--dir", str(project))
+    assert code == 0
+    installed = load_skill(project / ".claude" / "skills" / "sheet-rules")
+    assert installed == load_skill(run / "best_skill" / "sheet-rules")
+    assert installed.files == load_skill(pkg).files
