@@ -33,7 +33,8 @@ __all__ = ["register"]
 EXIT_INVALID = 1
 EXIT_UNREADABLE = 2
 
-#: Where each harness discovers skills: (project folder under the project, user folder).
+#: Each harness: its name as printed, and the folder (under the project, or under HOME for the
+#: user scope) whose <name>/ subfolders it discovers as skills.
 HARNESSES = {
     "claude-code": ("Claude Code", ".claude/skills"),
     "codex": ("Codex", ".agents/skills"),
