@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,16 +46,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "skill",
         help="check, show, diff and install skill packages (a folder with SKILL.md, or a run's best skill)",
-        description=(
+        description=_wrap(
             "Agent Skills packages (agentskills.io): a folder named after the skill holding SKILL.md "
             "(front matter name/description, then the body) and optional scripts/, references/, "
             "assets/. PATH is such a folder or a lone SKILL.md; RUN is a run directory (its best "
-            "skill, or with --version N the skill after step N). Examples:\n"
+            "skill, or with --version N the skill after step N).",
             "  skillopt skill validate my-skill/\n"
             "  skillopt skill show runs/demo                  # the run's best skill\n"
             "  skillopt skill diff runs/demo/skill_packages/v0000/my-skill runs/demo\n"
             "  skillopt skill install runs/demo --harness claude-code   # -> ./.claude/skills/<name>/\n"
-            "  skillopt skill install my-skill/ --harness codex --scope user   # -> ~/.agents/skills/<name>/"
+            "  skillopt skill install my-skill/ --harness codex --scope user   # -> ~/.agents/skills/<name>/",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -111,14 +112,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     i = actions.add_parser(
         "install",
         help="copy a skill where Claude Code or Codex discovers it",
-        description=(
-            "Validate a skill, then copy it as a package folder where a harness discovers skills:\n"
-            "  claude-code  project: DIR/.claude/skills/<name>/   user: ~/.claude/skills/<name>/\n"
-            "               ($CLAUDE_CONFIG_DIR/skills/<name>/ when that is set)\n"
-            "  codex        project: DIR/.agents/skills/<name>/   user: ~/.agents/skills/<name>/\n"
+        description=_wrap(
+            "Validate a skill, then copy it as a package folder where a harness discovers skills. "
             "A one-file SKILL.md without front matter gets one (its name, its first line as the "
             "description). An installed skill that differs is replaced only with --force; the same "
-            "skill is left as it is."
+            "skill is left as it is.",
+            "  claude-code  project: DIR/.claude/skills/<name>/   user: ~/.claude/skills/<name>/\n"
+            "               ($CLAUDE_CONFIG_DIR/skills/<name>/ when that is set)\n"
+            "  codex        project: DIR/.agents/skills/<name>/   user: ~/.agents/skills/<name>/",
+            heading="Where:",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -133,6 +135,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--dir", default=None, metavar="DIR", help="the project folder (default: the current one)")
     i.add_argument("--force", action="store_true", help="replace a different skill installed under that name")
     i.set_defaults(func=_install)
+
+
+def _wrap(prose: str, block: str, *, heading: str = "Examples:") -> str:
+    """A description for RawDescriptionHelpFormatter: ``prose`` wrapped, then ``block`` as is."""
+    return textwrap.fill(prose, 92, break_on_hyphens=False) + f"\n\n{heading}\n{block}"
 
 
 def _source_args(p: argparse.ArgumentParser) -> None:
