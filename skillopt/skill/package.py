@@ -117,7 +117,29 @@ def front_matter(content: str) -> tuple[dict[str, Any] | None, str]:
         # strictyaml's messages span lines (a caret under the column): one line per problem.
         message = " ".join(str(exc).split())
         raise SkillPackageError(SKILL_MD, [PackageProblem(SKILL_MD, "front-matter", message)]) from None
+    except Exception as exc:  # strictyaml fails on its own error for some bytes (see below)
+        # A character YAML refuses (NUL, other control characters, a lone surrogate) makes
+        # strictyaml's ReaderError raise AttributeError while building its message.
+        bad = next((i for i, c in enumerate(content) if _not_yaml(c)), None)
+        where = (
+            f"character {content[bad]!r} at offset {bad} is not allowed in YAML" if bad is not None else ""
+        )
+        message = f"Invalid YAML in frontmatter: {where or f'the parser failed ({type(exc).__name__})'}"
+        raise SkillPackageError(SKILL_MD, [PackageProblem(SKILL_MD, "front-matter", message)]) from None
     return dict(fields), body
+
+
+def _not_yaml(c: str) -> bool:
+    """A character a YAML stream may not hold (YAML 1.2 §5.1, c-printable)."""
+    o = ord(c)
+    return not (
+        c in "\t\n\r"
+        or 0x20 <= o <= 0x7E
+        or o == 0x85
+        or 0xA0 <= o <= 0xD7FF
+        or 0xE000 <= o <= 0xFFFD
+        or o >= 0x10000
+    )
 
 
 #: Plain scalars other YAML parsers (the harnesses') read as booleans or null.

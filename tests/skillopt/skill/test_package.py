@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from skills_ref.validator import validate as standard_validate
 
@@ -443,7 +443,9 @@ def test_a_synthesized_front_matter_quotes_names_other_parsers_would_not_read_as
     assert front_matter(as_package(SkillSpec(name=name, content="Body.\n")).content)[0]["name"] == name
 
 
-@given(text=st.text(max_size=200))
+@given(text=st.text(max_size=200) | st.text(alphabet=st.characters(max_codepoint=0x9F), max_size=60))
+@example(text="\nname: a\x00b\n---\n")  # strictyaml fails with AttributeError on its own error
+@example(text="\nname: demo\ndescription: \ud800\n---\n")
 @settings(max_examples=200, deadline=None)
 def test_front_matter_raises_nothing_but_a_package_error(text):
     try:
