@@ -215,6 +215,9 @@ def _path_problems(path: str) -> list[PackageProblem]:
         path.encode("utf-8")
     except UnicodeEncodeError:
         return bad("path", "file names must be UTF-8")
+    if any(ord(c) < 0x20 or c == "\x7f" for c in path):
+        # A newline would also forge a line of the manifest the tree hash is taken over.
+        return bad("path", "control characters (newline, tab, ...) are not allowed in file names")
     if path.startswith("/"):
         return bad("absolute-path", "absolute paths are not allowed; paths are relative to the package")
     parts = path.split("/")

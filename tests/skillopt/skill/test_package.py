@@ -273,6 +273,18 @@ def test_paths_that_cannot_coexist_on_disk_are_refused():
     }
 
 
+def test_a_file_name_with_a_newline_cannot_forge_the_manifest(tmp_path):
+    """``a\n<sha> 644 b`` as one path would read, in the manifest, as two files."""
+    b = SkillFile(path="b", data=b"x\n")
+    forged = SkillFile(path=f"a\n{b.sha256} 644 b", data=b"")
+    spec = SkillSpec(name="demo", content=skill_md(), files=(forged,))
+    problem = only(package_problems(spec), "path")
+    assert "control characters" in problem.message
+    with pytest.raises(SkillPackageError):
+        write_package(spec, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_limits_are_configurable(tmp_path):
     root = make_package(tmp_path, files=DEMO_FILES)
     assert load_skill(root).name == "demo"
