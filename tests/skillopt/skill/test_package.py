@@ -467,3 +467,57 @@ def test_front_matter_raises_nothing_but_a_package_error(text):
     else:
         assert isinstance(fields, dict)
         package_problems(SkillSpec(name="demo", content="---" + text))  # never raises
+
+
+KNOWN_RULES = {
+    "front-matter", "fields", "name", "description", "compatibility", "name-folder", "path",
+    "absolute-path", "parent-path", "path-conflict", "duplicate", "utf-8", "too-many-files",
+    "too-large", "symlink", "special-file", "missing", "unreadable", "standard",
+}  # fmt: skip
+
+
+@given(
+    entries=st.lists(
+        st.tuples(
+            st.sampled_from(["file", "binary", "exec", "link", "fifo"]),
+            st.sampled_from(["scripts", "references", "assets", "."]),
+            segments,
+        ),
+        max_size=8,
+    ),
+    max_files=st.integers(1, 6),
+    max_bytes=st.integers(1, 400),
+    with_skill_md=st.booleans(),
+)
+@settings(max_examples=80, deadline=None)
+def test_reading_any_folder_gives_a_spec_and_named_problems_never_a_crash(
+    entries, max_files, max_bytes, with_skill_md
+):
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "demo"
+        root.mkdir()
+        if with_skill_md:
+            (root / SKILL_MD).write_text(skill_md())
+        for kind, folder, name in entries:
+            target = root / folder / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists() or target.is_symlink() or target.name == SKILL_MD:
+                continue
+            if kind == "link":
+                target.symlink_to("/etc/passwd")
+            elif kind == "fifo":
+                os.mkfifo(target)
+            else:
+                target.write_bytes(b"\xff\xfe\x00" * 10 if kind == "binary" else b"text\n" * 10)
+                target.chmod(0o755 if kind == "exec" else 0o644)
+        limits = PackageLimits(max_files=max_files, max_bytes=max_bytes)
+        spec, problems = read_skill(root, limits=limits)
+        assert {p.rule for p in problems} <= KNOWN_RULES - {"standard"}
+        on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*")}
+        assert all(p.path in on_disk or p.path == "" or p.path == SKILL_MD for p in problems), problems
+        assert all(f.path in on_disk for f in spec.files)
+        assert not any(p.rule == "symlink" for p in problems) or all(
+            b"root:" not in f.data for f in spec.files
+        )
+        if not problems:
+            assert load_skill(root, limits=limits) == spec
