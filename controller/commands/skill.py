@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "skill, or with --version N the skill after step N).",
             "  skillopt skill validate my-skill/\n"
             "  skillopt skill show runs/demo                  # the run's best skill\n"
-            "  skillopt skill diff runs/demo/skill_packages/v0000/my-skill runs/demo\n"
+            "  skillopt skill diff runs/demo runs/demo --a-version 0   # what training changed\n"
             "  skillopt skill install runs/demo --harness claude-code   # -> ./.claude/skills/<name>/\n"
             "  skillopt skill install my-skill/ --harness codex --scope user   # -> ~/.agents/skills/<name>/",
         ),
@@ -98,11 +98,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Compare two skills (each a PATH or a RUN): every file added, removed or changed, with a "
             "unified diff for text files and the size change for binary ones. Exit 0 whether or not "
-            "they differ."
+            "they differ. What a run's training changed: skillopt skill diff RUN RUN --a-version 0"
         ),
     )
     d.add_argument("a", metavar="A", help="the old skill: a package folder, a SKILL.md, or a run directory")
     d.add_argument("b", metavar="B", help="the new skill: a package folder, a SKILL.md, or a run directory")
+    d.add_argument(
+        "--a-version",
+        type=int,
+        default=None,
+        metavar="N",
+        help="A is a run: its skill after step N, not its best",
+    )
+    d.add_argument(
+        "--b-version",
+        type=int,
+        default=None,
+        metavar="N",
+        help="B is a run: its skill after step N, not its best",
+    )
     d.add_argument(
         "--context", type=int, default=3, metavar="N", help="lines of context in diffs (default 3)"
     )
@@ -423,7 +437,7 @@ def _diff(args: argparse.Namespace) -> int:
     from skillopt.skill.diff import diff_summary, package_diff
 
     try:
-        a_src, b_src = _locate(args.a, None), _locate(args.b, None)
+        a_src, b_src = _locate(args.a, args.a_version), _locate(args.b, args.b_version)
         a, b = _read_leniently("diff", a_src), _read_leniently("diff", b_src)
     except SkillError as exc:
         return _fail("diff", exc)

@@ -218,6 +218,10 @@ def test_diff_a_run_against_its_first_version(capsys, run_dir):
         capsys, "diff", str(run_dir / "skill_packages" / "v0001" / "sheet-rules"), str(run_dir)
     )
     assert code == 0 and "1 changed, 0 added, 0 removed" in out and "+Totals go in column G." in out
+    code, same, _ = cli(capsys, "diff", str(run_dir), str(run_dir), "--a-version", "1")
+    assert code == 0 and same.splitlines()[2:] == out.splitlines()[2:]
+    code, _, err = cli(capsys, "diff", str(run_dir), str(run_dir), "--b-version", "9")
+    assert code == 2 and "no skill after step 9" in err
 
 
 # ── install ───────────────────────────────────────────────────────────────────────────────
