@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from skillopt.config import Config
     from skillopt.trainer.evaluation import EvalSummary
     from skillopt.trainer.state import RunMode
+    from skillopt.types import SkillSpec
 
 __all__ = ["register"]
 
@@ -32,7 +33,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Roll SKILL out on a split through the sandbox (embedded or --endpoints) and write eval_summary.json.",
     )
     p.add_argument("--config", required=True, help="YAML config file or a built-in name")
-    p.add_argument("--skill", required=True, help="the skill file to evaluate")
+    p.add_argument(
+        "--skill",
+        required=True,
+        help="the skill to evaluate: a SKILL.md file or an Agent Skills package folder (e.g. a run's best_skill/<name>/)",
+    )
     p.add_argument(
         "--against",
         metavar="SKILL_B",
@@ -62,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from controller.session import decide_simulation
     from skillopt.config import load_config
     from skillopt.logs import configure_logging
+    from skillopt.skill.package import load_skill
     from skillopt.trainer.rundir import layout
 
     overrides = list(args.set)
@@ -71,8 +77,8 @@ def run(args: argparse.Namespace) -> int:
         overrides.append(f"run.simulate={args.simulate}")
     try:
         cfg = load_config(args.config, overrides)
-        skill = Path(args.skill).read_text(encoding="utf-8")
-        against = Path(args.against).read_text(encoding="utf-8") if args.against else None
+        skill = load_skill(Path(args.skill), limits=cfg.env.skill_limits)
+        against = load_skill(Path(args.against), limits=cfg.env.skill_limits) if args.against else None
         mode = decide_simulation(cfg)
     except (SkillOptError, OSError) as exc:
         print(f"skillopt eval: {getattr(exc, 'message', exc)}", file=sys.stderr)
@@ -108,7 +114,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _evaluate(
-    args: argparse.Namespace, cfg: Config, mode: RunMode, out: Path, skill: str, against: str | None
+    args: argparse.Namespace,
+    cfg: Config,
+    mode: RunMode,
+    out: Path,
+    skill: SkillSpec,
+    against: SkillSpec | None,
 ) -> EvalSummary:
     """Both skills on the split's items through one sandbox session (the trainer's evaluation
     routine), with where and how they ran."""
@@ -133,7 +144,7 @@ def _evaluate(
             progress = RowProgress()
             session.rollouts.on_row = progress
 
-            def one(text: str, path: str, suffix: str) -> tuple[EvalSummary, list]:
+            def one(text: SkillSpec, path: str, suffix: str) -> tuple[EvalSummary, list]:
                 label = f"eval_{args.split}{suffix}"
                 return evaluate_split(
                     session.rollouts,

@@ -94,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from controller.ui.curve import CurvePlotter
     from controller.ui.progress import ProgressDisplay
     from skillopt.logs import configure_logging
+    from skillopt.skill.package import load_skill
     from skillopt.trainer import Trainer
     from skillopt.trainer.callbacks import Callback
     from skillopt.trainer.planning import load_data
@@ -131,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         data = load_data(cfg)
         initial = (
-            Path(cfg.env.skill_init).read_text(encoding="utf-8")
+            load_skill(Path(cfg.env.skill_init), limits=cfg.env.skill_limits)
             if cfg.env.skill_init
             else data.initial_skill()
         )

@@ -567,6 +567,24 @@ class RunDir:
             out.append(("best", layout.BEST_SKILL))
         return out
 
+    def skill_package(self, rel: str) -> str:
+        """The package folder of the skill version ``rel`` (``skills/skill_v0003.md`` ->
+        ``skill_packages/v0003/<name>``, ``best_skill.md`` -> ``best_skill/<name>``), so that
+        what is evaluated is the whole package; ``rel`` itself for a run written before
+        packages, or a version with no folder (a candidate)."""
+        if m := layout.SKILL_FILE_RE.match(Path(rel).name):
+            parent = self.path / layout.skill_package_dir(int(m.group(1)))
+        elif rel == layout.BEST_SKILL:
+            parent = self.path / layout.BEST_SKILL_DIR
+        else:
+            return rel
+        folders = (
+            sorted(p for p in parent.iterdir() if p.is_dir() and not p.name.startswith("."))
+            if parent.is_dir()
+            else []
+        )
+        return str(folders[0].relative_to(self.path)) if len(folders) == 1 else rel
+
     def evals(self) -> list[RunInfo]:
         root = self.path / layout.EVALS
         if not root.is_dir():

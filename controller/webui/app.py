@@ -420,7 +420,7 @@ class WebUI:
         out.mkdir(parents=True, exist_ok=False)
         config_file = out / "config.yaml"  # the run's config (JSON is YAML), without derived facts
         atomic_write_json(config_file, {k: v for k, v in cfg.items() if k != "derived"})
-        skill = run.resolve(skill_rel)
+        skill = run.resolve(run.skill_package(skill_rel))  # the whole package, where the run wrote one
         if skill is None:  # a listed skill version always resolves; refused rather than assumed
             return JSONResponse(
                 {"ok": False, "error": f"{skill_rel!r} is not a skill of this run"}, status_code=422

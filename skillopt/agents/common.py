@@ -19,7 +19,17 @@ from skillopt.agents.context import AgentContext, interrupted_info
 from skillopt.agents.sandbox import ExecOutcome
 from skillopt.errors import InfraError, ModelError
 from skillopt.models.base import ChatRequest, ToolSpec
-from skillopt.types import ExecRecord, InfraErrorKind, InfraFailure, Message, RolloutResult, Trace, Usage
+from skillopt.skill.package import file_index, split_package
+from skillopt.types import (
+    ExecRecord,
+    InfraErrorKind,
+    InfraFailure,
+    Message,
+    RolloutResult,
+    SkillSpec,
+    Trace,
+    Usage,
+)
 
 __all__ = [
     "MODEL_CALL_TIMEOUT_S",
@@ -32,6 +42,7 @@ __all__ = [
     "model_request",
     "read_prompt",
     "skill_section",
+    "skill_text",
     "with_diagnostic",
 ]
 
@@ -50,6 +61,22 @@ def read_prompt(directory: Path, name: str) -> str:
     if not path.is_file():
         raise FileNotFoundError(f"prompt {name!r} not found: {path}")
     return path.read_text(encoding="utf-8")
+
+
+def skill_text(skill: SkillSpec) -> str:
+    """What an agent is told of its skill, as the harnesses do it: SKILL.md's body (without
+    its front matter), then an index of the package's other files (path, size, first line),
+    never their contents. A one-file skill is its text, unchanged."""
+    if not skill.files and not skill.content.startswith("---"):
+        return skill.content
+    _, body = split_package(skill)
+    index = file_index(skill)
+    if not index:
+        return body
+    return (
+        f"{body.rstrip()}\n\n### Files of this skill\nRead them, or run the scripts, from the "
+        f"read-only folder /skill when you need them:\n{index}\n"
+    )
 
 
 def skill_section(skill: str) -> str:

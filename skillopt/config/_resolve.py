@@ -54,13 +54,15 @@ def _abs(path: str) -> Path:
     return Path(os.path.abspath(os.path.expanduser(path)))
 
 
-def _existing(key: str, value: str, *, directory: bool = False, what: str = "") -> str:
-    """``value`` as an absolute path that exists (``""`` stays ``""``)."""
+def _existing(key: str, value: str, *, directory: bool | None = False, what: str = "") -> str:
+    """``value`` as an absolute path that exists (``""`` stays ``""``); ``directory=None``:
+    a file or a directory."""
     if not value:
         return value
     path = _abs(value)
-    if not (path.is_dir() if directory else path.is_file()):
-        kind = "directory" if directory else "file"
+    found = path.exists() if directory is None else path.is_dir() if directory else path.is_file()
+    if not found:
+        kind = "directory" if directory else "file"  # either: the `what` says a folder will do
         raise FieldError(
             key,
             f"{kind} not found: {path} (relative paths are resolved against the current "
@@ -88,8 +90,13 @@ def _env(env: EnvConfig) -> EnvConfig:
         )
     options = spec.parse_options(env.options).model_dump(mode="json")
     skill_init = _existing(
-        "env.skill_init", env.skill_init, what='; "" uses the env\'s shipped initial skill'
+        "env.skill_init",
+        env.skill_init,
+        directory=None,
+        what='; a SKILL.md file or an Agent Skills package folder, "" uses the env\'s shipped initial skill',
     )
+    if skill_init:
+        _check_skill(skill_init, env)
     data_root = _existing(
         "env.data_root", env.data_root, directory=True, what='; "" uses the env\'s vendored sample'
     )
@@ -100,6 +107,18 @@ def _env(env: EnvConfig) -> EnvConfig:
     return env.replace(
         agent=env.agent or spec.default_agent, options=options, skill_init=skill_init, data_root=data_root
     )
+
+
+def _check_skill(path: str, env: EnvConfig) -> None:
+    """The initial skill is loaded and checked once here, so a bad package is refused before
+    anything runs, with every problem (file and rule) in the message."""
+    from skillopt.errors import SkillError
+    from skillopt.skill.package import load_skill
+
+    try:
+        load_skill(Path(path), limits=env.skill_limits)
+    except SkillError as exc:
+        raise FieldError("env.skill_init", exc.message) from None
 
 
 def _model(model: ModelConfig) -> ModelConfig:

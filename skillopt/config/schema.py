@@ -26,7 +26,7 @@ import math
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Annotated, Any, ClassVar, Literal, Self, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self, TypeAlias
 
 from pydantic import (
     BaseModel,
@@ -44,6 +44,9 @@ from skillopt.config._keys import unknown_key_message
 from skillopt.errors import ConfigError
 from skillopt.logs import redact
 from skillopt.validation import Bounds, Canonical, Choices, Int, Words, problems, show
+
+if TYPE_CHECKING:
+    from skillopt.skill.package import PackageLimits
 
 __all__ = [
     "SECTIONS",
@@ -533,7 +536,13 @@ class EnvConfig(_Section):
     name: str
     """Env name (required), e.g. ``spreadsheetbench``; see :mod:`skillopt.envs.registry`."""
     skill_init: str = ""
-    """Initial skill file; ``""`` = the env's shipped initial skill. Must exist if set."""
+    """Initial skill: a SKILL.md file or an Agent Skills package folder (SKILL.md with front
+    matter, plus ``scripts/``, ``references/``, ``assets/``); ``""`` = the env's shipped initial
+    skill. Must exist if set; checked when the config is loaded."""
+    skill_max_files: Annotated[int, Bounds(ge=1)] = 200
+    """Most files a skill package may hold (SKILL.md included)."""
+    skill_max_mb: Annotated[float, Bounds(gt=0, unit=" MiB")] = 8
+    """Most bytes a skill package may hold, in MiB (all its files together)."""
     split_mode: SplitModeField = "split_file"
     """``split_file`` = the data root's ``splits.json``; ``ratio`` = split by ``split_ratio``."""
     split_ratio: str = "2:1:7"
@@ -571,6 +580,13 @@ class EnvConfig(_Section):
                 self._key("exec_timeout"),
                 f"{self.exec_timeout} s exceeds env.task_timeout ({self.task_timeout} s), the whole rollout's budget",
             )
+
+    @property
+    def skill_limits(self) -> PackageLimits:
+        """``skill_max_files`` and ``skill_max_mb`` as package limits."""
+        from skillopt.skill.package import PackageLimits
+
+        return PackageLimits(max_files=self.skill_max_files, max_bytes=int(self.skill_max_mb * 1024 * 1024))
 
     @property
     def split_fractions(self) -> tuple[float, float, float]:

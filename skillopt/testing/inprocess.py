@@ -152,6 +152,7 @@ def simulated_trainer(
     """
     from skillopt.models.openai_chat import OpenAIChatModel
     from skillopt.models.roles import RoleModel, UsageTracker
+    from skillopt.skill.package import load_skill
     from skillopt.testing.simulation import SIM_PROVIDER, sim_models
     from skillopt.testing.truth import simulation_truth
     from skillopt.trainer import Trainer
@@ -190,7 +191,9 @@ def simulated_trainer(
         rollouts=rollouts,
         optimizer=optimizer,
         out_dir=out_dir,
-        initial_skill=data.initial_skill(),
+        initial_skill=load_skill(Path(e.skill_init), limits=e.skill_limits)
+        if e.skill_init
+        else data.initial_skill(),
         callbacks=callbacks,
         mode=RunMode(simulated=True, noisy=noisy, reason="in-process simulation"),
         failpoint=failpoint,

@@ -29,6 +29,7 @@ from skillopt.models.prefix import prefix_report
 from skillopt.models.roles import PriceTable, RoleModel, UsageTracker
 from skillopt.reflection import StepBuffer, meta_skill_block
 from skillopt.reflection.cache import Slot
+from skillopt.skill.package import PackageFrame, split_package
 from skillopt.skill.schedule import EditBudgetSchedule
 from skillopt.trainer.callbacks import BatchEvent, CallbackList, RowEvent, RunControl, Spend, StageEvent
 from skillopt.trainer.planning import RunPlan
@@ -37,7 +38,7 @@ from skillopt.trainer.rollouts import BatchProgress, Rollouts
 from skillopt.trainer.rundir import RunDirectory, layout, target_prefix_on_disk, target_usage_on_disk
 from skillopt.trainer.scoring import SelectionScoring, too_many_infra
 from skillopt.trainer.state import RunMode, TrainerState, refuse_mode_change
-from skillopt.types import RolloutResult
+from skillopt.types import RolloutResult, SkillSpec
 
 __all__ = ["STEP_STAGES", "RunContext", "StopAtStage", "Timer"]
 
@@ -74,7 +75,9 @@ class RunContext:
         rollouts: runs rollouts (embedded or remote sandbox hosts) into rollout dirs.
         optimizer: the optimizer model.
         run: the run directory.
-        initial_skill: the skill to start from.
+        initial_skill: the skill to start from: its text (a one-file skill named
+            ``rollouts.spec.skill_name``), or a whole package, whose SKILL.md body is what the
+            trainer edits (its front matter and other files ride along unchanged).
         hooks: the callbacks.
         mode: real models or the offline simulation.
         environment: the sandbox side of the environment manifest.
@@ -88,7 +91,7 @@ class RunContext:
         rollouts: Rollouts,
         optimizer: RoleModel,
         run: RunDirectory,
-        initial_skill: str,
+        initial_skill: str | SkillSpec,
         hooks: CallbackList,
         mode: RunMode,
         environment: Mapping[str, Any],
@@ -99,7 +102,12 @@ class RunContext:
         self.rollouts = rollouts
         self.optimizer = optimizer
         self.run = run
-        self.initial_skill = initial_skill
+        if isinstance(initial_skill, SkillSpec):
+            rollouts.frame, initial_skill = split_package(initial_skill)
+        #: The package every version of the skill lives in (name, front matter, other files).
+        self.frame: PackageFrame = rollouts.frame
+        run.frame = self.frame
+        self.initial_skill: str = initial_skill
         self.hooks = hooks
         self.mode = mode
         self.environment = dict(environment)

@@ -29,7 +29,7 @@ from skillopt.gate import gate_score
 from skillopt.stats import Interval, PairedTest, ci_json, ci_of, mean_interval
 from skillopt.trainer.rollouts import Rollouts
 from skillopt.trainer.scoring import paired_rows, score_rows, too_many_infra
-from skillopt.types import RolloutResult
+from skillopt.types import RolloutResult, SkillSpec
 
 __all__ = ["CategoryScore", "EvalSummary", "compare_rows", "evaluate_split"]
 
@@ -251,7 +251,7 @@ def _paired_test(d: Mapping[str, Any]) -> PairedTest:
 def evaluate_split(
     rollouts: Rollouts,
     items: Sequence[TaskItem],
-    skill: str,
+    skill: str | SkillSpec,
     out_dir: Path,
     *,
     label: str,
@@ -266,7 +266,7 @@ def evaluate_split(
     Args:
         rollouts: the run's (or the eval's) rollouts.
         items: the split's items, in order.
-        skill: the skill's text.
+        skill: the skill's text (rolled out in ``rollouts.frame``) or its whole package.
         out_dir: its rollout dir; ``label`` names it in rollout ids and progress.
         split: the split's name, for the summary.
         skill_name: what the summary says was evaluated (a file).

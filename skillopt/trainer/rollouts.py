@@ -20,6 +20,7 @@ import structlog
 
 from skillopt.envs.base import TaskItem
 from skillopt.errors import SystemicFailure
+from skillopt.skill.package import PackageFrame
 from skillopt.trainer.executor import RolloutExecutor
 from skillopt.trainer.rundir.results import append_row, load_rows, set_aside_infra_rows
 from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillSpec
@@ -124,11 +125,14 @@ class Rollouts:
         self.on_row = on_row
         self.on_batch: Callable[[BatchProgress], None] | None = None
         self.systemic_after = systemic_after
+        #: The package a skill's text (SKILL.md's body) is rolled out in; the trainer sets it
+        #: from the run's initial package. A :class:`SkillSpec` given to :meth:`run` is used as is.
+        self.frame = PackageFrame(name=spec.skill_name)
 
     def request(
         self,
         item: TaskItem,
-        skill: str,
+        skill: str | SkillSpec,
         label: str,
         *,
         use_eval_feedback: bool,
@@ -145,7 +149,8 @@ class Rollouts:
             agent=self.spec.agent,
             task=item.task,
             grading=item.grading,
-            skill=SkillSpec(name=self.spec.skill_name, content=skill),
+            # The trainer edits SKILL.md's body; the frame puts it back into its package.
+            skill=skill if isinstance(skill, SkillSpec) else self.frame.spec(skill),
             model=self.spec.model,
             limits=self.spec.limits,
             use_eval_feedback=use_eval_feedback,
@@ -161,7 +166,7 @@ class Rollouts:
     def run(
         self,
         items: Sequence[TaskItem],
-        skill: str,
+        skill: str | SkillSpec,
         out_dir: Path,
         *,
         label: str,
@@ -186,7 +191,7 @@ class Rollouts:
     def run_many(
         self,
         items: Sequence[TaskItem],
-        skill: str,
+        skill: str | SkillSpec,
         lanes: Sequence[tuple[Path, str]],
         *,
         use_eval_feedback: bool = False,

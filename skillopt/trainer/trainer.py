@@ -30,6 +30,7 @@ from skillopt.trainer.rundir import Failpoint, RunDirectory
 from skillopt.trainer.rundir.store import _FROM_ENV
 from skillopt.trainer.state import RunMode
 from skillopt.trainer.summary import FitResult
+from skillopt.types import SkillSpec
 
 __all__ = ["Trainer"]
 
@@ -43,7 +44,8 @@ class Trainer:
         rollouts: runs rollouts (embedded or remote sandbox hosts) into rollout dirs.
         optimizer: the optimizer model (reflection, merge, ranking, slow update...).
         out_dir: the run directory (created; resumed when it holds a run).
-        initial_skill: the skill to start from.
+        initial_skill: the skill to start from: a SKILL.md text, or a package
+            (:func:`skillopt.skill.package.load_skill`) whose SKILL.md body is trained.
         callbacks: progress display, plotter, ... (order-independent).
         mode: real models or the offline simulation (recorded in the state and summaries).
         environment: the sandbox side of the environment manifest (pinned runtime image
@@ -65,7 +67,7 @@ class Trainer:
         rollouts: Rollouts,
         optimizer: RoleModel,
         out_dir: Path,
-        initial_skill: str,
+        initial_skill: str | SkillSpec,
         callbacks: Sequence[Callback] = (),
         mode: RunMode | None = None,
         environment: Mapping[str, Any] | None = None,

@@ -88,8 +88,10 @@ def test_demo_trains_offline_on_the_embedded_sandbox(tmp_path, docker_client):
     history = json.loads((out / "history.json").read_text())
     actions = [r["action"] for r in history]
     assert any("accept" in a for a in actions) and "reject" in actions, actions
+    # The best skill as the package the run wrote (a folder, as a harness installs it).
+    assert (out / "best_skill" / "skillopt-target" / "SKILL.md").is_file()
     evaluated = cli(
-        "eval", "--config", "gsm8k", "--skill", str(out / "best_skill.md"), "--split", "val",
+        "eval", "--config", "gsm8k", "--skill", str(out / "best_skill" / "skillopt-target"), "--split", "val",
         "--out", str(tmp_path / "eval"), "--simulate", "on",
     )  # fmt: skip
     assert evaluated.returncode == 0, evaluated.stderr[-4000:]

@@ -305,6 +305,7 @@ def test_eval_of_a_skill_version_from_the_page(page, ui, cli_run):
     expect(row.locator(".pill")).to_have_text("finished", timeout=LONG)
     summary = json.loads(next((cli_run / "evals").glob("test_best_skill_*/eval_summary.json")).read_text())
     assert summary["split"] == "test" and summary["simulated"] is True and summary["n_items"] == 3
+    assert summary["skill"].endswith("best_skill/skillopt-target")  # the whole package the run wrote
     expect(row).to_contain_text(f"{summary['hard']:.3f}")
     shot(page, "12_eval")
     # The eval's row opens its page: the score with its interval, per category, per row.

@@ -32,7 +32,14 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ValidationError
 
 from skillopt.agents.codegen import Attempt, CodegenAgent, extract_code
-from skillopt.agents.common import RolloutState, exec_record, read_prompt, skill_section, with_diagnostic
+from skillopt.agents.common import (
+    RolloutState,
+    exec_record,
+    read_prompt,
+    skill_section,
+    skill_text,
+    with_diagnostic,
+)
 from skillopt.agents.context import Agent, AgentContext, ProgressEvent
 from skillopt.agents.exec_cli import CliRun, ExecAgent, render_skill_md
 from skillopt.envs._code.grading import GradingError, grade_program
@@ -282,7 +289,7 @@ class CodeRollout:
         return with_diagnostic(self.env.user_prompt(self.task), req.diagnostic_instruction, earlier=earlier)
 
     def prompts(self) -> tuple[str, str]:
-        section = skill_section(self.ctx.request.skill.content)
+        section = skill_section(skill_text(self.ctx.request.skill))
         system = fill(self.env.prompt("rollout_system"), skill_section=section + "\n" if section else "")
         return system.strip() + "\n", self._user() + "\n"
 

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
 
-from skillopt.agents.common import read_prompt, skill_section, with_diagnostic
+from skillopt.agents.common import read_prompt, skill_section, skill_text, with_diagnostic
 from skillopt.agents.context import Agent, AgentContext
 from skillopt.agents.exec_cli import CLIS, ExecAgent, render_skill_md
 from skillopt.agents.qa import QAAgent, QAExecTask, QATask, Verdict
@@ -161,7 +161,7 @@ class PromptedQATask(QATask):
         return with_diagnostic(text, self.ctx.request.diagnostic_instruction, earlier=self.earlier)
 
     def prompts(self) -> tuple[str, str]:
-        section = skill_section(self.ctx.request.skill.content)
+        section = skill_section(skill_text(self.ctx.request.skill))
         system = fill(self.env.prompt("rollout_system"), skill_section=section + "\n" if section else "")
         return system.strip() + "\n", self._user() + "\n"
 

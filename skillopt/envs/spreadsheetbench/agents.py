@@ -26,7 +26,7 @@ from functools import cache
 from pathlib import Path
 
 from skillopt.agents.codegen import Attempt, CodegenAgent, extract_code
-from skillopt.agents.common import RolloutState, skill_section
+from skillopt.agents.common import RolloutState, skill_section, skill_text
 from skillopt.agents.context import Agent, AgentContext, ProgressEvent
 from skillopt.agents.exec_cli import CliRun, ExecAgent, render_skill_md
 from skillopt.agents.react import ReactAgent, ReactTools
@@ -100,7 +100,7 @@ class SheetCodeTask:
         preview = preview_workbook(self.runner.inputs[self.runner.first])
         self.st.notes["spreadsheet_preview"] = preview.strip()
         base = load_prompt("codegen_system").strip()
-        section = skill_section(req.skill.content)
+        section = skill_section(skill_text(req.skill))
         system = f"{base}\n\n{section}" if section else base + "\n"
         user = task_prompt(
             "codegen_user",
@@ -180,7 +180,7 @@ class SheetReactTask:
         preview = preview_workbook(first_input)
         self.st.notes["spreadsheet_preview"] = preview.strip()
         text = load_prompt("react_system").replace("{critical_rules}", load_prompt("react_rules").strip())
-        system = text.replace("{skill_section}", skill_section(req.skill.content)).strip() + "\n"
+        system = text.replace("{skill_section}", skill_section(skill_text(req.skill))).strip() + "\n"
         user = task_prompt(
             "react_user", req.task.instruction, dict(req.task.attributes), preview, req.diagnostic_instruction
         )

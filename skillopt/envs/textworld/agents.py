@@ -36,6 +36,7 @@ from skillopt.agents.common import (
     interrupted_row,
     model_request,
     read_prompt,
+    skill_text,
 )
 from skillopt.agents.context import AgentContext, ProgressEvent
 from skillopt.agents.sandbox import Sandbox
@@ -256,7 +257,7 @@ class GameAgent(GuardedAgent):
         ctx.emit(ProgressEvent(phase="exec", detail="starting the game"))
         state = game.play(None, 0)
         system = _prompt("rollout_system").strip()
-        skill = req.skill.content.strip()
+        skill = skill_text(req.skill).strip()
         skill_block = f"## Skill Knowledge\n{skill}\n\n" if skill else ""
         steps: list[dict] = []
         st.messages = [Message(role="system", content=system)]

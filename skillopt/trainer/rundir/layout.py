@@ -6,11 +6,13 @@ every reader (``controller.rundir``, the WebUI, ``skillopt train --resume``) fin
 these names, never by literals of its own::
 
     <run>/
-      config.json  runtime_state.json  history.json  summary.json  best_skill.md
+      config.json  runtime_state.json  history.json  summary.json  best_skill.md (its SKILL.md)
+      best_skill/<name>/             the best skill as an Agent Skills package, ready to install
       optimizer_calls.jsonl  lr_history.jsonl  training_curve.png  train.log  console.log
       live.json  launch.json  run_id  .lock  stop_request.json       (the controller's)
       simulation_truth.json          the noisy simulation's ground truth (simulation only)
-      skills/skill_v0000.md ...                  the current skill after each step
+      skills/skill_v0000.md ...                  the current skill after each step (SKILL.md body)
+      skill_packages/v0000/<name>/ ...           the same versions as whole Agent Skills packages
       selection_eval_baseline/  final_selection_eval/  final_selection_eval_best/   rollout dirs
       test_eval_baseline/  test_eval/  test_eval_final/              rollout dirs + summary.json
       steps/step_0001/
@@ -38,6 +40,7 @@ import re
 __all__ = [
     "BATCH_STEP_RE",
     "BEST_SKILL",
+    "BEST_SKILL_DIR",
     "CONFIG",
     "CONSOLE_LOG",
     "CURVE",
@@ -57,6 +60,7 @@ __all__ = [
     "SIMULATION_TRUTH",
     "SKILLS",
     "SKILL_FILE_RE",
+    "SKILL_PACKAGES",
     "STATE",
     "STEPS",
     "STEP_DIR_RE",
@@ -68,6 +72,7 @@ __all__ = [
     "epoch_dir",
     "repeat_dir",
     "skill_file",
+    "skill_package_dir",
     "step_dir",
     "target_stage",
 ]
@@ -79,6 +84,7 @@ HISTORY = "history.json"  # one record per committed step (written before the st
 SUMMARY = "summary.json"  # the run's result (complete or stopped)
 EVAL_SUMMARY = "eval_summary.json"  # ``skillopt eval``'s result
 BEST_SKILL = "best_skill.md"
+BEST_SKILL_DIR = "best_skill"  # best_skill/<name>/: the best package
 OPTIMIZER_LEDGER = "optimizer_calls.jsonl"  # every optimizer call's usage, as it happens
 LR_HISTORY = "lr_history.jsonl"  # the autonomous edit budget's decisions
 CURVE = "training_curve.png"
@@ -91,6 +97,7 @@ SIMULATION_TRUTH = "simulation_truth.json"  # the noisy simulation's exact score
 LOCK = ".lock"  # held by the process that runs the run (controller.rundir.lock)
 STOP = "stop_request.json"
 SKILLS = "skills"
+SKILL_PACKAGES = "skill_packages"
 STEPS = "steps"
 EVALS = "evals"
 #: Files whose presence makes a folder a run (or eval) directory.
@@ -118,6 +125,11 @@ BATCH_STEP_RE = re.compile(r"^batch_(\d+)$")
 def skill_file(step: int) -> str:
     """The current skill after ``step`` (``0``: the initial skill)."""
     return f"{SKILLS}/skill_v{step:04d}.md"
+
+
+def skill_package_dir(step: int) -> str:
+    """The folder holding the package after ``step`` (``skill_packages/v0003/<name>/``)."""
+    return f"{SKILL_PACKAGES}/v{step:04d}"
 
 
 def step_dir(step: int) -> str:

@@ -3,7 +3,7 @@
 Every file the trainer keeps goes through :class:`RunDirectory`, replaced atomically
 (:mod:`skillopt.durable`: a crash leaves the old file or the new one, never a torn one; the
 rollout rows are appended by :mod:`.results`). The state is committed in a fixed order (the
-step's record, ``history.json``, ``best_skill.md``, then ``runtime_state.json``, the commit
+step's record, ``history.json``, ``best_skill.md`` and ``best_skill/<name>/``, then ``runtime_state.json``, the commit
 point), so a crash between two writes leaves at most an extra history record, which loading
 drops. Readers (the WebUI, ``skillopt runs``, ``--resume``) use the read side, which
 never writes.
@@ -27,6 +27,7 @@ import structlog
 from skillopt.durable import atomic_write_json, atomic_write_text
 from skillopt.errors import SkillOptError
 from skillopt.reflection.cache import Slot
+from skillopt.skill.package import PackageFrame, write_package
 from skillopt.trainer.records import StepRecord
 from skillopt.trainer.rundir import layout
 from skillopt.trainer.state import TrainerState
@@ -85,6 +86,9 @@ class RunDirectory:
     def __init__(self, root: Path, *, failpoint: Failpoint | None = _FROM_ENV) -> None:
         self.root = Path(root)
         self.failpoint = Failpoint.from_env() if failpoint is _FROM_ENV else failpoint
+        #: The package the run's skill texts (SKILL.md bodies) live in; the trainer sets it.
+        self.frame = PackageFrame()
+        self._best_written = ""  # tree hash of the package in best_skill/, written once each
 
     def path(self, rel: str = "") -> Path:
         return self.root / rel if rel else self.root
@@ -106,7 +110,19 @@ class RunDirectory:
         atomic_write_text(path, text)
 
     def save_skill(self, step: int, text: str) -> None:
+        """The skill after ``step``: its text (``skills/skill_vNNNN.md``) and its whole package
+        (``skill_packages/vNNNN/<name>/``, files unchanged since the previous version hard-linked)."""
         self.write_text(layout.skill_file(step), text)
+        previous = self.path(layout.skill_package_dir(step - 1)) / self.frame.name if step else None
+        write_package(self.frame.spec(text), self.path(layout.skill_package_dir(step)), link_from=previous)
+
+    def _write_best(self, text: str) -> None:
+        spec = self.frame.spec(text)
+        self.write_text(layout.BEST_SKILL, spec.content)
+        tree = spec.tree_sha256
+        if tree != self._best_written or not (self.path(layout.BEST_SKILL_DIR) / spec.name).is_dir():
+            write_package(spec, self.path(layout.BEST_SKILL_DIR))
+            self._best_written = tree
 
     def commit(self, state: TrainerState, record: StepRecord | None = None) -> None:
         """Commit the run state (and a new step's record with it). ``runtime_state.json`` is
@@ -114,7 +130,7 @@ class RunDirectory:
         if record is not None:
             self.write_json(f"{layout.step_dir(record.step)}/{layout.Step.RECORD}", record.to_json())
         self.write_json(layout.HISTORY, [r.to_json() for r in state.history])
-        self.write_text(layout.BEST_SKILL, state.best_skill)
+        self._write_best(state.best_skill)
         self.write_json(layout.STATE, state.to_json())
 
     def commit_progress(self, state: TrainerState) -> None:

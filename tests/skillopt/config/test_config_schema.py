@@ -370,6 +370,12 @@ def test_paths_must_exist_and_are_stored_absolute(tmp_path: Path, monkeypatch: p
     assert env(name="spreadsheetbench", skill_init="skill.md").skill_init == str(tmp_path / "skill.md")
     with pytest.raises(ConfigError, match=r"env\.data_root: directory not found"):
         env(name="spreadsheetbench", data_root="nodata")
+    # An Agent Skills package folder is a skill too, checked as it is loaded.
+    pkg = tmp_path / "sheet-rules"
+    (pkg / "references").mkdir(parents=True)
+    (pkg / "SKILL.md").write_text("---\nname: sheet-rules\ndescription: Edit sheets.\n---\nBody\n")
+    (pkg / "references" / "r.md").write_text("rules\n")
+    assert env(name="spreadsheetbench", skill_init="sheet-rules").skill_init == str(pkg)
     (tmp_path / "data").mkdir()
     with pytest.raises(ConfigError, match=r"no splits\.json"):
         env(name="spreadsheetbench", data_root="data")
@@ -490,3 +496,23 @@ def test_a_cost_budget_needs_a_price_for_every_model_in_use() -> None:
         assert cfg.train.max_cost_usd == 5
     # No budget, no price needed (costs are then reported as 0).
     assert config_from_dict({"env": {"name": "searchqa"}}).model.prices == {}
+
+
+def test_a_bad_skill_package_is_refused_as_the_config_loads_naming_each_file_and_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    pkg = tmp_path / "sheet-rules"
+    (pkg / "references").mkdir(parents=True)
+    (pkg / "SKILL.md").write_text("---\nname: other-name\ndescription: Edit sheets.\n---\nBody\n")
+    (pkg / "references" / "bin.md").write_bytes(b"\xff\xfe")
+    (pkg / "references" / "passwd.md").symlink_to("/etc/passwd")
+    with pytest.raises(ConfigError) as caught:
+        env(name="spreadsheetbench", skill_init="sheet-rules")
+    message = caught.value.message
+    assert message.startswith("env.skill_init: ")
+    assert "references/passwd.md: symlinks are not allowed (-> /etc/passwd) [symlink]" in message
+    assert "references/bin.md: not UTF-8 text" in message and "[utf-8]" in message
+    assert "SKILL.md: name 'other-name' differs from its folder 'sheet-rules' [name-folder]" in message
+    with pytest.raises(ConfigError, match=r"too-many-files"):
+        env(name="spreadsheetbench", skill_init="sheet-rules", skill_max_files=1)
