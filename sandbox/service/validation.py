@@ -22,16 +22,12 @@ from collections.abc import Mapping
 from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
-import structlog
-
 from sandbox.service.config import ServiceConfig
 from skillopt.errors import InvalidRequest, SkillPackageRefused
 from skillopt.files import check_relative_name, shorten
 from skillopt.skill.package import (
     DEFAULT_SKILL_NAME,
-    SKILL_MD,
     PackageLimits,
-    PackageProblem,
     package_problems,
 )
 from skillopt.types import Limits, RolloutRequest, SkillFile, SkillSpec
@@ -49,8 +45,6 @@ __all__ = [
     "validate_limits",
     "validate_request",
 ]
-
-log = structlog.get_logger("skillopt.sandbox.validation")
 
 MiB = 1024 * 1024
 #: Docker's smallest CPU quota (``nano_cpus`` of 0.01 cores).
@@ -354,21 +348,7 @@ def check_skill_package(skill: SkillSpec, limits: PackageLimits) -> None:
     Raises:
         SkillPackageRefused: every problem, each naming its file and rule.
     """
-    try:
-        problems = package_problems(skill, limits)
-    except Exception as exc:
-        # The standard's YAML parser fails on some bytes it cannot read (a NUL in the front
-        # matter raised AttributeError inside strictyaml): that is a front-matter problem.
-        log.warning("skill_package.parser_failed", error=f"{type(exc).__name__}: {exc}"[:300])
-        problems = [PackageProblem(SKILL_MD, "front-matter", f"cannot be parsed ({type(exc).__name__})")]
-    if not problems:
-        # Our placement's own rule on top (control characters, NAME_MAX per component): a file
-        # the runtime would refuse to write is refused here, named, before anything runs.
-        for f in skill.files:
-            try:
-                check_relative_name(f.path, what="path")
-            except InvalidRequest as exc:
-                problems.append(PackageProblem(f.path, "path", exc.message))
+    problems = package_problems(skill, limits)
     if problems:
         listed = "; ".join(str(p) for p in problems[:8])
         more = f"; and {len(problems) - 8} more" if len(problems) > 8 else ""

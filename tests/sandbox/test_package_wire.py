@@ -117,13 +117,13 @@ def test_a_refusal_carries_every_file_and_rule_within_the_metadata_limit():
 @pytest.mark.parametrize(
     ("skill", "path", "rule"),
     [
-        # The standard's YAML parser raises AttributeError on a NUL: still a named refusal.
+        # A NUL the standard's YAML parser cannot read: a named refusal, never INTERNAL.
         (
             SkillSpec(name="demo-pkg", content="---\nname: \x00\n---\n", files=SKILL.files),
             "SKILL.md",
             "front-matter",
         ),
-        # A name the runtime would not write (a newline): refused at the door, not mid-rollout.
+        # A newline in a file name (it would forge a manifest line): refused at the door.
         (
             SkillSpec(name=SKILL.name, content=SKILL.content, files=(SkillFile(path="a\n.md", data=b"x"),)),
             "a\n.md",
@@ -132,7 +132,7 @@ def test_a_refusal_carries_every_file_and_rule_within_the_metadata_limit():
     ],
     ids=["nul-in-front-matter", "newline-in-path"],
 )
-def test_the_host_refuses_what_its_parser_or_its_runtime_cannot_take(skill, path, rule):
+def test_the_host_refuses_what_the_parser_or_the_manifest_cannot_take(skill, path, rule):
     with pytest.raises(SkillPackageRefused) as err:
         check_skill_package(skill, PackageLimits())
     assert [(p, r) for p, r, _ in err.value.problems] == [(path, rule)]
