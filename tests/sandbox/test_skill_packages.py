@@ -208,7 +208,11 @@ def test_a_package_script_runs_in_the_rollout_container_and_cannot_change_the_pa
             "",
             "too-many-files",
         ),
-        (lambda s: [*s.files, SkillFile(path="assets/big.bin", data=b"\0" * (3 * MiB))], "", "too-large"),
+        (
+            lambda s: [*s.files, SkillFile(path="assets/big.bin", data=b"\0" * (3 * MiB))],
+            "assets/big.bin",
+            "too-large",
+        ),
     ],
     ids=["parent-path", "utf-8", "too-many-files", "too-large"],
 )
