@@ -26,7 +26,8 @@ from skillopt.agents.common import RolloutState, guarded
 from skillopt.agents.context import AgentContext, ProgressEvent
 from skillopt.agents.sandbox import ExecOutcome
 from skillopt.errors import InvalidRequest
-from skillopt.types import Message, RolloutResult
+from skillopt.skill.package import split_package
+from skillopt.types import Message, RolloutResult, SkillSpec
 
 __all__ = [
     "CLIS",
@@ -60,10 +61,13 @@ def render_skill_md(
     """SKILL.md as the CLIs expect it (reference §10.1): front matter (``name``,
     ``description``), a title, the env's preamble if any, then the skill body (a placeholder
     sentence when the skill is empty). With a preamble, the body goes under
-    ``## Dynamic Guidance`` so the two stay apart."""
-    body = skill.strip() or _EMPTY_SKILL
+    ``## Dynamic Guidance`` so the two stay apart. A package's SKILL.md keeps its own front
+    matter (its name and description are what the CLI lists), with the body rendered as above."""
+    frame, body = split_package(SkillSpec(name=name, content=skill))
+    body = body.strip() or _EMPTY_SKILL
     desc = description.replace('"', "'")
-    parts = [f'---\nname: {name}\ndescription: "{desc}"\n---', f"# {title}"]
+    head = frame.head.rstrip() or f'---\nname: {name}\ndescription: "{desc}"\n---'
+    parts = [head, f"# {title}"]
     if preamble.strip():
         parts += [preamble.strip(), f"## Dynamic Guidance\n\n{body}"]
     else:
