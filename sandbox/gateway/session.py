@@ -3,13 +3,15 @@ token budget, recorded exchanges and the provider's first failure."""
 
 from __future__ import annotations
 
+import json
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from skillopt.agents.context import interrupted_info
 from skillopt.errors import BudgetExceeded, ModelError
 from skillopt.models.profiles import ProviderProfile
-from skillopt.types import Usage
+from skillopt.types import InfraErrorKind, RolloutResult, Usage
 
 __all__ = ["GatewaySession"]
 
@@ -70,3 +72,31 @@ class GatewaySession:
             )
             self.error = self.error or err
             raise err
+
+    def attach_to(self, result: RolloutResult, *, full: bool) -> RolloutResult:
+        """Attach the gateway's record of the rollout's model exchanges (and, for exec agents,
+        their usage) to its row, and the gateway's own failure (replay miss, upstream down) as
+        the typed infra error."""
+        exchanges = (
+            self.exchanges
+            if full
+            else [{k: v for k, v in e.items() if k not in ("request", "response")} for e in self.exchanges]
+        )
+        notes = {**dict(result.trace.notes), "model_exchanges": json.dumps(exchanges, ensure_ascii=False)}
+        result = replace(result, trace=replace(result.trace, notes=notes))
+        if not result.usage.calls and self.used.calls:
+            # An exec agent's calls are seen only here (the CLI talks to the gateway): its row
+            # carries what the gateway counted, so cost and budgets include it.
+            result = replace(result, usage=self.used)
+        error = self.error
+        if result.infra_error is not None or error is None:
+            return result
+        info, reason = interrupted_info(error)
+        if info is None:
+            return result  # a used-up budget: the agent's own failure, scored
+        if info.kind != InfraErrorKind.REPLAY_MISS and not result.fail_reason and result.hard >= 1.0:
+            return result  # the provider failed once but the agent recovered and solved the task
+        # The provider refused or failed for this rollout: whatever the agent made of that (an
+        # exec agent may even have run the error text as code) is not the skill's result.
+        metrics = {**dict(result.metrics), "agent_fail_reason": result.fail_reason}
+        return replace(result, infra_error=info, fail_reason=reason, metrics=metrics)

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from skillopt.errors import ConfigError
 
-__all__ = ["DEFAULT_IMAGE", "EXEC_SKILLS_ROOTS", "ContainerSpec", "RuntimeConfig"]
+__all__ = ["DEFAULT_IMAGE", "EXEC_SKILLS_ROOTS", "ContainerSpec", "RuntimeConfig", "exec_runtime_choice"]
 
 DEFAULT_IMAGE = "skillopt-runtime:latest"
 MiB = 1024 * 1024
@@ -155,3 +155,21 @@ class RuntimeConfig:
     def idle_cap(self) -> int:
         """Most idle containers kept over all pools."""
         return self.max_idle_containers or 2 * self.pool_size
+
+
+def exec_runtime_choice(base_runtime: str, *, has_network: bool, required: bool) -> tuple[str, str]:
+    """The OCI runtime exec agents run under, and why they cannot run at all ("" if they can).
+
+    Exec agents need the gateway network. A runtime registered without networking (gVisor with
+    ``--network=none``) cannot give them one: they fall back to the engine default ("") — which
+    results and Describe then report — unless the host requires its runtime, in which case they
+    are refused.
+    """
+    if has_network or not base_runtime:
+        return base_runtime, ""
+    if required:
+        return base_runtime, (
+            f"cannot run under the required container runtime {base_runtime!r}: it needs the gateway "
+            f"network and {base_runtime!r} is registered without networking"
+        )
+    return "", ""

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
@@ -24,10 +22,16 @@ from sandbox.gateway.session import GatewaySession
 from sandbox.runtime.base import SandboxRuntime
 from sandbox.runtime.lease import LeasedSandbox
 from sandbox.runtime.pool import PoolManager
-from sandbox.runtime.spec import EXEC_SKILLS_ROOTS, ContainerSpec
+from sandbox.runtime.spec import EXEC_SKILLS_ROOTS, ContainerSpec, exec_runtime_choice
 from sandbox.service.config import DEFAULT_LIMITS, MiB, ServiceConfig
-from sandbox.service.validation import check_skill, check_skill_package, effective_limits, validate_request
-from skillopt.envs.base import AgentContext, Environment, GatewayAccess, ProgressEvent, interrupted_info
+from sandbox.service.validation import (
+    CheckedPackages,
+    check_model_provider,
+    check_skill,
+    effective_limits,
+    validate_request,
+)
+from skillopt.envs.base import AgentContext, Environment, GatewayAccess, ProgressEvent
 from skillopt.envs.registry import available_envs, get_env
 from skillopt.errors import (
     DeadlineExceeded,
@@ -41,39 +45,11 @@ from skillopt.files import shorten
 from skillopt.grader_pool import GraderPool
 from skillopt.models.base import ChatModel
 from skillopt.models.profiles import ProviderProfile, build_model
-from skillopt.types import (
-    InfraErrorKind,
-    InfraFailure,
-    Limits,
-    RolloutRequest,
-    RolloutResult,
-    SkillSpec,
-)
+from skillopt.types import InfraErrorKind, InfraFailure, Limits, RolloutRequest, RolloutResult, SkillSpec
 
-__all__ = ["RolloutService", "exec_runtime_choice"]
+__all__ = ["RolloutService"]
 
 log = structlog.get_logger("skillopt.sandbox.service")
-
-#: Skill package versions remembered as checked (see RolloutService.check_package).
-_CHECKED_KEPT = 1024
-
-
-def exec_runtime_choice(base_runtime: str, *, has_network: bool, required: bool) -> tuple[str, str]:
-    """The OCI runtime exec agents run under, and why they cannot run at all ("" if they can).
-
-    Exec agents need the gateway network. A runtime registered without networking (gVisor with
-    ``--network=none``) cannot give them one: they fall back to the engine default ("") — which
-    results and Describe then report — unless the host requires its runtime, in which case they
-    are refused.
-    """
-    if has_network or not base_runtime:
-        return base_runtime, ""
-    if required:
-        return base_runtime, (
-            f"cannot run under the required container runtime {base_runtime!r}: it needs the gateway "
-            f"network and {base_runtime!r} is registered without networking"
-        )
-    return "", ""
 
 
 @dataclass(kw_only=True)
@@ -137,9 +113,7 @@ class RolloutService:
         self.providers = providers
         self._models: dict[str, ChatModel] = {}
         self._models_lock = threading.Lock()
-        #: Skill packages (name, tree hash) that passed :meth:`check_package`.
-        self._checked: OrderedDict[tuple[str, str], None] = OrderedDict()
-        self._checked_lock = threading.Lock()
+        self._packages = CheckedPackages(config.package_limits)
         self.gateway = gateway or Gateway(providers)
         #: The gateway's URL as exec-agent containers see it; None: exec agents unavailable.
         self.gateway_url = gateway_url
@@ -185,23 +159,7 @@ class RolloutService:
         refusal = self.agent_refusal(request.env, request.agent)
         if refusal:
             raise InvalidRequest(refusal)
-        if env.container(request.agent) == "gateway":
-            wanted = getattr(env, "agent_apis", {}).get(request.agent)
-            profile = self.providers.get(request.model.provider)
-            if (
-                wanted
-                and profile is not None
-                and ("anthropic" if profile.kind == "anthropic" else "openai") != wanted
-            ):
-                raise InvalidRequest(
-                    f"agent {request.agent!r} speaks the {wanted} API but provider {profile.name!r} is {profile.kind!r}"
-                )
-        if env.needs_model and request.model.provider not in self.providers:
-            known = ", ".join(sorted(self.providers)) or "none configured"
-            raise InvalidRequest(
-                f"unknown model provider {shorten(request.model.provider)} on host {self.config.host_id}; "
-                f"configured: {known}"
-            )
+        check_model_provider(request, env, self.providers, host_id=self.config.host_id)
         env.validate(request)
 
     def check_skill(self, skill: SkillSpec, *, skill_tree: str = "") -> None:
@@ -215,27 +173,13 @@ class RolloutService:
         self.check_package(skill, skill_tree=skill_tree)
 
     def check_package(self, skill: SkillSpec, *, skill_tree: str = "") -> None:
-        """Refuse a skill package that breaks a rule under this host's limits (a one-file skill
-        has nothing to check here). Versions that passed are remembered by name and tree hash:
-        checking one costs a few ms (front matter parsed, every file decoded), which a version's
-        every rollout would otherwise pay.
+        """Refuse a skill package that breaks a rule under this host's limits (see
+        :class:`~sandbox.service.validation.CheckedPackages`).
 
         Raises:
             SkillPackageRefused: every problem, each naming its file and rule.
         """
-        if not skill.files:
-            return
-        key = (skill.name, skill_tree)
-        with self._checked_lock:
-            if skill_tree and key in self._checked:
-                self._checked.move_to_end(key)
-                return
-        check_skill_package(skill, self.config.package_limits)
-        if skill_tree:
-            with self._checked_lock:
-                self._checked[key] = None
-                while len(self._checked) > _CHECKED_KEPT:
-                    self._checked.popitem(last=False)
+        self._packages.check(skill, skill_tree=skill_tree)
 
     def agent_refusal(self, env_name: str, agent: str) -> str:
         """Why this host cannot run ``agent`` of ``env_name`` ("" when it can)."""
@@ -389,7 +333,7 @@ class RolloutService:
         )
         result = ro.env.run(request.agent, ctx)
         if ro.session is not None:
-            result = self._with_exchanges(result, ro.session, full=ro.exec_agent)
+            result = ro.session.attach_to(result, full=ro.exec_agent)
         return result
 
     def _acquire(self, ro: _Rollout) -> None:
@@ -542,35 +486,6 @@ class RolloutService:
                 self.pools.release(handle)
 
         return fresh
-
-    @staticmethod
-    def _with_exchanges(result: RolloutResult, session, *, full: bool) -> RolloutResult:
-        """Attach the gateway's record of the rollout's model exchanges (and, for exec agents,
-        their usage) to its row, and the gateway's own failure (replay miss, upstream down) as
-        the typed infra error."""
-        exchanges = (
-            session.exchanges
-            if full
-            else [{k: v for k, v in e.items() if k not in ("request", "response")} for e in session.exchanges]
-        )
-        notes = {**dict(result.trace.notes), "model_exchanges": json.dumps(exchanges, ensure_ascii=False)}
-        result = replace(result, trace=replace(result.trace, notes=notes))
-        if not result.usage.calls and session.used.calls:
-            # An exec agent's calls are seen only here (the CLI talks to the gateway): its row
-            # carries what the gateway counted, so cost and budgets include it.
-            result = replace(result, usage=session.used)
-        error = session.error
-        if result.infra_error is not None or error is None:
-            return result
-        info, reason = interrupted_info(error)
-        if info is None:
-            return result  # a used-up budget: the agent's own failure, scored
-        if info.kind != InfraErrorKind.REPLAY_MISS and not result.fail_reason and result.hard >= 1.0:
-            return result  # the provider failed once but the agent recovered and solved the task
-        # The provider refused or failed for this rollout: whatever the agent made of that (an
-        # exec agent may even have run the error text as code) is not the skill's result.
-        metrics = {**dict(result.metrics), "agent_fail_reason": result.fail_reason}
-        return replace(result, infra_error=info, fail_reason=reason, metrics=metrics)
 
     def _digest_or_empty(self, image: str) -> str:
         try:

@@ -25,6 +25,7 @@ from typing import Any
 from sandbox.service.config import ServiceConfig
 from skillopt.errors import InvalidRequest, SkillPackageRefused
 from skillopt.files import check_relative_name, shorten
+from skillopt.models.profiles import ProviderProfile
 from skillopt.skill.package import (
     DEFAULT_SKILL_NAME,
     PackageLimits,
@@ -35,7 +36,9 @@ from skillopt.types import Limits, RolloutRequest, SkillFile, SkillSpec
 __all__ = [
     "MIN_CPUS",
     "MIN_MEMORY_BYTES",
+    "CheckedPackages",
     "approx_size_bytes",
+    "check_model_provider",
     "check_skill",
     "check_skill_package",
     "effective_limits",
@@ -355,4 +358,60 @@ def check_skill_package(skill: SkillSpec, limits: PackageLimits) -> None:
         raise SkillPackageRefused(
             f"skill package {shorten(skill.name)} refused ({len(problems)} problem(s)): {listed}{more}",
             problems=tuple((p.path, p.rule, p.message) for p in problems),
+        )
+
+
+class CheckedPackages:
+    """Skill package versions (name, tree hash) that passed :func:`check_skill_package` under
+    this host's ``limits``, so each is checked once: a check costs a few ms (front matter
+    parsed, every file decoded), which a version's every rollout would otherwise pay. A
+    package without a verified tree hash is checked every time; a one-file skill never."""
+
+    def __init__(self, limits: PackageLimits, *, kept: int = 1024) -> None:
+        self.limits = limits
+        self.kept = kept
+        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def check(self, skill: SkillSpec, *, skill_tree: str = "") -> None:
+        """Raises :class:`SkillPackageRefused` (every problem) for a package that breaks a rule."""
+        if not skill.files:
+            return
+        key = (skill.name, skill_tree)
+        with self._lock:
+            if skill_tree and key in self._seen:
+                self._seen.move_to_end(key)
+                return
+        check_skill_package(skill, self.limits)
+        if skill_tree:
+            with self._lock:
+                self._seen[key] = None
+                while len(self._seen) > self.kept:
+                    self._seen.popitem(last=False)
+
+
+def check_model_provider(
+    request: RolloutRequest, env: Any, providers: Mapping[str, ProviderProfile], *, host_id: str
+) -> None:
+    """Refuse a request whose model provider is not configured on this host (when its agent
+    calls a model), or whose exec agent's CLI speaks another API than the provider.
+
+    Raises:
+        InvalidRequest: naming the provider (and the configured ones) or the two APIs.
+    """
+    if env.container(request.agent) == "gateway":
+        wanted = getattr(env, "agent_apis", {}).get(request.agent)
+        profile = providers.get(request.model.provider)
+        if (
+            wanted
+            and profile is not None
+            and ("anthropic" if profile.kind == "anthropic" else "openai") != wanted
+        ):
+            raise InvalidRequest(
+                f"agent {request.agent!r} speaks the {wanted} API but provider {profile.name!r} is {profile.kind!r}"
+            )
+    if env.needs_model and request.model.provider not in providers:
+        known = ", ".join(sorted(providers)) or "none configured"
+        raise InvalidRequest(
+            f"unknown model provider {shorten(request.model.provider)} on host {host_id}; configured: {known}"
         )

@@ -22,8 +22,8 @@ from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from sandbox.runtime.docker.engine import list_containers
 from sandbox.runtime.labels import LABEL_HOST
+from sandbox.runtime.spec import exec_runtime_choice
 from sandbox.service.admission import RolloutAdmission
-from sandbox.service.rollout import exec_runtime_choice
 from skillopt.errors import InvalidRequest, UnknownRollout
 from skillopt.types import File, Limits, ModelSpec, RolloutResult, TestCase, Trace
 from tests.sandbox.conftest import fenced, request_for, solution_code
