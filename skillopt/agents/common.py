@@ -73,9 +73,16 @@ def skill_text(skill: SkillSpec) -> str:
     index = file_index(skill)
     if not index:
         return body
+    modules = any(f.path.startswith("scripts/") and f.path.endswith(".py") for f in skill.files)
+    hint = (
+        "\nA Python program can import the modules under /skill/scripts after "
+        "`sys.path.insert(0, '/skill/scripts')`.\n"
+        if modules
+        else ""
+    )
     return (
         f"{body.rstrip()}\n\n### Files of this skill\nRead them, or run the scripts, from the "
-        f"read-only folder /skill when you need them:\n{index}\n"
+        f"read-only folder /skill when you need them:\n{index}\n{hint}"
     )
 
 

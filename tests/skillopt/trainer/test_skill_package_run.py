@@ -60,6 +60,7 @@ def test_a_package_trains_rolls_out_whole_and_every_version_is_a_valid_package(f
     system = next(iter(rows.values())).trace.system_prompt
     assert "/skill/references/answer-format.md" in system
     assert "/skill/scripts/normalise.py" in system and "executable" in system
+    assert "sys.path.insert(0, '/skill/scripts')" in system  # its modules can be imported
     assert "no extra words" not in system  # the reference's body stays on disk
     assert "name: qa-helper" not in system  # the front matter is for the harness
 
