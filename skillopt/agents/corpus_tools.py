@@ -73,7 +73,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     _spec(
         "read",
         "Read lines of a corpus file (at most 400 lines and 4000 characters per call); pages are "
-        "separated by '[page break]' lines.",
+        "separated by '[page break]' lines. A file of your skill is read by its path under /skill/.",
         {
             "path": {"type": "string", "description": "A file name as glob lists it"},
             "start": {"type": "integer", "description": "First line, 1-based (default 1)"},

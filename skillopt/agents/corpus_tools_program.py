@@ -1,5 +1,7 @@
 """The ``glob``/``read``/``grep`` tools over a read-only document folder, as one stdlib-only
 program that runs INSIDE the rollout container (``python3 -I -c <this file> ROOT TOOL ARGS``).
+``read`` also reads the files of the agent's own skill package by their absolute path
+(``/skill/references/…``; an optional fifth argument is where the package is, for tests).
 
 It is the second line of confinement, the container being the first (no network, no secrets,
 nothing of the host): every path the model names is relative to ``ROOT``; absolute paths, ``..``
@@ -29,6 +31,8 @@ MAX_GREP = 20
 MAX_GREP_LINE = 300
 MAX_GREP_BYTES = 512 * 1024 * 1024
 MAX_PATTERN = 200
+#: How a path names a file of the skill package (mounted read-only at /skill).
+SKILL_PREFIX = "/skill/"
 
 
 class Refused(Exception):
@@ -105,8 +109,12 @@ def _int(args: dict, key: str, default: int, low: int, high: int) -> int:
     return max(low, min(high, value))
 
 
-def tool_read(root: str, args: dict) -> str:
-    full = resolve(root, args.get("path", ""))
+def tool_read(root: str, args: dict, skill_root: str = "/skill") -> str:
+    path, shown = args.get("path", ""), ""
+    if isinstance(path, str) and path.strip().startswith(SKILL_PREFIX):
+        # The package is the agent's own (no gold in it): read with the same confinement.
+        root, path, shown = os.path.realpath(skill_root), path.strip()[len(SKILL_PREFIX) :], SKILL_PREFIX
+    full = resolve(root, path)
     start = _int(args, "start", 1, 1, 10**9)
     limit = _int(args, "limit", 80, 1, MAX_READ_LINES)
     out, chars, last = [], 0, start - 1
@@ -121,7 +129,7 @@ def tool_read(root: str, args: dict) -> str:
             out.append(f"{n:>6}  {text}")
             chars += len(text) + 8
             last = n
-    name = rel(root, full)
+    name = shown + rel(root, full)
     if not out:
         return f"{name}: no lines from line {start} (the file is shorter)"
     cut = (
@@ -172,15 +180,18 @@ TOOLS = {"glob": tool_glob, "read": tool_read, "grep": tool_grep}
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 4 or argv[2] not in TOOLS:
-        print(f"usage: ROOT {{{','.join(TOOLS)}}} JSON-ARGS", file=sys.stderr)
+    if len(argv) not in (4, 5) or argv[2] not in TOOLS:
+        print(f"usage: ROOT {{{','.join(TOOLS)}}} JSON-ARGS [SKILL-ROOT]", file=sys.stderr)
         return 2
     root = os.path.realpath(argv[1])
     try:
         args = json.loads(argv[3])
         if not isinstance(args, dict):
             raise Refused("the arguments must be a JSON object")
-        print(TOOLS[argv[2]](root, args))
+        if argv[2] == "read" and len(argv) == 5:
+            print(tool_read(root, args, argv[4]))
+        else:
+            print(TOOLS[argv[2]](root, args))
     except Refused as exc:
         print(f"ERROR: {exc}")
     except (ValueError, OSError) as exc:

@@ -229,9 +229,9 @@ def corpus(tmp_path) -> Path:
     return docs
 
 
-def tool(corpus: Path, name: str, args: object) -> str:
+def tool(corpus: Path, name: str, args: object, *skill_root: str) -> str:
     res = subprocess.run(
-        [sys.executable, "-I", "-c", program_source(), "docs", name, json.dumps(args)],
+        [sys.executable, "-I", "-c", program_source(), "docs", name, json.dumps(args), *skill_root],
         cwd=corpus.parent,
         capture_output=True,
         text=True,
@@ -265,6 +265,23 @@ def test_the_tools_refuse_to_leave_the_corpus(corpus, name, args, refusal):
     out = tool(corpus, name, args)
     assert out.startswith("ERROR:") and refusal in out, out
     assert "GOLD-ANSWER" not in out
+
+
+def test_read_reaches_the_skill_package_by_its_absolute_path_and_nothing_beside_it(corpus, tmp_path):
+    skill = tmp_path / "skill"
+    (skill / "references").mkdir(parents=True)
+    (skill / "references" / "units.md").write_text("# Units\nAmounts are in millions of dollars.\n")
+    os.symlink(tmp_path / "secret.txt", skill / "references" / "link.md")
+    out = tool(corpus, "read", {"path": "/skill/references/units.md"}, str(skill))
+    assert out.startswith("/skill/references/units.md, lines 1-2:") and "millions of dollars" in out
+    for path, refusal in (
+        ("/skill/../secret.txt", "'..' is refused"),
+        ("/skill/references/link.md", "symbolic links are not followed"),
+        ("/skill/nope.md", "no such file"),
+        ("/skillx/units.md", "absolute paths are refused"),
+    ):
+        out = tool(corpus, "read", {"path": path}, str(skill))
+        assert out.startswith("ERROR:") and refusal in out and "GOLD-ANSWER" not in out, out
 
 
 def test_the_tools_answer_within_their_caps(corpus):
