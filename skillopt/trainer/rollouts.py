@@ -205,6 +205,10 @@ class Rollouts:
             SystemicFailure: as :meth:`run`, for any lane.
         """
         stop = threading.Event()
+        # One SkillSpec for the whole call: the client names a package's parts by hashes it
+        # memoises per SkillSpec object, so every request must share it (else each rollout
+        # would hash the package's bytes again).
+        skill = skill if isinstance(skill, SkillSpec) else self.frame.spec(skill)
         batches = [self._open(items, out_dir, label, stop) for out_dir, label in lanes]
         by_rollout: dict[str, _Batch] = {}
         requests: list[RolloutRequest] = []
