@@ -390,3 +390,29 @@ def test_a_real_training_run_is_validated_shown_diffed_and_installed(capsys, tmp
     installed = load_skill(project / ".claude" / "skills" / "sheet-rules")
     assert installed == load_skill(run / "best_skill" / "sheet-rules")
     assert installed.files == load_skill(pkg).files
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    """`skillopt skill show … | head`: the pipe's reader is gone before the first write."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "controller.cli",
+                "skill",
+                "show",
+                str(REPO / "docs/examples/sheet-totals"),
+            ],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert res.returncode == 141 and "Traceback" not in res.stderr, res.stderr
