@@ -170,6 +170,13 @@ class ProgressDisplay(Callback):
             f"applied {edits.get('applied', '-')}, action {r.action}, "
             f"selection {format_score(r.current_score, r.current_score_ci95)}, {r.wall_time_s:.1f}s"
         )
+        if p and p.file_changes:
+            marks = {"added": "+", "removed": "-", "changed": "~"}
+            files = " ".join(f"{marks.get(c.get('status', ''), '~')}{c.get('path')}" for c in p.file_changes)
+            self._print(f"  files: {files}")
+        for c in p.script_checks if p else ():
+            if not c.get("ok"):
+                self._print(f"  script check failed, its edits dropped: {c.get('path')} [{c.get('rule')}]")
 
     def on_epoch_end(self, event: EpochEndEvent) -> None:
         r = event.record

@@ -29,7 +29,8 @@ from skillopt.models.prefix import prefix_report
 from skillopt.models.roles import PriceTable, RoleModel, UsageTracker
 from skillopt.reflection import StepBuffer, meta_skill_block
 from skillopt.reflection.cache import Slot
-from skillopt.skill.package import PackageFrame, split_package
+from skillopt.skill.package import PackageFrame
+from skillopt.skill.packed import pack
 from skillopt.skill.schedule import EditBudgetSchedule
 from skillopt.trainer.callbacks import BatchEvent, CallbackList, RowEvent, RunControl, Spend, StageEvent
 from skillopt.trainer.planning import RunPlan
@@ -103,8 +104,9 @@ class RunContext:
         self.optimizer = optimizer
         self.run = run
         if isinstance(initial_skill, SkillSpec):
-            rollouts.frame, initial_skill = split_package(initial_skill)
-        #: The package every version of the skill lives in (name, front matter, other files).
+            # The trainer optimizes one text per version: SKILL.md and the editable files.
+            rollouts.frame, initial_skill = pack(initial_skill)
+        #: The package every version of the skill lives in (name, front matter, fixed files).
         self.frame: PackageFrame = rollouts.frame
         run.frame = self.frame
         self.initial_skill: str = initial_skill
