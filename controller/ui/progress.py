@@ -203,7 +203,9 @@ class ProgressDisplay(Callback):
                 f"change {format_score(t.best_hard - t.baseline_hard, t.ci95.get('delta_hard'))}"
                 + (f", p={p_value:.3g}" if p_value is not None else "")
             )
-        lines.append(f"best skill: {event.out_dir / 'best_skill.md'}")
+        packages = sorted((event.out_dir / "best_skill").glob("*/SKILL.md"))
+        package = f" (package: {packages[0].parent}/)" if packages else ""
+        lines.append(f"best skill: {event.out_dir / 'best_skill.md'}{package}")
         for line in lines:
             self._print(line)
 

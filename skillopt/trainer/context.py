@@ -30,7 +30,7 @@ from skillopt.models.roles import PriceTable, RoleModel, UsageTracker
 from skillopt.reflection import StepBuffer, meta_skill_block
 from skillopt.reflection.cache import Slot
 from skillopt.skill.package import PackageFrame
-from skillopt.skill.packed import pack
+from skillopt.skill.packed import join_packed, pack, split_packed
 from skillopt.skill.schedule import EditBudgetSchedule
 from skillopt.trainer.callbacks import BatchEvent, CallbackList, RowEvent, RunControl, Spend, StageEvent
 from skillopt.trainer.planning import RunPlan
@@ -264,6 +264,7 @@ class RunContext:
         if st is None:
             return 0
         refuse_mode_change(self.run.root, st.mode, self.mode)
+        _adopt_package_files(st, self.initial_skill)
         self.state = st
         self.schedule = self._new_schedule()
         if st.scheduler:
@@ -314,3 +315,15 @@ class RunContext:
         self.control.request_stop(reason)
         log.warning("trainer.budget_stop", reason=reason, step=self.state.last_completed_step)
         return True
+
+
+def _adopt_package_files(st: TrainerState, initial: str) -> None:
+    """A package run started before the optimizer edited files kept only SKILL.md's body in
+    its state (the files rode in the frame): give those texts the initial files back."""
+    _, sections = split_packed(initial)
+    if not sections:
+        return
+    for key in ("current_skill", "best_skill"):
+        text = getattr(st, key)
+        if text and not text.startswith("---") and "<!-- SKILL_FILE" not in text:
+            setattr(st, key, join_packed(text, sections))
