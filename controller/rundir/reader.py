@@ -192,6 +192,7 @@ class RunInfo:
         d["damage"] = self.damage.to_dict() if self.damage else None
         d["notes"] = self.notes.to_dict()
         d["hosts"] = list(self.hosts)
+        d["files_changed"] = list(self.files_changed)
         d["best_score_ci95"] = list(self.best_score_ci95) if self.best_score_ci95 else None
         return d
 
