@@ -176,7 +176,9 @@ class ProgressDisplay(Callback):
             self._print(f"  files: {files}")
         for c in p.script_checks if p else ():
             if not c.get("ok"):
-                self._print(f"  script check failed, its edits dropped: {c.get('path')} [{c.get('rule')}]")
+                self._print(
+                    f"  script check failed, its edits dropped: {c.get('path')} (rule {c.get('rule')})"
+                )
 
     def on_epoch_end(self, event: EpochEndEvent) -> None:
         r = event.record

@@ -19,7 +19,8 @@ from skillopt.agents.context import AgentContext, interrupted_info
 from skillopt.agents.sandbox import ExecOutcome
 from skillopt.errors import InfraError, ModelError
 from skillopt.models.base import ChatRequest, ToolSpec
-from skillopt.skill.package import file_index, split_package
+from skillopt.skill.package import file_index
+from skillopt.skill.packed import split_package
 from skillopt.types import (
     ExecRecord,
     InfraErrorKind,

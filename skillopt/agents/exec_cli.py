@@ -26,7 +26,7 @@ from skillopt.agents.common import RolloutState, guarded
 from skillopt.agents.context import AgentContext, ProgressEvent
 from skillopt.agents.sandbox import ExecOutcome
 from skillopt.errors import InvalidRequest
-from skillopt.skill.package import split_package
+from skillopt.skill.packed import split_package
 from skillopt.types import Message, RolloutResult, SkillSpec
 
 __all__ = [

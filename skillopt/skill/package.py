@@ -44,7 +44,6 @@ from skillopt.types import SkillFile, SkillSpec
 __all__ = [
     "DEFAULT_SKILL_NAME",
     "SKILL_MD",
-    "PackageFrame",
     "PackageLimits",
     "PackageProblem",
     "SkillPackageError",
@@ -55,7 +54,6 @@ __all__ = [
     "load_skill",
     "package_problems",
     "read_skill",
-    "split_package",
     "write_package",
 ]
 
@@ -174,37 +172,6 @@ def as_package(spec: SkillSpec) -> SkillSpec:
         content=_synthesized_front_matter(spec.name, spec.content) + spec.content,
         files=spec.files,
     )
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class PackageFrame:
-    """What a package's trainer text leaves out: the name, the front matter block as written
-    (``""`` for a one-file skill without one; used when the text has none) and the files the
-    optimizer cannot edit (:func:`skillopt.skill.packed.pack`). :meth:`spec` puts a text
-    back into the frame."""
-
-    name: str = DEFAULT_SKILL_NAME
-    head: str = ""
-    files: tuple[SkillFile, ...] = ()
-
-    def spec(self, text: str) -> SkillSpec:
-        """The package the trainer's ``text`` stands for: SKILL.md (the head put back when the
-        text has no front matter of its own), then the text's file sections and the frame's
-        files (:func:`skillopt.skill.packed.unpack`)."""
-        from skillopt.skill.packed import unpack  # packed builds on this module
-
-        return unpack(self, text)
-
-
-def split_package(spec: SkillSpec) -> tuple[PackageFrame, str]:
-    """``(frame, body)`` of ``spec``, with ``frame.spec(body) == spec``: the head is the front
-    matter block verbatim with the blank lines after it, the body the rest."""
-    head = ""
-    if spec.content.startswith("---"):
-        match = re.match(r"---[^\n]*\n.*?^---[ \t]*(?:\n[ \t]*)*(?:\n|\Z)", spec.content, re.S | re.M)
-        if match:
-            head = match.group(0)
-    return PackageFrame(name=spec.name, head=head, files=spec.files), spec.content[len(head) :]
 
 
 # ── the rules ─────────────────────────────────────────────────────────────────────────────

@@ -34,8 +34,8 @@ from skillopt.skill.edits import (
     EditReport,
     apply_edits,
 )
-from skillopt.skill.package import PackageFrame, PackageLimits, package_problems
-from skillopt.skill.packed import FileSection, join_packed, split_packed, unpack
+from skillopt.skill.package import PackageLimits, package_problems
+from skillopt.skill.packed import FileSection, PackageFrame, join_packed, split_packed, unpack
 
 __all__ = ["SCRIPTS", "PackageApplyResult", "apply_package_edits", "changed_paths"]
 

@@ -29,20 +29,23 @@ up to SKILL.md ending in exactly one newline when the package has sections.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from skillopt.skill.document import FILE_END, FILE_START_RE, PROTECTED_MARKERS, file_spans
-from skillopt.skill.package import PackageFrame, as_package, split_package
+from skillopt.skill.package import DEFAULT_SKILL_NAME, as_package
 from skillopt.types import SkillFile, SkillSpec
 
 __all__ = [
     "EDITABLE_MAX_BYTES",
     "FileSection",
+    "PackageFrame",
     "editable",
     "join_packed",
     "pack",
     "skill_md_of",
+    "split_package",
     "split_packed",
     "unpack",
 ]
@@ -72,6 +75,35 @@ class FileSection:
 
     def as_file(self) -> SkillFile:
         return SkillFile(path=self.path, data=self.text.encode("utf-8"), executable=self.executable)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PackageFrame:
+    """What a package's trainer text leaves out: the name, the front matter block as written
+    (``""`` for a one-file skill without one; used when the text has none) and the files the
+    optimizer cannot edit (:func:`pack`). :meth:`spec` puts a text
+    back into the frame."""
+
+    name: str = DEFAULT_SKILL_NAME
+    head: str = ""
+    files: tuple[SkillFile, ...] = ()
+
+    def spec(self, text: str) -> SkillSpec:
+        """The package the trainer's ``text`` stands for: SKILL.md (the head put back when the
+        text has no front matter of its own), then the text's file sections and the frame's
+        files (:func:`unpack`)."""
+        return unpack(self, text)
+
+
+def split_package(spec: SkillSpec) -> tuple[PackageFrame, str]:
+    """``(frame, body)`` of ``spec``, with ``frame.spec(body) == spec``: the head is the front
+    matter block verbatim with the blank lines after it, the body the rest."""
+    head = ""
+    if spec.content.startswith("---"):
+        match = re.match(r"---[^\n]*\n.*?^---[ \t]*(?:\n[ \t]*)*(?:\n|\Z)", spec.content, re.S | re.M)
+        if match:
+            head = match.group(0)
+    return PackageFrame(name=spec.name, head=head, files=spec.files), spec.content[len(head) :]
 
 
 def editable(f: SkillFile) -> bool:

@@ -29,8 +29,7 @@ from skillopt.models.prefix import prefix_report
 from skillopt.models.roles import PriceTable, RoleModel, UsageTracker
 from skillopt.reflection import StepBuffer, meta_skill_block
 from skillopt.reflection.cache import Slot
-from skillopt.skill.package import PackageFrame
-from skillopt.skill.packed import join_packed, pack, split_packed
+from skillopt.skill.packed import PackageFrame, join_packed, pack, split_packed
 from skillopt.skill.schedule import EditBudgetSchedule
 from skillopt.trainer.callbacks import BatchEvent, CallbackList, RowEvent, RunControl, Spend, StageEvent
 from skillopt.trainer.planning import RunPlan

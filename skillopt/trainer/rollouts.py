@@ -20,7 +20,7 @@ import structlog
 
 from skillopt.envs.base import TaskItem
 from skillopt.errors import SystemicFailure
-from skillopt.skill.package import PackageFrame
+from skillopt.skill.packed import PackageFrame
 from skillopt.trainer.executor import RolloutExecutor
 from skillopt.trainer.rundir.results import append_row, load_rows, set_aside_infra_rows
 from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillSpec

@@ -27,7 +27,8 @@ import structlog
 from skillopt.durable import atomic_write_json, atomic_write_text
 from skillopt.errors import SkillOptError
 from skillopt.reflection.cache import Slot
-from skillopt.skill.package import PackageFrame, write_package
+from skillopt.skill.package import write_package
+from skillopt.skill.packed import PackageFrame
 from skillopt.trainer.records import StepRecord
 from skillopt.trainer.rundir import layout
 from skillopt.trainer.state import TrainerState

@@ -9,9 +9,9 @@ from skills_ref.validator import validate
 
 from skillopt.reflection.step_buffer import StepBuffer
 from skillopt.skill import Edit, edits_from_payload
-from skillopt.skill.package import PackageFrame, PackageLimits, load_skill, write_package
+from skillopt.skill.package import PackageLimits, load_skill, write_package
 from skillopt.skill.package_edits import apply_package_edits
-from skillopt.skill.packed import pack, split_packed, unpack
+from skillopt.skill.packed import PackageFrame, pack, split_packed, unpack
 from skillopt.types import SkillFile, SkillSpec
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "docs" / "examples" / "sheet-totals"
