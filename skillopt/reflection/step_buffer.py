@@ -240,6 +240,10 @@ def _rejected_line(n: int, summary: Mapping[str, Any]) -> str:
     return f'  {n}. {head} → "{_one_line(body)}"'
 
 
+def _failure_line(c: Mapping[str, Any]) -> str:
+    return f"  - {c.get('path', '')} [{c.get('rule', '')}]: {_one_line(c.get('message', ''))}"
+
+
 def _score(value: float | None) -> str:
     return "?" if value is None else f"{value:.4f}"
 
@@ -255,12 +259,19 @@ class StepBuffer:
 
     epoch: int = 0
     entries: list[StepEntry] = field(default_factory=list)
+    #: Script check failures of earlier epochs (by path, the last one): unlike rejected edits
+    #: they say what is wrong with code the optimizer wrote, so an epoch start keeps them.
+    carried_failures: list[Mapping[str, Any]] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.entries)
 
     def reset(self, epoch: int | None = None) -> None:
-        """Forget every entry (epoch start); optionally set the new epoch."""
+        """Forget every entry (epoch start) but its script check failures; optionally set
+        the new epoch."""
+        by_path = {str(c.get("path")): c for c in self.carried_failures}
+        by_path.update({str(c.get("path")): c for e in self.entries for c in e.check_failures})
+        self.carried_failures = list(by_path.values())
         self.entries.clear()
         if epoch is not None:
             self.epoch = epoch
@@ -316,9 +327,15 @@ class StepBuffer:
             Rejected edits (score a → b):
               1. [op] target="…" → "content"
         """
-        if not self.entries:
+        if not self.entries and not self.carried_failures:
             return ""
         lines = [_INSTRUCTION]
+        if self.carried_failures:
+            lines += [
+                "",
+                "Scripts that failed their check in the sandbox in earlier epochs (their edits were dropped):",
+            ]
+            lines += [_failure_line(c) for c in self.carried_failures]
         for e in self.entries:
             lines += ["", f"### Step {e.step} — {e.action.upper()} ({e.n_fail}/{e.n_total} failed)"]
             for p in e.failure_patterns:
@@ -332,22 +349,32 @@ class StepBuffer:
                 lines.append(
                     "Scripts that failed their check in the sandbox (their edits were dropped; fix them):"
                 )
-                lines += [
-                    f"  - {c.get('path', '')} [{c.get('rule', '')}]: {_one_line(c.get('message', ''))}"
-                    for c in e.check_failures
-                ]
+                lines += [_failure_line(c) for c in e.check_failures]
         return "\n".join(lines) + "\n"
 
     def to_json(self) -> dict[str, Any]:
         """JSON form for the run directory (``{"version", "epoch", "entries"}``)."""
-        return {"version": 1, "epoch": self.epoch, "entries": [e.to_dict() for e in self.entries]}
+        out: dict[str, Any] = {
+            "version": 1,
+            "epoch": self.epoch,
+            "entries": [e.to_dict() for e in self.entries],
+        }
+        if self.carried_failures:
+            out["carried_failures"] = [dict(c) for c in self.carried_failures]
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | Sequence[Any]) -> StepBuffer:
         """Inverse of :meth:`to_json`; also accepts a bare list of entries (reference digest)."""
+        carried: list[Mapping[str, Any]] = []
         if isinstance(data, Mapping):
             entries = data.get("entries") or []
             epoch = as_count(data.get("epoch"), 0)
+            carried = [dict(c) for c in data.get("carried_failures") or () if isinstance(c, Mapping)]
         else:
             entries, epoch = list(data), 0
-        return cls(epoch=epoch, entries=[StepEntry.from_dict(e) for e in entries if isinstance(e, Mapping)])
+        return cls(
+            epoch=epoch,
+            entries=[StepEntry.from_dict(e) for e in entries if isinstance(e, Mapping)],
+            carried_failures=carried,
+        )

@@ -192,3 +192,14 @@ def test_the_step_buffer_feeds_failed_script_checks_back_to_the_optimizer() -> N
     text = buffer.format_for_prompt()
     assert "scripts/h.py [python-compile]: SyntaxError: line 2" in text
     assert StepBuffer.from_json(buffer.to_json()).format_for_prompt() == text
+
+
+def test_script_check_failures_outlive_the_epoch_that_found_them() -> None:
+    buffer = StepBuffer(epoch=1)
+    failure = {"path": "scripts/h.py", "rule": "python-compile", "message": "SyntaxError", "ok": False}
+    buffer.record(step=1, action="reject", rows=[], check_failures=[failure])
+    buffer.reset(epoch=2)
+    assert buffer.entries == []
+    text = buffer.format_for_prompt()
+    assert "earlier epochs" in text and "scripts/h.py [python-compile]" in text
+    assert StepBuffer.from_json(buffer.to_json()).format_for_prompt() == text
