@@ -2,6 +2,9 @@
 three function tools, ``glob``, ``read`` and ``grep``, and every tool call runs INSIDE the
 rollout container (:mod:`skillopt.agents.corpus_tools_program`), never on the host.
 
+When the skill package has scripts, a fourth tool, ``run_script``, runs one of them (by its
+path under ``/skill/scripts/``, with arguments) in the container, output capped.
+
 The loop (OfficeQA's, reference §5.5): at most ``max_tool_turns`` model calls; a reply with tool
 calls gets their results and another turn; a reply with an ``<answer>`` tag ends the episode and
 is graded; a reply with neither ends it too (graded as it stands, usually a miss). The env
@@ -29,7 +32,7 @@ from skillopt.agents.react import _parse_arguments, tool_turn
 from skillopt.models.base import ToolSpec
 from skillopt.types import Message, RolloutResult
 
-__all__ = ["CORPUS_DIR", "TOOL_SPECS", "CorpusTask", "CorpusToolsAgent", "program_source"]
+__all__ = ["CORPUS_DIR", "RUN_SCRIPT_SPEC", "TOOL_SPECS", "CorpusTask", "CorpusToolsAgent", "program_source"]
 
 #: Where the corpus lives in the workspace (tool paths are relative to it).
 CORPUS_DIR = "docs"
@@ -92,7 +95,20 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
         ["pattern"],
     ),
 )
+#: Offered when the skill package has scripts: runs one of them in the container.
+RUN_SCRIPT_SPEC = _spec(
+    "run_script",
+    "Run a script of your skill (a file under /skill/scripts/) with arguments, in the working "
+    "directory; returns its exit code and output (stdout then stderr, cut after 16 KiB).",
+    {
+        "path": {"type": "string", "description": "The script, e.g. /skill/scripts/convert.py"},
+        "args": {"type": "array", "items": {"type": "string"}, "description": "Its arguments"},
+    },
+    ["path"],
+)
 _NAMES = ", ".join(s.name for s in TOOL_SPECS)
+_MAX_ARGS = 32
+_MAX_ARG_CHARS = 2000
 
 
 class CorpusTask(Protocol):
@@ -128,12 +144,14 @@ class CorpusToolsAgent(GuardedAgent):
         system, user = task.prompts()
         st.messages = [Message(role="system", content=system), Message(role="user", content=user)]
         max_turns = min(task.max_tool_turns(), int(ctx.limits.max_turns or task.max_tool_turns()))
+        scripts = _scripts(ctx)
+        tools = (*TOOL_SPECS, RUN_SCRIPT_SPEC) if scripts else TOOL_SPECS
         response, stopped, tool_calls = "", "max-tool-turns", 0
         for turn in range(1, max(1, max_turns) + 1):
             if turn > 1 and ctx.remaining_s() < _MIN_TURN_S:
                 stopped = "wall-time"
                 break
-            text, calls = tool_turn(ctx, st, turn, TOOL_SPECS)
+            text, calls = tool_turn(ctx, st, turn, tools)
             st.turns = turn
             if text.strip():
                 response = text
@@ -143,7 +161,10 @@ class CorpusToolsAgent(GuardedAgent):
             st.phase = "tools"
             for call in calls:
                 tool_calls += 1
-                result = self._call(ctx, st, call["name"], call["arguments"], turn)
+                if call["name"] == "run_script" and scripts:
+                    result = self._run_script(ctx, st, call["arguments"], turn, scripts)
+                else:
+                    result = self._call(ctx, st, call["name"], call["arguments"], turn)
                 st.messages.append(
                     Message(role="tool", content=result, tool_call_id=call["id"], name=call["name"])
                 )
@@ -196,3 +217,55 @@ class CorpusToolsAgent(GuardedAgent):
         if not outcome.ok:
             return f"ERROR: {name} failed (exit {outcome.exit_code}): {outcome.stderr_tail[-500:]}"
         return outcome.stdout_tail.rstrip() or "(no output)"
+
+    def _run_script(
+        self, ctx: AgentContext, st: RolloutState, raw_args: object, turn: int, scripts: frozenset[str]
+    ) -> str:
+        """Run one of the package's scripts from its read-only mount; a refusal is a result."""
+        args = _parse_arguments(raw_args)
+        if isinstance(args, str):
+            return f"ERROR: run_script: {args}"
+        path = str(args.get("path", "")).strip()
+        rel = path[len(SKILL_ROOT) + 1 :] if path.startswith(SKILL_ROOT + "/") else path
+        if rel not in scripts:
+            listed = ", ".join(f"{SKILL_ROOT}/{p}" for p in sorted(scripts))
+            return f"ERROR: run_script: {path!r} is not a script of your skill (scripts: {listed})"
+        argv_in = args.get("args") or []
+        if not isinstance(argv_in, list) or not all(isinstance(a, str) for a in argv_in):
+            return "ERROR: run_script: args must be a list of strings"
+        if len(argv_in) > _MAX_ARGS or any(len(a) > _MAX_ARG_CHARS for a in argv_in):
+            return f"ERROR: run_script: at most {_MAX_ARGS} arguments of {_MAX_ARG_CHARS} characters"
+        timeout = min(TOOL_TIMEOUT_S, ctx.remaining_s() - 1.0)
+        if timeout < 1.0:
+            return "ERROR: not run: the rollout's wall time is used up. Answer now."
+        argv = [*_interpreter(rel), f"{SKILL_ROOT}/{rel}", *argv_in]
+        ctx.emit(ProgressEvent(phase="exec", turn=turn, detail=f"run_script {rel}"))
+        t0 = time.monotonic()
+        outcome = ctx.require_sandbox().run_command(argv, timeout_s=timeout, output_limit_bytes=_OUTPUT_LIMIT)
+        st.add_time("exec", t0)
+        st.executions.append(exec_record(outcome, turn=turn, case="run_script", code=" ".join(argv)))
+        if outcome.timed_out:
+            return f"ERROR: {rel} timed out after {timeout:.0f} s"
+        output = (outcome.stdout_tail + ("\n" + outcome.stderr_tail if outcome.stderr_tail else "")).strip()
+        return f"exit {outcome.exit_code}\n{output or '(no output)'}"
+
+
+#: Where the rollout container mounts the skill package (read-only).
+SKILL_ROOT = "/skill"
+
+
+def _scripts(ctx: AgentContext) -> frozenset[str]:
+    """The package's files under ``scripts/`` (what ``run_script`` may run)."""
+    skill = ctx.request.skill
+    return frozenset(
+        f.path for f in (skill.files if skill is not None else ()) if f.path.startswith("scripts/")
+    )
+
+
+def _interpreter(rel: str) -> list[str]:
+    """How a script is started: by its language's interpreter, else as an executable."""
+    if rel.endswith(".py"):
+        return ["python3"]
+    if rel.endswith((".sh", ".bash")):
+        return ["bash"]
+    return []

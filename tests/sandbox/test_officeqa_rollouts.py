@@ -12,7 +12,7 @@ import pytest
 
 from skillopt.envs.base import TaskItem
 from skillopt.envs.registry import load_env_data
-from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillSpec
+from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillFile, SkillSpec
 
 
 def item(uid: str) -> TaskItem:
@@ -21,7 +21,7 @@ def item(uid: str) -> TaskItem:
 
 
 def run(service, scripts, it: TaskItem, replies: list, *, agent: str = "tools", provider: str = "scripted",
-        marker: str = "", max_turns: int = 30):  # fmt: skip
+        marker: str = "", max_turns: int = 30, skill: SkillSpec | None = None):  # fmt: skip
     marker = marker or it.task.instruction.strip()[:80]
     scripts.scripts[marker] = replies
     req = RolloutRequest(
@@ -30,7 +30,7 @@ def run(service, scripts, it: TaskItem, replies: list, *, agent: str = "tools", 
         agent=agent,
         task=it.task,
         grading=it.grading,
-        skill=SkillSpec(content="# Rules\n- MARKER-OQA-SKILL: answer with the value alone.\n"),
+        skill=skill or SkillSpec(content="# Rules\n- MARKER-OQA-SKILL: answer with the value alone.\n"),
         model=ModelSpec(
             provider=provider, model="gpt-5.5" if provider == "scripted" else "claude-sonnet-4-6"
         ),
@@ -121,3 +121,40 @@ def test_an_agent_cli_answers_from_the_bulletins_under_docs(service, scripts, ag
     assert "MARKER-OQA-SKILL" in sent and "treasury_bulletin_1941_01.txt" in sent
     assert "READ-ONLY" in sent  # the bulletins are read-only in the workspace
     assert "numeric_tolerance" not in sent and "2,602" not in sent.split("READ-ONLY")[0]
+
+
+def test_a_package_script_runs_in_the_container_from_its_read_only_mount(service, scripts):
+    """With scripts in the skill package the agent gets ``run_script``: it runs the package's
+    own script (arguments passed, output back), and nothing else."""
+    convert = (
+        "import sys\n"
+        "print('millions:', float(sys.argv[1]) / 1000)\n"
+        "open('/skill/scripts/owned.txt', 'w')\n"  # the mount is read-only: this fails
+    )
+    skill = SkillSpec(
+        name="bulletin-units",
+        content="---\nname: bulletin-units\ndescription: Units in Treasury bulletins.\n---\n# Units\n",
+        files=(SkillFile(path="scripts/convert.py", data=convert.encode(), executable=True),),
+    )
+    it = item("UID0001")
+    replies = [
+        calls(
+            ("run_script", {"path": "/skill/scripts/convert.py", "args": ["2602000"]}),
+            ("run_script", {"path": "/skill/../etc/passwd"}),
+            ("run_script", {"path": "scripts/convert.py", "args": "not a list"}),
+        ),
+        {"text": "<answer>2,602</answer>"},
+    ]
+    row, requests = run(service, scripts, it, replies, skill=skill)
+    assert row.infra_error is None, row.fail_reason
+    results = [m.content for m in row.trace.messages if m.role == "tool"]
+    assert results[0].startswith("exit 1\nmillions: 2602.0") and "Read-only file system" in results[0]
+    assert "is not a script of your skill (scripts: /skill/scripts/convert.py)" in results[1]
+    assert results[2] == "ERROR: run_script: args must be a list of strings"
+    assert [e.case for e in row.trace.executions] == ["run_script"]
+    assert [t["function"]["name"] for t in requests[0].body["tools"]] == [
+        "glob",
+        "read",
+        "grep",
+        "run_script",
+    ]
