@@ -47,6 +47,7 @@ __all__ = [
     "SessionEndpoints",
     "client_sessions",
     "list_sessions",
+    "session_request",
 ]
 
 CHUNK_BYTES = 1024 * 1024
@@ -208,45 +209,64 @@ class SandboxSession:
             if isinstance(endpoints, SessionEndpoints)
             else SessionEndpoints.resolve(endpoints, token=token, token_file=token_file)
         )
-        request = pb.CreateSessionRequest(
+        request = session_request(
             image=image,
-            limits=pb.Limits(memory_bytes=memory_bytes, cpus=cpus, output_bytes=output_bytes),
+            memory_bytes=memory_bytes,
+            cpus=cpus,
+            output_bytes=output_bytes,
             idle_ttl_s=idle_ttl_s,
             max_lifetime_s=max_lifetime_s,
-            labels=dict(labels or {}),
+            labels=labels,
             network=network,
-            files=[pb.File(name=name, content=data) for name, data in (files or {}).items()],
+            skill=skill,
+            files=files,
         )
-        package = isinstance(skill, SkillSpec) and bool(skill.files)
-        if isinstance(skill, SkillSpec):
-            request.skill.CopyFrom(convert.skill_to_proto(skill))
-        elif skill is not None:
-            request.skill.CopyFrom(pb.Skill(content=skill))
         last: SkillOptError | None = None
         clients = _ranked_clients(where)
         for position, client in enumerate(clients):
             try:
-                if package:
-                    client.require_packages()
-            except (SkillPackageUnsupported, SandboxUnavailable) as unfit:
+                session = cls.create_on(client, request, timeout_s=timeout_s)
+            except (HostFull, Draining, SandboxUnavailable, SkillPackageUnsupported) as refused:
                 client.close()
-                last = unfit  # a host that predates packages, or is gone: try the next one
+                last = refused  # full, draining, gone, or predates packages: try the next host
                 continue
-            try:
-                info = client.call("CreateSession", request, timeout_s=timeout_s)
-            except grpc.RpcError as exc:
-                client.close()
-                err = map_rpc_error(exc, address=client.config.address)
-                if isinstance(err, HostFull | Draining | SandboxUnavailable):
-                    last = err  # full, draining or gone: try the next host
-                    continue
-                for other in clients[position + 1 :]:
+            except SkillOptError:
+                for other in clients[position:]:
                     other.close()
-                raise err from exc
+                raise
             for other in clients[position + 1 :]:
                 other.close()
-            return cls(client, info)
+            return session
         raise last or SandboxUnavailable(f"no sandbox host reachable at {', '.join(where.endpoints)}")
+
+    @classmethod
+    def create_on(
+        cls,
+        client: SandboxClient,
+        request: pb.CreateSessionRequest,
+        *,
+        timeout_s: float = 180.0,
+        owns_client: bool = True,
+    ) -> SandboxSession:
+        """Create a session from ``request`` (:func:`session_request`) on ``client``'s host
+        alone (:meth:`create` tries hosts in turn with it). ``owns_client``: whether the
+        session closes ``client`` when destroyed (not for a client the caller keeps, e.g. a
+        fleet's). ``client`` is never closed here, whatever happens.
+
+        Raises:
+            SkillPackageUnsupported: the request mounts a package and the host predates them.
+            SessionLimit (a HostFull), Draining, SandboxUnavailable: the host is full, drains
+                or is gone.
+            SkillPackageRefused, InvalidRequest, ImageMissing, SkillOptError: the host refused
+                the request itself (mapped from the gRPC status).
+        """
+        if request.skill.files or request.skill.tree_sha256:
+            client.require_packages()
+        try:
+            info = client.call("CreateSession", request, timeout_s=timeout_s)
+        except grpc.RpcError as exc:
+            raise map_rpc_error(exc, address=client.config.address) from exc
+        return cls(client, info, owns_client=owns_client)
 
     @classmethod
     def attach(
@@ -442,6 +462,36 @@ class AsyncSandboxSession:
         # Shielded: a cancelled task still destroys its session.
         with contextlib.suppress(SkillOptError):
             await asyncio.shield(self.destroy())
+
+
+def session_request(
+    *,
+    image: str = "",
+    memory_bytes: int = 0,
+    cpus: float = 0.0,
+    output_bytes: int = 0,
+    idle_ttl_s: float = 0.0,
+    max_lifetime_s: float = 0.0,
+    labels: Mapping[str, str] | None = None,
+    network: str = "none",
+    skill: str | SkillSpec | None = None,
+    files: Mapping[str, bytes] | None = None,
+) -> pb.CreateSessionRequest:
+    """The ``CreateSession`` message for these options (their meaning: :meth:`SandboxSession.create`)."""
+    request = pb.CreateSessionRequest(
+        image=image,
+        limits=pb.Limits(memory_bytes=memory_bytes, cpus=cpus, output_bytes=output_bytes),
+        idle_ttl_s=idle_ttl_s,
+        max_lifetime_s=max_lifetime_s,
+        labels=dict(labels or {}),
+        network=network,
+        files=[pb.File(name=name, content=data) for name, data in (files or {}).items()],
+    )
+    if isinstance(skill, SkillSpec):
+        request.skill.CopyFrom(convert.skill_to_proto(skill))
+    elif skill is not None:
+        request.skill.CopyFrom(pb.Skill(content=skill))
+    return request
 
 
 def list_sessions(where: SessionEndpoints) -> list[pb.SessionInfo]:

@@ -85,6 +85,9 @@ def run(args: argparse.Namespace) -> int:
     for r in rows:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
     for i in infos:
+        if i.files_changed:
+            print(f"{i.name}: package files changed by accepted steps: {' '.join(i.files_changed)}")
+    for i in infos:
         if i.damage:
             print(f"\n{i.name}: damaged: {i.damage.advice()}")
             for d in i.damage.problems:

@@ -34,6 +34,7 @@ from controller.client.sandbox_client import ChannelConfig, HealthWatch, Sandbox
 from controller.fleet import discovery
 from controller.fleet.hosts import FleetEvent, HostHealth, HostState
 from controller.fleet.policy import Decision, RetryPolicy, Tries, error_row
+from controller.fleet.script_checks import check_scripts_on_hosts
 from skillopt.errors import (
     Cancelled,
     Draining,
@@ -44,6 +45,7 @@ from skillopt.errors import (
     SkillOptError,
     SkillPackageUnsupported,
 )
+from skillopt.skill.checks import DEFAULT_SELF_TEST_TIMEOUT_S, ScriptCheck
 from skillopt.types import HostDescription, RolloutRequest, RolloutResult, SkillSpec
 
 __all__ = ["FleetExecutor"]
@@ -496,6 +498,27 @@ class FleetExecutor:
             with self._cond:
                 self._host_ids.add(row.host)
         return row
+
+    # -- script checks -----------------------------------------------------------------------
+
+    def check_scripts(
+        self,
+        spec: SkillSpec,
+        paths: Sequence[str],
+        *,
+        self_test_timeout_s: float = DEFAULT_SELF_TEST_TIMEOUT_S,
+    ) -> list[ScriptCheck]:
+        """Check the scripts of ``spec`` that ``paths`` name (created or changed files under
+        ``scripts/``; others and deleted ones get no verdict) in one sandbox session on the
+        live host with the most free session slots (:mod:`controller.fleet.script_checks`).
+
+        Returns:
+            One :class:`ScriptCheck` per script, in input order. No exception for a host that
+            cannot help: with no session anywhere each script is ``unchecked`` (failed).
+        """
+        with self._cond:
+            hosts = [h for h in self.hosts_state if not h.gone]
+        return check_scripts_on_hosts(hosts, spec, paths, self_test_timeout_s=self_test_timeout_s)
 
     def close(self) -> None:
         """Stop the health watches and close every channel."""

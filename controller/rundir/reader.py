@@ -181,6 +181,9 @@ class RunInfo:
     damage: DamageReport = field(default_factory=DamageReport)
     #: What a person wrote about the run (``notes.json``): a note, tags, archived (hidden).
     notes: RunNotes = field(default_factory=RunNotes)
+    #: Package files the accepted steps changed (``+`` added, ``-`` removed, ``~`` changed;
+    #: the last change of each file), e.g. ``("+references/totals.md", "~SKILL.md")``.
+    files_changed: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -189,6 +192,7 @@ class RunInfo:
         d["damage"] = self.damage.to_dict() if self.damage else None
         d["notes"] = self.notes.to_dict()
         d["hosts"] = list(self.hosts)
+        d["files_changed"] = list(self.files_changed)
         d["best_score_ci95"] = list(self.best_score_ci95) if self.best_score_ci95 else None
         return d
 
@@ -408,7 +412,18 @@ class RunDir:
             noisy=bool(mode.get("noisy")) if mode else False,
             damage=st_info.damage,
             notes=read_notes(self.path),
+            files_changed=self.files_changed() if kind == "train" else (),
         )
+
+    def files_changed(self) -> tuple[str, ...]:
+        """The package files the accepted steps changed, by path (the last change wins)."""
+        marks = {"added": "+", "removed": "-", "changed": "~"}
+        last: dict[str, str] = {}
+        for r in self.history():
+            if r.get("action") == "accept":
+                for c in r.get("file_changes") or ():
+                    last[str(c.get("path"))] = marks.get(str(c.get("status")), "~")
+        return tuple(f"{m}{p}" for p, m in sorted(last.items()))
 
     # -- steps, rollouts, skills ---------------------------------------------------------------
 

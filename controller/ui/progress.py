@@ -170,6 +170,13 @@ class ProgressDisplay(Callback):
             f"applied {edits.get('applied', '-')}, action {r.action}, "
             f"selection {format_score(r.current_score, r.current_score_ci95)}, {r.wall_time_s:.1f}s"
         )
+        if p and p.file_changes:
+            marks = {"added": "+", "removed": "-", "changed": "~"}
+            files = " ".join(f"{marks.get(c.get('status', ''), '~')}{c.get('path')}" for c in p.file_changes)
+            self._print(f"  files: {files}")
+        for c in p.script_checks if p else ():
+            if not c.get("ok"):
+                self._print(f"  script check failed, its edits dropped: {c.get('path')} [{c.get('rule')}]")
 
     def on_epoch_end(self, event: EpochEndEvent) -> None:
         r = event.record
@@ -196,7 +203,9 @@ class ProgressDisplay(Callback):
                 f"change {format_score(t.best_hard - t.baseline_hard, t.ci95.get('delta_hard'))}"
                 + (f", p={p_value:.3g}" if p_value is not None else "")
             )
-        lines.append(f"best skill: {event.out_dir / 'best_skill.md'}")
+        packages = sorted((event.out_dir / "best_skill").glob("*/SKILL.md"))
+        package = f" (package: {packages[0].parent}/)" if packages else ""
+        lines.append(f"best skill: {event.out_dir / 'best_skill.md'}{package}")
         for line in lines:
             self._print(line)
 

@@ -16,6 +16,11 @@ import json
 from typing import Any
 
 from controller.rundir.reader import RunDir, diff_lines
+from skillopt.errors import SkillError
+from skillopt.skill.diff import package_diff
+from skillopt.skill.package import load_skill
+from skillopt.trainer.rundir import layout
+from skillopt.types import SkillSpec
 
 __all__ = ["MAX_RUNS", "compare_runs", "flatten"]
 
@@ -46,6 +51,18 @@ def _scores(run: RunDir) -> dict[str, Any]:
     return out
 
 
+def _best_package(run: RunDir) -> SkillSpec | None:
+    """The run's best package (``best_skill/<name>/``), or None (a run from before packages)."""
+    rel = run.skill_package(layout.BEST_SKILL)
+    path = run.resolve(rel) if rel != layout.BEST_SKILL else None
+    if path is None or not path.is_dir():
+        return None
+    try:
+        return load_skill(path)
+    except SkillError:
+        return None
+
+
 def compare_runs(runs: list[RunDir]) -> dict[str, Any]:
     """Everything the compare page shows (JSON-ready)."""
     infos = [r.info() for r in runs]
@@ -57,13 +74,22 @@ def compare_runs(runs: list[RunDir]) -> dict[str, Any]:
         rows.append({"key": key, "values": values, "differs": len(set(values)) > 1})
     rows.sort(key=lambda r: (not r["differs"], r["key"]))
     first_skill = runs[0].text("best_skill.md") or ""
-    skill_diffs = [
-        {
-            "name": r.name,
-            "diff": diff_lines(first_skill, r.text("best_skill.md") or "", context=3),
-        }
-        for r in runs[1:]
-    ]
+    first_package = _best_package(runs[0])
+    skill_diffs = []
+    for r in runs[1:]:
+        package = _best_package(r)
+        files = (
+            [c.summary() for c in package_diff(first_package, package)]
+            if first_package is not None and package is not None and (first_package.files or package.files)
+            else []
+        )
+        skill_diffs.append(
+            {
+                "name": r.name,
+                "diff": diff_lines(first_skill, r.text("best_skill.md") or "", context=3),
+                "files": files,
+            }
+        )
     return {
         "runs": [
             {

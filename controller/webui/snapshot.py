@@ -59,6 +59,8 @@ _RECORD_KEYS = (
     "n_edits_ranked",
     "edit_budget",
     "edit_apply_summary",
+    "file_changes",
+    "script_checks",
     "selection_n_infra",
     "wall_time_s",
 )

@@ -461,6 +461,9 @@ class OptimizerConfig(_Section):
     """Appendix notes that trigger a consolidation call; 0 = never consolidate."""
     whitespace_tolerant_edits: bool = False
     """Match edit targets ignoring whitespace differences (reference: exact substring only)."""
+    script_self_test_timeout_s: Annotated[float, Bounds(gt=0)] = 10.0
+    """Time limit of a script's own self-test (``--self-test``) when a script the optimizer
+    created or changed is checked in a sandbox container before its candidate is evaluated."""
 
     def _validate(self) -> None:
         if self.min_learning_rate > self.learning_rate:

@@ -35,6 +35,30 @@ def skill_section(skill: str) -> str:
     return f"## Current Skill\n{skill.strip() or '(the skill is empty)'}"
 
 
+_PACKAGE_GUIDE = """## Package Files
+The skill is a package: SKILL.md (above, first), then each of its other files between
+`<!-- SKILL_FILE path="PATH" -->` and `<!-- SKILL_FILE_END -->` (never write those markers). The
+agent sees SKILL.md and an index of the other files; it reads `references/` files on demand and
+runs or imports `scripts/` (mounted at `/skill/`). Keep SKILL.md short: move long detail into a
+`references/` file that SKILL.md points to, and deterministic work into a `scripts/` helper.
+An edit may name its file: `"file": "references/x.md"` (default `SKILL.md`); `target` is then text
+of that file. `{"op": "create_file", "file": "scripts/x.py", "content": "<whole file>"}` adds a
+file, `{"op": "delete_file", "file": "..."}` removes one. A new or changed script is checked in a
+sandbox before evaluation (Python must compile, shell must pass `bash -n`; a script that handles
+`--self-test` runs it): one that fails is dropped. The description in SKILL.md's front matter may
+be edited (1-1024 characters); the name may not. Every edit counts against the budget."""
+
+
+def is_package(skill: str) -> bool:
+    """Whether a skill's text is a package's (front matter or file sections)."""
+    return skill.startswith("---") or "<!-- SKILL_FILE" in skill
+
+
+def package_guide(skill: str, update_mode: str) -> list[str]:
+    """The package section of a patch-mode prompt (``[]`` for a one-file skill or another mode)."""
+    return [_PACKAGE_GUIDE] if update_mode == "patch" and is_package(skill) else []
+
+
 def section(heading: str, body: str) -> str:
     """``heading``, a newline, then ``body``; a ``body`` that already starts with ``heading`` is kept as is.
 

@@ -32,7 +32,7 @@ import structlog
 from skillopt.errors import ModelError
 from skillopt.jsonx import extract_json_object
 from skillopt.models.roles import RoleModel
-from skillopt.reflection._common import item_to_dict, safe_text, skill_section
+from skillopt.reflection._common import item_to_dict, package_guide, safe_text, skill_section
 from skillopt.reflection.cache import Slot, cache_key
 from skillopt.reflection.longitudinal import meta_skill_block
 from skillopt.reflection.modes import PayloadKind, normalize_update_mode, payload_key, prompt_suffix
@@ -139,7 +139,7 @@ class _Merger:
 
     def _header(self) -> list[str]:
         head = [self.meta] if self.meta else []
-        return [*head, skill_section(self.skill)]
+        return [*head, skill_section(self.skill), *package_guide(self.skill, self.mode)]
 
     def _dump(self, pools: Sequence[_Pool]) -> str:
         data = [{"reasoning": p.reasoning, self.kind: [item_to_dict(i) for i in p.items]} for p in pools]

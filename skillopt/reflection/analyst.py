@@ -31,7 +31,7 @@ import structlog
 
 from skillopt.errors import ModelError
 from skillopt.models.roles import RoleModel
-from skillopt.reflection._common import section, skill_section
+from skillopt.reflection._common import package_guide, section, skill_section
 from skillopt.reflection.cache import StageCache, cache_key
 from skillopt.reflection.longitudinal import meta_skill_block
 from skillopt.reflection.modes import PayloadKind, normalize_update_mode, payload_key
@@ -183,7 +183,7 @@ def analyst_user_message(
     ``## Successful Trajectories (N total)`` with the blocks separated by ``---``.
     ``meta_skill_text`` may be the bare content or an already wrapped block.
     """
-    parts = [skill_section(skill)]
+    parts = [skill_section(skill), *package_guide(skill, normalize_update_mode(update_mode))]
     parts.append(budget_section(budget, update_mode))
     if step_buffer_text.strip():
         parts.append(section("## Previous Steps in This Epoch", step_buffer_text))

@@ -29,7 +29,7 @@ from skillopt.reflection.longitudinal import meta_skill_block
 from skillopt.reflection.modes import normalize_update_mode
 from skillopt.reflection.patches import Item
 from skillopt.reflection.prompts import load_prompt
-from skillopt.skill import Edit
+from skillopt.skill import DEFAULT_FILE, Edit
 
 __all__ = ["LRDecision", "Selection", "autonomous_budget", "format_pool", "rank_and_select"]
 
@@ -75,7 +75,8 @@ def _quote(text: Any) -> str:
 def _pool_line(i: int, item: Item) -> str:
     if isinstance(item, Edit):
         return (
-            f"[{i}] op={item.op} target={_quote(item.target)} content={_quote(item.content)} "
+            f"[{i}] op={item.op}{'' if item.file == DEFAULT_FILE else f' file={item.file}'} "
+            f"target={_quote(item.target)} content={_quote(item.content)} "
             f"support={item.support_count}"
         )
     support = item.get("support_count", 1)

@@ -26,6 +26,7 @@ from typing import Any
 from skillopt.reflection._common import as_count, safe_text
 from skillopt.reflection.trajectory import is_failure, reflectable
 from skillopt.skill import Edit
+from skillopt.skill.edits import DEFAULT_FILE
 from skillopt.types import RolloutResult
 
 __all__ = ["FailurePattern", "StepBuffer", "StepEntry", "failure_patterns", "rejected_summaries"]
@@ -89,6 +90,9 @@ class StepEntry:
     score_before: float | None = None
     score_after: float | None = None
     rejected_edits: tuple[Mapping[str, Any], ...] = ()
+    #: Scripts the optimizer wrote that failed their check (``{path, rule, message}``): their
+    #: edits were dropped before the gate, whatever the step's action.
+    check_failures: tuple[Mapping[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -104,6 +108,8 @@ class StepEntry:
             out["score_after"] = self.score_after
         if self.rejected_edits:
             out["rejected_edits"] = [dict(e) for e in self.rejected_edits]
+        if self.check_failures:
+            out["check_failures"] = [dict(e) for e in self.check_failures]
         return out
 
     @classmethod
@@ -125,6 +131,7 @@ class StepEntry:
             score_before=score("score_before"),
             score_after=score("score_after"),
             rejected_edits=tuple(dict(e) for e in data.get("rejected_edits") or () if isinstance(e, Mapping)),
+            check_failures=tuple(dict(e) for e in data.get("check_failures") or () if isinstance(e, Mapping)),
         )
 
 
@@ -185,13 +192,14 @@ def rejected_summaries(items: Iterable[Edit | Mapping[str, Any]]) -> tuple[dict[
     out: list[dict[str, Any]] = []
     for item in items:
         if isinstance(item, Edit):
-            out.append(
-                {
-                    "op": item.op,
-                    "content": safe_text(item.content, _SUMMARY_CHARS),
-                    "target": safe_text(item.target, _SUMMARY_CHARS),
-                }
-            )
+            summary_of_edit = {
+                "op": item.op,
+                "content": safe_text(item.content, _SUMMARY_CHARS),
+                "target": safe_text(item.target, _SUMMARY_CHARS),
+            }
+            if item.file != DEFAULT_FILE:
+                summary_of_edit["file"] = item.file
+            out.append(summary_of_edit)
         elif isinstance(item, Mapping) and "new_skill" in item:
             summary = item.get("change_summary")
             if isinstance(summary, list):
@@ -220,7 +228,8 @@ def _one_line(text: str) -> str:
 
 def _rejected_line(n: int, summary: Mapping[str, Any]) -> str:
     if "op" in summary:
-        head = f'[{summary.get("op", "")}] target="{_one_line(summary.get("target", ""))}"'
+        where = f' file="{summary["file"]}"' if summary.get("file") else ""
+        head = f'[{summary.get("op", "")}]{where} target="{_one_line(summary.get("target", ""))}"'
         body = summary.get("content", "")
     elif "change_summary" in summary:
         head = f'[full_rewrite] title="{_one_line(summary.get("title", ""))}"'
@@ -269,6 +278,7 @@ class StepBuffer:
         score_before: float | None = None,
         score_after: float | None = None,
         rejected_items: Iterable[Edit | Mapping[str, Any]] = (),
+        check_failures: Iterable[Mapping[str, Any]] = (),
     ) -> StepEntry:
         """Build a step's entry from its rows and analysts' summaries, append and return it.
 
@@ -286,6 +296,10 @@ class StepBuffer:
             score_before=score_before if rejected else None,
             score_after=score_after if rejected else None,
             rejected_edits=rejected_summaries(rejected_items) if rejected else (),
+            check_failures=tuple(
+                {k: safe_text(c.get(k), _SUMMARY_CHARS) for k in ("path", "rule", "message")}
+                for c in check_failures
+            ),
         )
         self.add(entry)
         return entry
@@ -314,6 +328,14 @@ class StepBuffer:
             if e.rejected_edits:
                 lines.append(f"Rejected edits (score {_score(e.score_before)} → {_score(e.score_after)}):")
                 lines += [_rejected_line(i, s) for i, s in enumerate(e.rejected_edits, 1)]
+            if e.check_failures:
+                lines.append(
+                    "Scripts that failed their check in the sandbox (their edits were dropped; fix them):"
+                )
+                lines += [
+                    f"  - {c.get('path', '')} [{c.get('rule', '')}]: {_one_line(c.get('message', ''))}"
+                    for c in e.check_failures
+                ]
         return "\n".join(lines) + "\n"
 
     def to_json(self) -> dict[str, Any]:

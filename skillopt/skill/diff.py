@@ -72,6 +72,20 @@ class FileChange:
             "diff": self.diff,
         }
 
+    def summary(self) -> dict[str, Any]:
+        """What a step record keeps: the change without its diff, with line counts."""
+        lines = self.diff.splitlines()
+        return {
+            "path": self.path,
+            "status": self.status,
+            "old_size": self.old_size,
+            "new_size": self.new_size,
+            "executable": self.new_executable if self.new_executable is not None else self.old_executable,
+            "lines_added": sum(1 for ln in lines if ln.startswith("+") and not ln.startswith("+++")),
+            "lines_removed": sum(1 for ln in lines if ln.startswith("-") and not ln.startswith("---")),
+            "binary": self.binary,
+        }
+
 
 def _entries(spec: SkillSpec) -> dict[str, tuple[bytes, bool]]:
     out = {SKILL_MD: (spec.content.encode("utf-8", "surrogatepass"), False)}

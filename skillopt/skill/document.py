@@ -38,6 +38,8 @@ __all__ = [
     "APPENDIX_END",
     "APPENDIX_HEADING",
     "APPENDIX_START",
+    "FILE_END",
+    "FILE_START_RE",
     "PROTECTED_MARKERS",
     "SLOW_UPDATE_END",
     "SLOW_UPDATE_START",
@@ -45,6 +47,7 @@ __all__ = [
     "appendix_notes",
     "dedup_notes",
     "extract_slow_update_field",
+    "file_spans",
     "inject_empty_slow_update_field",
     "merge_appendix_notes",
     "normalize_note",
@@ -63,7 +66,23 @@ APPENDIX_HEADING = "## Execution Notes Appendix"
 
 PROTECTED_MARKERS: tuple[str, ...] = (SLOW_UPDATE_START, SLOW_UPDATE_END, APPENDIX_START, APPENDIX_END)
 
+#: A package file inside the trainer's text of a package (:mod:`skillopt.skill.packed`): a line
+#: ``<!-- SKILL_FILE path="scripts/x.py" executable -->``, the file, ``<!-- SKILL_FILE_END -->``.
+#: Step-level edits of SKILL.md never reach into one (edits name the file instead).
+FILE_START_RE = re.compile(r'^<!-- SKILL_FILE path=("(?:[^"\\\n]|\\.)*")((?: [a-z-]+)*) -->[ \t]*$', re.M)
+FILE_END = "<!-- SKILL_FILE_END -->"
+_FILE_END_RE = re.compile(r"^<!-- SKILL_FILE_END -->[ \t]*$", re.M)
+
 _MARKER_RE = re.compile("|".join(re.escape(m) for m in PROTECTED_MARKERS))
+_ANY_MARKER_RE = re.compile(
+    "|".join(
+        [
+            *(re.escape(m) for m in PROTECTED_MARKERS),
+            r"<!-- SKILL_FILE_END -->",
+            r"<!-- SKILL_FILE path=[^\n]*?-->",
+        ]
+    )
+)
 _LEADING_BLANK_LINES_RE = re.compile(r"\A(?:[ \t]*\n)+")
 # Characters dropped from the end of a note's dedup key, so "Check totals." == "check totals".
 _NOTE_KEY_TRAILING = " .;:,_-"
@@ -100,6 +119,19 @@ def _block_spans(text: str, start: str, end: str) -> tuple[list[Span], list[Span
     return blocks, stray, open_span
 
 
+def file_spans(text: str) -> list[Span]:
+    """Spans of the package-file sections of ``text``, markers included: each from its start
+    line to the end of the first end line after it (a section never closed runs to the end)."""
+    spans: list[Span] = []
+    pos = 0
+    while (start := FILE_START_RE.search(text, pos)) is not None:
+        end = _FILE_END_RE.search(text, start.end())
+        stop = end.end() if end is not None else len(text)
+        spans.append((start.start(), stop))
+        pos = stop
+    return spans
+
+
 def _merge_spans(spans: Iterable[Span]) -> list[Span]:
     merged: list[Span] = []
     for a, b in sorted(spans):
@@ -123,7 +155,7 @@ def protected_spans(text: str) -> tuple[Span, ...]:
     Returns:
         Sorted, non-overlapping ``(start, end)`` half-open spans.
     """
-    spans: list[Span] = []
+    spans: list[Span] = file_spans(text) if "<!-- SKILL_FILE" in text else []
     for start, end in ((SLOW_UPDATE_START, SLOW_UPDATE_END), (APPENDIX_START, APPENDIX_END)):
         blocks, stray, open_span = _block_spans(text, start, end)
         spans += blocks + stray
@@ -158,8 +190,9 @@ def _remove_spans(text: str, spans: Iterable[Span]) -> str:
 
 
 def remove_protected_markers(text: str) -> str:
-    """Remove every protected-region marker from ``text`` (used on edit content and notes)."""
-    return _MARKER_RE.sub("", text)
+    """Remove every protected-region and package-file marker from ``text`` (used on edit
+    content and notes: a marker in proposed text would forge a region or a file)."""
+    return _ANY_MARKER_RE.sub("", text)
 
 
 def strip_protected_regions(text: str) -> str:

@@ -43,7 +43,9 @@ from skillopt.errors import SkillParseError
 from skillopt.skill.document import SkillDocument, protected_spans, remove_protected_markers
 
 __all__ = [
+    "DEFAULT_FILE",
     "EDIT_OPS",
+    "TEXT_OPS",
     "ApplyResult",
     "ApplySummary",
     "Edit",
@@ -53,9 +55,16 @@ __all__ = [
     "RejectedEdit",
     "apply_edits",
     "edits_from_payload",
+    "normalize_file",
 ]
 
-EDIT_OPS: tuple[str, ...] = ("append", "insert_after", "replace", "delete")
+#: Ops on the text of one file (SKILL.md unless the edit names another).
+TEXT_OPS: tuple[str, ...] = ("append", "insert_after", "replace", "delete")
+#: Every op: the text ops, plus creating and deleting a package file
+#: (:func:`skillopt.skill.package_edits.apply_package_edits`).
+EDIT_OPS: tuple[str, ...] = (*TEXT_OPS, "create_file", "delete_file")
+#: The file an edit without a ``file`` changes.
+DEFAULT_FILE = "SKILL.md"
 _PREVIEW = 200
 
 MatchKind = Literal["exact", "whitespace"]
@@ -104,6 +113,9 @@ class Edit:
         merge_level: Level of the hierarchical merge that produced the edit (0 = analyst).
         update_origin: Free-form provenance (e.g. ``step_0003``).
         update_target: Free-form provenance of what the edit was meant to change.
+        file: The package file the edit changes (``SKILL.md``; ``references/…``,
+            ``scripts/…``, ``assets/…``); ``create_file`` writes ``content`` as a new file,
+            ``delete_file`` removes one.
     """
 
     op: str
@@ -114,10 +126,12 @@ class Edit:
     merge_level: int = 0
     update_origin: str = ""
     update_target: str = ""
+    file: str = DEFAULT_FILE
 
     def __post_init__(self) -> None:
         if isinstance(self.op, str):
             object.__setattr__(self, "op", self.op.strip().lower())
+        object.__setattr__(self, "file", normalize_file(self.file))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Edit:
@@ -147,11 +161,14 @@ class Edit:
             merge_level=_as_int(data.get("merge_level"), 0, 0),
             update_origin=_as_str(data.get("update_origin")),
             update_target=_as_str(data.get("update_target")),
+            file=_as_str(data.get("file") or data.get("path")),
         )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form; empty ``target`` and provenance strings are omitted."""
         out: dict[str, Any] = {"op": self.op, "content": self.content}
+        if self.file != DEFAULT_FILE:
+            out["file"] = self.file
         if self.target:
             out["target"] = self.target
         out["support_count"] = self.support_count
@@ -227,6 +244,17 @@ class ParsedEdits:
     rejected: tuple[RejectedEdit, ...] = ()
 
 
+def normalize_file(value: Any) -> str:
+    """The package path an edit names: ``SKILL.md`` when it names none; a leading ``./`` or
+    ``/skill/`` (where the package is mounted) is dropped. The path's rules are checked
+    when the edit is applied."""
+    path = "" if value is None else str(value).strip()
+    for prefix in ("/skill/", "./"):
+        if path.startswith(prefix):
+            path = path[len(prefix) :]
+    return path or DEFAULT_FILE
+
+
 def _item_problem(item: Any) -> str | None:
     """Why a payload item cannot be an edit, or ``None`` when it can."""
     if not isinstance(item, Mapping):
@@ -237,10 +265,14 @@ def _item_problem(item: Any) -> str | None:
     op = op.strip().lower()
     if op not in EDIT_OPS:
         return f"unknown op {op!r} (expected one of {', '.join(EDIT_OPS)})"
-    for key in ("content", "target"):
+    for key in ("content", "target", "file"):
         value = item.get(key)
         if value is not None and not isinstance(value, str):
             return f"{key} is not a string ({type(value).__name__})"
+    if op in ("create_file", "delete_file"):
+        if normalize_file(item.get("file") or item.get("path")) == DEFAULT_FILE:
+            return f"{op} needs a file other than SKILL.md"
+        return None
     content = remove_protected_markers(item.get("content") or "").strip()
     target = item.get("target") or ""
     if op in ("replace", "delete") and not target.strip():
@@ -305,6 +337,7 @@ class EditReport:
         error: ``"Type: message"`` when ``status == "error"``.
         content: the whole cleaned content, and ``full_target`` the whole target (the
             previews are the reference's fields; the WebUI shows these).
+        file: The package file the edit named.
     """
 
     index: int
@@ -316,6 +349,7 @@ class EditReport:
     error: str = ""
     content: str = ""
     full_target: str = ""
+    file: str = DEFAULT_FILE
 
     @property
     def applied(self) -> bool:
@@ -336,6 +370,7 @@ class EditReport:
             "matched": self.matched,
             "content": self.content,
             "full_target": self.full_target,
+            "file": self.file,
         }
         if self.error:
             out["error"] = self.error
@@ -561,7 +596,7 @@ def _apply_one(text: str, edit: Edit, whitespace_tolerant: bool) -> tuple[str, s
     content = remove_protected_markers(edit.content).strip()
     target = edit.target
     spans = protected_spans(text)
-    if op not in EDIT_OPS:
+    if op not in TEXT_OPS:
         return text, "skipped_unknown_op", None
     if op in ("append", "insert_after") and not content:
         return text, "skipped_empty_content", None
@@ -625,10 +660,10 @@ def apply_edits(
     text = original
     reports: list[EditReport] = []
     for index, raw in enumerate(edits, 1):
-        op, target, content = "", "", ""
+        op, target, content, file = "", "", "", DEFAULT_FILE
         try:
             edit = raw if isinstance(raw, Edit) else Edit.from_dict(raw)
-            op, target = str(edit.op), str(edit.target)
+            op, target, file = str(edit.op), str(edit.target), edit.file
             content = remove_protected_markers(str(edit.content)).strip()
             before = _protected_texts(text, protected_spans(text))
             new, status, matched = _apply_one(text, edit, whitespace_tolerant)
@@ -639,13 +674,13 @@ def apply_edits(
             text = new
             report = EditReport(
                 index, op, target[:_PREVIEW], content[:_PREVIEW], status, matched,
-                content=content, full_target=target,
+                content=content, full_target=target, file=file,
             )  # fmt: skip
         except Exception as exc:  # one bad edit must not sink the patch (§6.7)
             error = f"{type(exc).__name__}: {exc}"
             report = EditReport(
                 index, op, target[:_PREVIEW], content[:_PREVIEW], "error", None, error,
-                content=content, full_target=target,
+                content=content, full_target=target, file=file,
             )  # fmt: skip
         reports.append(report)
     return ApplyResult(

@@ -178,17 +178,22 @@ def as_package(spec: SkillSpec) -> SkillSpec:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PackageFrame:
-    """A package without its SKILL.md body: the name, the front matter block as written
-    (``""`` for a one-file skill without one) and the other files. The trainer edits the
-    body; :meth:`spec` puts a body back into the frame."""
+    """What a package's trainer text leaves out: the name, the front matter block as written
+    (``""`` for a one-file skill without one; used when the text has none) and the files the
+    optimizer cannot edit (:func:`skillopt.skill.packed.pack`). :meth:`spec` puts a text
+    back into the frame."""
 
     name: str = DEFAULT_SKILL_NAME
     head: str = ""
     files: tuple[SkillFile, ...] = ()
 
-    def spec(self, body: str) -> SkillSpec:
-        """The package with SKILL.md = the head, then ``body``."""
-        return SkillSpec(name=self.name, content=self.head + body, files=self.files)
+    def spec(self, text: str) -> SkillSpec:
+        """The package the trainer's ``text`` stands for: SKILL.md (the head put back when the
+        text has no front matter of its own), then the text's file sections and the frame's
+        files (:func:`skillopt.skill.packed.unpack`)."""
+        from skillopt.skill.packed import unpack  # packed builds on this module
+
+        return unpack(self, text)
 
 
 def split_package(spec: SkillSpec) -> tuple[PackageFrame, str]:

@@ -29,7 +29,8 @@ from skillopt.agents.context import AgentContext
 from skillopt.envs.registry import get_env
 from skillopt.errors import ConfigError, failure_of
 from skillopt.models.base import ChatModel, ChatRequest, ChatResponse
-from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult
+from skillopt.skill.checks import DEFAULT_SELF_TEST_TIMEOUT_S, ScriptCheck, unchecked
+from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillSpec
 
 if TYPE_CHECKING:
     from skillopt.config import Config
@@ -97,6 +98,23 @@ class InProcessExecutor:
             return
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
             list(pool.map(one, requests))
+
+    def check_scripts(
+        self,
+        spec: SkillSpec,
+        paths: Sequence[str],
+        *,
+        self_test_timeout_s: float = DEFAULT_SELF_TEST_TIMEOUT_S,
+    ) -> list[ScriptCheck]:
+        """Scripts are checked in a sandbox container, which this executor has not: each
+        script of ``paths`` is ``unchecked`` (a failed verdict, never a pass)."""
+        return unchecked(
+            spec,
+            paths,
+            "not checked: the in-process executor has no sandbox container to run scripts in; "
+            "use the embedded sandbox or --endpoints (a host with sessions) to check them. An "
+            "unchecked script is not accepted.",
+        )
 
     def _run(self, req: RolloutRequest) -> RolloutResult:
         t0 = time.monotonic()

@@ -29,7 +29,8 @@ from skillopt.models.prefix import prefix_report
 from skillopt.models.roles import PriceTable, RoleModel, UsageTracker
 from skillopt.reflection import StepBuffer, meta_skill_block
 from skillopt.reflection.cache import Slot
-from skillopt.skill.package import PackageFrame, split_package
+from skillopt.skill.package import PackageFrame
+from skillopt.skill.packed import join_packed, pack, split_packed
 from skillopt.skill.schedule import EditBudgetSchedule
 from skillopt.trainer.callbacks import BatchEvent, CallbackList, RowEvent, RunControl, Spend, StageEvent
 from skillopt.trainer.planning import RunPlan
@@ -103,8 +104,9 @@ class RunContext:
         self.optimizer = optimizer
         self.run = run
         if isinstance(initial_skill, SkillSpec):
-            rollouts.frame, initial_skill = split_package(initial_skill)
-        #: The package every version of the skill lives in (name, front matter, other files).
+            # The trainer optimizes one text per version: SKILL.md and the editable files.
+            rollouts.frame, initial_skill = pack(initial_skill)
+        #: The package every version of the skill lives in (name, front matter, fixed files).
         self.frame: PackageFrame = rollouts.frame
         run.frame = self.frame
         self.initial_skill: str = initial_skill
@@ -262,6 +264,7 @@ class RunContext:
         if st is None:
             return 0
         refuse_mode_change(self.run.root, st.mode, self.mode)
+        _adopt_package_files(st, self.initial_skill)
         self.state = st
         self.schedule = self._new_schedule()
         if st.scheduler:
@@ -312,3 +315,15 @@ class RunContext:
         self.control.request_stop(reason)
         log.warning("trainer.budget_stop", reason=reason, step=self.state.last_completed_step)
         return True
+
+
+def _adopt_package_files(st: TrainerState, initial: str) -> None:
+    """A package run started before the optimizer edited files kept only SKILL.md's body in
+    its state (the files rode in the frame): give those texts the initial files back."""
+    _, sections = split_packed(initial)
+    if not sections:
+        return
+    for key in ("current_skill", "best_skill"):
+        text = getattr(st, key)
+        if text and not text.startswith("---") and "<!-- SKILL_FILE" not in text:
+            setattr(st, key, join_packed(text, sections))

@@ -113,6 +113,12 @@ class ProposalStats:
     rewrite_change_summary: tuple[str, ...] | None = None  # rewrite mode
     candidate_hash: str | None = None  # the update produced a candidate
     candidate_skill_len: int | None = None
+    #: The candidate's change per package file (``FileChange.summary()``: path, status, sizes,
+    #: lines added/removed); empty for no candidate.
+    file_changes: tuple[Mapping[str, Any], ...] = ()
+    #: Scripts the update created or changed, checked in a sandbox (``ScriptCheck.to_dict()``);
+    #: a failed one's edits were dropped before the gate.
+    script_checks: tuple[Mapping[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"n_edits_merged": self.n_edits_merged}
@@ -130,6 +136,10 @@ class ProposalStats:
             out["rewrite_change_summary"] = list(self.rewrite_change_summary)
         if self.candidate_hash is not None:
             out.update(candidate_hash=self.candidate_hash, candidate_skill_len=self.candidate_skill_len)
+        if self.file_changes:
+            out["file_changes"] = [dict(c) for c in self.file_changes]
+        if self.script_checks:
+            out["script_checks"] = [dict(c) for c in self.script_checks]
         return out
 
     @classmethod
@@ -146,6 +156,8 @@ class ProposalStats:
             rewrite_change_summary=None if summary is None else tuple(summary),
             candidate_hash=d.get("candidate_hash"),
             candidate_skill_len=d.get("candidate_skill_len"),
+            file_changes=tuple(d.get("file_changes") or ()),
+            script_checks=tuple(d.get("script_checks") or ()),
         )
 
 

@@ -172,6 +172,7 @@ class Step:
     LR_DECISION = "lr_decision.json"
     RANKED = "ranked_edits.json"
     APPLY_REPORT = "edit_apply_report.json"
+    SCRIPT_CHECKS = "script_checks.json"  # scripts the update wrote, checked in a sandbox
     REWRITE = "rewrite_result.json"
     FULL_REWRITE = "full_rewrite_result.json"
     CANDIDATE = "candidate_skill.md"

@@ -44,6 +44,7 @@ def commit_step(ctx: RunContext, state: StepState) -> StepRecord:
         score_before=state.selection.current_score_before if state.selection else None,
         score_after=state.selection.candidate_score if state.selection else None,
         rejected_items=proposal.selected_items if proposal else (),
+        check_failures=[c for c in proposal.stats.script_checks if not c.get("ok")] if proposal else (),
     )
     ctx.run.write_json(f"{layout.step_dir(inp.step)}/{layout.Step.DIGEST}", entry.to_dict())
     record = StepRecord(

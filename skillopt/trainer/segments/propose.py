@@ -9,9 +9,12 @@ in full-rewrite mode. Every optimizer answer is cached in the step's folder.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
+
+import structlog
 
 from skillopt.reflection import (
     autonomous_budget,
@@ -20,7 +23,10 @@ from skillopt.reflection import (
     rank_and_select,
     rewrite_skill,
 )
-from skillopt.skill import SkillDocument, apply_edits
+from skillopt.skill.checks import ScriptCheck, needs_check
+from skillopt.skill.diff import package_diff
+from skillopt.skill.package_edits import PackageApplyResult, apply_package_edits
+from skillopt.skill.packed import join_packed, split_packed
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.records import ProposalStats
 from skillopt.trainer.rundir import layout
@@ -30,6 +36,8 @@ from skillopt.trainer.segments.state import Proposal, StepState
 from skillopt.types import skill_hash
 
 __all__ = ["ProposeSegment"]
+
+log = structlog.get_logger("skillopt.trainer")
 
 
 class ProposeSegment:
@@ -89,6 +97,8 @@ class ProposeSegment:
             rewrite_change_summary=report.get("rewrite_change_summary"),
             candidate_hash=skill_hash(candidate) if candidate is not None else None,
             candidate_skill_len=len(candidate) if candidate is not None else None,
+            file_changes=tuple(report.get("file_changes") or ()),
+            script_checks=tuple(report.get("script_checks") or ()),
         )
         proposal = Proposal(
             stats=stats,
@@ -142,17 +152,12 @@ def _update(ctx: RunContext, state: StepState, items: Sequence[Any]) -> tuple[st
     sdir = layout.step_dir(inp.step)
     mode = cfg.optimizer.skill_update_mode
     if mode == "patch":
-        result = apply_edits(
-            SkillDocument(inp.skill), list(items), whitespace_tolerant=cfg.optimizer.whitespace_tolerant_edits
-        )
-        ctx.run.write_json(
-            f"{sdir}/{Step.APPLY_REPORT}",
-            {"reports": [r.to_dict() for r in result.reports], "summary": result.summary.to_dict()},
-        )
-        return result.document.content, {"edit_apply_summary": result.summary.to_dict()}
+        return _patch(ctx, state, items)
+    # The rewrite modes rewrite SKILL.md; a package's other files ride along unchanged.
+    skill_md, sections = split_packed(inp.skill)
     if mode == "rewrite_from_suggestions":
         rw = rewrite_skill(
-            inp.skill,
+            skill_md,
             list(items),
             model=ctx.optimizer,
             step_buffer_text=inp.buffer_text,
@@ -162,7 +167,79 @@ def _update(ctx: RunContext, state: StepState, items: Sequence[Any]) -> tuple[st
         )
         if rw.new_skill is None:  # a failed rewrite is not cached: on record
             ctx.run.write_json(f"{sdir}/{Step.REWRITE}", rw.to_dict())
-        return rw.new_skill, {"rewrite_change_summary": tuple(rw.change_summary)}
-    new = full_rewrite_candidate(list(items), skill=inp.skill)
+        new = None if rw.new_skill is None else join_packed(rw.new_skill, sections)
+        return new, {"rewrite_change_summary": tuple(rw.change_summary), **_changes(ctx, inp.skill, new)}
+    new = full_rewrite_candidate(list(items), skill=skill_md)
     ctx.run.write_json(f"{sdir}/{Step.FULL_REWRITE}", {"new_skill": new})
-    return new, {}
+    new = None if new is None else join_packed(new, sections)
+    return new, _changes(ctx, inp.skill, new)
+
+
+def _changes(ctx: RunContext, old: str, new: str | None) -> dict[str, Any]:
+    """The candidate's change per package file, for the step record."""
+    if new is None or new == old:
+        return {}
+    a, b = ctx.frame.spec(old), ctx.frame.spec(new)
+    if not (a.files or b.files):  # a one-file skill: its record keeps the reference's shape
+        return {}
+    return {"file_changes": tuple(c.summary() for c in package_diff(a, b))}
+
+
+def _patch(ctx: RunContext, state: StepState, items: Sequence[Any]) -> tuple[str, dict[str, Any]]:
+    """Apply the edits to the package; check the scripts they created or changed in a sandbox
+    and apply again without the edits of a script that failed (the others stand)."""
+    inp, cfg = state.inputs, ctx.cfg
+    sdir = layout.step_dir(inp.step)
+    apply = functools.partial(
+        apply_package_edits,
+        inp.skill,
+        list(items),
+        frame=ctx.frame,
+        limits=cfg.env.skill_limits,
+        whitespace_tolerant=cfg.optimizer.whitespace_tolerant_edits,
+    )
+    result = apply()
+    checks = _check_scripts(ctx, state, result)
+    failed = {c["path"]: f"{c['rule']}: {c['message']}" for c in checks if not c["ok"]}
+    if failed:
+        result = apply(drop_files=failed)
+    ctx.run.write_json(
+        f"{sdir}/{Step.APPLY_REPORT}",
+        {
+            "reports": [r.to_dict() for r in result.reports],
+            "summary": result.summary.to_dict(),
+            "script_checks": checks,
+        },
+    )
+    report: dict[str, Any] = {"edit_apply_summary": result.summary.to_dict(), "script_checks": tuple(checks)}
+    return result.text, {**report, **_changes(ctx, inp.skill, result.text)}
+
+
+def _check_scripts(ctx: RunContext, state: StepState, result: PackageApplyResult) -> list[dict[str, Any]]:
+    """Check, in a sandbox container, the scripts ``result`` created or changed (cached per
+    step and package version: a resumed step does not check again)."""
+    spec = ctx.frame.spec(result.text)
+    present = {f.path for f in spec.files}
+    paths = [p for p in result.changed_files if p in present and needs_check(p)]
+    if not paths:
+        return []
+    sdir = layout.step_dir(state.inputs.step)
+    key = {"tree_sha256": spec.tree_sha256, "paths": paths}
+    cached = ctx.run.read_json(f"{sdir}/{Step.SCRIPT_CHECKS}")
+    if isinstance(cached, dict) and cached.get("key") == key:
+        return list(cached["checks"])
+    checker = getattr(ctx.rollouts.executor, "check_scripts", None)
+    if checker is None:
+        why = "this executor has no sandbox to run scripts in; an unchecked script is not evaluated"
+        checks = [ScriptCheck(path=p, ok=False, rule="unchecked", message=why) for p in paths]
+    else:
+        checks = checker(spec, paths, self_test_timeout_s=ctx.cfg.optimizer.script_self_test_timeout_s)
+    out = [c.to_dict() for c in checks]
+    log.info(
+        "trainer.script_checks",
+        step=state.inputs.step,
+        checked=len(out),
+        failed=sum(not c["ok"] for c in out),
+    )
+    ctx.run.write_json(f"{sdir}/{Step.SCRIPT_CHECKS}", {"key": key, "checks": out})
+    return out

@@ -337,3 +337,44 @@ def test_the_login_page_does_not_show_the_runs_directory(tmp_path, ui_server_fac
     page = httpx.get(ui.url + "/login", headers={"Accept": "text/html"}, timeout=10)
     assert page.status_code == 200 and "Log in" in page.text
     assert "secret-runs-location" not in page.text
+
+
+def test_the_step_page_shows_a_package_candidates_change_per_file(tmp_path, ui_server_factory):
+    run = make_run(tmp_path / "runs")
+    step = run / "steps/step_0001"
+    record = {
+        "step": 1,
+        "epoch": 1,
+        "action": "accept",
+        "file_changes": [
+            {"path": "SKILL.md", "status": "changed", "old_size": 90, "new_size": 130, "executable": False,
+             "lines_added": 1, "lines_removed": 0, "binary": False},
+            {"path": "references/totals.md", "status": "added", "old_size": None, "new_size": 40,
+             "executable": False, "lines_added": 3, "lines_removed": 0, "binary": False},
+        ],
+        "script_checks": [
+            {"path": "scripts/helpers.py", "ok": False, "rule": "python-compile", "message": "SyntaxError: line 2"}
+        ],
+    }  # fmt: skip
+    (step / "step_record.json").write_text(json.dumps(record))
+    report = {
+        "reports": [
+            {"index": 1, "op": "create_file", "file": "scripts/helpers.py", "target": "", "content_preview": "def",
+             "status": "skipped_script_check_failed", "matched": None, "error": "python-compile: SyntaxError"},
+        ],
+        "summary": {"total": 1, "applied": 0, "skipped": 1, "errors": 0, "unmatched": 0},
+    }  # fmt: skip
+    (step / "edit_apply_report.json").write_text(json.dumps(report))
+    ui = ui_server_factory(tmp_path / "runs")
+    page = httpx.get(f"{ui.url}/runs/r/steps/1").text
+    for text in (
+        'id="file-changes"',
+        "references/totals.md",
+        "+3 / −0",
+        'id="script-checks"',
+        "failed: python-compile (its edits were dropped)",
+        "SyntaxError: line 2",
+        "skipped_script_check_failed",
+        "<code>scripts/helpers.py</code>",
+    ):
+        assert text in page, text

@@ -354,8 +354,9 @@ def test_reports_and_summary() -> None:
     assert result.summary.to_dict() == {"total": 7, "applied": 4, "skipped": 3, "errors": 0, "unmatched": 2}
     first = result.reports[1].to_dict()
     assert set(first) == {
-        "index", "op", "target", "content_preview", "status", "matched", "content", "full_target",
+        "index", "op", "target", "content_preview", "status", "matched", "content", "full_target", "file",
     }  # fmt: skip
+    assert first["file"] == "SKILL.md"
     assert doc.content == f"{BODY}\n{SU}\n"  # input untouched
 
 
