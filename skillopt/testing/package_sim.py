@@ -18,7 +18,9 @@ The tasks and their rules are in :mod:`skillopt.testing.fixtures.spreadsheetbenc
   ``append`` to it when it lacks the rule) plus a pointer line in SKILL.md; for a failed script
   task, ``create_file`` of the helper: a version with a syntax error until the analyst's prompt
   shows that a check of that script failed, the working one (with a ``--self-test``) after.
-  The current package is read from the prompt's ``<!-- SKILL_FILE path -->`` sections.
+  The current package is the prompt's "Current Skill" (SKILL.md, then a section per file); the
+  check failures are the step buffer's (so a new epoch, whose buffer starts empty, tries the
+  broken one again).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from functools import cached_property
 from typing import Any
 
 from skillopt.envs.spreadsheetbench.loader import PACKAGE_SAMPLE_ROOT, SpreadsheetBenchData
+from skillopt.skill.checks import RULES
+from skillopt.skill.packed import split_packed
 from skillopt.testing.fixtures.spreadsheetbench.package import (
     PackageRule,
     helper_source,
@@ -41,6 +45,7 @@ __all__ = [
     "FILES_HEADER",
     "PackageTasks",
     "check_failed",
+    "current_skill",
     "listed_files",
     "package_edits",
     "package_files",
@@ -53,8 +58,6 @@ __all__ = [
 FILES_HEADER = "### Files of this skill"
 _LISTED = re.compile(r"`/skill/([^`\s]+)`")
 _REFERENCE = re.compile(r"(references/[A-Za-z0-9_./-]+\.md)")
-_FILE_SECTION = re.compile(r"<!-- SKILL_FILE (\S+?) -->\n?(.*?)\n?<!-- SKILL_FILE_END -->", re.S)
-_CHECK_FAILURE = ("fail", "syntaxerror", "does not compile", "error")
 _DONE = "Done: solution.py written and run; output.xlsx checked."
 
 #: ``stated(text, rule_text)``: whether ``text`` states the rule (its signature appears).
@@ -154,35 +157,49 @@ def program_reply(task_id: str, rule: PackageRule, *, system: str, decide: Calla
 # -- the optimizer -------------------------------------------------------------------------------
 
 
-def package_files(text: str) -> dict[str, str]:
-    """The package's files (other than SKILL.md) as the optimizer's prompt shows them."""
-    return {m.group(1): m.group(2) for m in _FILE_SECTION.finditer(text)}
+#: The sections that follow "## Current Skill" in an optimizer prompt
+#: (:func:`skillopt.reflection.analyst.analyst_user_message`).
+_AFTER_SKILL = re.compile(r"\n\n## (?:Package Files|Edits Budget|Suggestions Budget|Update Format)\n")
+
+
+def current_skill(prompt: str) -> str:
+    """The prompt's current skill: the package's text (SKILL.md, then its file sections)."""
+    _, header, rest = prompt.partition("## Current Skill\n")
+    if not header:
+        return ""
+    end = _AFTER_SKILL.search(rest)
+    return rest[: end.start()] if end else rest
+
+
+def package_files(skill: str) -> dict[str, str]:
+    """The package's editable files other than SKILL.md, from its text (the trainer's
+    ``<!-- SKILL_FILE path="…" -->`` sections)."""
+    return {path: section.text for path, section in split_packed(skill)[1].items()}
 
 
 def skill_body(skill: str) -> str:
-    """SKILL.md's text of the prompt's current skill: the file sections taken out."""
-    return _FILE_SECTION.sub("", skill)
+    """SKILL.md of the package's text (the file sections taken out)."""
+    return split_packed(skill)[0]
 
 
 def check_failed(prompt: str, path: str) -> bool:
-    """Whether the prompt reports a failed check of the script at ``path`` (the trainer's
-    feedback on a dropped script edit)."""
-    return any(
-        path in line and any(word in line.lower() for word in _CHECK_FAILURE) for line in prompt.splitlines()
-    )
+    """Whether the prompt reports a failed sandbox check of the script at ``path``: the step
+    buffer's "Scripts that failed their check" lines, ``- <path> [<rule>]: <message>``."""
+    rules = "|".join(map(re.escape, RULES))
+    return re.search(rf"^\s*- {re.escape(path)} \[(?:{rules})\]", prompt, re.M) is not None
 
 
-def package_edits(rule: PackageRule, *, prompt: str, skill: str, stated: Stated) -> list[dict]:
-    """The edits that give the package ``rule``, against the current package (none when it
-    has the rule already).
+def package_edits(rule: PackageRule, *, prompt: str, stated: Stated) -> list[dict]:
+    """The edits that give the package ``rule``, against the prompt's current package (none
+    when it has the rule already).
 
     Args:
         rule: the rule failed tasks need.
-        prompt: the analyst's whole prompt (the package's file sections, check feedback).
-        skill: its "Current Skill" section.
+        prompt: the analyst's prompt (the current package, the step buffer's check failures).
         stated: whether a text states a rule.
     """
-    files = package_files(prompt)
+    skill = current_skill(prompt)
+    files = package_files(skill)
     if rule.kind == "reference":
         edits = []
         if rule.path not in files:
@@ -194,5 +211,5 @@ def package_edits(rule: PackageRule, *, prompt: str, skill: str, stated: Stated)
         return edits
     if rule.path in files:
         return []  # it passed its check on the way in; a missing function is not simulated
-    broken = not check_failed(skill_body(prompt.replace(skill, "")), rule.path)
+    broken = not check_failed(prompt, rule.path)
     return [{"op": "create_file", "file": rule.path, "content": helper_source(rule, broken=broken)}]

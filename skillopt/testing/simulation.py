@@ -437,7 +437,7 @@ class SimulatedOptimizer:
             package = collections.Counter(r for r in map(_PACKAGE.rule_of, ids) if r is not None)
             summary = []
             for prule, n in package.most_common():
-                fix = package_edits(prule, prompt=user, skill=skill, stated=_package_stated)
+                fix = package_edits(prule, prompt=user, stated=_package_stated)
                 if fix:
                     edits += fix
                     summary.append(

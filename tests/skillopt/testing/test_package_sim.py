@@ -20,6 +20,9 @@ import pytest
 from skillopt.config import load_config
 from skillopt.envs.registry import load_env_data
 from skillopt.envs.spreadsheetbench.evaluator import grade_case
+from skillopt.reflection.analyst import analyst_user_message
+from skillopt.reflection.step_buffer import StepBuffer, StepEntry
+from skillopt.skill.packed import FileSection, join_packed
 from skillopt.testing.fixtures.spreadsheetbench.package import (
     PACKAGE_SAMPLE_DIR,
     helper_source,
@@ -219,22 +222,26 @@ def test_the_target_imports_the_helper_the_file_index_lists(sim):
     assert package_code("pkg-amount-3", "solution") in reply.choices[0].message.content
 
 
-def _analyst(client, *, skill: str, files: dict[str, str], ids: list[str], extra: str = "") -> dict:
-    sections = "".join(f"\n<!-- SKILL_FILE {p} -->\n{c}\n<!-- SKILL_FILE_END -->\n" for p, c in files.items())
-    trajectories = "".join(
-        f"### Trajectory {i + 1} (id={tid})\nwrong answer\n\n" for i, tid in enumerate(ids)
-    )
-    user = (
-        f"## Current Skill\n{skill}\n{sections}\n## Edit Budget\nL=4\n{extra}\n"
-        f"## Failed Trajectories\n{trajectories}"
+def _analyst(
+    client, *, skill: str, files: dict[str, str], ids: list[str], buffer: StepBuffer | None = None
+) -> list:
+    """The failure analyst's edits for a prompt built as the trainer builds it."""
+    text = join_packed(skill, {p: FileSection(path=p, text=c) for p, c in files.items()})
+    trajectories = [f"### Trajectory {i + 1} (id={tid})\nwrong answer" for i, tid in enumerate(ids)]
+    user = analyst_user_message(
+        text,
+        trajectories,
+        source_type="failure",
+        budget=4,
+        step_buffer_text=buffer.format_for_prompt() if buffer else "",
     )
     reply = client.chat.completions.create(
         model=SIM_OPTIMIZER,
         messages=[{"role": "system", "content": "analyst"}, {"role": "user", "content": user}],
         extra_headers={"X-Skillopt-Stage": "analyst"},
     )
-    text = reply.choices[0].message.content
-    return json.loads(text.split("```json\n", 1)[1].rsplit("\n```", 1)[0])["patch"]["edits"]
+    answer = reply.choices[0].message.content
+    return json.loads(answer.split("```json\n", 1)[1].rsplit("\n```", 1)[0])["patch"]["edits"]
 
 
 def test_the_optimizer_proposes_a_reference_with_a_pointer_then_a_broken_script_then_a_working_one(sim):
@@ -243,20 +250,26 @@ def test_the_optimizer_proposes_a_reference_with_a_pointer_then_a_broken_script_
     assert {"op": "append", "content": FISCAL.pointer} in edits
     script = next(e for e in edits if e.get("file") == AMOUNTS.path)
     assert script["op"] == "create_file" and script["content"] == helper_source(AMOUNTS, broken=True)
-    # Told that the check of that script failed, it proposes the working helper.
-    feedback = (
-        f"\n## Script checks that failed\n- {AMOUNTS.path}: compile failed: SyntaxError: expected ':'\n"
-    )
-    edits = _analyst(sim, skill="# Sheets\n", files={}, ids=["pkg-amount-2"], extra=feedback)
+    # Told by the step buffer that the check of that script failed, it proposes the working helper.
+    buffer = StepBuffer(epoch=1)
+    failure = {"path": AMOUNTS.path, "rule": "python-compile", "message": "line 6: SyntaxError: expected ':'"}
+    buffer.add(StepEntry(step=1, action="accept", n_total=4, n_fail=4, check_failures=(failure,)))
+    have = {FISCAL.path: FISCAL.reference_document()}
+    skill = f"# Sheets\n\n## Rules\n{FISCAL.pointer}\n"
+    edits = _analyst(sim, skill=skill, files=have, ids=["pkg-amount-2"], buffer=buffer)
     assert edits == [{"op": "create_file", "file": AMOUNTS.path, "content": helper_source(AMOUNTS)}]
+    # A new epoch's buffer starts empty: it tries the broken one again (the check drops it again).
+    edits = _analyst(sim, skill=skill, files=have, ids=["pkg-amount-2"])
+    assert edits == [
+        {"op": "create_file", "file": AMOUNTS.path, "content": helper_source(AMOUNTS, broken=True)}
+    ]
 
 
 def test_the_optimizer_fixes_only_what_the_package_lacks(sim):
     have = {FISCAL.path: FISCAL.reference_document(), AMOUNTS.path: helper_source(AMOUNTS)}
-    assert (
-        _analyst(sim, skill=f"# Sheets\n{FISCAL.pointer}\n", files=have, ids=["pkg-fiscal-1", "pkg-amount-1"])
-        == []
-    )
+    # SKILL.md's own "## " headings are part of the skill (the pointer is found below them).
+    skill = f"# Sheets\n\n## Workflow\n1. Explore.\n\n## Rules\n{FISCAL.pointer}\n"
+    assert _analyst(sim, skill=skill, files=have, ids=["pkg-fiscal-1", "pkg-amount-1"]) == []
     # The reference without its pointer: the pointer only; a reference lacking the rule: the rule.
     assert _analyst(sim, skill="# Sheets\n", files=have, ids=["pkg-fiscal-1"]) == [
         {"op": "append", "content": FISCAL.pointer}
