@@ -20,6 +20,11 @@ containers, the trusted grader, the trainer and its gate.
   analyst that proposes generic advice that changes nothing (so the gate rejects it unless a
   real rule rides along), and merge, ranking, slow-update, meta-skill and probe answers in
   their prompts' JSON schemas. It reads the stage from the ``X-Skillopt-Stage`` header.
+* **Package family** (:mod:`skillopt.testing.package_sim`; SpreadsheetBench's
+  ``env.options.sample: package``): tasks solved only through a skill package, a rule stated
+  in a reference file SKILL.md points to and the agent read, or a helper under ``scripts/``
+  the program imports; the optimizer proposes reference files and scripts (a broken script
+  first, the working one once a failed check of it is in its prompt).
 * **Noisy target and optimizer** (models ``sim-target-noisy``, ``sim-optimizer-noisy``;
   ``run.simulate: noisy``): the same players, but a task passes with a probability (higher
   when the skill states its rule, lower with every harmful statement), drawn per rollout by
@@ -50,6 +55,7 @@ from skillopt.testing.fixtures.textworld import game_ids as textworld_games
 from skillopt.testing.fixtures.textworld import rule_key as textworld_rule
 from skillopt.testing.noise import DECOYS, HARMFUL, NOISE, draw, harmful_in
 from skillopt.testing.noise import _unit as unit
+from skillopt.testing.package_sim import PackageTasks, package_edits, program_reply, react_reply
 from skillopt.testing.scripted import Responder, ScriptedModelServer, ScriptedRequest
 
 __all__ = [
@@ -188,6 +194,11 @@ class _Catalogue:
 
 
 _CATALOGUE = _Catalogue()
+_PACKAGE = PackageTasks()
+
+
+def _package_stated(text: str, rule_text: str) -> bool:
+    return rule_signature(rule_text) in _norm(text)
 
 
 def simulated_pass(task_id: str, skill: str) -> bool:
@@ -281,6 +292,9 @@ class SimulatedTarget:
         if task_id is not None:
             kind: ScriptKind = "solution" if _solved(req, task_id, req.system) else "wrong"
             return {"text": f"```python\n{solution_code(task_id, kind)}\n```"}
+        package_task = _PACKAGE.task_of(instruction)
+        if package_task is not None:
+            return self._package(req, package_task)
         code_item = _CATALOGUE.code_item(user)
         if code_item is not None:
             return {"text": sim_code_reply(code_item, solved=_solved(req, code_item.id, req.system))}
@@ -298,6 +312,26 @@ class SimulatedTarget:
                 ]
             }
         return {"text": sim_reply(env, item, user, solved=_solved(req, item.id, req.system))}
+
+    def _package(self, req: ScriptedRequest, task_id: str):
+        """A package task (:mod:`skillopt.testing.package_sim`): a tool-using agent reads,
+        writes and runs; a codegen agent answers one program."""
+        rule = _PACKAGE.rule_of(task_id)
+        assert rule is not None
+
+        def decide(provided: bool) -> bool:
+            return _drawn(req, task_id, provided) if req.model == SIM_NOISY_TARGET else provided
+
+        if req.has_tool("write_file"):
+            return react_reply(
+                task_id,
+                rule,
+                system=req.system,
+                tool_results=req.tool_results,
+                stated=_package_stated,
+                decide=decide,
+            )
+        return {"text": program_reply(task_id, rule, system=req.system, decide=decide)}
 
     def _cli(self, req: ScriptedRequest):
         prompt = next((m.text for m in req.messages if m.role == "user" and _EXEC_TASK in m.text), "")
@@ -348,11 +382,20 @@ def _solved(req: ScriptedRequest, task_id: str, skill: str) -> bool:
     the noisy one, a draw by the rollout's seed against the task's pass probability."""
     if req.model != SIM_NOISY_TARGET:
         return simulated_pass(task_id, skill)
+    return draw(_seed(req), task_id) < pass_probability(task_id, skill)
+
+
+def _seed(req: ScriptedRequest) -> int:
     try:
-        seed = int(req.headers.get("x-skillopt-seed", "0") or 0)
+        return int(req.headers.get("x-skillopt-seed", "0") or 0)
     except ValueError:
-        seed = 0
-    return draw(seed, task_id) < pass_probability(task_id, skill)
+        return 0
+
+
+def _drawn(req: ScriptedRequest, task_id: str, provided: bool) -> bool:
+    """The noisy target on a package task: a draw against the pass probability of a task whose
+    rule the package does (or does not) provide."""
+    return draw(_seed(req), task_id) < NOISE.probability(task_id, provided, harmful_in(req.system))
 
 
 def _section(text: str, title: str) -> str:
@@ -391,6 +434,19 @@ class SimulatedOptimizer:
                 {"op": "append", "content": f"- {_CATALOGUE.text(rule)}"}
                 for rule, _ in counts.most_common(budget)
             ]
+            package = collections.Counter(r for r in map(_PACKAGE.rule_of, ids) if r is not None)
+            summary = []
+            for prule, n in package.most_common():
+                fix = package_edits(prule, prompt=user, stated=_package_stated)
+                if fix:
+                    edits += fix
+                    summary.append(
+                        {
+                            "failure_type": "rule_missing",
+                            "count": n,
+                            "description": f"tasks need the {prule.kind} {prule.path}: {prule.text}",
+                        }
+                    )
             if self.noisy:
                 covered = [i for i in ids if (r := _CATALOGUE.rule_of(i)) and _CATALOGUE.stated(r, skill)]
                 edits += self._noise_edits(ids, skill, decoy=bool(covered))
@@ -403,8 +459,12 @@ class SimulatedOptimizer:
                         "description": f"tasks need the rule '{rule.rsplit(':', 1)[-1]}'",
                     }
                     for rule, n in counts.most_common()
-                ],
-                "patch": {"reasoning": f"{len(ids)} failures; {len(counts)} missing rules", "edits": edits},
+                ]
+                + summary,
+                "patch": {
+                    "reasoning": f"{len(ids)} failures; {len(counts) + len(summary)} missing rules",
+                    "edits": edits,
+                },
             }
         # Deterministic (a resumed run must get the same answer): chosen by the ids shown.
         if self.noisy:
@@ -446,7 +506,7 @@ class SimulatedOptimizer:
                 continue
             for pool in pools if isinstance(pools, list) else [pools]:
                 for edit in pool.get("edits", []) if isinstance(pool, dict) else []:
-                    key = _norm(edit.get("content", ""))
+                    key = _edit_key(edit)
                     if key in seen:
                         seen[key]["support_count"] = seen[key].get("support_count", 1) + edit.get(
                             "support_count", 1
@@ -495,6 +555,14 @@ class SimulatedOptimizer:
     def _appendix_consolidate(self, user: str, req: ScriptedRequest) -> dict:
         obj = extract_json_object(user) or {}
         return {"reasoning": "unchanged", "notes": obj.get("notes", [])}
+
+
+def _edit_key(edit: dict) -> str:
+    """What makes two proposed edits the same for the merge: the content, and for an edit of
+    another file than SKILL.md (or a whole-file one) the file and the operation too."""
+    key = _norm(str(edit.get("content", "")))
+    file, op = edit.get("file") or "SKILL.md", edit.get("op")
+    return key if file == "SKILL.md" and op not in ("create_file", "delete_file") else f"{file}|{op}|{key}"
 
 
 def simulation_profiles(server: ScriptedModelServer) -> list[str]:

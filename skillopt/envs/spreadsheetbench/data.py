@@ -7,7 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.envs.base import TaskItem
-from skillopt.envs.spreadsheetbench.loader import SpreadsheetBenchData, TaskRecord, default_data_root
+from skillopt.envs.spreadsheetbench.loader import (
+    PACKAGE_SAMPLE_ROOT,
+    SpreadsheetBenchData,
+    TaskRecord,
+    default_data_root,
+)
 from skillopt.envs.spreadsheetbench.spec import SpreadsheetBenchOptions
 from skillopt.errors import ConfigError
 
@@ -20,7 +25,8 @@ class SpreadsheetBenchEnvData:
     """Splits from ``splits.json`` (``split_mode: split_file``) or a seeded ratio split.
 
     Args:
-        data_root: folder with dataset.json/splits.json/spreadsheet ("" = vendored sample).
+        data_root: folder with dataset.json/splits.json/spreadsheet ("" = the vendored data
+            that ``options.sample`` names).
         split_mode: ``split_file`` or ``ratio``.
         options: ``env.options`` (validated).
     """
@@ -35,7 +41,11 @@ class SpreadsheetBenchEnvData:
         options: SpreadsheetBenchOptions | None = None,
     ) -> None:
         self.options = options or SpreadsheetBenchOptions()
-        self.data = SpreadsheetBenchData(Path(data_root) if data_root else default_data_root())
+        if data_root:
+            root = Path(data_root)
+        else:
+            root = PACKAGE_SAMPLE_ROOT if self.options.sample == "package" else default_data_root()
+        self.data = SpreadsheetBenchData(root)
         self.split_mode = split_mode
         self._ratio = self.data.ratio_split(split_ratio, split_seed) if split_mode == "ratio" else None
         if split_mode not in ("split_file", "ratio"):

@@ -28,6 +28,7 @@ from skillopt.errors import ConfigError
 from skillopt.types import File, Grading, Task, TestCase
 
 __all__ = [
+    "PACKAGE_SAMPLE_ROOT",
     "ROOT_ENV_VAR",
     "SAMPLE_ROOT",
     "SPLIT_ALIASES",
@@ -43,6 +44,9 @@ __all__ = [
 ]
 
 SAMPLE_ROOT = Path(__file__).parent / "data" / "sample"
+#: Synthetic tasks that need a skill package (``env.options.sample: package``; the offline
+#: simulation's package family, :mod:`skillopt.testing.fixtures.spreadsheetbench.package`).
+PACKAGE_SAMPLE_ROOT = Path(__file__).parent / "data" / "package"
 ROOT_ENV_VAR = "SKILLOPT_SPREADSHEETBENCH_ROOT"
 
 _TASK_CACHE_SIZE = 64

@@ -9,10 +9,12 @@ from pydantic import BaseModel, ConfigDict
 
 from skillopt.envs.base import AgentSpec, EnvOptions, EnvSpec
 
-__all__ = ["SPEC", "GradingMode", "GradingOptions", "SpreadsheetBenchOptions"]
+__all__ = ["SPEC", "GradingMode", "GradingOptions", "Sample", "SpreadsheetBenchOptions"]
 
 #: How answer cells are graded (see :mod:`.official` and the env's README).
 GradingMode = Literal["official", "corrected"]
+#: The vendored data an empty ``env.data_root`` means (see :class:`SpreadsheetBenchOptions`).
+Sample = Literal["benchmark", "package"]
 
 
 class GradingOptions(BaseModel):
@@ -30,6 +32,11 @@ class SpreadsheetBenchOptions(EnvOptions):
     """``env.options`` of SpreadsheetBench."""
 
     grading: GradingOptions = GradingOptions()
+    sample: Sample = "benchmark"
+    """The vendored data used when ``env.data_root`` is empty: ``benchmark``, 18 real
+    SpreadsheetBench tasks (``data/sample``); ``package``, 10 synthetic tasks that only a skill
+    package solves, through a reference file or a helper script (``data/package``; the offline
+    simulation's package demo, ``spreadsheetbench_package_demo``)."""
 
 
 def _data_root_problem(root: Path, split_mode: str) -> str:

@@ -49,7 +49,10 @@ def test_builtin_configs_are_listed_and_resolved() -> None:
         "spreadsheetbench",
         "textworld",
     ]
-    assert list_builtin_configs() == sorted(name for env in envs for name in (env, f"{env}_demo"))
+    extra = ["spreadsheetbench_package_demo"]  # the package family of the simulation (issue 33)
+    assert list_builtin_configs() == sorted(
+        [*(name for env in envs for name in (env, f"{env}_demo")), *extra]
+    )
     path = builtin_config("spreadsheetbench_demo")
     assert path.is_file() and path.name == "spreadsheetbench_demo.yaml"
     assert builtin_config("spreadsheetbench_demo.yaml") == path

@@ -91,8 +91,11 @@ def test_official_value_rules_match_the_corrected_ones_on_ordinary_cells():
 
 def test_the_mode_is_an_env_option_carried_to_the_grader_and_checked():
     cfg = load_config("spreadsheetbench", ["env.options.grading.mode=official"])
-    assert cfg.env.options == {"grading": {"mode": "official"}}
-    assert load_config("spreadsheetbench").env.options == {"grading": {"mode": "corrected"}}
+    assert cfg.env.options == {"grading": {"mode": "official"}, "sample": "benchmark"}
+    assert load_config("spreadsheetbench").env.options == {
+        "grading": {"mode": "corrected"},
+        "sample": "benchmark",
+    }
     with pytest.raises(ConfigError, match=r"env\.options\.grading\.mode"):
         load_config("spreadsheetbench", ["env.options.grading.mode=lenient"])
     data = load_env_data("spreadsheetbench", options=cfg.env.options)

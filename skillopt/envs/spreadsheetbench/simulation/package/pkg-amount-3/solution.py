@@ -1,0 +1,18 @@
+import sys
+
+import openpyxl
+
+sys.path.insert(0, "/skill/scripts")
+from sheet_helpers import parse_amount  # the skill's helper for exported amounts
+
+# Placeholders: the harness strips these two lines and prepends the real paths.
+INPUT_PATH = "input.xlsx"
+OUTPUT_PATH = "output.xlsx"
+
+wb = openpyxl.load_workbook(INPUT_PATH)
+ws = wb["Refunds"]
+for row in range(2, ws.max_row + 1):
+    text = ws.cell(row=row, column=2).value
+    if text is not None:
+        ws.cell(row=row, column=3).value = "refund" if parse_amount(text) < 0 else "payment"
+wb.save(OUTPUT_PATH)
