@@ -1,7 +1,8 @@
 """The simulation's package family through the real sandbox: ``skillopt eval --skill DIR`` (a
 real subprocess, the embedded service, hardened containers, the package mounted read-only at
 ``/skill``, trusted grading) on hand-made packages, with the scripted target; and the package
-demo's training run (``skillopt train --config spreadsheetbench_package_demo``).
+demo's training run, launched from the WebUI (``skillopt train --config
+spreadsheetbench_package_demo`` in its own process).
 
 What must hold (issue 33, item 5): a fiscal task is solved only when SKILL.md points to a
 reference that states the rule (the same rule in SKILL.md alone does not help, nor a reference
@@ -16,6 +17,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import httpx
 
 from skillopt.testing.fixtures.spreadsheetbench.package import helper_source, package_rules
 
@@ -126,33 +129,27 @@ def test_a_broken_helper_crashes_the_program_and_an_unpointed_reference_is_never
 
 
 def test_the_package_demo_accepts_a_reference_then_a_working_script_and_the_check_drops_the_broken_one(
-    tmp_path, docker_client
+    tmp_path, docker_client, ui_server_factory
 ):
-    """``skillopt train --config spreadsheetbench_package_demo`` (offline): step 1 proposes the
-    reference (with SKILL.md's pointer) and a helper with a syntax error; the sandbox check
-    drops the helper, the gate accepts the reference. Step 2, told by the step buffer, proposes
-    the working helper: checked, accepted. No version the gate saw holds the broken helper."""
-    out = tmp_path / "demo"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "controller.cli",
-            "train",
-            "--config",
-            "spreadsheetbench_package_demo",
-            "--out",
-            str(out),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "OPENAI_API_KEY": ""},
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert "OFFLINE SIMULATION" in proc.stderr
+    """The demo launched from the WebUI (which runs ``skillopt train --config
+    spreadsheetbench_package_demo``, offline): step 1 proposes the reference (with SKILL.md's
+    pointer) and a helper with a syntax error; the sandbox check drops the helper, the gate
+    accepts the reference. Step 2, told by the step buffer, proposes the working helper:
+    checked, accepted. No version the gate saw holds the broken helper, and the step pages
+    show the change per file."""
+    ui = ui_server_factory(tmp_path / "runs")
+    with httpx.Client(base_url=ui.url, timeout=30) as c:
+        launched = c.post(
+            "/api/launch",
+            json={"config": "spreadsheetbench_package_demo", "name": "pkg"},
+            headers={"Origin": ui.url},
+        )
+        assert launched.status_code == 200, launched.text
+        status = _wait_done(c, "pkg")
+        assert status == "finished", (status, (tmp_path / "runs/pkg/train.log").read_text()[-4000:])
+        step_one = c.get("/runs/pkg/steps/1").text
+    out = tmp_path / "runs" / "pkg"
+    assert json.loads((out / "runtime_state.json").read_text())["mode"]["simulated"] is True
     history = json.loads((out / "history.json").read_text())
     first, second = history[0], history[1]
 
@@ -183,3 +180,18 @@ def test_the_package_demo_accepts_a_reference_then_a_working_script_and_the_chec
     assert FISCAL.pointer in (best / "SKILL.md").read_text()
     helper = best / AMOUNTS.path
     assert helper.read_text() == helper_source(AMOUNTS) and os.access(helper, os.X_OK)
+    # The WebUI's step page: the files the candidate changed and the script check that failed.
+    assert 'id="file-changes"' in step_one and FISCAL.path in step_one
+    assert "failed: python-compile (its edits were dropped)" in step_one
+
+
+def _wait_done(c: httpx.Client, name: str) -> str:
+    """The run's status once it stopped running, from the WebUI's own event stream."""
+    with c.stream("GET", f"/events/runs/{name}", timeout=900) as events:
+        for line in events.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            status = json.loads(line[len("data: ") :])["info"]["status"]
+            if status not in ("running", "starting"):
+                return str(status)
+    raise AssertionError("the event stream ended before the run did")
