@@ -29,6 +29,8 @@ from skillopt.models.prefix import prefix_report
 from skillopt.models.roles import PriceTable, RoleModel, UsageTracker
 from skillopt.reflection import StepBuffer, meta_skill_block
 from skillopt.reflection.cache import Slot
+from skillopt.skill.checks import ScriptCheck, needs_check
+from skillopt.skill.package import PackageProblem, SkillPackageError
 from skillopt.skill.packed import PackageFrame, join_packed, pack, split_packed
 from skillopt.skill.schedule import EditBudgetSchedule
 from skillopt.trainer.callbacks import BatchEvent, CallbackList, RowEvent, RunControl, Spend, StageEvent
@@ -249,6 +251,40 @@ class RunContext:
         # ``step_stages``: the state's stored name for the step's committed segments.
         self.state.step_stages = [*self.state.step_stages, name]
         self.run.commit_progress(self.state)
+
+    def check_scripts(self, spec: SkillSpec, paths: Sequence[str]) -> list[ScriptCheck]:
+        """Check ``paths`` of ``spec`` (scripts) in a sandbox container through the executor
+        (:meth:`controller.fleet.FleetExecutor.check_scripts`); an executor without one leaves
+        each ``unchecked``, which never counts as passing."""
+        checker = getattr(self.rollouts.executor, "check_scripts", None)
+        if checker is None:
+            why = "this executor has no sandbox to run scripts in; an unchecked script is not evaluated"
+            return [ScriptCheck(path=p, ok=False, rule="unchecked", message=why) for p in paths]
+        checks: list[ScriptCheck] = checker(
+            spec, paths, self_test_timeout_s=self.cfg.optimizer.script_self_test_timeout_s
+        )
+        return checks
+
+    def check_initial_scripts(self) -> None:
+        """Check the initial package's scripts before anything runs (a fresh run only).
+
+        Raises:
+            SkillPackageError: a script fails its check (each named with its rule). A script
+                no sandbox could check is logged and let through: it is the user's own.
+        """
+        spec = self.frame.spec(self.initial_skill)
+        paths = [f.path for f in spec.files if needs_check(f.path)]
+        if not paths:
+            return
+        checks = self.check_scripts(spec, paths)
+        failed = [c for c in checks if not c.ok and c.rule != "unchecked"]
+        for c in checks:
+            if c.rule == "unchecked":
+                log.warning("trainer.initial_script_unchecked", path=c.path, why=c.message)
+        if failed:
+            raise SkillPackageError(
+                "env.skill_init", [PackageProblem(c.path, c.rule, c.message) for c in failed]
+            )
 
     def restore(self, *, event: str = "trainer.resumed") -> int:
         """Load the committed state (a new run has none); returns the last committed step.

@@ -98,6 +98,7 @@ class FitLoop:
             ctx.run.save_skill(0, ctx.initial_skill)
             state = FitState()
             if not ctx.state.started:
+                ctx.check_initial_scripts()  # a broken script of the user's: refused before any rollout
                 state = self._drive(BaselineSegment(), state, step=0)
             stop_reason = self._epochs()
             state = replace(

@@ -195,3 +195,28 @@ def _wait_done(c: httpx.Client, name: str) -> str:
             if status not in ("running", "starting"):
                 return str(status)
     raise AssertionError("the event stream ended before the run did")
+
+
+def test_a_users_script_that_fails_its_check_is_refused_before_any_rollout(tmp_path, docker_client):
+    """The initial package's scripts are checked in a sandbox before the baseline: a self-test
+    that never ends stops the run with the file and the rule, and no rollout ran."""
+    skill = _package(
+        tmp_path,
+        "looping-skill",
+        "# Amounts\n- Use scripts/loop.py.\n",
+        {"scripts/loop.py": "import sys\nif '--self-test' in sys.argv:\n    while True:\n        pass\n"},
+    )
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "controller.cli", "train", "--config", "spreadsheetbench_package_demo",
+            "--out", str(out), "--set", f"env.skill_init={skill}",
+            "--set", "optimizer.script_self_test_timeout_s=2",
+        ],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "OPENAI_API_KEY": ""}, check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "scripts/loop.py" in proc.stderr and "self-test-timeout" in proc.stderr, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert not list(out.glob("**/results.jsonl"))  # no rollout ran

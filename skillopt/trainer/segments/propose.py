@@ -23,7 +23,7 @@ from skillopt.reflection import (
     rank_and_select,
     rewrite_skill,
 )
-from skillopt.skill.checks import ScriptCheck, needs_check
+from skillopt.skill.checks import needs_check
 from skillopt.skill.diff import package_diff
 from skillopt.skill.package_edits import PackageApplyResult, apply_package_edits
 from skillopt.skill.packed import join_packed, split_packed
@@ -228,13 +228,7 @@ def _check_scripts(ctx: RunContext, state: StepState, result: PackageApplyResult
     cached = ctx.run.read_json(f"{sdir}/{Step.SCRIPT_CHECKS}")
     if isinstance(cached, dict) and cached.get("key") == key:
         return list(cached["checks"])
-    checker = getattr(ctx.rollouts.executor, "check_scripts", None)
-    if checker is None:
-        why = "this executor has no sandbox to run scripts in; an unchecked script is not evaluated"
-        checks = [ScriptCheck(path=p, ok=False, rule="unchecked", message=why) for p in paths]
-    else:
-        checks = checker(spec, paths, self_test_timeout_s=ctx.cfg.optimizer.script_self_test_timeout_s)
-    out = [c.to_dict() for c in checks]
+    out = [c.to_dict() for c in ctx.check_scripts(spec, paths)]
     log.info(
         "trainer.script_checks",
         step=state.inputs.step,
