@@ -179,9 +179,108 @@ def _recorded(out: Path) -> dict[str, Any] | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path} is unreadable ({exc}); start the eval again with a new --out") from None
-    if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
-        raise ConfigError(f"{path} is damaged (no config); start the eval again with a new --out")
+    skill = data.get("skill") if isinstance(data, dict) else None
+    if not (isinstance(data, dict) and isinstance(data.get("config"), dict) and isinstance(skill, dict)):
+        raise ConfigError(f"{path} is damaged (no config or skill); start the eval again with a new --out")
+    against = data.get("against") or {"path": ""}
+    if not isinstance(skill.get("path"), str) or not isinstance(against, dict) or "path" not in against:
+        raise ConfigError(f"{path} is damaged (no skill path); start the eval again with a new --out")
     return data
+
+
+@dataclass(frozen=True)
+class _Source:
+    """What the arguments (or an eval's record) say to evaluate, before anything is loaded."""
+
+    cfg: Config
+    out: Path
+    split: str
+    skill_path: Path
+    against_path: Path | None
+    run_dir: Path | None
+    record: dict[str, Any] | None  # the eval's eval_config.json when it continues one
+
+
+def _with_simulate(overrides: list[str], simulate: str) -> list[str]:
+    return [*overrides, f"run.simulate={simulate}"] if simulate else overrides
+
+
+def _resumed(args: argparse.Namespace, overrides: list[str]) -> _Source:
+    """``--resume DIR``: everything from the eval's ``eval_config.json``.
+
+    Raises:
+        ConfigError: a flag that would change the eval, or DIR is no (readable) eval directory.
+    """
+    from skillopt.config import config_from_dict, with_overrides
+    from skillopt.trainer.rundir import layout
+    from skillopt.trainer.state import RunMode
+
+    out = Path(args.resume)
+    given = [
+        f for f, v in (("--skill", args.skill), ("--against", args.against), ("--split", args.split)) if v
+    ]
+    if given or args.out:
+        raise ConfigError(
+            f"--resume continues the eval in {out} as it started; {', '.join(given or ['--out'])} cannot "
+            "change it. To evaluate something else, start a new eval (--run RUN or --config FILE)"
+        )
+    rec = _recorded(out)
+    if rec is None:
+        raise ConfigError(
+            f"{out} is not an eval directory (no {layout.EVAL_CONFIG}); an eval started by an older "
+            "skillopt continues when its command is given again with the same --out"
+        )
+    recorded = RunMode.from_dict(rec.get("mode"))
+    cfg = config_from_dict(rec["config"], source=str(out / layout.EVAL_CONFIG))
+    cfg = with_overrides(cfg, _with_simulate(overrides, args.simulate or (recorded.flag if recorded else "")))
+    return _Source(
+        cfg=cfg,
+        out=out,
+        split=str(rec.get("split") or "test"),
+        skill_path=Path(rec["skill"]["path"]),
+        against_path=Path(rec["against"]["path"]) if rec.get("against") else None,
+        run_dir=Path(rec["run"]) if rec.get("run") else None,
+        record=rec,
+    )
+
+
+def _started(args: argparse.Namespace, overrides: list[str]) -> _Source:
+    """``--run RUN`` or ``--config FILE``: a new eval (or one continued by its ``--out``).
+
+    Raises:
+        ConfigError: the config or the run is unusable, or a skill name needs ``--run``.
+    """
+    from controller.rundir.runconfig import recorded_mode, run_config
+    from skillopt.config import load_config
+    from skillopt.trainer.rundir import layout
+
+    split, run_dir = args.split or "test", Path(args.run) if args.run else None
+    if run_dir is not None:
+        recorded = None if args.simulate else recorded_mode(run_dir)  # the run's mode by default
+        cfg = run_config(
+            run_dir, _with_simulate(overrides, args.simulate or (recorded.flag if recorded else ""))
+        )
+    elif not args.skill:
+        raise ConfigError("give --skill PATH (a SKILL.md file or a package folder) with --config")
+    else:
+        cfg = load_config(args.config, _with_simulate(overrides, args.simulate or ""))
+    skill_path = _skill_path(args.skill or "best", run_dir, "--skill")
+    stamp = time.strftime("%Y%m%d_%H%M%S")
+    if args.out:
+        out = Path(args.out)
+    elif run_dir is not None:  # beside the run's other evals, where the WebUI lists them
+        out = run_dir / layout.EVALS / f"{split}_{_stem(skill_path)}_{stamp}"
+    else:
+        out = Path(f"runs/eval_{cfg.env.name}_{stamp}")
+    return _Source(
+        cfg=cfg,
+        out=out,
+        split=split,
+        skill_path=skill_path,
+        against_path=_skill_path(args.against, run_dir, "--against") if args.against else None,
+        run_dir=run_dir,
+        record=_recorded(out),
+    )
 
 
 def _plan(args: argparse.Namespace) -> _Plan:
@@ -191,71 +290,22 @@ def _plan(args: argparse.Namespace) -> _Plan:
         SkillOptError: a config, skill or directory is unusable (the message says what to do).
         OSError: a file could not be read.
     """
-    from controller.rundir.runconfig import recorded_mode, run_config
     from controller.session import decide_simulation
-    from skillopt.config import config_from_dict, load_config, with_overrides
     from skillopt.skill.package import load_skill
-    from skillopt.trainer.rundir import layout
-    from skillopt.trainer.state import RunMode, refuse_mode_change
+    from skillopt.trainer.state import refuse_mode_change
 
     overrides = list(args.set)
     if args.endpoints:
         overrides.append(f"sandbox.endpoints=[{args.endpoints}]")
-    stamp = time.strftime("%Y%m%d_%H%M%S")
-    run_dir: Path | None = None
-    if args.resume:
-        out = Path(args.resume)
-        given = [
-            f for f, v in (("--skill", args.skill), ("--against", args.against), ("--split", args.split)) if v
-        ]
-        if given or args.out:
-            raise ConfigError(
-                f"--resume continues the eval in {out} as it started; {', '.join(given or ['--out'])} cannot "
-                "change it. To evaluate something else, start a new eval (--run RUN or --config FILE)"
-            )
-        rec = _recorded(out)
-        if rec is None:
-            raise ConfigError(
-                f"{out} is not an eval directory (no {layout.EVAL_CONFIG}); an eval started by an older "
-                "skillopt continues when its command is given again with the same --out"
-            )
-        mode_rec = RunMode.from_dict(rec.get("mode"))
-        simulate = args.simulate or (mode_rec.flag if mode_rec else "")
-        cfg = config_from_dict(rec["config"], source=str(out / layout.EVAL_CONFIG))
-        cfg = with_overrides(cfg, overrides + ([f"run.simulate={simulate}"] if simulate else []))
-        split = str(rec.get("split") or "test")
-        skill_path = Path(rec["skill"]["path"])
-        against_path = Path(rec["against"]["path"]) if rec.get("against") else None
-        run_dir = Path(rec["run"]) if rec.get("run") else None
-    else:
-        split = args.split or "test"
-        if args.run:
-            run_dir = Path(args.run)
-            recorded = None if args.simulate else recorded_mode(run_dir)
-            simulate = args.simulate or (recorded.flag if recorded else "")
-            cfg = run_config(run_dir, overrides + ([f"run.simulate={simulate}"] if simulate else []))
-        else:
-            if not args.skill:
-                raise ConfigError("give --skill PATH (a SKILL.md file or a package folder) with --config")
-            cfg = load_config(
-                args.config, overrides + ([f"run.simulate={args.simulate}"] if args.simulate else [])
-            )
-        skill_path = _skill_path(args.skill or "best", run_dir, "--skill")
-        against_path = _skill_path(args.against, run_dir, "--against") if args.against else None
-        if args.out:
-            out = Path(args.out)
-        elif run_dir is not None:
-            out = run_dir / layout.EVALS / f"{split}_{_stem(skill_path)}_{stamp}"
-        else:
-            out = Path(f"runs/eval_{cfg.env.name}_{stamp}")
-        rec = _recorded(out)
+    src = _resumed(args, overrides) if args.resume else _started(args, overrides)
+    cfg = src.cfg
     mode = decide_simulation(cfg)
-    skill = load_skill(skill_path, limits=cfg.env.skill_limits)
-    against = load_skill(against_path, limits=cfg.env.skill_limits) if against_path is not None else None
-    plan = _Plan(cfg, mode, out, split, skill_path, skill, against_path, against, run_dir)
-    if rec is not None:  # continuing: the same skills and split, in the same mode
-        _refuse_change(out, rec, plan.record())
-        refuse_mode_change(out, rec.get("mode"), mode)
+    skill = load_skill(src.skill_path, limits=cfg.env.skill_limits)
+    against = load_skill(src.against_path, limits=cfg.env.skill_limits) if src.against_path else None
+    plan = _Plan(cfg, mode, src.out, src.split, src.skill_path, skill, src.against_path, against, src.run_dir)
+    if src.record is not None:  # continuing: the same skills and split, in the same mode
+        _refuse_change(src.out, src.record, plan.record())
+        refuse_mode_change(src.out, src.record.get("mode"), mode)
     return plan
 
 
@@ -269,13 +319,24 @@ def _refuse_change(out: Path, before: dict[str, Any], now: dict[str, Any]) -> No
     def identity(entry: Any) -> Any:
         return entry.get("tree_sha256") if isinstance(entry, dict) else entry
 
+    def path(entry: Any) -> Any:
+        return entry.get("path") if isinstance(entry, dict) else None
+
     for key, what in (("split", "split"), ("skill", "skill"), ("against", "--against skill")):
-        if identity(before.get(key)) != identity(now.get(key)):
+        was, is_ = before.get(key), now.get(key)
+        if identity(was) == identity(is_):
+            continue
+        if path(was) is not None and path(was) == path(is_):  # the same path, other files
             raise ConfigError(
-                f"{out} holds an eval of another {what} (it was {_shown(before.get(key))}, now "
-                f"{_shown(now.get(key))}); their rows cannot be mixed. Evaluate into a new --out (or leave "
-                f"--out out), or continue that eval as it was: skillopt eval --resume {out}"
+                f"the {what} {path(was)} changed since the eval in {out} started (sha256 "
+                f"{str(identity(was))[:12]}, now {str(identity(is_))[:12]}); its rows and the new ones "
+                "cannot be mixed. Evaluate it into a new --out"
             )
+        raise ConfigError(
+            f"{out} holds an eval of another {what} (it was {_shown(was)}, now {_shown(is_)}); their rows "
+            f"cannot be mixed. Evaluate into a new --out (or leave --out out), or continue that eval as it "
+            f"was: skillopt eval --resume {out}"
+        )
 
 
 def _shown(value: Any) -> str:

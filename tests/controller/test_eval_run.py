@@ -144,6 +144,10 @@ def test_an_eval_folder_takes_one_skills_rows(tmp_path, capsys):
     assert main(["eval", "--run", str(run), "--skill", "final", "--split", "val", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "another skill" in err and f"skillopt eval --resume {out}" in err, err
+    # Its own skill, changed since (the record's hash is not the package's now).
+    assert main(["eval", "--resume", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"the skill {run / 'best_skill' / NAME} changed since the eval" in err and "new --out" in err, err
     assert main(["eval", "--resume", str(out), "--skill", "final"]) == 2
     assert "--skill cannot change it" in capsys.readouterr().err
     assert main(["eval", "--resume", str(tmp_path)]) == 2
