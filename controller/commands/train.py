@@ -49,8 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _load(args: argparse.Namespace):
     from controller.rundir.damage import inspect as inspect_damage
-    from skillopt.config import config_from_dict, load_config, with_overrides
-    from skillopt.trainer.rundir import RunDirectory, RunDirectoryDamaged, layout
+    from controller.rundir.runconfig import run_config
+    from skillopt.config import load_config
+    from skillopt.trainer.rundir import RunDirectoryDamaged, layout
 
     overrides = list(args.set)
     if args.endpoints:
@@ -59,23 +60,12 @@ def _load(args: argparse.Namespace):
         overrides.append(f"run.simulate={args.simulate}")
     if args.resume:
         out = Path(args.resume)
-        saved = out / layout.CONFIG
-        if not saved.exists():
+        if not (out / layout.CONFIG).exists():
             raise ConfigError(f"{out} is not a run directory (no {layout.CONFIG})")
         damage = inspect_damage(out, deep=True)
         if not damage.resumable:  # said before a sandbox starts, and without "--resume" advice
             raise RunDirectoryDamaged(f"{out}: {damage.headline()}; {damage.advice()}")
-        data = RunDirectory(out).read_json(layout.CONFIG)
-        if not isinstance(data, dict):
-            raise ConfigError(
-                f"{saved} is damaged (not a JSON object); the run's config cannot be recovered from it. "
-                "Start a new run with the same --config"
-            )
-        data.pop("derived", None)
-        cfg = config_from_dict(data, source=str(saved))
-        if overrides:
-            cfg = with_overrides(cfg, overrides)
-        return cfg, out
+        return run_config(out, overrides), out
     if not args.config:
         raise ConfigError(
             "give --config FILE (or a built-in name such as spreadsheetbench_demo), or --resume DIR"

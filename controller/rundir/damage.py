@@ -124,7 +124,8 @@ _REPAIR = {
     layout.HISTORY: "`skillopt train --resume` rebuilds it from the steps' own records",
     layout.SUMMARY: "`skillopt train --resume` writes it again (committed steps are not rerun)",
     layout.CONFIG: "not repairable by `--resume`; the run's settings are also in train.log",
-    layout.EVAL_SUMMARY: "run `skillopt eval` again with the same --out (finished rows are kept)",
+    layout.EVAL_SUMMARY: "`skillopt eval --resume DIR` writes it again (finished rows are kept)",
+    layout.EVAL_CONFIG: "not repairable: `skillopt eval --resume` refuses the eval; start it again with a new --out",
 }
 
 
@@ -140,6 +141,7 @@ def inspect(path: Path, *, deep: bool = False) -> DamageReport:
     _check(path, layout.SUMMARY, dict, _REPAIR[layout.SUMMARY], problems)
     _check(path, layout.CONFIG, dict, _REPAIR[layout.CONFIG], problems)
     _check(path, layout.EVAL_SUMMARY, dict, _REPAIR[layout.EVAL_SUMMARY], problems)
+    _check(path, layout.EVAL_CONFIG, dict, _REPAIR[layout.EVAL_CONFIG], problems)
     last: int | None = None
     if isinstance(state, dict) and isinstance(state.get("last_completed_step"), int):
         last = state["last_completed_step"]

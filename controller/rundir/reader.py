@@ -313,7 +313,9 @@ class RunDir:
 
     def is_eval(self) -> bool:
         return not self.exists(layout.CONFIG) and (
-            self.exists(layout.EVAL_SUMMARY) or self.launch().get("kind") == "eval"
+            self.exists(layout.EVAL_SUMMARY)
+            or self.exists(layout.EVAL_CONFIG)
+            or self.launch().get("kind") == "eval"
         )
 
     def best_score_ci95(self) -> tuple[float, float] | None:

@@ -50,16 +50,15 @@ from controller.preflight import preflight
 from controller.rundir.lock import clear_stop_request, request_stop
 from controller.rundir.notes import parse_tags, read_notes, write_notes
 from controller.rundir.reader import RunDir, RunStatus, diff_lines, is_run_dir
+from controller.rundir.runconfig import recorded_mode
 from controller.webui.compare import MAX_RUNS, compare_runs
 from controller.webui.forms import FIELDS, config_choices, form_values, plan_launch
 from controller.webui.launch import Launcher, eval_argv, resume_argv, train_argv
 from controller.webui.security import COOKIE, SecurityMiddleware, session_value
 from controller.webui.snapshot import RunsList, run_signature, run_snapshot, runs_signature
-from skillopt.durable import atomic_write_json
 from skillopt.errors import ConfigError, SkillOptError
 from skillopt.stats import format_score
 from skillopt.trainer.rundir import layout
-from skillopt.trainer.state import RunMode
 
 __all__ = ["create_app"]
 
@@ -378,8 +377,7 @@ class WebUI:
             )
         overrides = [line.strip() for line in str(body.get("extra") or "").splitlines() if line.strip()]
         # The recorded mode is kept: a simulated run resumes simulated, a real one real.
-        mode = run.state().get("mode") or (run.config().get("derived") or {}).get("mode") or {}
-        recorded = RunMode.from_dict(mode)
+        recorded = await run_in_threadpool(recorded_mode, run.path)
         simulate = recorded.flag if recorded else "off"
         try:  # the CLI's own loading of a run to resume, so its messages are the CLI's
             ns = argparse.Namespace(set=overrides, endpoints=None, simulate=simulate, resume=str(run.path))
@@ -412,20 +410,16 @@ class WebUI:
         cfg = run.config()
         if not cfg:
             return JSONResponse({"ok": False, "error": "the run has no config.json yet"}, status_code=409)
-        derived = cfg.get("derived") or {}
-        recorded = RunMode.from_dict(derived.get("mode"))
-        simulate = recorded.flag if recorded else ("on" if derived.get("simulated") else "off")
         stem = Path(skill_rel).stem if not skill_rel.startswith("steps/") else skill_rel.split("/")[1]
-        out = run.path / "evals" / f"{split}_{stem}_{time.strftime('%Y%m%d_%H%M%S')}"
-        out.mkdir(parents=True, exist_ok=False)
-        config_file = out / "config.yaml"  # the run's config (JSON is YAML), without derived facts
-        atomic_write_json(config_file, {k: v for k, v in cfg.items() if k != "derived"})
+        out = run.path / layout.EVALS / f"{split}_{stem}_{time.strftime('%Y%m%d_%H%M%S')}"
         skill = run.resolve(run.skill_package(skill_rel))  # the whole package, where the run wrote one
         if skill is None:  # a listed skill version always resolves; refused rather than assumed
             return JSONResponse(
                 {"ok": False, "error": f"{skill_rel!r} is not a skill of this run"}, status_code=422
             )
-        argv = eval_argv(config_file, skill, split, out, simulate=simulate)
+        out.mkdir(parents=True, exist_ok=False)
+        # `skillopt eval --run`: the run's own config and mode, read by the CLI as in a terminal.
+        argv = eval_argv(run.path, skill, split, out)
         pid = await run_in_threadpool(
             self.launcher.start, out, argv, kind="eval", env_name=cfg["env"]["name"]
         )

@@ -46,21 +46,9 @@ def resume_argv(run_dir: Path, overrides: list[str], *, simulate: str) -> list[s
     return argv
 
 
-def eval_argv(config_file: Path, skill: Path, split: str, out: Path, *, simulate: str) -> list[str]:
-    return [
-        *_CLI,
-        "eval",
-        "--config",
-        str(config_file),
-        "--skill",
-        str(skill),
-        "--split",
-        split,
-        "--out",
-        str(out),
-        "--simulate",
-        simulate,
-    ]
+def eval_argv(run_dir: Path, skill: Path, split: str, out: Path) -> list[str]:
+    """``skillopt eval --run RUN``: the run's own config and mode (the CLI reads them)."""
+    return [*_CLI, "eval", "--run", str(run_dir), "--skill", str(skill), "--split", split, "--out", str(out)]
 
 
 class Launcher:

@@ -70,6 +70,12 @@ def _top_level_message(key: Any, where: str) -> str:
         return f"top-level key {key!r}{where} must be a section name ({', '.join(SECTIONS)})"
     if key == "_base_":
         return f"'_base_'{where} is only resolved when loading files (load_config)"
+    if key == "derived":  # a run's config.json: what the run worked out, not a setting
+        return (
+            f"'derived'{where} is not a config key: it is what a training run recorded about itself in "
+            "its config.json. Evaluate that run as it trained with: skillopt eval --run RUN_DIR; "
+            "continue it with: skillopt train --resume RUN_DIR"
+        )
     for path, reason in RETIRED.items():
         if path.rsplit(".", 1)[1] == key:
             return f"{key!r}{where} ({path}) {reason}"

@@ -149,6 +149,9 @@ class EnvSpec:
             items are folders of workbooks).
         score_options: options ``skillopt score`` grades with (e.g. no choice shuffling, so
             labels mean what they mean in the file).
+        score_problems: the problems ``skillopt score --samples`` grades against by default, a
+            file relative to the env's folder shipped with its licence beside it (e.g. the full
+            ``data/full/HumanEval.jsonl.gz``); ``""`` = the vendored sample.
         data_root_problem: says what is wrong with a data root for a split mode (``""`` = ok);
             checked when the config is resolved.
         grader_modules: modules holding the functions the env's agents run in the host's
@@ -165,6 +168,7 @@ class EnvSpec:
     options: type[EnvOptions] = EnvOptions
     raw_item: str = ""
     score_options: Mapping[str, Any] = field(default_factory=dict)
+    score_problems: str = ""
     data_root_problem: Callable[[Path, str], str] | None = field(default=None, compare=False)
     grader_modules: tuple[str, ...] = ()
 

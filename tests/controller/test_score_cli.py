@@ -158,3 +158,18 @@ def test_textworld_replays_an_action_list_on_the_game_of_a_seed(tmp_path, docker
     item.write_text(json.dumps({"challenge": "tw-treasure_hunter", "seed": 1}))
     bad = _score("--env", "textworld", "--item", str(item), "--response", str(right))
     assert bad.returncode == 2 and "'level' is missing" in bad.stderr and bad.stdout == ""
+
+
+def test_the_help_lists_every_env_score_takes_from_the_registry(capsys):
+    from controller.cli import main
+    from skillopt.envs.registry import available_envs, env_spec
+
+    with pytest.raises(SystemExit):
+        main(["score", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    listed = text.split("the env whose grader scores:", 1)[1].split("--item", 1)[0]
+    takes = [e for e in available_envs() if env_spec(e).raw_item] + ["textworld"]
+    assert all(env in listed for env in takes), listed
+    assert "spreadsheetbench" not in listed  # graded with `skillopt grade`, not here
+    assert "humaneval (164 problems)" in text and "mbpp (427 problems)" in text
+    assert "plus tests are not run" in text

@@ -3,6 +3,7 @@ envs, graded in fresh containers) and id + response (QA envs), with pass@k."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import signal
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from controller.commands.score_batch import pass_at_k
-from skillopt.envs.registry import env_dir
+from skillopt.envs.registry import env_dir, env_spec
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,8 +47,38 @@ def sample_items(env: str) -> list[dict]:
     return [json.loads(line) for line in (folder / "test.jsonl").read_text().splitlines() if line.strip()]
 
 
+def vendored_ids(env: str) -> set[str]:
+    """Every id of the env's vendored sample (all its splits)."""
+    folder = env_dir(env) / "data" / "sample"
+    ids = set()
+    for path in folder.glob("*.json*"):
+        text = path.read_text()
+        items = (
+            json.loads(text) if path.suffix == ".json" else [json.loads(x) for x in text.splitlines() if x]
+        )
+        ids |= {str(item["task_id"]) for item in items}
+    return ids
+
+
+def full_set(env: str) -> list[dict]:
+    """The full problem set the env ships, read here independently of the code under test."""
+    text = gzip.decompress((env_dir(env) / env_spec(env).score_problems).read_bytes()).decode()
+    return json.loads(text) if text.lstrip().startswith("[") else [json.loads(x) for x in text.splitlines()]
+
+
+def test_the_full_problem_sets_ship_with_their_licences():
+    humaneval, mbpp = full_set("humaneval"), full_set("mbpp")
+    assert [p["task_id"] for p in humaneval] == [f"HumanEval/{i}" for i in range(164)]
+    assert len(mbpp) == 427 and len({p["task_id"] for p in mbpp}) == 427
+    assert "MIT License" in (env_dir("humaneval") / "data/full/LICENSE").read_text()
+    assert "Attribution 4.0 International" in (env_dir("mbpp") / "data/full/LICENSE").read_text()
+
+
 def test_humaneval_samples_are_graded_in_containers_and_give_pass_at_k(docker_client, tmp_path):
-    problems = sample_items("humaneval")[:3]
+    # The last problems of the full set: none is in the vendored 24-problem sample, so the full
+    # set is what they are graded against by default.
+    problems = full_set("humaneval")[-3:]
+    assert not {p["task_id"] for p in problems} & vendored_ids("humaneval")
     samples = []
     for p in problems:  # per task: the reference twice, a wrong body once
         samples += [{"task_id": p["task_id"], "completion": p["canonical_solution"]}] * 2
@@ -61,6 +92,25 @@ def test_humaneval_samples_are_graded_in_containers_and_give_pass_at_k(docker_cl
     assert [r["passed"] for r in rows] == [True, True, False] * 3
     assert rows[2]["result"] != "passed" and rows[0]["completion"] == problems[0]["canonical_solution"]
     assert "3/9" in res.stderr or "9/9" in res.stderr  # the progress line
+    assert "full humaneval set" in summary["problems"] and "164 problems" in summary["problems"]
+    assert summary["tests"].startswith("base") and "plus tests are not run" in summary["tests"]
+
+
+def test_mbpp_samples_in_evalplus_format_name_the_full_sets_problems(docker_client, tmp_path):
+    problem = next(p for p in full_set("mbpp") if str(p["task_id"]) not in vendored_ids("mbpp"))
+    samples = [
+        {"task_id": f"Mbpp/{problem['task_id']}", "solution": problem["code"]},  # EvalPlus's id
+        {"task_id": problem["task_id"], "completion": problem["code"]},  # a whole program: no prose before it
+        {"task_id": problem["task_id"], "solution": "def nothing():\n    return None\n"},
+    ]
+    res = score(tmp_path, "mbpp", samples)
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    assert (summary["samples"], summary["tasks"]) == (3, 1) and summary["infrastructure_failures"] == 0
+    assert summary["pass@1"] == pytest.approx(2 / 3)  # one task, whichever id names it
+    rows = [json.loads(line) for line in Path(summary["results"]).read_text().splitlines()]
+    assert [r["passed"] for r in rows] == [True, True, False], rows
+    assert rows[0]["task_id"] == f"Mbpp/{problem['task_id']}"
 
 
 def test_qa_samples_give_mean_scores(tmp_path):
@@ -92,6 +142,13 @@ def test_officeqa_samples_use_the_uid_and_the_vendored_sample_by_default(tmp_pat
 def test_bad_sample_files_are_refused_with_the_reason(tmp_path):
     res = score(tmp_path, "humaneval", [{"task_id": "HumanEval/99999", "completion": "pass"}])
     assert res.returncode == 2 and "not among the problems" in res.stderr and res.stdout == ""
+    assert "'HumanEval/99999'" in res.stderr and "--problems FILE" in res.stderr and "164" in res.stderr
+    # --problems still decides: a full-set problem is unknown to a file that lacks it.
+    res = score(
+        tmp_path, "humaneval", [{"task_id": "HumanEval/163", "completion": "pass"}],
+        "--problems", str(env_dir("humaneval") / "data" / "sample" / "test.jsonl"),
+    )  # fmt: skip
+    assert res.returncode == 2 and "'HumanEval/163'" in res.stderr and "test.jsonl" in res.stderr, res.stderr
     task = sample_items("humaneval")[0]["task_id"]
     res = score(tmp_path, "humaneval", [{"task_id": task, "code": "pass"}])
     assert res.returncode == 2 and "neither 'completion' nor 'solution'" in res.stderr

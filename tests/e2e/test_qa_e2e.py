@@ -90,13 +90,13 @@ def test_demo_trains_offline_on_the_embedded_sandbox(tmp_path, docker_client):
     assert any("accept" in a for a in actions) and "reject" in actions, actions
     # The best skill as the package the run wrote (a folder, as a harness installs it).
     assert (out / "best_skill" / "skillopt-target" / "SKILL.md").is_file()
-    evaluated = cli(
-        "eval", "--config", "gsm8k", "--skill", str(out / "best_skill" / "skillopt-target"), "--split", "val",
-        "--out", str(tmp_path / "eval"), "--simulate", "on",
-    )  # fmt: skip
+    # Evaluated as it trained: its config and its (simulated) mode, its best package.
+    evaluated = cli("eval", "--run", str(out), "--split", "val")
     assert evaluated.returncode == 0, evaluated.stderr[-4000:]
-    summary = json.loads((tmp_path / "eval" / "eval_summary.json").read_text())
-    assert summary["simulated"] is True
+    (ev,) = (out / "evals").iterdir()
+    summary = json.loads((ev / "eval_summary.json").read_text())
+    assert summary["simulated"] is True and summary["env"]["name"] == "searchqa"
+    assert summary["skill"] == str((out / "best_skill" / "skillopt-target").resolve())
     # Every question shares the system prompt and the skill before it differs.
     assert 0 < summary["cacheable_prefix_share"] < 1
     assert summary["cacheable_prefix"]["target"]["input_tokens"] > 0

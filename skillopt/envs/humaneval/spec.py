@@ -22,5 +22,6 @@ SPEC = EnvSpec(
     data="skillopt.envs.humaneval.data:HumanEvalData",
     options=HumanEvalOptions,
     raw_item="skillopt.envs._code.items:humaneval_item",
+    score_problems="data/full/HumanEval.jsonl.gz",  # the full set, with its LICENSE
     data_root_problem=qa_data_root_problem,
 )

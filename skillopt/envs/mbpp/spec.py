@@ -22,5 +22,6 @@ SPEC = EnvSpec(
     data="skillopt.envs.mbpp.data:MBPPData",
     options=MBPPOptions,
     raw_item="skillopt.envs._code.items:mbpp_item",
+    score_problems="data/full/sanitized-mbpp.json.gz",  # the full set, with its LICENSE
     data_root_problem=qa_data_root_problem,
 )

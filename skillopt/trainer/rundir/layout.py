@@ -28,7 +28,10 @@ these names, never by literals of its own::
                              proposal.json candidate_skill.md selection_eval/ slow_result.json
       meta_skill/epoch_NN/   proposal.json meta_skill_result.json (comparison.json when the
                              slow update is off)
-      evals/<name>/          ``skillopt eval`` runs started from the WebUI
+      evals/<name>/          ``skillopt eval --run`` of this run (from the CLI or the WebUI)
+
+    <eval dir>/ eval_config.json (what ``--resume`` continues) eval_summary.json eval.log
+                eval_<split>/ eval_<split>_against/                  rollout dirs
 
     <rollout dir>/ results.jsonl  infra_attempts.jsonl  predictions/<id>/{trace.json, ...}
 """
@@ -45,6 +48,7 @@ __all__ = [
     "CONSOLE_LOG",
     "CURVE",
     "EVALS",
+    "EVAL_CONFIG",
     "EVAL_SUMMARY",
     "HISTORY",
     "INFRA_ATTEMPTS",
@@ -83,6 +87,7 @@ STATE = "runtime_state.json"  # everything resume needs; the commit point of eve
 HISTORY = "history.json"  # one record per committed step (written before the state)
 SUMMARY = "summary.json"  # the run's result (complete or stopped)
 EVAL_SUMMARY = "eval_summary.json"  # ``skillopt eval``'s result
+EVAL_CONFIG = "eval_config.json"  # what an eval runs: config, skills, split, mode (its resume)
 BEST_SKILL = "best_skill.md"
 BEST_SKILL_DIR = "best_skill"  # best_skill/<name>/: the best package
 OPTIMIZER_LEDGER = "optimizer_calls.jsonl"  # every optimizer call's usage, as it happens
@@ -101,7 +106,7 @@ SKILL_PACKAGES = "skill_packages"
 STEPS = "steps"
 EVALS = "evals"
 #: Files whose presence makes a folder a run (or eval) directory.
-MARKERS = (CONFIG, STATE, LOCK, LAUNCH, EVAL_SUMMARY)
+MARKERS = (CONFIG, STATE, LOCK, LAUNCH, EVAL_SUMMARY, EVAL_CONFIG)
 
 # -- a rollout directory ------------------------------------------------------------------------
 RESULTS = "results.jsonl"  # one line per finished item, appended as rows arrive

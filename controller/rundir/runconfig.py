@@ -1,0 +1,117 @@
+"""A run's own config, mode and skills, read back from its directory.
+
+``skillopt train --resume DIR`` and ``skillopt eval --run DIR`` both start from what the run
+recorded: the effective config in ``config.json`` (the run added a ``derived`` section of facts
+it worked out, which is not a config key and is set aside here, never accepted from a user's
+file), the mode it ran in (real models or the simulation), and the skill versions it wrote::
+
+    cfg = run_config(Path("runs/demo"), overrides=["env.workers=4"])
+    mode = recorded_mode(Path("runs/demo"))      # RunMode | None
+    path = run_skill(Path("runs/demo"), "best")  # best_skill/<name>/ or best_skill.md
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from skillopt.config import Config, config_from_dict, with_overrides
+from skillopt.errors import ConfigError
+from skillopt.trainer.rundir import RunDirectory, layout
+from skillopt.trainer.state import RunMode
+
+__all__ = ["SKILL_CHOICES", "recorded_mode", "run_config", "run_skill"]
+
+#: The names ``--skill`` takes besides a path, with ``--run``.
+SKILL_CHOICES = ("best", "final")
+
+
+def _saved_config(run_dir: Path) -> dict[str, Any]:
+    saved = run_dir / layout.CONFIG
+    if not saved.exists():
+        raise ConfigError(
+            f"{run_dir} is not a run directory (no {layout.CONFIG}); give the folder that "
+            "skillopt train wrote (--out), e.g. runs/<env>_<timestamp>"
+        )
+    data = RunDirectory(run_dir, failpoint=None).read_json(layout.CONFIG)
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{saved} is damaged (not a JSON object); the run's config cannot be recovered from it. "
+            "Start a new run with the same --config"
+        )
+    return data
+
+
+def run_config(run_dir: Path, overrides: Sequence[str] = ()) -> Config:
+    """The config ``run_dir`` ran with, with ``overrides`` (``KEY=VALUE``) applied.
+
+    Raises:
+        ConfigError: ``run_dir`` holds no ``config.json``, it is damaged, or an override is bad.
+    """
+    data = {k: v for k, v in _saved_config(run_dir).items() if k != "derived"}
+    cfg = config_from_dict(data, source=str(run_dir / layout.CONFIG))
+    return with_overrides(cfg, list(overrides)) if overrides else cfg
+
+
+def recorded_mode(run_dir: Path) -> RunMode | None:
+    """The mode ``run_dir`` ran in (its state's, else its config's ``derived`` record), or
+    ``None`` when it recorded none."""
+    store = RunDirectory(run_dir, failpoint=None)
+    state = store.read_json(layout.STATE)
+    mode = RunMode.from_dict(state.get("mode")) if isinstance(state, dict) else None
+    if mode is not None:
+        return mode
+    config = store.read_json(layout.CONFIG)
+    derived = config.get("derived") if isinstance(config, dict) else None
+    if not isinstance(derived, dict):
+        return None
+    mode = RunMode.from_dict(derived.get("mode"))
+    if mode is None and "simulated" in derived:  # runs written before the mode was recorded
+        mode = RunMode(simulated=bool(derived["simulated"]))
+    return mode
+
+
+def _only_folder(parent: Path) -> Path | None:
+    """The one package folder under ``parent`` (``best_skill/<name>/``), else ``None``."""
+    if not parent.is_dir():
+        return None
+    folders = [p for p in parent.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    return folders[0] if len(folders) == 1 else None
+
+
+def run_skill(run_dir: Path, which: str) -> Path:
+    """The skill ``which`` (``best`` or ``final``) of the run in ``run_dir``, as the package
+    folder the run wrote when there is one, else its SKILL.md file.
+
+    ``best`` is ``best_skill/<name>/`` (else ``best_skill.md``); ``final`` is the skill after
+    the run's last step, ``skill_packages/vNNNN/<name>/`` (else ``skills/skill_vNNNN.md``).
+
+    Raises:
+        ConfigError: ``which`` is neither, or the run has not written that skill yet.
+    """
+    if which == "best":
+        found = _only_folder(run_dir / layout.BEST_SKILL_DIR)
+        if found is None and (run_dir / layout.BEST_SKILL).is_file():
+            found = run_dir / layout.BEST_SKILL
+        if found is None:
+            raise ConfigError(
+                f"{run_dir} has no best skill yet ({layout.BEST_SKILL_DIR}/<name>/ or {layout.BEST_SKILL}; "
+                "written once the baseline is measured); evaluate its last version with --skill final"
+            )
+        return found
+    if which != "final":
+        raise ConfigError(f"--skill takes {', '.join(SKILL_CHOICES)} or a path, got {which!r}")
+    skills = run_dir / layout.SKILLS
+    steps = sorted(
+        int(m.group(1))
+        for p in (skills.iterdir() if skills.is_dir() else ())
+        if (m := layout.SKILL_FILE_RE.match(p.name))
+    )
+    if not steps:
+        raise ConfigError(
+            f"{run_dir} has no skill versions yet (no {layout.SKILLS}/skill_v*.md): it never started "
+            f"training; continue it with: skillopt train --resume {run_dir}"
+        )
+    last = steps[-1]
+    return _only_folder(run_dir / layout.skill_package_dir(last)) or run_dir / layout.skill_file(last)
