@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from controller.fleet.access import add_fleet_arguments
 from skillopt.errors import SkillOptError
 from skillopt.stats import format_score
 
@@ -53,7 +54,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--out", help="output directory (default: runs/eval_<env>_<timestamp>)")
-    p.add_argument("--endpoints", help="comma-separated sandbox hosts host:port")
+    add_fleet_arguments(
+        p.add_argument_group(
+            "sandbox fleet",
+            "where rollouts run; each flag beats its sandbox.* key, which beats its environment variable",
+        ),
+        endpoints_default="an embedded local sandbox, started for the evaluation",
+    )
     p.add_argument(
         "--simulate",
         choices=("auto", "on", "off", "noisy"),
@@ -63,6 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from controller.fleet.access import config_with_access
     from controller.rundir.lock import acquire_run_lock
     from controller.session import decide_simulation
     from skillopt.config import load_config
@@ -71,12 +79,10 @@ def run(args: argparse.Namespace) -> int:
     from skillopt.trainer.rundir import layout
 
     overrides = list(args.set)
-    if args.endpoints:
-        overrides.append(f"sandbox.endpoints=[{args.endpoints}]")
     if args.simulate:
         overrides.append(f"run.simulate={args.simulate}")
     try:
-        cfg = load_config(args.config, overrides)
+        cfg = config_with_access(load_config(args.config, overrides), args)
         skill = load_skill(Path(args.skill), limits=cfg.env.skill_limits)
         against = load_skill(Path(args.against), limits=cfg.env.skill_limits) if args.against else None
         mode = decide_simulation(cfg)

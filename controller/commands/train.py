@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from controller.fleet.access import add_fleet_arguments, config_with_access
 from skillopt.errors import ConfigError, SkillOptError
 
 __all__ = ["register"]
@@ -22,6 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "offline simulation (announced). Examples:\n"
             "  skillopt train --config spreadsheetbench_demo --out runs/demo\n"
             "  skillopt train --config my.yaml --set train.batch_size=20 --set env.workers=8\n"
+            "  skillopt train --config my.yaml --endpoints h1:50051,h2:50051 --token-file T --tls-ca ca.pem\n"
             "  skillopt train --resume runs/demo"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -34,8 +36,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", help="run directory (default: runs/<env>_<timestamp>)")
     p.add_argument("--resume", metavar="DIR", help="continue the run in DIR where it stopped")
-    p.add_argument(
-        "--endpoints", help="comma-separated sandbox hosts host:port (default: embedded local sandbox)"
+    add_fleet_arguments(
+        p.add_argument_group(
+            "sandbox fleet",
+            "where rollouts run (docs: README, Sandbox fleet); each flag beats its sandbox.* key, which "
+            "beats its environment variable",
+        ),
+        endpoints_default="an embedded local sandbox, started for the run",
     )
     p.add_argument(
         "--simulate",
@@ -53,8 +60,6 @@ def _load(args: argparse.Namespace):
     from skillopt.trainer.rundir import RunDirectory, RunDirectoryDamaged, layout
 
     overrides = list(args.set)
-    if args.endpoints:
-        overrides.append(f"sandbox.endpoints=[{args.endpoints}]")
     if args.simulate:
         overrides.append(f"run.simulate={args.simulate}")
     if args.resume:
@@ -75,12 +80,12 @@ def _load(args: argparse.Namespace):
         cfg = config_from_dict(data, source=str(saved))
         if overrides:
             cfg = with_overrides(cfg, overrides)
-        return cfg, out
+        return config_with_access(cfg, args), out
     if not args.config:
         raise ConfigError(
             "give --config FILE (or a built-in name such as spreadsheetbench_demo), or --resume DIR"
         )
-    cfg = load_config(args.config, overrides)
+    cfg = config_with_access(load_config(args.config, overrides), args)
     out = Path(args.out or cfg.run.out_root or f"runs/{cfg.env.name}_{time.strftime('%Y%m%d_%H%M%S')}")
     if (out / layout.STATE).exists():
         raise ConfigError(f"{out} already holds a run; continue it with: skillopt train --resume {out}")
