@@ -146,20 +146,18 @@ def test_eval_that_reaches_no_host_exits_non_zero_naming_each(
     skill.write_text("Answer briefly.\n")
     argv = flags(host, tls, token_file, tls_cert=True, tls_key=True)
     argv[argv.index("--endpoints") + 1] = f"127.0.0.1:1,{host.running.address}"
-    code = main(
-        [
-            "eval",
-            "--config",
-            "searchqa_demo",
-            "--skill",
-            str(skill),
-            "--simulate",
-            "on",
-            "--out",
-            str(tmp_path / "e"),
-        ]
-        + argv
-    )
+    run = [
+        "eval",
+        "--config",
+        "searchqa_demo",
+        "--skill",
+        str(skill),
+        "--simulate",
+        "on",
+        "--out",
+        str(tmp_path),
+    ]
+    code = main([*run, *argv])
     err = capfd.readouterr().err
     assert code == 1, err
     assert "127.0.0.1:1: connection refused" in err
