@@ -59,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "sandbox fleet",
             "where rollouts run; each flag beats its sandbox.* key, which beats its environment variable",
         ),
+        config_keys=True,
         endpoints_default="an embedded local sandbox, started for the evaluation",
     )
     p.add_argument(

@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     s.add_argument("--config", help="take the sandbox.* keys (endpoints, token, TLS) from this config")
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
-    add_fleet_arguments(s)
+    add_fleet_arguments(s, config_keys=True)
     s.add_argument("--timeout", type=float, default=5.0, help="seconds per host (default 5)")
     s.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     s.set_defaults(func=run)

@@ -39,9 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_fleet_arguments(
         p.add_argument_group(
             "sandbox fleet",
-            "where rollouts run (docs: README, Sandbox fleet); each flag beats its sandbox.* key, which "
+            "where rollouts run (README: Reaching the fleet); each flag beats its sandbox.* key, which "
             "beats its environment variable",
         ),
+        config_keys=True,
         endpoints_default="an embedded local sandbox, started for the run",
     )
     p.add_argument(

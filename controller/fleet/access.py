@@ -91,49 +91,58 @@ _NO_ENDPOINT = (
 
 
 def add_fleet_arguments(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, endpoints_default: str = ""
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *,
+    endpoints_default: str = "",
+    config_keys: bool = False,
 ) -> None:
     """Add ``--endpoints``, ``--token-file``, ``--tls-ca``, ``--tls-cert`` and ``--tls-key``.
 
     Args:
         endpoints_default: what no endpoint means for this command (said in the help), e.g.
             "an embedded local sandbox"; "" = the command needs one.
+        config_keys: the command takes a config, whose ``sandbox.*`` keys come second (said
+            in the help).
     """
     when_none = f"; none anywhere: {endpoints_default}" if endpoints_default else ""
+
+    def key(name: str) -> str:
+        return f"sandbox.{name}, " if config_keys else ""
+
     parser.add_argument(
         "--endpoints",
         action="append",
         default=None,
         metavar="HOST:PORT[,...]",
         help="sandbox hosts: HOST:PORT, dns:///NAME:PORT or unix:/PATH, comma-separated, repeatable "
-        f"(default: sandbox.endpoints of the config, then ${ENV_ENDPOINTS}{when_none})",
+        f"(default: {key('endpoints')}${ENV_ENDPOINTS}{when_none})",
     )
     parser.add_argument(
         "--token-file",
         default=None,
         metavar="FILE",
-        help=f"file holding the hosts' bearer token (default: sandbox.token_file, ${ENV_TOKEN_FILE}; "
+        help=f"file holding the hosts' bearer token (default: {key('token_file')}${ENV_TOKEN_FILE}; "
         f"else the token itself from ${ENV_TOKEN})",
     )
     parser.add_argument(
         "--tls-ca",
         default=None,
         metavar="FILE",
-        help=f"PEM CA that signed the hosts' certificates; turns TLS on (default: sandbox.tls_ca_file, "
+        help=f"PEM CA that signed the hosts' certificates; turns TLS on (default: {key('tls_ca_file')}"
         f"${ENV_TLS_CA})",
     )
     parser.add_argument(
         "--tls-cert",
         default=None,
         metavar="FILE",
-        help=f"PEM client certificate for mutual TLS, with --tls-key (default: sandbox.tls_cert_file, "
+        help=f"PEM client certificate for mutual TLS, with --tls-key (default: {key('tls_cert_file')}"
         f"${ENV_TLS_CERT})",
     )
     parser.add_argument(
         "--tls-key",
         default=None,
         metavar="FILE",
-        help=f"PEM private key of --tls-cert (default: sandbox.tls_key_file, ${ENV_TLS_KEY})",
+        help=f"PEM private key of --tls-cert (default: {key('tls_key_file')}${ENV_TLS_KEY})",
     )
 
 
