@@ -94,8 +94,8 @@ def _fleet(cfg: Config) -> list[Check]:
 
     try:
         channels = sandbox_channels(cfg)
-    except OSError as exc:
-        return [Check("sandbox", False, f"cannot read sandbox.token_file: {exc}")]
+    except SkillOptError as exc:
+        return [Check("sandbox", False, exc.message)]
     down, up, missing = [], [], []
     for ch in channels:
         client = SandboxClient(ch)

@@ -119,23 +119,15 @@ def _limits(cfg: Config) -> Limits:
 
 
 def sandbox_channels(cfg: Config) -> list[ChannelConfig]:
-    """One channel per configured sandbox endpoint (``sandbox.endpoints``), with the token from
-    ``sandbox.token_file`` or ``SKILLOPT_SANDBOX_TOKEN`` and the TLS files."""
-    token = (
-        Path(cfg.sandbox.token_file).read_text().strip()
-        if cfg.sandbox.token_file
-        else os.environ.get("SKILLOPT_SANDBOX_TOKEN")
-    )
-    return [
-        ChannelConfig(
-            address=ep,
-            token=token or None,
-            tls_ca_file=cfg.sandbox.tls_ca_file,
-            tls_cert_file=cfg.sandbox.tls_cert_file,
-            tls_key_file=cfg.sandbox.tls_key_file,
-        )
-        for ep in cfg.sandbox.endpoints
-    ]
+    """One channel per configured sandbox endpoint (``sandbox.endpoints``), with the token and
+    TLS files of the ``sandbox`` keys, else of the environment (:mod:`controller.fleet.access`).
+
+    Raises:
+        ConfigError: a token or TLS file cannot be read (naming the key or variable).
+    """
+    from controller.fleet.access import resolve_access
+
+    return resolve_access(config=cfg.sandbox.to_dict()).channels()
 
 
 @contextlib.contextmanager

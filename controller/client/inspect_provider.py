@@ -5,11 +5,16 @@ Registered through the package entry point ``[project.entry-points.inspect_ai]``
 
     Task(dataset=..., solver=..., scorer=..., sandbox=("skillopt", "skillopt.yaml"))
 
-``skillopt.yaml`` (every key optional but the endpoints, which may also come from
-``$SKILLOPT_ENDPOINTS``; the token from ``token_file`` or ``$SKILLOPT_TOKEN_FILE``)::
+``skillopt.yaml`` (every key optional; the fleet keys are the ``sandbox.*`` keys of a run
+config, and each missing one comes from its environment variable, as for every command:
+``$SKILLOPT_ENDPOINTS``, ``$SKILLOPT_TOKEN_FILE`` then ``$SKILLOPT_SANDBOX_TOKEN``,
+``$SKILLOPT_TLS_CA``, ``$SKILLOPT_TLS_CERT``, ``$SKILLOPT_TLS_KEY``)::
 
-    endpoints: ["sandbox-1:50051", "dns:///skillopt-sandbox:50051"]
+    endpoints: ["sandbox-1:50051", "dns:///skillopt-sandbox:50051"]   # or "a:1,b:2"
     token_file: ~/.config/skillopt/token
+    tls_ca_file: ~/.config/skillopt/ca.crt          # the hosts' CA: TLS on
+    tls_cert_file: ~/.config/skillopt/client.crt    # mutual TLS (docker/k8s): client
+    tls_key_file: ~/.config/skillopt/client.key     #   certificate and its key
     image: skillopt-runtime:latest      # from the host's allow-list
     limits: {memory_mb: 2048, cpus: 1.0}
     network: none                       # or gateway (the host's model gateway only)
@@ -73,6 +78,9 @@ class SkillOptSandboxConfig(BaseModel):
 
     endpoints: list[str] | str = Field(default_factory=list)
     token_file: str = ""
+    tls_ca_file: str = ""
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
     image: str = ""
     limits: dict[str, float] = Field(default_factory=dict)
     network: Literal["none", "gateway"] = "none"
@@ -83,10 +91,15 @@ class SkillOptSandboxConfig(BaseModel):
     skill: str = ""
 
     def where(self) -> SessionEndpoints:
-        endpoints = [self.endpoints] if isinstance(self.endpoints, str) else list(self.endpoints)
-        return SessionEndpoints.resolve(
-            endpoints or None, token_file=os.path.expanduser(self.token_file) or None
-        )
+        """The fleet: these keys, each missing one from its environment variable.
+
+        Raises:
+            ConfigError: no endpoint, a malformed one, or an unreadable token or TLS file.
+        """
+        from controller.fleet.access import resolve_access
+
+        access = resolve_access(config=self.model_dump(), config_prefix="the skillopt sandbox config's ")
+        return SessionEndpoints.from_access(access)
 
 
 @functools.lru_cache(maxsize=8)
@@ -169,7 +182,7 @@ class SkillOptSandboxEnvironment(SandboxEnvironment):
     def default_concurrency(cls) -> int | None:
         """Samples at once: the fleet's free session slots (``None`` when it cannot be asked)."""
         try:
-            where = SessionEndpoints.resolve()
+            where = SessionEndpoints.resolve()  # the environment's fleet
         except ConfigError:
             return None
         from controller.client.sandbox_client import SandboxClient

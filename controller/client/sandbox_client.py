@@ -33,7 +33,7 @@ log = structlog.get_logger(__name__)
 #: Runs of one rollout whose named files went missing before the client gives up.
 _BLOB_ATTEMPTS = 3
 
-__all__ = ["ChannelConfig", "HealthWatch", "SandboxClient", "map_rpc_error"]
+__all__ = ["ChannelConfig", "HealthWatch", "SandboxClient", "connect_hint", "map_rpc_error"]
 
 MiB = 1024 * 1024
 
@@ -44,7 +44,8 @@ class ChannelConfig:
 
     address: str
     token: str | None = None
-    #: PEM CA to verify the server; empty = plaintext (loopback or trusted network only).
+    #: PEM CA to verify the server; empty = plaintext (loopback or trusted network only)
+    #: unless a client certificate is set (then the system's roots verify the server).
     tls_ca_file: str = ""
     #: Client certificate and key for mTLS.
     tls_cert_file: str = ""
@@ -69,10 +70,54 @@ def map_rpc_error(exc: grpc.RpcError, *, address: str, rollout_id: str = "") -> 
     detail_text = (exc.details() if hasattr(exc, "details") else str(exc)) or ""
     trailers = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
     detail = detail_from_metadata(trailers)  # type: ignore[arg-type]  # the stubs' _Metadatum: (key, value) tuples at run time
-    err = error_for(code, f"{address}: {detail_text}", detail, rollout_id=rollout_id, host=address)
+    hint = connect_hint(detail_text) if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNKNOWN) else ""
+    message = f"{address}: {hint} [{detail_text}]" if hint else f"{address}: {detail_text}"
+    err = error_for(code, message, detail, rollout_id=rollout_id, host=address)
     if isinstance(err, Unauthenticated):
-        err.message = f"{err.message} (check the sandbox token)"
+        err.message = (
+            f"{err.message} (the host refused the token: give the one its `skillopt serve --token-file` "
+            "holds, with --token-file, $SKILLOPT_TOKEN_FILE or $SKILLOPT_SANDBOX_TOKEN)"
+        )
     return err
+
+
+#: (text in gRPC's connection error, what it means for the user): first match wins.
+_CONNECT_HINTS = (
+    (
+        "Connection refused",
+        "connection refused: nothing listens there (is `skillopt serve` running on that port?)",
+    ),
+    (
+        "WRONG_VERSION_NUMBER",
+        "TLS handshake failed: the host speaks plaintext (drop --tls-ca/--tls-cert, or start the "
+        "host with --tls-cert and --tls-key)",
+    ),
+    (
+        "CERTIFICATE_VERIFY_FAILED",
+        "TLS handshake failed: the host's certificate is not signed by the CA given (--tls-ca) or does "
+        "not name the host",
+    ),
+    ("Tls handshake failed", "TLS handshake failed"),
+    (
+        "Socket closed",
+        "the host closed the connection during set-up: it serves TLS (give --tls-ca) and may require "
+        "a client certificate (give --tls-cert and --tls-key)",
+    ),
+    ("Domain name not found", "the host name does not resolve"),
+    ("lookup error", "the host name does not resolve"),
+)
+
+
+def connect_hint(detail_text: str) -> str:
+    """Why a connection failed, in the user's terms ("" when the text is not gRPC's report of a
+    failed connection, or not a known one)."""
+    text = detail_text.lower()
+    if "failed to connect" not in text and "errors resolving" not in text:
+        return ""
+    for needle, hint in _CONNECT_HINTS:
+        if needle.lower() in text:
+            return hint
+    return ""
 
 
 class _Stream(Protocol):
@@ -124,9 +169,10 @@ class SandboxClient:
             ("grpc.initial_reconnect_backoff_ms", min(connect_ms, 1000)),
             ("grpc.max_reconnect_backoff_ms", max(connect_ms, 10_000)),
         ]
-        if config.tls_ca_file:
+        if config.tls_ca_file or config.tls_cert_file:
             creds = grpc.ssl_channel_credentials(
-                root_certificates=Path(config.tls_ca_file).read_bytes(),
+                # No CA: the system's roots verify the host (a client certificate alone is TLS).
+                root_certificates=Path(config.tls_ca_file).read_bytes() if config.tls_ca_file else None,
                 private_key=Path(config.tls_key_file).read_bytes() if config.tls_key_file else None,
                 certificate_chain=Path(config.tls_cert_file).read_bytes() if config.tls_cert_file else None,
             )

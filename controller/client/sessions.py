@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -31,7 +29,6 @@ from controller.client.sandbox_client import ChannelConfig, SandboxClient, map_r
 from sandbox.api import convert
 from sandbox.api.v1 import sandbox_pb2 as pb
 from skillopt.errors import (
-    ConfigError,
     Draining,
     HostFull,
     SandboxUnavailable,
@@ -39,6 +36,9 @@ from skillopt.errors import (
     SkillPackageUnsupported,
 )
 from skillopt.types import SkillSpec
+
+if TYPE_CHECKING:
+    from controller.fleet.access import FleetAccess
 
 __all__ = [
     "AsyncSandboxSession",
@@ -87,8 +87,8 @@ class ExecResult:
 class SessionEndpoints:
     """Where sessions are created and with which credentials.
 
-    ``endpoints``: ``host:port`` and ``dns:///NAME:PORT`` entries. ``token``: the bearer token
-    (else read from ``token_file``, else ``$SKILLOPT_SANDBOX_TOKEN``). TLS files as for the fleet.
+    ``endpoints``: ``host:port`` and ``dns:///NAME:PORT`` entries. ``token``: the bearer token.
+    TLS files as for the fleet. :meth:`resolve` fills them from arguments and the environment.
     """
 
     endpoints: tuple[str, ...]
@@ -104,39 +104,40 @@ class SessionEndpoints:
         *,
         token: str | None = None,
         token_file: str | None = None,
-        **tls: str,
+        tls_ca_file: str = "",
+        tls_cert_file: str = "",
+        tls_key_file: str = "",
     ) -> SessionEndpoints:
-        """From arguments, falling back to ``$SKILLOPT_ENDPOINTS`` (comma-separated) and
-        ``$SKILLOPT_TOKEN_FILE`` / ``$SKILLOPT_SANDBOX_TOKEN``.
+        """From arguments, each falling back to its environment variable like every command's
+        flag (:mod:`controller.fleet.access`): ``$SKILLOPT_ENDPOINTS`` (comma-separated),
+        ``$SKILLOPT_TOKEN_FILE`` then ``$SKILLOPT_SANDBOX_TOKEN``, ``$SKILLOPT_TLS_CA``,
+        ``$SKILLOPT_TLS_CERT`` and ``$SKILLOPT_TLS_KEY``. ``endpoints`` entries may be comma lists.
 
         Raises:
-            ConfigError: no endpoint, or an unreadable token file.
+            ConfigError: no endpoint, a malformed one, or an unreadable token or TLS file.
         """
-        if isinstance(endpoints, str):
-            endpoints = [endpoints]
-        found = [
-            e.strip() for e in (endpoints or os.environ.get("SKILLOPT_ENDPOINTS", "").split(",")) if e.strip()
-        ]
-        if not found:
-            raise ConfigError(
-                "no sandbox endpoint: pass endpoints=[host:port, ...] or set SKILLOPT_ENDPOINTS"
-            )
-        token_file = token_file or os.environ.get("SKILLOPT_TOKEN_FILE") or ""
-        if token is None and token_file:
-            try:
-                token = (
-                    Path(token_file)
-                    .expanduser()
-                    .read_text(encoding="utf-8")
-                    .strip()
-                    .splitlines()[0]
-                    .split()[0]
-                )
-            except (OSError, IndexError) as exc:
-                raise ConfigError(f"token file {token_file}: cannot read a token from it ({exc})") from exc
-        if token is None:
-            token = os.environ.get("SKILLOPT_SANDBOX_TOKEN") or None
-        return cls(endpoints=tuple(found), token=token, **tls)
+        from controller.fleet.access import resolve_access
+
+        given = {
+            "endpoints": endpoints,
+            "token_file": token_file,
+            "tls_ca_file": tls_ca_file,
+            "tls_cert_file": tls_cert_file,
+            "tls_key_file": tls_key_file,
+        }
+        labels = {k: f"{k}=" for k in given}
+        return cls.from_access(resolve_access(given, token=token, labels=labels))
+
+    @classmethod
+    def from_access(cls, access: FleetAccess) -> SessionEndpoints:
+        """The fleet settings every command resolves (:mod:`controller.fleet.access`)."""
+        return cls(
+            endpoints=access.endpoints,
+            token=access.token,
+            tls_ca_file=access.tls_ca_file,
+            tls_cert_file=access.tls_cert_file,
+            tls_key_file=access.tls_key_file,
+        )
 
     def channels(self) -> list[ChannelConfig]:
         from controller.fleet.discovery import expand
@@ -222,6 +223,7 @@ class SandboxSession:
             files=files,
         )
         last: SkillOptError | None = None
+        refusals: list[str] = []
         clients = _ranked_clients(where)
         for position, client in enumerate(clients):
             try:
@@ -229,6 +231,7 @@ class SandboxSession:
             except (HostFull, Draining, SandboxUnavailable, SkillPackageUnsupported) as refused:
                 client.close()
                 last = refused  # full, draining, gone, or predates packages: try the next host
+                refusals.append(refused.message)
                 continue
             except SkillOptError:
                 for other in clients[position:]:
@@ -237,7 +240,11 @@ class SandboxSession:
             for other in clients[position + 1 :]:
                 other.close()
             return session
-        raise last or SandboxUnavailable(f"no sandbox host reachable at {', '.join(where.endpoints)}")
+        if last is None:  # only dns:/// names, resolving to nothing
+            raise SandboxUnavailable(f"no sandbox host behind {', '.join(where.endpoints)} (no address)")
+        if len(refusals) > 1:  # say every host's reason, not just the last one's
+            last.message = f"no sandbox host gave a session: {'; '.join(refusals)}"
+        raise last
 
     @classmethod
     def create_on(

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from controller.fleet.access import add_fleet_arguments
 from skillopt.errors import ConfigError, SkillOptError
 from skillopt.stats import format_score
 
@@ -94,7 +95,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="output directory (default: RUN/evals/<split>_<skill>_<time> with --run, else "
         "runs/eval_<env>_<time>); an unfinished eval's directory continues it, as --resume does",
     )
-    p.add_argument("--endpoints", help="comma-separated sandbox hosts host:port")
+    add_fleet_arguments(
+        p.add_argument_group(
+            "sandbox fleet",
+            "where rollouts run; each flag beats its sandbox.* key, which beats its environment variable",
+        ),
+        config_keys=True,
+        endpoints_default="an embedded local sandbox, started for the evaluation",
+    )
     p.add_argument(
         "--simulate",
         choices=("auto", "on", "off", "noisy"),
@@ -290,15 +298,14 @@ def _plan(args: argparse.Namespace) -> _Plan:
         SkillOptError: a config, skill or directory is unusable (the message says what to do).
         OSError: a file could not be read.
     """
+    from controller.fleet.access import config_with_access
     from controller.session import decide_simulation
     from skillopt.skill.package import load_skill
     from skillopt.trainer.state import refuse_mode_change
 
     overrides = list(args.set)
-    if args.endpoints:
-        overrides.append(f"sandbox.endpoints=[{args.endpoints}]")
     src = _resumed(args, overrides) if args.resume else _started(args, overrides)
-    cfg = src.cfg
+    cfg = config_with_access(src.cfg, args)
     mode = decide_simulation(cfg)
     skill = load_skill(src.skill_path, limits=cfg.env.skill_limits)
     against = load_skill(src.against_path, limits=cfg.env.skill_limits) if src.against_path else None

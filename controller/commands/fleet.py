@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from pathlib import Path
 
-from skillopt.errors import ConfigError, SkillOptError
+from controller.fleet.access import add_fleet_arguments
+from skillopt.errors import SkillOptError
 
 __all__ = ["register"]
 
@@ -30,49 +29,27 @@ def register(sub: argparse._SubParsersAction) -> None:
             "when a host is down (or draining, or refuses the token) or the hosts differ in what "
             "they would run, 2 on bad arguments. Examples:\n"
             "  skillopt fleet status --endpoints h1:50051,h2:50051 --token-file T\n"
-            "  skillopt fleet status --endpoints dns:///sandbox.skillopt.svc.cluster.local:50051\n"
-            "  skillopt fleet status --config my.yaml      # its sandbox.endpoints and token"
+            "  skillopt fleet status --endpoints dns:///skillopt-sandbox.skillopt.svc.cluster.local:50051 \\\n"
+            "      --token-file T --tls-ca ca.crt --tls-cert client.crt --tls-key client.key   # docker/k8s (mTLS)\n"
+            "  skillopt fleet status --config my.yaml      # its sandbox.endpoints, token and TLS files\n"
+            "  SKILLOPT_ENDPOINTS=h1:50051 SKILLOPT_TOKEN_FILE=T skillopt fleet status"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    s.add_argument("--endpoints", help="comma-separated host:port or dns:///name:port")
-    s.add_argument("--config", help="take endpoints, token and TLS settings from this config")
+    s.add_argument("--config", help="take the sandbox.* keys (endpoints, token, TLS) from this config")
     s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
-    s.add_argument(
-        "--token-file", help="bearer token file (default: sandbox.token_file, $SKILLOPT_SANDBOX_TOKEN)"
-    )
+    add_fleet_arguments(s, config_keys=True)
     s.add_argument("--timeout", type=float, default=5.0, help="seconds per host (default 5)")
     s.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     s.set_defaults(func=run)
 
 
 def _channels(args: argparse.Namespace):
-    from controller.client.sandbox_client import ChannelConfig
+    from controller.fleet.access import access_from_args
     from skillopt.config import load_config
 
-    endpoints: list[str] = []
-    tls = {"tls_ca_file": "", "tls_cert_file": "", "tls_key_file": ""}
-    token_file = args.token_file or ""
-    if args.config:
-        cfg = load_config(args.config, list(args.set))
-        endpoints = list(cfg.sandbox.endpoints)
-        tls = {k: str(getattr(cfg.sandbox, k)) for k in tls}
-        token_file = token_file or cfg.sandbox.token_file
-    if args.endpoints:
-        endpoints = [e.strip() for e in args.endpoints.split(",") if e.strip()]
-    if not endpoints:
-        raise ConfigError("give --endpoints host:port,... (or --config with sandbox.endpoints)")
-    token = Path(token_file).read_text().strip() if token_file else os.environ.get("SKILLOPT_SANDBOX_TOKEN")
-    return [
-        ChannelConfig(
-            address=e,
-            token=token or None,
-            tls_ca_file=tls["tls_ca_file"],
-            tls_cert_file=tls["tls_cert_file"],
-            tls_key_file=tls["tls_key_file"],
-        )
-        for e in endpoints
-    ]
+    config = load_config(args.config, list(args.set)).sandbox.to_dict() if args.config else None
+    return access_from_args(args, config=config).channels()
 
 
 def run(args: argparse.Namespace) -> int:

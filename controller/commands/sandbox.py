@@ -30,6 +30,7 @@ _MAX_OUTPUT_FILE = 256 * MiB
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from controller.commands.flags import add_deprecated_alias
     from controller.commands.sandbox_sessions import add_remote_options, register_remote
 
     p = sub.add_parser(
@@ -41,30 +42,43 @@ def register(sub: argparse._SubParsersAction) -> None:
         "exec",
         help="run FILE.py in a fresh local rollout container, or (--endpoints) a command in a remote session",
         description=(
-            "Run FILE.py in a fresh rollout container with the default hardening (no network, "
-            "read-only root, non-root, no capabilities, pids/memory/cpu limits). IN.xlsx is placed in "
-            "the workspace as input.xlsx. Prints a JSON result."
+            "Run FILE.py in a fresh rollout container on the local Docker engine with the default "
+            "hardening (no network, read-only root, non-root, no capabilities, pids/memory/cpu limits). "
+            "IN.xlsx is placed in the workspace as input.xlsx. Prints a JSON result.\n\n"
+            "`skillopt sandbox exec -- PROGRAM ARGS...` runs a command in a session on a remote sandbox "
+            "host instead: with --endpoints or --session, or with $SKILLOPT_ENDPOINTS set (a FILE.py "
+            "that exists here, with no arguments, still runs locally unless --endpoints or --session "
+            "is given). Examples:\n"
+            "  skillopt sandbox exec solution.py --input in.xlsx\n"
+            "  export SKILLOPT_ENDPOINTS=sandbox-1:50051 SKILLOPT_TOKEN_FILE=token\n"
+            "  skillopt sandbox exec -- python3 -c 'print(1)'"
         ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     e.add_argument("file", help="the Python file to run (remote: the program)")
     e.add_argument("args", nargs="*", help="remote only: the program's arguments (after --)")
     e.add_argument("--input", help="an .xlsx file placed in the workspace as input.xlsx")
     e.add_argument("--timeout", type=float, default=120.0, help="seconds before the process tree is killed")
-    e.add_argument("--memory", type=int, default=1024, help="memory limit in MiB (memory+swap)")
+    e.add_argument("--memory-mb", type=int, default=1024, help="memory limit in MiB (memory+swap)")
+    add_deprecated_alias(e, "--memory", new_flag="--memory-mb", dest="memory_mb", type=int)
     e.add_argument("--cpus", type=float, default=1.0)
     e.add_argument("--pids", type=int, default=256, help="process/thread limit")
     e.add_argument("--output-bytes", type=int, default=64 * 1024, help="stdout/stderr tail kept")
     e.add_argument("--image", default="skillopt-runtime:latest")
     e.add_argument("--runtime", default="", help="OCI runtime, e.g. runsc")
     e.add_argument(
-        "--out-dir", help="copy the regular files the program produced here (links are never followed)"
+        "--out",
+        metavar="DIR",
+        help="copy the regular files the program produced here (links are never followed)",
     )
+    add_deprecated_alias(e, "--out-dir", new_flag="--out", dest="out")
     e.add_argument(
         "--json", action="store_true", help="print the result as one JSON object (the default output)"
     )
     remote = e.add_argument_group(
         "remote sessions",
-        "with --endpoints or --session: run `-- PROGRAM ARGS...` in a session on a sandbox host "
+        "with --endpoints, --session or $SKILLOPT_ENDPOINTS: run `-- PROGRAM ARGS...` in a session on a "
+        "sandbox host "
         "(a new session, destroyed afterwards, unless --session names one); output streams as it comes "
         "and the exit status is the command's",
     )
@@ -91,12 +105,16 @@ def _safe_target(out_dir: Path, rel: str) -> Path | None:
 
 @unwinds_on_sigterm
 def run_exec(args: argparse.Namespace) -> int:
-    if args.endpoints or args.session:
+    if _remote(args):
         from controller.commands.sandbox_sessions import run_remote_exec
 
         return run_remote_exec(args)
     if args.args:
-        print("skillopt sandbox exec: extra arguments need --endpoints (remote sessions)", file=sys.stderr)
+        print(
+            "skillopt sandbox exec: a PROGRAM with arguments runs in a remote session: give --endpoints "
+            "HOST:PORT (or set $SKILLOPT_ENDPOINTS); locally, exec runs one FILE.py",
+            file=sys.stderr,
+        )
         return 2
     from sandbox.runtime.docker.runtime import DockerRuntime
     from sandbox.runtime.lease import LeasedSandbox
@@ -127,7 +145,7 @@ def run_exec(args: argparse.Namespace) -> int:
     try:
         spec = ContainerSpec(
             image=args.image,
-            memory_bytes=args.memory * MiB,
+            memory_bytes=args.memory_mb * MiB,
             cpus=args.cpus,
             pids_limit=args.pids,
             runtime=args.runtime,
@@ -163,12 +181,12 @@ def run_exec(args: argparse.Namespace) -> int:
             if outcome.oom_killed:
                 result["infra_error"] = {
                     "kind": "oom_killed",
-                    "message": f"killed: memory limit {args.memory} MiB exceeded",
+                    "message": f"killed: memory limit {args.memory_mb} MiB exceeded",
                 }
             elif outcome.timed_out:
                 result["infra_error"] = {"kind": "timeout", "message": f"killed after {args.timeout:g} s"}
             produced = [f for f in box.list_files() if f.path not in inputs]
-            out_dir = Path(args.out_dir) if args.out_dir else None
+            out_dir = Path(args.out) if args.out else None
             if out_dir is not None:
                 out_dir.mkdir(parents=True, exist_ok=True)
             for f in produced:
@@ -198,6 +216,19 @@ def run_exec(args: argparse.Namespace) -> int:
         result["duration_s"] = round(time.monotonic() - t0, 4)
     print(json.dumps(result))
     return 0
+
+
+def _remote(args: argparse.Namespace) -> bool:
+    """A remote session's command, not a local FILE.py: ``--endpoints``/``--session`` (or a
+    fleet flag) say so; with only ``$SKILLOPT_ENDPOINTS`` set, a command with arguments or one
+    that is not a file here (``exec -- python3 -c ...``) is remote, a lone existing file local."""
+    from controller.fleet.access import ENV_ENDPOINTS
+
+    if args.endpoints or args.session:
+        return True
+    if not os.environ.get(ENV_ENDPOINTS, "").strip():
+        return False
+    return bool(args.args) or not Path(args.file).is_file()
 
 
 def _state_root() -> str:

@@ -1,7 +1,10 @@
 """``skillopt sandbox create|exec|cp|shell|ls|rm``: sessions on remote sandbox hosts.
 
-Every command takes ``--endpoints`` (or ``$SKILLOPT_ENDPOINTS``) and the token from
-``--token-file`` (or ``$SKILLOPT_TOKEN_FILE`` / ``$SKILLOPT_SANDBOX_TOKEN``). A session is named
+Every command reaches the fleet as every other command does (:mod:`controller.fleet.access`):
+``--endpoints`` (a comma list, repeatable) or ``$SKILLOPT_ENDPOINTS``; the token from
+``--token-file`` or ``$SKILLOPT_TOKEN_FILE`` (a file), else ``$SKILLOPT_SANDBOX_TOKEN`` (the
+token itself); TLS from ``--tls-ca`` and, for mutual TLS, ``--tls-cert``/``--tls-key`` (or
+``$SKILLOPT_TLS_CA``, ``$SKILLOPT_TLS_CERT``, ``$SKILLOPT_TLS_KEY``). A session is named
 by its id (``skillopt sandbox create`` prints it); ``exec`` and ``shell`` without ``--session``
 use a session of their own, destroyed when they end. ``cp`` names the remote side
 ``SESSION:PATH``, like ``docker cp``.
@@ -20,15 +23,11 @@ from skillopt.errors import SkillOptError, UnknownSession
 __all__ = ["add_remote_options", "register_remote", "run_remote_exec"]
 
 
-def add_remote_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--endpoints",
-        action="append",
-        default=None,
-        help="sandbox host HOST:PORT or dns:///NAME:PORT (repeatable; default $SKILLOPT_ENDPOINTS)",
-    )
-    p.add_argument("--token-file", default=None, help="bearer token file (default $SKILLOPT_TOKEN_FILE)")
-    p.add_argument("--tls-ca", default="", help="PEM CA that signed the hosts' certificates")
+def add_remote_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The fleet flags every session command takes (:func:`controller.fleet.access.add_fleet_arguments`)."""
+    from controller.fleet.access import add_fleet_arguments
+
+    add_fleet_arguments(p)
 
 
 def register_remote(ssub: argparse._SubParsersAction) -> None:
@@ -37,7 +36,7 @@ def register_remote(ssub: argparse._SubParsersAction) -> None:
     c.add_argument(
         "--image", default="", help="image from the host's allow-list (default: its runtime image)"
     )
-    c.add_argument("--memory-mb", type=int, default=0)
+    c.add_argument("--memory-mb", type=int, default=0, help="memory limit in MiB (default: the host's)")
     c.add_argument("--cpus", type=float, default=0.0)
     c.add_argument("--idle-ttl", type=float, default=0.0, help="seconds idle before the host destroys it")
     c.add_argument("--max-lifetime", type=float, default=0.0, help="seconds after which it ends regardless")
@@ -74,25 +73,33 @@ def register_remote(ssub: argparse._SubParsersAction) -> None:
 
 def _where(args: argparse.Namespace):
     from controller.client.sessions import SessionEndpoints
+    from controller.fleet.access import access_from_args
 
-    return SessionEndpoints.resolve(args.endpoints, token_file=args.token_file, tls_ca_file=args.tls_ca)
+    return SessionEndpoints.from_access(access_from_args(args))
 
 
 def _find(args: argparse.Namespace, session_id: str):
-    """The session ``session_id`` of this token on any host of the endpoints."""
+    """The session ``session_id`` of this token on any host of the endpoints.
+
+    Raises:
+        UnknownSession: no host has it (naming the hosts that could not be asked, and why).
+    """
     from controller.client.sandbox_client import SandboxClient
     from controller.client.sessions import SandboxSession, client_sessions
 
-    for channel in _where(args).channels():
+    where = _where(args)
+    unasked: list[str] = []
+    for channel in where.channels():
         client = SandboxClient(channel)
         try:
             for info in client_sessions(client):
                 if info.session_id == session_id:
                     return SandboxSession(client, info)
-        except SkillOptError:
-            pass
+        except SkillOptError as exc:
+            unasked.append(exc.message)
         client.close()
-    raise UnknownSession(f"no session {session_id!r} of this token on {', '.join(_where(args).endpoints)}")
+    why = f" ({len(unasked)} host(s) could not be asked: {'; '.join(unasked)})" if unasked else ""
+    raise UnknownSession(f"no session {session_id!r} of this token on {', '.join(where.endpoints)}{why}")
 
 
 def _session(args: argparse.Namespace):
@@ -229,17 +236,20 @@ def run_shell(args: argparse.Namespace) -> int:
 
 
 def run_ls(args: argparse.Namespace) -> int:
+    """List the sessions; exit 1 when a host could not be asked (its sessions are missing)."""
     from controller.client.sandbox_client import SandboxClient
     from controller.client.sessions import client_sessions
 
-    rows = []
+    rows, failed = [], 0
     try:
-        for channel in _where(args).channels():
+        channels = _where(args).channels()
+        for channel in channels:
             with SandboxClient(channel) as client:
                 try:
                     rows += [_info_dict(i, channel.address) for i in client_sessions(client)]
                 except SkillOptError as exc:
-                    print(f"skillopt sandbox ls: {channel.address}: {exc.message}", file=sys.stderr)
+                    failed += 1
+                    print(f"skillopt sandbox ls: {exc.message}", file=sys.stderr)
     except SkillOptError as exc:
         return _fail("ls", exc)
     if args.json:
@@ -250,6 +260,17 @@ def run_ls(args: argparse.Namespace) -> int:
             print(
                 f"{row['session_id']}  {row['address']}  {row['image']}  idle_ttl={row['idle_ttl_s']:g}s  {labels}"
             )
+    if not channels:
+        print(f"skillopt sandbox ls: no host behind {', '.join(_where(args).endpoints)}", file=sys.stderr)
+        return 1
+    if failed:
+        what = (
+            "no host could be asked"
+            if failed == len(channels)
+            else f"{failed} of {len(channels)} hosts could not be asked: the list is incomplete"
+        )
+        print(f"skillopt sandbox ls: {what} (see above)", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -24,7 +24,9 @@ share of tests passed; ``cases`` one entry per test); and textworld, where ITEM.
 actions (one per line, or a JSON list), replayed against the game generated from its seed in a
 fresh container of the TextWorld image (``won``, ``score``, ``max_score``; ``hard`` = won,
 ``soft`` = score / max score). Without a reachable Docker engine these envs exit 2 with a
-message saying how to start it.
+message saying how to start it. With ``--endpoints`` (or ``$SKILLOPT_ENDPOINTS``; token and TLS
+as for every command, :mod:`controller.fleet.access`) they run the program in fresh sessions on
+the fleet instead; no host answering is exit 2, each host named with why.
 
 ``--samples`` grades a file of samples in the formats the field uses and writes
 ``<SAMPLES>_results.jsonl`` (:mod:`controller.commands.score_batch`); for humaneval and mbpp
@@ -40,6 +42,7 @@ import json
 import sys
 from collections.abc import Callable
 
+from controller.fleet.access import add_fleet_arguments
 from controller.signals import unwinds_on_sigterm
 
 __all__ = ["register", "score_envs"]
@@ -125,6 +128,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=_LazyHelp(_problems_help),
     )
     batch.add_argument("--workers", type=int, default=2, help="samples graded at once (code envs)")
+    add_fleet_arguments(
+        parser.add_argument_group(
+            "sandbox fleet",
+            "where the code envs (and textworld) run the program they grade: fresh sessions on the "
+            "fleet's hosts; the verdict is still reached here",
+        ),
+        endpoints_default="fresh containers on the local Docker engine",
+    )
     parser.set_defaults(func=run)
 
 
@@ -138,13 +149,20 @@ def run(args: argparse.Namespace) -> int:
     """Grade and print; see the module docstring for the output contract."""
     from pathlib import Path
 
+    from controller.fleet.access import access_from_args
+    from skillopt.errors import SkillOptError
+
+    try:
+        access = access_from_args(args, require_endpoints=False)
+    except SkillOptError as exc:
+        return _fail(exc.message)
+    args.sandboxes = _sandboxes(access) if access.endpoints else None
     if args.samples:
         return _run_samples(args)
     if not (args.item and args.response):
         return _fail("give --item and --response (one response), or --samples (a file of them)")
 
     from skillopt.envs._qa.scoring import score_item
-    from skillopt.errors import SkillOptError
 
     try:
         raw = json.loads(Path(args.item).read_text(encoding="utf-8"))
@@ -164,9 +182,9 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"cannot read response {args.response}: {exc.strerror or exc}")
     try:
         if args.env in _OWN_SCORERS:
-            out = _OWN_SCORERS[args.env](raw, response)
+            out = _OWN_SCORERS[args.env](raw, response, args.sandboxes)
         elif _is_code_env(args.env):
-            out = _score_code(args.env, raw, response)
+            out = _score_code(args.env, raw, response, args.sandboxes)
         else:
             out = score_item(args.env, raw, response)
     except SkillOptError as exc:
@@ -190,6 +208,7 @@ def _run_samples(args: argparse.Namespace) -> int:
             problems_file=args.problems,
             workers=args.workers,
             on_progress=progress_printer(),
+            sandboxes=args.sandboxes,
         )
     except SkillOptError as exc:
         return _fail(exc.message)
@@ -204,7 +223,17 @@ def _is_code_env(env: str) -> bool:
     return find_spec(env) is not None and is_code_env(env)
 
 
-def _score_game(raw: dict, response: str) -> dict:
+def _sandboxes(access):
+    """A factory of grading-sandbox factories on the fleet of ``access`` (``image``: the
+    sessions' image, "" = the host's runtime image)."""
+    from controller.client.sessions import SessionEndpoints
+    from controller.fleet.grading import fleet_grading_sandboxes
+
+    where = SessionEndpoints.from_access(access)
+    return lambda image="", **_: fleet_grading_sandboxes(where, image=image)
+
+
+def _score_game(raw: dict, response: str, sandboxes=None) -> dict:
     """Replay a TextWorld action list on its game in a fresh local container.
 
     Raises:
@@ -220,6 +249,9 @@ def _score_game(raw: dict, response: str) -> dict:
     from skillopt.logs import configure_logging
 
     configure_logging(json=True, level="warning")  # stdout holds exactly one JSON object
+    if sandboxes is not None:
+        with sandboxes(image=IMAGE) as fresh:
+            return score_actions(raw, response, fresh)
     try:
         with local_grading_sandboxes(spec=replace(ContainerSpec(), image=IMAGE)) as fresh:
             return score_actions(raw, response, fresh)
@@ -230,7 +262,7 @@ def _score_game(raw: dict, response: str) -> dict:
         ) from exc
 
 
-def _score_code(env: str, raw: dict, response: str) -> dict:
+def _score_code(env: str, raw: dict, response: str, sandboxes=None) -> dict:
     """Grade a code-env response in fresh containers on the local Docker engine.
 
     Raises:
@@ -242,6 +274,9 @@ def _score_code(env: str, raw: dict, response: str) -> dict:
     from skillopt.logs import configure_logging
 
     configure_logging(json=True, level="warning")  # stdout holds exactly one JSON object
+    if sandboxes is not None:
+        with sandboxes() as fresh:
+            return score_code_item(env, raw, response, fresh)
     try:
         with local_grading_sandboxes() as fresh:
             return score_code_item(env, raw, response, fresh)

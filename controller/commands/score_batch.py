@@ -26,6 +26,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,9 +152,11 @@ def score_samples(
     problems_file: str | None = None,
     workers: int = 2,
     on_progress: Callable[[int, int], None] | None = None,
+    sandboxes: Callable[..., AbstractContextManager[Any]] | None = None,
 ) -> dict[str, Any]:
     """Grade every sample of ``samples_file``; write ``<samples>_results.jsonl``; return the
-    summary (pass@k for code envs, mean hard/soft for QA envs).
+    summary (pass@k for code envs, mean hard/soft for QA envs). ``sandboxes``: where code runs
+    (a factory of grading-sandbox factories, e.g. on the fleet; default the local Docker engine).
 
     Raises:
         InvalidRequest: unreadable or malformed files, samples for unknown tasks.
@@ -183,7 +186,7 @@ def score_samples(
         problem = found[_key(sample)]
         assert problem is not None  # every key was found above
         jobs.append((sample, problem, _response(sample, problem, code=code)))
-    rows = _grade_all(env, jobs, code=code, workers=workers, on_progress=on_progress)
+    rows = _grade_all(env, jobs, code=code, workers=workers, on_progress=on_progress, sandboxes=sandboxes)
     out_path = Path(f"{samples_file}_results.jsonl")
     with out_path.open("w", encoding="utf-8") as fh:
         for sample, row in zip(samples, rows, strict=True):
@@ -231,6 +234,7 @@ def _grade_all(
     code: bool,
     workers: int,
     on_progress: Callable[[int, int], None] | None,
+    sandboxes: Callable[..., AbstractContextManager[Any]] | None = None,
 ) -> list[dict[str, Any]]:
     done = 0
     lock = threading.Lock()
@@ -265,7 +269,8 @@ def _grade_all(
     from sandbox.runtime.fresh import local_grading_sandboxes
     from skillopt.envs._code.scoring import score_code_item
 
-    with local_grading_sandboxes(warm=max(1, workers)) as fresh:
+    factory = sandboxes() if sandboxes is not None else local_grading_sandboxes(warm=max(1, workers))
+    with factory as fresh:
         grade = counted(lambda p, r: score_code_item(env, p, r, fresh))
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             return list(pool.map(grade, jobs))

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from controller.fleet.access import add_fleet_arguments, config_with_access
 from skillopt.errors import ConfigError, SkillOptError
 
 __all__ = ["register"]
@@ -22,6 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "offline simulation (announced). Examples:\n"
             "  skillopt train --config spreadsheetbench_demo --out runs/demo\n"
             "  skillopt train --config my.yaml --set train.batch_size=20 --set env.workers=8\n"
+            "  skillopt train --config my.yaml --endpoints h1:50051,h2:50051 --token-file T --tls-ca ca.pem\n"
             "  skillopt train --resume runs/demo"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -34,8 +36,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", help="run directory (default: runs/<env>_<timestamp>)")
     p.add_argument("--resume", metavar="DIR", help="continue the run in DIR where it stopped")
-    p.add_argument(
-        "--endpoints", help="comma-separated sandbox hosts host:port (default: embedded local sandbox)"
+    add_fleet_arguments(
+        p.add_argument_group(
+            "sandbox fleet",
+            "where rollouts run (README: Reaching the fleet); each flag beats its sandbox.* key, which "
+            "beats its environment variable",
+        ),
+        config_keys=True,
+        endpoints_default="an embedded local sandbox, started for the run",
     )
     p.add_argument(
         "--simulate",
@@ -54,8 +62,6 @@ def _load(args: argparse.Namespace):
     from skillopt.trainer.rundir import RunDirectoryDamaged, layout
 
     overrides = list(args.set)
-    if args.endpoints:
-        overrides.append(f"sandbox.endpoints=[{args.endpoints}]")
     if args.simulate:
         overrides.append(f"run.simulate={args.simulate}")
     if args.resume:
@@ -65,12 +71,12 @@ def _load(args: argparse.Namespace):
         damage = inspect_damage(out, deep=True)
         if not damage.resumable:  # said before a sandbox starts, and without "--resume" advice
             raise RunDirectoryDamaged(f"{out}: {damage.headline()}; {damage.advice()}")
-        return run_config(out, overrides), out
+        return config_with_access(run_config(out, overrides), args), out
     if not args.config:
         raise ConfigError(
             "give --config FILE (or a built-in name such as spreadsheetbench_demo), or --resume DIR"
         )
-    cfg = load_config(args.config, overrides)
+    cfg = config_with_access(load_config(args.config, overrides), args)
     out = Path(args.out or cfg.run.out_root or f"runs/{cfg.env.name}_{time.strftime('%Y%m%d_%H%M%S')}")
     if (out / layout.STATE).exists():
         raise ConfigError(f"{out} already holds a run; continue it with: skillopt train --resume {out}")

@@ -109,6 +109,8 @@ class FleetExecutor:
         self.hosts_state: list[HostState] = []
         self._sources = list(channels)
         self._describe_timeout_s = describe_timeout_s
+        #: Address → why it could not be reached at start (said if no host is).
+        self._unreachable: dict[str, str] = {}
         try:
             for source in self._sources:
                 for ch in discovery.expand(source):
@@ -119,9 +121,11 @@ class FleetExecutor:
             raise
         if not any(h.health is not HostHealth.DOWN for h in self.hosts_state):
             names = ", ".join(c.address for c in self._sources)
+            why = "; ".join(self._unreachable.values()) or "no address behind the names"
             self.close()
             raise SandboxUnavailable(
-                f"no sandbox host is reachable ({names}); start them (skillopt serve) or check --endpoints"
+                f"no sandbox host is reachable ({names}): {why}. Start them (skillopt serve) or check "
+                "--endpoints, --token-file and --tls-* (or their sandbox.* keys)"
             )
         for host in self.hosts_state:
             self._start_watch(host)
@@ -139,6 +143,7 @@ class FleetExecutor:
         except (SandboxUnavailable, RolloutTimeout) as exc:
             # Reachable later, perhaps: start it down and let its health watch bring it up.
             log.warning("fleet.host_unreachable", address=ch.address, error=exc.message)
+            self._unreachable[ch.address] = exc.message
             return HostState(client=client, address=ch.address, capacity=1, health=HostHealth.DOWN)
         except SkillOptError as exc:
             client.close()

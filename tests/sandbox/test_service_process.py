@@ -138,7 +138,7 @@ def test_sandbox_exec_cli_contract(docker_client, sample, short_tmp):
             str(input_xlsx),
             "--timeout",
             "60",
-            "--out-dir",
+            "--out",
             str(out_dir),
             "--json",
         ],

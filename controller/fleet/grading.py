@@ -1,0 +1,134 @@
+"""Fresh grading sandboxes on the fleet: ``skillopt score --endpoints`` grades code in sessions.
+
+The same contract as :func:`sandbox.runtime.fresh.local_grading_sandboxes` (a factory of fresh,
+network-less sandboxes, each used once), served by sandbox sessions on remote hosts instead of
+the local Docker engine. The program runs in the session; its claims are read back and judged
+here, on the trusted side, exactly as with local containers.
+
+Usage::
+
+    with fleet_grading_sandboxes(where) as fresh:
+        with fresh() as box:                      # a new session, destroyed afterwards
+            box.write_file("x.py", b"print(1)")
+            box.run_python("x.py", timeout_s=10)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+
+from controller.client.sandbox_client import SandboxClient
+from controller.client.sessions import SandboxSession, SessionEndpoints
+from skillopt.agents.sandbox import ExecOutcome, FileEntry
+from skillopt.errors import (
+    OutputLimitExceeded,
+    SandboxFileMissing,
+    SandboxFileTooLarge,
+    SandboxUnavailable,
+    SkillOptError,
+)
+
+__all__ = ["SessionSandbox", "fleet_grading_sandboxes"]
+
+#: Labels of a grading session (``skillopt sandbox ls`` shows what it is for).
+LABELS = {"purpose": "grading"}
+
+
+class SessionSandbox:
+    """:class:`skillopt.agents.sandbox.Sandbox` over one session (paths relative to its workdir)."""
+
+    def __init__(self, session: SandboxSession, *, output_limit_bytes: int) -> None:
+        self.session = session
+        self.output_limit_bytes = output_limit_bytes
+
+    def write_file(self, path: str, data: bytes) -> None:
+        self.session.write_file(path, data)
+
+    def read_file(self, path: str, *, max_bytes: int) -> bytes | None:
+        try:
+            return self.session.read_file(path, max_bytes=max_bytes)
+        except SandboxFileMissing:
+            return None
+        except SandboxFileTooLarge as exc:
+            raise OutputLimitExceeded(f"{path}: larger than {max_bytes} bytes") from exc
+
+    def list_files(self, *, max_files: int = 1000) -> list[FileEntry]:
+        out = self.run_command(["find", ".", "-type", "f", "-printf", "%P\\t%s\\n"], timeout_s=60.0)
+        entries = []
+        for line in out.stdout_tail.splitlines()[:max_files]:
+            name, _, size = line.rpartition("\t")
+            if name and size.isdigit():
+                entries.append(FileEntry(path=name, size_bytes=int(size)))
+        return entries
+
+    def run_python(
+        self, path: str, *, args: Sequence[str] = (), timeout_s: float, env: Mapping[str, str] | None = None
+    ) -> ExecOutcome:
+        return self.run_command(["python3", path, *args], timeout_s=timeout_s, env=env)
+
+    def run_command(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        output_limit_bytes: int | None = None,
+    ) -> ExecOutcome:
+        limit = output_limit_bytes or self.output_limit_bytes
+        r = self.session.exec(argv, input=stdin, env=env, timeout=timeout_s, output_limit_bytes=limit)
+        return ExecOutcome(
+            exit_code=r.exit_code,
+            stdout_tail=r.stdout[-limit:].decode("utf-8", "replace"),
+            stderr_tail=r.stderr[-limit:].decode("utf-8", "replace"),
+            stdout_bytes=len(r.stdout),
+            stderr_bytes=len(r.stderr),
+            duration_s=r.duration_s,
+            timed_out=r.timed_out,
+            oom_killed=r.oom_killed,
+            signal=r.signal or None,
+            output_limit_exceeded=r.output_limit_exceeded,
+            spawn_error=r.spawn_error,
+            spawn_message=r.message,
+        )
+
+
+@contextlib.contextmanager
+def fleet_grading_sandboxes(
+    where: SessionEndpoints, *, image: str = "", output_limit_bytes: int = 256 * 1024
+) -> Iterator[Callable[[], AbstractContextManager[SessionSandbox]]]:
+    """A factory of fresh grading sandboxes, each a new session on the best host of ``where``.
+
+    Raises:
+        SandboxUnavailable: no host answers (each host and why, as a connection failure says).
+    """
+    _require_a_host(where)
+
+    @contextlib.contextmanager
+    def fresh() -> Iterator[SessionSandbox]:
+        session = SandboxSession.create(where, image=image, labels=LABELS)
+        try:
+            yield SessionSandbox(session, output_limit_bytes=output_limit_bytes)
+        finally:
+            with contextlib.suppress(SkillOptError):  # a host that is gone took it along
+                session.destroy()
+
+    yield fresh
+
+
+def _require_a_host(where: SessionEndpoints) -> None:
+    """Fail now, naming every host and why, rather than once per sample."""
+    reasons: list[str] = []
+    for channel in where.channels():
+        with SandboxClient(channel) as client:
+            try:
+                client.describe(timeout_s=10.0)
+                return
+            except SkillOptError as exc:
+                reasons.append(exc.message)
+    raise SandboxUnavailable(
+        f"no sandbox host answers ({', '.join(where.endpoints)}): "
+        + ("; ".join(reasons) or "no address behind the names")
+    )
