@@ -59,15 +59,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=("auto", "on", "off", "noisy"),
         help="offline simulation with scripted models (noisy: a stochastic target)",
     )
+    p.add_argument(
+        "--allow-sample",
+        action="store_true",
+        help="let real models run on the env's vendored sample (env.allow_sample=true); refused otherwise",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from controller.rundata import refuse_sample, run_data
     from controller.rundir.lock import acquire_run_lock
     from controller.session import decide_simulation
     from skillopt.config import load_config
     from skillopt.logs import configure_logging
     from skillopt.skill.package import load_skill
+    from skillopt.trainer.planning import load_data
     from skillopt.trainer.rundir import layout
 
     overrides = list(args.set)
@@ -75,15 +82,20 @@ def run(args: argparse.Namespace) -> int:
         overrides.append(f"sandbox.endpoints=[{args.endpoints}]")
     if args.simulate:
         overrides.append(f"run.simulate={args.simulate}")
+    if args.allow_sample:
+        overrides.append("env.allow_sample=true")
     try:
         cfg = load_config(args.config, overrides)
         skill = load_skill(Path(args.skill), limits=cfg.env.skill_limits)
         against = load_skill(Path(args.against), limits=cfg.env.skill_limits) if args.against else None
         mode = decide_simulation(cfg)
+        used = run_data(cfg, load_data(cfg))
+        refuse_sample(cfg, mode, used, command="eval")
     except (SkillOptError, OSError) as exc:
         print(f"skillopt eval: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return 2
-    print(f"skillopt eval: {mode.describe()}", file=sys.stderr, flush=True)
+    print(f"skillopt eval: {mode.describe()}", file=sys.stderr)
+    print(f"skillopt eval: {used.line()}", file=sys.stderr, flush=True)
     out = Path(args.out or f"runs/eval_{cfg.env.name}_{time.strftime('%Y%m%d_%H%M%S')}")
     try:
         _lock = acquire_run_lock(out)  # held until this function returns: the eval's liveness
