@@ -248,7 +248,7 @@ def _call(
         reply = model.complete(request)
     except (ModelError, ConfigError) as exc:
         return CallResult(ok=False, seconds=time.monotonic() - t0, error=exc.message)
-    return CallResult(ok=True, seconds=time.monotonic() - t0, reply=reply.text.strip()[:60])
+    return CallResult(ok=True, seconds=time.monotonic() - t0, reply=" ".join(reply.text.split())[:60])
 
 
 def check_hosts(cfg: Config, *, timeout_s: float = 5.0) -> list[HostCheck]:

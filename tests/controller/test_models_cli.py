@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from controller.cli import main
+from controller.embedded import spawn_service, wait_listening
 from skillopt.testing.scripted_server import ScriptedModelServer
 
 KEY = f"sk-check-{uuid.uuid4().hex}"  # the scripted server accepts only this key
@@ -147,3 +148,44 @@ def test_a_bad_providers_file_is_a_usage_error(capsys, tmp_path):
     code = main(["models", "check", "--config", "searchqa", "--set", f"model.providers_file={bad}"])
     _, err = capsys.readouterr()
     assert code == 2 and "do not put secrets in the config" in err
+
+
+def test_each_sandbox_host_says_whether_it_serves_the_targets_profile(
+    capsys, providers, server, short_tmp, docker_client
+):
+    """A real sandbox host started with the target's profile (``--provider``), and an address
+    where nothing listens: the first serves it (a host loads a profile only with its key), the
+    second is named as unreachable; a target whose profile the host lacks is named too."""
+    (short_tmp / "token").write_text(uuid.uuid4().hex)
+    token = ("--set", f"sandbox.token_file={short_tmp / 'token'}")
+    proc = spawn_service(
+        [
+            "--listen", "127.0.0.1:0", "--token-file", str(short_tmp / "token"),
+            "--host-id", f"models-{uuid.uuid4().hex[:6]}", "--state-dir", str(short_tmp / "state"),
+            "--capacity", "1", "--pool-size", "0", "--exec-agents", "off",
+            "--provider", f"local=openai_compatible,base_url={server.base_url}",
+        ]
+    )  # fmt: skip
+    try:
+        live = f"127.0.0.1:{wait_listening(proc, 120)}"
+        code, out, err = check(
+            capsys, providers, "--set", "model.optimizer_provider=local", "--set", "model.target_provider=local",
+            *token, "--endpoints", f"{live},127.0.0.1:9", "--json",
+        )  # fmt: skip
+        lacking = check(
+            capsys, providers, "--set", "model.optimizer_provider=local", "--set", "model.target_provider=claude",
+            *token, "--endpoints", live,
+        )  # fmt: skip
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    assert code == 1, out + err
+    report = json.loads(out)
+    hosts = {h["address"]: h for h in report["hosts"]}
+    assert hosts[live]["ok"] and hosts[live]["health"] == "SERVING" and "local" in hosts[live]["providers"]
+    assert not hosts["127.0.0.1:9"]["ok"] and "unreachable" in hosts["127.0.0.1:9"]["problem"]
+    assert report["problems"] == [f"host 127.0.0.1:9: {hosts['127.0.0.1:9']['problem']}"]
+    assert all(r["ok"] for r in report["roles"]) and live in roles(out)["target"]["called_from"]
+    code, out, _ = lacking
+    assert code == 1 and f"problem: host {live}: serves no provider profile 'claude' for the target" in out
+    assert "skillopt serve --providers FILE" in out
