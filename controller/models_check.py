@@ -26,7 +26,16 @@ from skillopt.config import Config
 from skillopt.errors import ConfigError, ModelError
 from skillopt.models.profiles import ProviderProfile
 
-__all__ = ["CALL_STAGE", "CallResult", "HostCheck", "RoleCheck", "check_hosts", "check_roles", "roles_of"]
+__all__ = [
+    "CALL_STAGE",
+    "CallResult",
+    "HostCheck",
+    "RoleCheck",
+    "check_hosts",
+    "check_roles",
+    "problems_of",
+    "roles_of",
+]
 
 #: The stage header of a check's call (``X-Skillopt-Stage``), so gateways and logs can tell it.
 CALL_STAGE = "models_check"

@@ -7,8 +7,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from skillopt.errors import SkillOptError
+
+if TYPE_CHECKING:
+    from skillopt.envs.datacheck import DataReport
 
 __all__ = ["register"]
 
@@ -106,7 +110,7 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _check_settings(args: argparse.Namespace) -> dict:
+def _check_settings(args: argparse.Namespace) -> dict[str, Any]:
     """``check_data_root`` keywords from the flags, over the config's ``env`` section.
 
     Raises:
@@ -115,7 +119,7 @@ def _check_settings(args: argparse.Namespace) -> dict:
     from skillopt.config import load_config
     from skillopt.errors import ConfigError
 
-    kwargs: dict = {"split_mode": "split_file", "split_ratio": "2:1:7", "split_seed": 42}
+    kwargs: dict[str, Any] = {"split_mode": "split_file", "split_ratio": "2:1:7", "split_seed": 42}
     env, root = args.env, args.path
     if args.config:
         overrides = list(args.set)
@@ -146,7 +150,7 @@ def _check_settings(args: argparse.Namespace) -> dict:
     return {"env": env, "root": Path(root) if root else None, **kwargs}
 
 
-def _print_report(report, settings: dict) -> None:
+def _print_report(report: DataReport, settings: dict[str, Any]) -> None:
     split = settings["split_mode"] + (
         f" {settings['split_ratio']} seed {settings['split_seed']}"
         if settings["split_mode"] == "ratio"

@@ -8,8 +8,13 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from skillopt.errors import SkillOptError
+
+if TYPE_CHECKING:
+    from controller.models_check import HostCheck, RoleCheck
+    from skillopt.config import Config
 
 __all__ = ["register"]
 
@@ -85,7 +90,9 @@ def run(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def _print(cfg, roles: Sequence, hosts: Sequence, problems: Sequence[str]) -> None:
+def _print(
+    cfg: Config, roles: Sequence[RoleCheck], hosts: Sequence[HostCheck], problems: Sequence[str]
+) -> None:
     source = (
         cfg.model.providers_file or "none (profiles from OPENAI_API_KEY, ANTHROPIC_API_KEY, AZURE_OPENAI_*)"
     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -186,8 +186,6 @@ def check_data_root(
 
 
 def _with(report: DataReport, **changes: Any) -> DataReport:
-    from dataclasses import replace
-
     return replace(report, **changes)
 
 
