@@ -16,7 +16,21 @@ from collections.abc import Sequence
 __all__ = ["build_parser", "main"]
 
 # Order is the order shown in ``skillopt --help``.
-_COMMANDS = ("train", "eval", "runs", "skill", "config", "ui", "serve", "fleet", "sandbox", "grade", "score")
+_COMMANDS = (
+    "train",
+    "eval",
+    "runs",
+    "skill",
+    "config",
+    "models",
+    "data",
+    "ui",
+    "serve",
+    "fleet",
+    "sandbox",
+    "grade",
+    "score",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

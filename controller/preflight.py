@@ -8,7 +8,9 @@
   numbers for a measurement;
 * **sandbox**: the configured hosts answer ``Describe`` (gRPC, with the run's token and TLS
   settings), or, for the embedded default, the local Docker engine answers;
-* **images**: the rollout image is built (embedded) or reported by every host.
+* **images**: the rollout image is built (embedded) or reported by every host;
+* **data**: the data root loads (the items per split), and a run with real models does not
+  use an env's vendored sample unless ``env.allow_sample`` (``skillopt train`` refuses it too).
 
 The WebUI runs them before it launches; each is quick (a Docker ping, one ``Describe`` with a
 short deadline per host).
@@ -131,8 +133,34 @@ def _fleet(cfg: Config) -> list[Check]:
     return checks
 
 
+def _data(cfg: Config) -> Check:
+    """The data root loads, and real models are not about to run on the vendored sample
+    unless the config allows it (``skillopt train`` refuses the same)."""
+    from controller.rundata import refuse_sample, run_data
+    from controller.session import decide_simulation
+    from skillopt.trainer.planning import load_data
+
+    try:
+        used = run_data(cfg, load_data(cfg))
+    except SkillOptError as exc:
+        return Check("data", False, exc.message)
+    try:
+        mode = decide_simulation(cfg)
+    except ConfigError:
+        return Check("data", True, used.line())  # the models check says what is wrong
+    try:
+        refuse_sample(cfg, mode, used, command="train")
+    except ConfigError as exc:
+        return Check("data", False, exc.message)
+    return Check("data", True, used.line())
+
+
 def preflight(cfg: Config) -> list[Check]:
     """Run every check for ``cfg`` (a built, hence valid, config)."""
-    checks = [Check("config", True, f"valid ({cfg.env.name}, agent {cfg.env.agent})"), _models(cfg)]
+    checks = [
+        Check("config", True, f"valid ({cfg.env.name}, agent {cfg.env.agent})"),
+        _models(cfg),
+        _data(cfg),
+    ]
     checks += _fleet(cfg) if cfg.sandbox.endpoints else _embedded(cfg)
     return checks

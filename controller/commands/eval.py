@@ -109,6 +109,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="offline simulation with scripted models (noisy: a stochastic target) (default: the run's "
         "mode with --run or --resume, else the config's run.simulate)",
     )
+    p.add_argument(
+        "--allow-sample",
+        action="store_true",
+        help="let real models run on the env's vendored sample (env.allow_sample=true); refused otherwise",
+    )
     p.set_defaults(func=run)
 
 
@@ -125,6 +130,8 @@ class _Plan:
     against_path: Path | None
     against: SkillSpec | None
     run_dir: Path | None
+    #: The data root and split counts (the start line).
+    data_line: str = ""
 
     def record(self) -> dict[str, Any]:
         """``eval_config.json``: what ``--resume`` continues."""
@@ -299,17 +306,34 @@ def _plan(args: argparse.Namespace) -> _Plan:
         OSError: a file could not be read.
     """
     from controller.fleet.access import config_with_access
+    from controller.rundata import refuse_sample, run_data
     from controller.session import decide_simulation
     from skillopt.skill.package import load_skill
+    from skillopt.trainer.planning import load_data
     from skillopt.trainer.state import refuse_mode_change
 
     overrides = list(args.set)
+    if args.allow_sample:
+        overrides.append("env.allow_sample=true")
     src = _resumed(args, overrides) if args.resume else _started(args, overrides)
     cfg = config_with_access(src.cfg, args)
     mode = decide_simulation(cfg)
+    used = run_data(cfg, load_data(cfg))
+    refuse_sample(cfg, mode, used, command="eval")
     skill = load_skill(src.skill_path, limits=cfg.env.skill_limits)
     against = load_skill(src.against_path, limits=cfg.env.skill_limits) if src.against_path else None
-    plan = _Plan(cfg, mode, src.out, src.split, src.skill_path, skill, src.against_path, against, src.run_dir)
+    plan = _Plan(
+        cfg,
+        mode,
+        src.out,
+        src.split,
+        src.skill_path,
+        skill,
+        src.against_path,
+        against,
+        src.run_dir,
+        used.line(),
+    )
     if src.record is not None:  # continuing: the same skills and split, in the same mode
         _refuse_change(src.out, src.record, plan.record())
         refuse_mode_change(src.out, src.record.get("mode"), mode)
@@ -365,6 +389,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     out = plan.out
     print(f"skillopt eval: {plan.mode.describe()}", file=sys.stderr, flush=True)
+    print(f"skillopt eval: {plan.data_line}", file=sys.stderr, flush=True)
     print(
         f"skillopt eval: {plan.skill_path}"
         + (f" against {plan.against_path}" if plan.against_path is not None else "")

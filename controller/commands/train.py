@@ -24,7 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "  skillopt train --config spreadsheetbench_demo --out runs/demo\n"
             "  skillopt train --config my.yaml --set train.batch_size=20 --set env.workers=8\n"
             "  skillopt train --config my.yaml --endpoints h1:50051,h2:50051 --token-file T --tls-ca ca.pem\n"
-            "  skillopt train --resume runs/demo"
+            "  skillopt train --resume runs/demo\n"
+            "Real models on an env's vendored sample (no env.data_root) are refused unless --allow-sample; "
+            "the *_demo configs allow it. Check your own data first: skillopt data check --env E DIR."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -52,6 +54,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "noisy = a stochastic target (docs/gate.md) (default: the config's run.simulate: off, auto in "
         "the *_demo configs)",
     )
+    p.add_argument(
+        "--allow-sample",
+        action="store_true",
+        help="let real models run on the env's vendored sample (env.allow_sample=true); refused otherwise",
+    )
     p.set_defaults(func=run)
 
 
@@ -64,6 +71,8 @@ def _load(args: argparse.Namespace):
     overrides = list(args.set)
     if args.simulate:
         overrides.append(f"run.simulate={args.simulate}")
+    if args.allow_sample:
+        overrides.append("env.allow_sample=true")
     if args.resume:
         out = Path(args.resume)
         if not (out / layout.CONFIG).exists():
@@ -84,6 +93,7 @@ def _load(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from controller.rundata import refuse_sample, run_data
     from controller.rundir.live import LiveStatus, StopWatcher
     from controller.rundir.lock import acquire_run_lock
     from controller.session import decide_simulation, open_session
@@ -107,11 +117,15 @@ def run(args: argparse.Namespace) -> int:
             refuse_mode_change(out, recorded.get("mode"), mode)
         pinned = (recorded.get("environment") or {}).get("runtime_image_digest", "")
         pinned_agent = (recorded.get("environment") or {}).get("agent_image_digest", "")
+        data = load_data(cfg)
+        used = run_data(cfg, data)
+        refuse_sample(cfg, mode, used, command="train")
     except SkillOptError as exc:
         print(f"skillopt train: {exc.message}", file=sys.stderr)
         return 2
-    # Always said, whatever the display: which numbers this run produces.
-    print(f"skillopt train: {mode.describe()}", file=sys.stderr, flush=True)
+    # Always said, whatever the display: which numbers this run produces, and from which data.
+    print(f"skillopt train: {mode.describe()}", file=sys.stderr)
+    print(f"skillopt train: {used.line()}", file=sys.stderr, flush=True)
     try:
         # Held while this process runs: the run's liveness for the WebUI and `skillopt runs`.
         lock = acquire_run_lock(out)
@@ -126,7 +140,6 @@ def run(args: argparse.Namespace) -> int:
         callbacks.append(CurvePlotter())
     callbacks += [StopWatcher(out)]
     try:
-        data = load_data(cfg)
         initial = (
             load_skill(Path(cfg.env.skill_init), limits=cfg.env.skill_limits)
             if cfg.env.skill_init

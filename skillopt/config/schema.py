@@ -553,7 +553,12 @@ class EnvConfig(_Section):
     split_seed: Int = 42
     """Seed of the ratio split."""
     data_root: str = ""
-    """Dataset directory; ``""`` = the env's vendored sample."""
+    """Dataset directory; ``""`` = the env's vendored sample (layouts: docs/data.md; check one
+    with ``skillopt data check``)."""
+    allow_sample: bool = False
+    """Let a run with real models use the env's vendored sample (a few items: it measures
+    little and still costs money). Off: such a run is refused at startup; the offline
+    simulation and the ``*_demo`` configs (which set it) are not affected."""
     agent: str = ""
     """Agent kind; ``""`` = the env's default (spreadsheetbench: ``codegen_multi``)."""
     options: Annotated[Mapping[str, Any], BeforeValidator(_mapping)] = Field(default_factory=dict)

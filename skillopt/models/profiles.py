@@ -386,12 +386,18 @@ def load_profiles(
     file: str | Path | None = None,
     specs: Iterable[str] = (),
     environ: Mapping[str, str] | None = None,
+    resolve: bool = True,
 ) -> dict[str, ProviderProfile]:
     """Collect profiles from the environment, a YAML file and CLI specs, then resolve keys.
 
+    Args:
+        resolve: read every profile's key now (:func:`resolve_secrets`); False leaves them to
+            the caller, which can then tell which profile lacks its key
+            (``skillopt models check``).
+
     Raises:
-        ConfigError: a malformed profile (unknown kind or option, bad value) or a credential
-            that is configured but missing; the message names what to set.
+        ConfigError: a malformed profile (unknown kind or option, bad value) or (``resolve``) a
+            credential that is configured but missing; the message names what to set.
     """
     env = os.environ if environ is None else environ
     profiles = _env_profiles(env)
@@ -409,6 +415,8 @@ def load_profiles(
     for spec in specs:
         p = parse_profile_spec(spec)
         profiles[p.name] = p
+    if not resolve:
+        return profiles
     return {name: resolve_secrets(p, env) for name, p in profiles.items()}
 
 

@@ -26,6 +26,7 @@ COMMANDS = [
     ["sandbox", "ls"],
     ["sandbox", "rm", "id"],
     ["score", "--env", "humaneval"],
+    ["models", "check", "--config", "searchqa_demo"],
 ]
 
 

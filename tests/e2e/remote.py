@@ -59,6 +59,7 @@ def remote_service(name: str, *, pool_size: int) -> Iterator[list[str]]:
             yield [
                 "--endpoints", f"127.0.0.1:{port}",
                 "--set", "run.simulate=off",
+                "--set", "env.allow_sample=true",  # real (scripted) providers on the vendored samples
                 "--set", f"model.providers_file={providers}",
                 "--set", "model.optimizer_provider=sim",
                 "--set", "model.target_provider=sim",

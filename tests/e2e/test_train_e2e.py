@@ -60,6 +60,9 @@ def full_run(tmp_path_factory, docker_client) -> Path:
     _, stderr = proc.communicate(timeout=900)
     assert proc.returncode == 0, stderr[-4000:]
     assert "OFFLINE SIMULATION" in stderr
+    # The start line names the data and the items per split.
+    sample = "skillopt/envs/spreadsheetbench/data/sample (the vendored sample"
+    assert sample in stderr and "train 10, selection 5, test 3" in stderr
     return out
 
 

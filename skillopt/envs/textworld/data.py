@@ -113,6 +113,10 @@ class TextWorldData:
             items.append(item)
         return items
 
+    def split_sizes(self) -> dict[str, int]:
+        """Games per split, without generating them (``skillopt data check``, start lines)."""
+        return {k: len(v) for k, v in self._splits.items()}
+
     def task_types(self) -> list[str]:
         return sorted({s.category for s in self.specs})
 

@@ -250,7 +250,7 @@ def test_preflight_says_when_a_run_is_an_offline_simulation(tmp_path, ui_server_
             "/api/preflight", json={"config": "spreadsheetbench_demo", "values": {"run.simulate": "on"}}
         ).json()
         assert on["ok"], on
-        assert {ch["name"] for ch in on["checks"]} == {"config", "models", "sandbox", "images"}
+        assert {ch["name"] for ch in on["checks"]} == {"config", "models", "data", "sandbox", "images"}
         assert (
             on["command"].endswith("--set run.simulate=on")
             and "train --config spreadsheetbench_demo" in on["command"]
