@@ -95,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     from controller.ui.progress import ProgressDisplay
     from skillopt.logs import configure_logging
     from skillopt.skill.package import load_skill
+    from skillopt.tracking import tracking_callbacks
     from skillopt.trainer import Trainer
     from skillopt.trainer.callbacks import Callback
     from skillopt.trainer.planning import load_data
@@ -111,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
             refuse_mode_change(out, recorded.get("mode"), mode)
         pinned = (recorded.get("environment") or {}).get("runtime_image_digest", "")
         pinned_agent = (recorded.get("environment") or {}).get("agent_image_digest", "")
+        trackers = tracking_callbacks(cfg)  # refuses an enabled tracker that is not installed
     except SkillOptError as exc:
         print(f"skillopt train: {exc.message}", file=sys.stderr)
         return 2
@@ -128,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     callbacks: list[Callback] = [progress] if cfg.run.progress else []
     if cfg.run.plot:
         callbacks.append(CurvePlotter())
-    callbacks += [StopWatcher(out)]
+    callbacks += [StopWatcher(out), *trackers]
     try:
         data = load_data(cfg)
         initial = (
