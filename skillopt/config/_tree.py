@@ -107,8 +107,17 @@ def check_tree(data: Any, *, source: str) -> None:
             raise ConfigError(
                 f"section {key!r}{where} must be a mapping of keys, got {show(value, key)}{hint}"
             )
-        for name in value:
+        for name, inner in value.items():
             check_key(key, name, where=where)
+            group = _subsection_of(SECTIONS[key].field_type(name))
+            if group is not None and isinstance(inner, Mapping):
+                for sub in inner:
+                    if sub not in group.field_names():
+                        raise ConfigError(
+                            unknown_key_message(
+                                f"{key}.{name}.{sub}", str(sub), group.field_names(), where=where
+                            )
+                        )
 
 
 def merge_into(dst: dict[str, Any], src: Mapping[str, Any], origins: dict[str, str], label: str) -> None:

@@ -44,6 +44,15 @@ def _backend(config: Config, name: str) -> Backend:
     return TensorboardBackend(config.tracking.tensorboard)
 
 
+def _installed(module: str) -> bool:
+    """``module`` can be imported (found without importing it; a module blocked by a ``None``
+    in ``sys.modules`` is not)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def tracking_callbacks(config: Config) -> list[TrackerCallback]:
     """One callback per tracker ``config.tracking`` enables (none by default). Nothing is
     imported or contacted here: that happens on each tracker's thread when the fit starts.
@@ -54,7 +63,7 @@ def tracking_callbacks(config: Config) -> list[TrackerCallback]:
     """
     out = []
     for name in config.tracking.enabled:
-        if importlib.util.find_spec(LIBRARIES[name]) is None:
+        if not _installed(LIBRARIES[name]):
             raise ConfigError(
                 f"tracking.{name}.enabled is true, but {LIBRARIES[name]} is not installed: "
                 f"pip install 'skillopt[{name}]' (or run without it: --set tracking.{name}.enabled=false)"

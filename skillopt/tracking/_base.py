@@ -273,6 +273,8 @@ class TrackerCallback(Callback):
     def _start(self, info: RunInfo) -> None:
         saved = load_state(info.out_dir).get(self.backend.name) or {}
         state = self.backend.start(info, saved if isinstance(saved, Mapping) else {})
+        if self._failed.is_set():
+            return  # the run ended without waiting for this start: it is not the run's tracker run
         save_state(info.out_dir, self.backend.name, state)
         log.info("tracking.started", tracker=self.backend.name, resumed=bool(saved), **dict(state))
 
