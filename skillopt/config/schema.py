@@ -165,6 +165,8 @@ DEFAULT_LEADING_WORDS = (
 )
 
 
+#: A URI with a user (and password) before its host: ``http://bob:pw@host``.
+_USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@]+@")
 _ENDPOINT = re.compile(r"^(?:dns:///)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]{1,5})$")
 
 
@@ -754,6 +756,12 @@ class MlflowTracking(_Section):
 
     def _validate(self) -> None:
         self._non_empty("experiment")
+        if _USERINFO.match(self.tracking_uri):
+            raise FieldError(
+                self._key("tracking_uri"),
+                "must not hold a user or password (the config is saved with the run); give them to "
+                "MLflow as MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)",
+            )
 
 
 class WandbTracking(_Section):

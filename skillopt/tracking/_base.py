@@ -75,6 +75,8 @@ class RunInfo:
     tags: Mapping[str, str]
     #: The run directory held committed steps already (``--resume``).
     resumed: bool
+    #: When this process's fit started (seconds since the epoch; a backend opens late).
+    wall_time: float = field(default_factory=time.time)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +90,8 @@ class Point:
     texts: Mapping[str, str] = field(default_factory=dict)
     #: The step record's JSON (``steps/step_NNNN/step_record.json``), for the step axis.
     record: Mapping[str, Any] | None = None
+    #: When the trainer reached it (seconds since the epoch), not when the backend took it.
+    wall_time: float = field(default_factory=time.time)
 
 
 class Backend(ABC):
@@ -117,8 +121,8 @@ class Backend(ABC):
         """Log ``path`` (a file or a folder) of the run directory."""
 
     @abstractmethod
-    def finish(self, status: Status) -> None:
-        """Close the tracker run, marked with how the run ended."""
+    def finish(self, status: Status, *, wall_time: float) -> None:
+        """Close the tracker run, marked with how the run ended (at ``wall_time``)."""
 
 
 class TrackerCallback(Callback):
@@ -194,13 +198,15 @@ class TrackerCallback(Callback):
             if path.exists():
                 self._artifact(path, kind, last)  # type: ignore[arg-type]
         status: Status = "complete" if result.status == "complete" else "stopped"
-        self._submit(lambda: self.backend.finish(status))
+        ended = time.time()
+        self._submit(lambda: self.backend.finish(status, wall_time=ended))
         self._close(self.flush_timeout_s)
 
     def on_exception(self, event: ExceptionEvent) -> None:
         if self._thread is None:
             return
-        self._submit(lambda: self.backend.finish("failed"))
+        ended = time.time()
+        self._submit(lambda: self.backend.finish("failed", wall_time=ended))
         self._close(min(self.flush_timeout_s, _FAILED_FLUSH_S))
 
     # -- the trainer's side of the queue ----------------------------------------------------------
@@ -267,7 +273,7 @@ class TrackerCallback(Callback):
                 self._say_once(
                     "failed",
                     f"{self.backend.title} tracking failed ({_short(exc)}); the run goes on without it "
-                    f"(fix it and continue logging with --resume, or --set tracking.{self.backend.name}.enabled=false)",
+                    f"(details in train.log; to run without it: --set tracking.{self.backend.name}.enabled=false)",
                 )
 
     def _start(self, info: RunInfo) -> None:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import urlsplit, urlunsplit
 
 from skillopt.logs import redact_text
 from skillopt.tracking._base import ArtifactKind, Backend, Point, RunInfo, Status
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from skillopt.config.schema import MlflowTracking
 
-__all__ = ["MlflowBackend", "local_store"]
+__all__ = ["MlflowBackend", "local_store", "public_uri"]
 
 #: MLflow's HTTP client retries a failing server for minutes by default; a tracker gives up
 #: sooner (a user's own setting of these variables wins).
@@ -41,6 +41,18 @@ _STATUS = {"complete": "FINISHED", "stopped": "KILLED", "failed": "FAILED"}
 _MAX_PARAMS, _MAX_METRICS = 100, 1000
 #: MLflow keeps parameter values up to 6000 characters.
 _MAX_PARAM_CHARS = 6000
+
+
+def public_uri(uri: str) -> str:
+    """``uri`` without a user or password (``http://bob:pw@host`` → ``http://host``), secret-
+    shaped text masked: what may be written to the run directory."""
+    parts = urlsplit(uri)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        netloc = f"[{host}]" if ":" in host else host
+        netloc += f":{parts.port}" if parts.port else ""
+        uri = urlunsplit(parts._replace(netloc=netloc))
+    return redact_text(uri)
 
 
 def local_store(out_dir: Path) -> tuple[str, str]:
@@ -73,7 +85,7 @@ class MlflowBackend(Backend):
         uri, artifact_location = self._store(run.out_dir)
         client = MlflowClient(tracking_uri=uri)
         run_id = ""
-        if saved.get("run_id") and saved.get("tracking_uri") == redact_text(uri):
+        if saved.get("run_id") and saved.get("tracking_uri") == public_uri(uri):
             try:
                 existing = client.get_run(str(saved["run_id"]))
             except MlflowException as exc:
@@ -93,13 +105,14 @@ class MlflowBackend(Backend):
             )
             created = client.create_run(
                 experiment_id,
+                start_time=int(run.wall_time * 1000),
                 run_name=self.config.run_name or run.name,
                 tags={**run.tags, "skillopt.run_dir": str(run.out_dir.resolve())},
             )
             run_id = created.info.run_id
             self._params(client, run_id, run.params)
         self.client, self.run_id = client, run_id
-        return {"run_id": run_id, "tracking_uri": redact_text(uri), "experiment": self.config.experiment}
+        return {"run_id": run_id, "tracking_uri": public_uri(uri), "experiment": self.config.experiment}
 
     def _params(self, client: MlflowClient, run_id: str, params: Mapping[str, str]) -> None:
         from mlflow.entities import Param
@@ -112,8 +125,8 @@ class MlflowBackend(Backend):
         from mlflow.entities import Metric
 
         assert self.client is not None
-        now = int(time.time() * 1000)
-        metrics = [Metric(k, v, now, point.index) for k, v in point.metrics.items()]
+        at = int(point.wall_time * 1000)
+        metrics = [Metric(k, v, at, point.index) for k, v in point.metrics.items()]
         for chunk in _chunks(metrics, _MAX_METRICS):
             self.client.log_batch(self.run_id, metrics=chunk)
         if point.record is not None:
@@ -132,9 +145,9 @@ class MlflowBackend(Backend):
         else:
             self.client.log_artifact(self.run_id, str(path), dest)
 
-    def finish(self, status: Status) -> None:
+    def finish(self, status: Status, *, wall_time: float) -> None:
         assert self.client is not None
-        self.client.set_terminated(self.run_id, status=_STATUS[status])
+        self.client.set_terminated(self.run_id, status=_STATUS[status], end_time=int(wall_time * 1000))
 
 
 def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:

@@ -45,19 +45,21 @@ class TensorboardBackend(Backend):
         self.writer = EventFileWriter(str(directory))
         if not saved:
             config = json.dumps(dict(run.config), indent=2, ensure_ascii=False)
-            self._text("run/config", "```json\n" + config + "\n```", 0)
-            self._text("run/tags", "\n".join(f"- **{k}**: {v}" for k, v in run.tags.items()), 0)
+            self._text("run/config", "```json\n" + config + "\n```", 0, run.wall_time)
+            self._text(
+                "run/tags", "\n".join(f"- **{k}**: {v}" for k, v in run.tags.items()), 0, run.wall_time
+            )
         return {"log_dir": str(directory)}
 
-    def _scalars(self, metrics: Mapping[str, float], step: int) -> None:
+    def _scalars(self, metrics: Mapping[str, float], step: int, wall_time: float) -> None:
         from tensorboard.compat.proto import event_pb2, summary_pb2
 
         values = [summary_pb2.Summary.Value(tag=k, simple_value=v) for k, v in metrics.items()]
         self.writer.add_event(
-            event_pb2.Event(wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=values))
+            event_pb2.Event(wall_time=wall_time, step=step, summary=summary_pb2.Summary(value=values))
         )
 
-    def _text(self, tag: str, text: str, step: int) -> None:
+    def _text(self, tag: str, text: str, step: int, wall_time: float | None = None) -> None:
         from tensorboard.compat.proto import event_pb2, summary_pb2
         from tensorboard.plugins.text import metadata
         from tensorboard.util import tensor_util
@@ -68,14 +70,16 @@ class TensorboardBackend(Backend):
             tensor=tensor_util.make_tensor_proto(text),
         )
         self.writer.add_event(
-            event_pb2.Event(wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=[value]))
+            event_pb2.Event(
+                wall_time=wall_time or time.time(), step=step, summary=summary_pb2.Summary(value=[value])
+            )
         )
 
     def log(self, point: Point) -> None:
         if point.metrics:
-            self._scalars(point.metrics, point.index)
+            self._scalars(point.metrics, point.index, point.wall_time)
         for tag, text in point.texts.items():
-            self._text(tag, text, point.index)
+            self._text(tag, text, point.index, point.wall_time)
         self.writer.flush()
 
     def artifact(self, path: Path, kind: ArtifactKind, *, step: int) -> None:
@@ -87,6 +91,6 @@ class TensorboardBackend(Backend):
         self._text("skill" if kind == "skill" else "best_skill", skill.read_text(encoding="utf-8"), step)
         self.writer.flush()
 
-    def finish(self, status: Status) -> None:
-        self._text("run/status", status, 0)
+    def finish(self, status: Status, *, wall_time: float) -> None:
+        self._text("run/status", status, 0, wall_time)
         self.writer.close()

@@ -127,6 +127,6 @@ class WandbBackend(Backend):
             art.add_file(str(path), name=path.name)
         self.run.log_artifact(art, aliases=[f"step-{step}"])
 
-    def finish(self, status: Status) -> None:
+    def finish(self, status: Status, *, wall_time: float) -> None:
         self.run.summary["skillopt_status"] = status
         self.run.finish(exit_code=1 if status == "failed" else 0)

@@ -208,6 +208,10 @@ def test_a_key_of_a_group_is_set_on_its_own_and_the_group_keeps_its_other_keys(t
         ),
         ("tracking.mlflow.experiment=", "tracking.mlflow.experiment (from --set): must not be empty"),
         ("tracking.flush_timeout_s=-1", "tracking.flush_timeout_s (from --set): must be >= 0 seconds"),
+        (
+            "tracking.mlflow.tracking_uri=https://bob:pw@mlflow.internal",
+            "must not hold a user or password (the config is saved with the run); give them to MLflow as MLFLOW_TRACKING_USERNAME",
+        ),
     ],
 )
 def test_bad_keys_and_values_of_a_group_are_named_in_full(override: str, needle: str) -> None:

@@ -273,7 +273,7 @@ class NeverAnswers(Backend):
     def artifact(self, path: Path, kind: Any, *, step: int) -> None:
         self.calls += 1
 
-    def finish(self, status: Any) -> None:
+    def finish(self, status: Any, *, wall_time: float) -> None:
         self.calls += 1
 
 
