@@ -190,13 +190,14 @@ class TrackerCallback(Callback):
         point = final_point(event)
         self._submit(lambda: self.backend.log(point))
         out = event.out_dir
-        for path, kind in (
+        files: tuple[tuple[Path, ArtifactKind], ...] = (
             (out / layout.BEST_SKILL_DIR, "best_skill"),
             (out / layout.SUMMARY, "run_file"),
             (out / layout.HISTORY, "run_file"),
-        ):
+        )
+        for path, kind in files:
             if path.exists():
-                self._artifact(path, kind, last)  # type: ignore[arg-type]
+                self._artifact(path, kind, last)
         status: Status = "complete" if result.status == "complete" else "stopped"
         ended = time.time()
         self._submit(lambda: self.backend.finish(status, wall_time=ended))

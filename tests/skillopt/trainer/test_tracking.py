@@ -30,6 +30,9 @@ from skillopt.trainer.callbacks import Callback, FitStartEvent, StageEvent
 from skillopt.trainer.rundir import layout
 from tests.skillopt.trainer.conftest import ENV, SHORT, decisions
 
+# MLflow's SQLite store on SQLAlchemy 2.1 (MLflow's code, not ours).
+pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated")
+
 ALL = [
     "tracking.mlflow.enabled=true",
     "tracking.wandb.enabled=true",
@@ -59,6 +62,9 @@ def tracked(tmp_path_factory, fit) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as mp:
         for name in ("MLFLOW_TRACKING_URI", "WANDB_MODE", "WANDB_DIR"):
             mp.delenv(name, raising=False)
+        home = tmp_path_factory.mktemp("wandb-home")  # W&B's staging copies and logs, not ~
+        for name in ("WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR"):
+            mp.setenv(name, str(home / name.lower()))
         out = tmp_path_factory.mktemp("tracked") / "demo"
         first, _ = fit(out, *ALL, callbacks=[StopAfterStep(2)])
         assert first.status == "stopped" and first.total_steps == 2
