@@ -6,7 +6,8 @@
 #   3. debootstrap: install it if missing and the base image will have to be bootstrapped
 #   3b. gcc and make if missing (jericho, TextWorld's engine, builds from its sdist)
 #   4. .venv with python >= 3.11 and `pip install -e '.[dev]'` (skipped while pyproject.toml is
-#      unchanged: a stamp with its hash is kept in .venv)
+#      unchanged: a stamp with its hash is kept in .venv); dev holds every extra the tests use
+#      (webui, textworld, inspect, and tracking: MLflow, W&B and TensorBoard)
 #   5. node/npm: install Debian's nodejs npm if npm is missing (build.sh installs the agent CLIs
 #      with it from the npm registry)
 #   6. chromium: install Debian's chromium if missing (the WebUI's browser tests drive it

@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     from controller.ui.progress import ProgressDisplay
     from skillopt.logs import configure_logging
     from skillopt.skill.package import load_skill
+    from skillopt.tracking import tracking_callbacks
     from skillopt.trainer import Trainer
     from skillopt.trainer.callbacks import Callback
     from skillopt.trainer.planning import load_data
@@ -120,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         data = load_data(cfg)
         used = run_data(cfg, data)
         refuse_sample(cfg, mode, used, command="train")
+        trackers = tracking_callbacks(cfg)  # refuses an enabled tracker that is not installed
     except SkillOptError as exc:
         print(f"skillopt train: {exc.message}", file=sys.stderr)
         return 2
@@ -138,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     callbacks: list[Callback] = [progress] if cfg.run.progress else []
     if cfg.run.plot:
         callbacks.append(CurvePlotter())
-    callbacks += [StopWatcher(out)]
+    callbacks += [StopWatcher(out), *trackers]
     try:
         initial = (
             load_skill(Path(cfg.env.skill_init), limits=cfg.env.skill_limits)

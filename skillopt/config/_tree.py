@@ -20,9 +20,10 @@ from skillopt.config._keys import LEGACY_FLAT, MOVED, RETIRED, unknown_key_messa
 from skillopt.config._resolve import resolve_config
 from skillopt.config._yaml import YamlSyntaxError, parse_yaml
 from skillopt.config.builtin import list_builtin_configs
-from skillopt.config.schema import SECTIONS, Config
+from skillopt.config.schema import SECTIONS, Config, _Section
 from skillopt.errors import ConfigError
 from skillopt.logs import REDACTED, is_secret_key, redact_text
+from skillopt.validation import base_type
 
 __all__ = ["SET_ORIGIN", "apply_overrides", "build", "check_key", "check_tree", "flat_alias", "merge_into"]
 
@@ -112,8 +113,17 @@ def check_tree(data: Any, *, source: str) -> None:
             raise ConfigError(
                 f"section {key!r}{where} must be a mapping of keys, got {show(value, key)}{hint}"
             )
-        for name in value:
+        for name, inner in value.items():
             check_key(key, name, where=where)
+            group = _subsection_of(SECTIONS[key].field_type(name))
+            if group is not None and isinstance(inner, Mapping):
+                for sub in inner:
+                    if sub not in group.field_names():
+                        raise ConfigError(
+                            unknown_key_message(
+                                f"{key}.{name}.{sub}", str(sub), group.field_names(), where=where
+                            )
+                        )
 
 
 def merge_into(dst: dict[str, Any], src: Mapping[str, Any], origins: dict[str, str], label: str) -> None:
@@ -205,7 +215,8 @@ def parse_override(item: str) -> dict[str, Any]:
     The value is read as YAML (``true``, ``3``, ``1.5``, ``null``, ``[a, b]``, ``{k: v}``), except
     that a string field takes the text as written (``--set model.target=4`` is the string "4";
     no quoting needed on a shell). ``model.prices.<model>.input=1.25`` sets one price entry;
-    ``env.options.<key>[.<sub>]=VALUE`` one env option (checked by the env's options model).
+    ``env.options.<key>[.<sub>]=VALUE`` one env option (checked by the env's options model);
+    ``tracking.mlflow.enabled=true`` one key of a group of keys (``tracking.mlflow``).
 
     Raises:
         ConfigError: malformed item or unknown key. Messages never echo a value: an item such
@@ -240,6 +251,15 @@ def parse_override(item: str) -> dict[str, Any]:
         for part in reversed(rest):
             value = {part: value}
         return {section: {name: value}}
+    group = _subsection_of(hint)
+    if group is not None:
+        # tracking.mlflow.enabled=VALUE: one key of a group of keys inside the section.
+        sub = rest[0]
+        if len(rest) > 1 or sub not in group.field_names():
+            raise ConfigError(
+                unknown_key_message(".".join(parts), ".".join(rest), group.field_names(), where=where)
+            )
+        return {section: {name: {sub: _parse_value(raw, group.field_type(sub), key)}}}
     if (section, name) != ("model", "prices"):
         raise ConfigError(
             f"{SET_ORIGIN} {key}: {section}.{name} is not a mapping; write {section}.{name}=VALUE"
@@ -249,6 +269,12 @@ def parse_override(item: str) -> dict[str, Any]:
     if len(rest) >= 2 and rest[-1] in ("input", "output"):
         return {section: {name: {".".join(rest[:-1]): {rest[-1]: _parse_value(raw, float, key)}}}}
     return {section: {name: {".".join(rest): _parse_value(raw, dict, key)}}}
+
+
+def _subsection_of(hint: Any) -> type[_Section] | None:
+    """The section class of a field that groups keys (``tracking.mlflow``), else None."""
+    inner = base_type(hint)
+    return inner if isinstance(inner, type) and issubclass(inner, _Section) else None
 
 
 def _parse_value(raw: str, hint: Any, key: str) -> Any:

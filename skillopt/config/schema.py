@@ -59,6 +59,7 @@ __all__ = [
     "LogLevel",
     "LrControlMode",
     "LrScheduler",
+    "MlflowTracking",
     "ModelConfig",
     "ModelPrice",
     "OptimizerConfig",
@@ -69,7 +70,11 @@ __all__ = [
     "Simulate",
     "SkillUpdateMode",
     "SplitMode",
+    "TensorboardTracking",
+    "TrackingConfig",
     "TrainConfig",
+    "WandbMode",
+    "WandbTracking",
 ]
 
 ReasoningEffort = Literal["", "none", "low", "medium", "high", "xhigh", "max"]
@@ -85,6 +90,7 @@ LogLevel = Literal["debug", "info", "warning", "error"]
 Simulate = Literal["auto", "on", "off", "noisy"]
 DigestPolicy = Literal["refuse", "warn"]
 ModelCache = Literal["", "off", "record", "replay"]
+WandbMode = Literal["auto", "online", "offline"]
 
 #: Enum field → {alternative spelling: canonical value}, resolved when the section is built.
 _OPTIMIZER_ALIASES: Mapping[str, Mapping[str, str]] = MappingProxyType(
@@ -142,6 +148,7 @@ SplitModeField: TypeAlias = Annotated[SplitMode, Canonical()]
 LogLevelField: TypeAlias = Annotated[LogLevel, Canonical(_RUN_ALIASES["log_level"])]
 SimulateField: TypeAlias = Annotated[Simulate, Canonical(_RUN_ALIASES["simulate"])]
 DigestPolicyField: TypeAlias = Annotated[DigestPolicy, Canonical()]
+WandbModeField: TypeAlias = Annotated[WandbMode, Canonical()]
 
 DEFAULT_LEADING_WORDS = (
     "MUST",
@@ -158,6 +165,8 @@ DEFAULT_LEADING_WORDS = (
 )
 
 
+#: A URI with a user (and password) before its host: ``http://bob:pw@host``.
+_USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@]+@")
 _ENDPOINT = re.compile(r"^(?:dns:///)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):([0-9]{1,5})$")
 
 
@@ -234,6 +243,8 @@ def _field_error(cls: type[_Section], exc: ValidationError) -> FieldError:
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, _Section):
+        return value.to_dict()
     if isinstance(value, ModelPrice):
         return {"input": value.input, "output": value.output}
     if isinstance(value, Mapping):
@@ -709,6 +720,113 @@ class RunConfig(_Section):
     ``simulation_truth.json``) and an optimizer that also proposes decoy and harmful edits."""
 
 
+def _subsection(cls: type[_Section]) -> Any:
+    """The before-validator of a group of keys inside a section (``tracking.mlflow``): a mapping
+    is built into ``cls`` (its keys checked and its errors named in full, e.g.
+    ``tracking.mlflow.enabled``); null is the defaults."""
+
+    def build(raw: Any) -> Any:
+        if raw is None:
+            return cls()
+        if isinstance(raw, cls):
+            return raw
+        if not isinstance(raw, Mapping):
+            raise FieldError(
+                cls.SECTION,
+                f"expected a mapping of keys ({', '.join(cls.field_names())}), got {show(raw, cls.SECTION)}",
+            )
+        for name in raw:
+            if name not in cls.field_names():
+                raise ConfigError(unknown_key_message(f"{cls.SECTION}.{name}", str(name), cls.field_names()))
+        return cls(**raw)
+
+    return BeforeValidator(build)
+
+
+class MlflowTracking(_Section):
+    """Log the run to MLflow (``pip install 'skillopt[mlflow]'``; docs/observability.md)."""
+
+    SECTION: ClassVar[str] = "tracking.mlflow"
+
+    enabled: bool = False
+    """Log the run to MLflow."""
+    tracking_uri: str = ""
+    """MLflow tracking server or store (``http://host:5000``, ``sqlite:///path/mlflow.db``);
+    ``""`` = ``MLFLOW_TRACKING_URI`` when set, else a local store beside the run directory
+    (``mlflow.db`` and ``mlartifacts/`` in its parent folder, shared by the runs there)."""
+    experiment: str = "skillopt"
+    """MLflow experiment the run is logged under (created if missing)."""
+    run_name: str = ""
+    """Name of the MLflow run; ``""`` = the run directory's name."""
+
+    def _validate(self) -> None:
+        self._non_empty("experiment")
+        if _USERINFO.match(self.tracking_uri):
+            raise FieldError(
+                self._key("tracking_uri"),
+                "must not hold a user or password (the config is saved with the run); give them to "
+                "MLflow as MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)",
+            )
+
+
+class WandbTracking(_Section):
+    """Log the run to Weights & Biases (``pip install 'skillopt[wandb]'``)."""
+
+    SECTION: ClassVar[str] = "tracking.wandb"
+
+    enabled: bool = False
+    """Log the run to W&B."""
+    project: str = "skillopt"
+    """W&B project of the run."""
+    entity: str = ""
+    """W&B entity (user or team); ``""`` = the key's default entity."""
+    mode: WandbModeField = "auto"
+    """``online`` = send as it runs (needs a W&B API key), ``offline`` = write the run under
+    ``dir`` only (upload later with ``wandb sync``), ``auto`` = online when a key is configured
+    (``WANDB_API_KEY`` or ``wandb login``), else offline; ``WANDB_MODE``, when set, decides."""
+    dir: str = ""
+    """Folder W&B writes its ``wandb/`` files into; ``""`` = the run directory."""
+
+    def _validate(self) -> None:
+        self._non_empty("project")
+
+
+class TensorboardTracking(_Section):
+    """Write TensorBoard event files (``pip install 'skillopt[tensorboard]'``)."""
+
+    SECTION: ClassVar[str] = "tracking.tensorboard"
+
+    enabled: bool = False
+    """Write the run's TensorBoard event files."""
+    log_dir: str = ""
+    """Folder of the event files; ``""`` = ``tensorboard/`` in the run directory (so
+    ``tensorboard --logdir runs`` shows every run under ``runs``)."""
+
+
+class TrackingConfig(_Section):
+    """Experiment trackers the run also logs to (none by default). A tracker that fails says so
+    once and the run goes on without it; ``--resume`` continues the same tracker run."""
+
+    SECTION: ClassVar[str] = "tracking"
+
+    mlflow: Annotated[MlflowTracking, _subsection(MlflowTracking)] = Field(default_factory=MlflowTracking)
+    """MLflow: ``tracking.mlflow.enabled``, ``tracking_uri``, ``experiment``, ``run_name``."""
+    wandb: Annotated[WandbTracking, _subsection(WandbTracking)] = Field(default_factory=WandbTracking)
+    """Weights & Biases: ``tracking.wandb.enabled``, ``project``, ``entity``, ``mode``, ``dir``."""
+    tensorboard: Annotated[TensorboardTracking, _subsection(TensorboardTracking)] = Field(
+        default_factory=TensorboardTracking
+    )
+    """TensorBoard: ``tracking.tensorboard.enabled``, ``log_dir``."""
+    flush_timeout_s: Annotated[float, Bounds(ge=0, unit=" seconds")] = 30
+    """At the end of the run, the longest wait for trackers still sending what the run logged
+    (a slow or unreachable backend); then the run ends without them."""
+
+    @property
+    def enabled(self) -> tuple[str, ...]:
+        """The names of the enabled trackers (``mlflow``, ``wandb``, ``tensorboard``)."""
+        return tuple(n for n in ("mlflow", "wandb", "tensorboard") if getattr(self, n).enabled)
+
+
 #: Section name → section class, in the order of :class:`Config`'s fields.
 SECTIONS: Mapping[str, type[_Section]] = MappingProxyType(
     {
@@ -720,6 +838,7 @@ SECTIONS: Mapping[str, type[_Section]] = MappingProxyType(
         "env": EnvConfig,
         "sandbox": SandboxConfig,
         "run": RunConfig,
+        "tracking": TrackingConfig,
     }
 )
 
@@ -747,6 +866,8 @@ class Config(BaseModel):
     """Where rollouts run."""
     run: RunConfig = Field(default_factory=RunConfig)
     """Output directory and presentation."""
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+    """Experiment trackers (MLflow, W&B, TensorBoard)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -163,7 +163,8 @@ def simulated_trainer(
     ``base_url`` (a :func:`~skillopt.testing.simulation.simulation_server`), rolling out in
     this process: the wiring ``skillopt train`` does, without a sandbox (QA envs only).
     ``run.simulate: noisy`` plays the noisy simulation, and records its ground truth
-    (:class:`~skillopt.testing.truth.SimulationTruth`) as ``skillopt train`` does.
+    (:class:`~skillopt.testing.truth.SimulationTruth`) as ``skillopt train`` does; the trackers
+    ``config.tracking`` enables log the run, as they do for ``skillopt train``.
 
     Returns:
         The trainer and its executor (``executor.requests`` lists every rollout asked for).
@@ -173,6 +174,7 @@ def simulated_trainer(
     from skillopt.skill.package import load_skill
     from skillopt.testing.simulation import SIM_PROVIDER, sim_models
     from skillopt.testing.truth import simulation_truth
+    from skillopt.tracking import tracking_callbacks
     from skillopt.trainer import Trainer
     from skillopt.trainer.planning import load_data
     from skillopt.trainer.rollouts import Rollouts, RolloutSpec
@@ -203,6 +205,7 @@ def simulated_trainer(
     )
     if noisy:
         callbacks = [*callbacks, simulation_truth(config, data)]
+    callbacks = [*callbacks, *tracking_callbacks(config)]
     trainer = Trainer(
         config,
         data=data,

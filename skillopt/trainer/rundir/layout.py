@@ -11,6 +11,7 @@ these names, never by literals of its own::
       optimizer_calls.jsonl  lr_history.jsonl  training_curve.png  train.log  console.log
       live.json  launch.json  run_id  .lock  stop_request.json       (the controller's)
       simulation_truth.json          the noisy simulation's ground truth (simulation only)
+      tracking.json  tensorboard/  wandb/   experiment trackers' run ids and files (tracking.*)
       skills/skill_v0000.md ...                  the current skill after each step (SKILL.md body)
       skill_packages/v0000/<name>/ ...           the same versions as whole Agent Skills packages
       selection_eval_baseline/  final_selection_eval/  final_selection_eval_best/   rollout dirs
@@ -70,6 +71,7 @@ __all__ = [
     "STEP_DIR_RE",
     "STOP",
     "SUMMARY",
+    "TRACKING",
     "TRAIN_LOG",
     "Step",
     "batch_dir",
@@ -99,6 +101,7 @@ LIVE = "live.json"  # the running session's progress (controller.rundir.live)
 LAUNCH = "launch.json"  # written by the WebUI when it starts a process here
 RUN_ID = "run_id"
 SIMULATION_TRUTH = "simulation_truth.json"  # the noisy simulation's exact scores (never real runs)
+TRACKING = "tracking.json"  # each experiment tracker's run id, for --resume (skillopt.tracking)
 LOCK = ".lock"  # held by the process that runs the run (controller.rundir.lock)
 STOP = "stop_request.json"
 SKILLS = "skills"

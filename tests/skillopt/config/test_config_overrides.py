@@ -175,3 +175,53 @@ def test_with_overrides_on_a_built_config() -> None:
     assert cfg.run.resume is False  # the original is untouched
     with pytest.raises(ConfigError, match=r"did you mean 'run\.resume'"):
         with_overrides(cfg, ["run.resum=true"])
+
+
+def test_a_key_of_a_group_is_set_on_its_own_and_the_group_keeps_its_other_keys(tmp_path: Path) -> None:
+    cfg = sb("tracking.mlflow.enabled=true", "tracking.wandb.mode=OFFLINE", "tracking.tensorboard.log_dir=1")
+    assert cfg.tracking.mlflow.enabled is True and cfg.tracking.mlflow.experiment == "skillopt"
+    assert cfg.tracking.wandb.mode == "offline" and cfg.tracking.wandb.enabled is False
+    assert cfg.tracking.tensorboard.log_dir == "1"  # a string field takes the text as written
+    assert cfg.tracking.enabled == ("mlflow",)
+    path = tmp_path / "c.yaml"
+    path.write_text("_base_: spreadsheetbench\ntracking:\n  wandb:\n    enabled: true\n    project: p\n")
+    cfg = load_config(path, ["tracking.wandb.project=q"])
+    assert (cfg.tracking.wandb.enabled, cfg.tracking.wandb.project) == (True, "q")
+    assert with_overrides(cfg, ["tracking.wandb.enabled=false"]).tracking.wandb.project == "q"
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        (
+            "tracking.mlflow.enabld=true",
+            "unknown key 'tracking.mlflow.enabld' in --set; did you mean 'tracking.mlflow.enabled'?",
+        ),
+        ("tracking.mlflow.enabled=maybe", "tracking.mlflow.enabled (from --set): expected a boolean"),
+        (
+            "tracking.wandb.mode=cloud",
+            "tracking.wandb.mode (from --set): unknown value 'cloud'; allowed: auto, online, offline",
+        ),
+        (
+            "tracking.mlflow=3",
+            "tracking.mlflow (from --set): expected a mapping of keys (enabled, tracking_uri",
+        ),
+        ("tracking.mlflow.experiment=", "tracking.mlflow.experiment (from --set): must not be empty"),
+        ("tracking.flush_timeout_s=-1", "tracking.flush_timeout_s (from --set): must be >= 0 seconds"),
+        (
+            "tracking.mlflow.tracking_uri=https://bob:pw@mlflow.internal",
+            "must not hold a user or password (the config is saved with the run); give them to MLflow as MLFLOW_TRACKING_USERNAME",
+        ),
+    ],
+)
+def test_bad_keys_and_values_of_a_group_are_named_in_full(override: str, needle: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        sb(override)
+    assert needle in str(err.value)
+
+
+def test_an_unknown_key_of_a_group_in_a_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("_base_: spreadsheetbench\ntracking:\n  mlflow:\n    uri: http://x\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'tracking\.mlflow\.uri' in .*c\.yaml.*tracking_uri"):
+        load_config(path)
