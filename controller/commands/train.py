@@ -71,7 +71,7 @@ def _load(args: argparse.Namespace):
     overrides = list(args.set)
     if args.simulate:
         overrides.append(f"run.simulate={args.simulate}")
-    if args.allow_sample:
+    if getattr(args, "allow_sample", False):  # the WebUI's resume builds its own namespace
         overrides.append("env.allow_sample=true")
     if args.resume:
         out = Path(args.resume)

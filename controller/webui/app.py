@@ -380,7 +380,9 @@ class WebUI:
         recorded = await run_in_threadpool(recorded_mode, run.path)
         simulate = recorded.flag if recorded else "off"
         try:  # the CLI's own loading of a run to resume, so its messages are the CLI's
-            ns = argparse.Namespace(set=overrides, endpoints=None, simulate=simulate, resume=str(run.path))
+            ns = argparse.Namespace(
+                set=overrides, endpoints=None, simulate=simulate, resume=str(run.path), allow_sample=False
+            )
             cfg, _ = await run_in_threadpool(_load_run, ns)
         except ConfigError as exc:
             return JSONResponse({"ok": False, "error": exc.message}, status_code=422)

@@ -219,7 +219,8 @@ def test_launch_watch_stop_resume_kill_resume_and_compare(page, ui, runs):
     # the check says it is an offline simulation.
     expect(page.locator('[data-key="run.simulate"]')).to_have_value("auto")
     page.click("#preflight")
-    expect(page.locator("#checks li.ok")).to_have_count(4)
+    expect(page.locator("#checks li.ok")).to_have_count(5)
+    expect(page.locator('#checks li[data-check="data"]')).to_contain_text("train")
     expect(page.locator('#checks li[data-check="models"]')).to_contain_text("offline simulation")
     expect(page.locator("#command")).not_to_contain_text("run.simulate")
     shot(page, "06_preflight")
