@@ -422,7 +422,7 @@ class RunDir:
         marks = {"added": "+", "removed": "-", "changed": "~"}
         last: dict[str, str] = {}
         for r in self.history():
-            if r.get("action") == "accept":
+            if str(r.get("action", "")).startswith("accept"):  # accept, accept_new_best
                 for c in r.get("file_changes") or ():
                     last[str(c.get("path"))] = marks.get(str(c.get("status")), "~")
         return tuple(f"{m}{p}" for p, m in sorted(last.items()))

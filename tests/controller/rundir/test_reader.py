@@ -168,3 +168,30 @@ def test_an_evaluation_reads_the_same_from_either_summary_of_any_version(tmp_pat
     for other in seen[1:]:
         assert other == {**first, "skill": other["skill"], "split": other["split"]}
     assert run.eval_summary("steps/step_0001/rollout") is None  # a training batch has none
+
+
+def test_skillopt_runs_names_the_package_files_accepted_steps_changed(tmp_path):
+    run = make_run(tmp_path, "pkg")
+    changed = {"path": "SKILL.md", "status": "changed"}
+    history = [
+        {
+            "step": 1,
+            "action": "accept",
+            "file_changes": [changed, {"path": "references/a.md", "status": "added"}],
+        },
+        {"step": 2, "action": "reject", "file_changes": [{"path": "scripts/h.py", "status": "added"}]},
+        {
+            "step": 3,
+            "action": "accept_new_best",
+            "file_changes": [{"path": "references/a.md", "status": "removed"}],
+        },
+    ]
+    (run.path / "history.json").write_text(json.dumps(history))
+    (run.path / "runtime_state.json").write_text(json.dumps({"last_completed_step": 3}))
+    # A rejected step changed nothing; an accepted file's last change wins.
+    assert run.info().files_changed == ("~SKILL.md", "-references/a.md")
+    table = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "runs", "--runs-dir", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert "pkg: package files changed by accepted steps: ~SKILL.md -references/a.md" in table
