@@ -71,14 +71,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--skill",
-        help="the skill to evaluate: with --run, best (default: best_skill/<name>/, else best_skill.md) or "
-        "final (the version after the last step); or a path: a SKILL.md file or an Agent Skills package "
+        help="the skill to evaluate: with --run, best (default: best_skill/<name>/, else best_skill.md), "
+        "final (the version after the last step), initial (the one it started from) or vN (the version "
+        "after step N); or a path: a SKILL.md file or an Agent Skills package "
         "folder (e.g. a run's best_skill/<name>/)",
     )
     p.add_argument(
         "--against",
         metavar="SKILL_B",
-        help="also evaluate this skill (best, final with --run, or a path) on the same items and report "
+        help="also evaluate this skill (best, final, initial, vN with --run, or a path) on the same items and report "
         "SKILL - SKILL_B with its 95%% interval and p-value (per item, by evaluation.gate_metric)",
     )
     p.add_argument(
@@ -150,14 +151,14 @@ class _Plan:
 
 
 def _skill_path(name: str, run_dir: Path | None, flag: str) -> Path:
-    """``best``/``final`` of ``run_dir``, else ``name`` as a path.
+    """``best``/``final``/``initial``/``vN`` of ``run_dir``, else ``name`` as a path.
 
     Raises:
-        ConfigError: ``best``/``final`` without ``--run`` (and no such file).
+        ConfigError: such a name without ``--run`` (and no such file), or the run lacks it.
     """
-    from controller.rundir.runconfig import SKILL_CHOICES, run_skill
+    from controller.rundir.runconfig import is_run_skill_name, run_skill
 
-    if name in SKILL_CHOICES:
+    if is_run_skill_name(name):
         if run_dir is not None:
             return run_skill(run_dir, name)
         if not Path(name).exists():

@@ -12,6 +12,7 @@ file), the mode it ran in (real models or the simulation), and the skill version
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,18 @@ from skillopt.errors import ConfigError
 from skillopt.trainer.rundir import RunDirectory, layout
 from skillopt.trainer.state import RunMode
 
-__all__ = ["SKILL_CHOICES", "recorded_mode", "run_config", "run_skill"]
+__all__ = ["SKILL_CHOICES", "is_run_skill_name", "recorded_mode", "run_config", "run_skill"]
 
-#: The names ``--skill`` takes besides a path, with ``--run``.
-SKILL_CHOICES = ("best", "final")
+#: The names ``--skill`` takes besides a path, with ``--run`` (and ``vN``, the version after step N).
+SKILL_CHOICES = ("best", "final", "initial")
+
+#: ``v3``, ``v0003``: the skill version after that step (``v0`` is the initial skill).
+VERSION_RE = re.compile(r"^v(\d+)$")
+
+
+def is_run_skill_name(name: str) -> bool:
+    """Whether ``name`` names one of a run's skills (``best``, ``final``, ``initial``, ``vN``)."""
+    return name in SKILL_CHOICES or VERSION_RE.match(name) is not None
 
 
 def _saved_config(run_dir: Path) -> dict[str, Any]:
@@ -81,14 +90,15 @@ def _only_folder(parent: Path) -> Path | None:
 
 
 def run_skill(run_dir: Path, which: str) -> Path:
-    """The skill ``which`` (``best`` or ``final``) of the run in ``run_dir``, as the package
-    folder the run wrote when there is one, else its SKILL.md file.
+    """The skill ``which`` of the run in ``run_dir``, as the package folder the run wrote when
+    there is one, else its SKILL.md file.
 
     ``best`` is ``best_skill/<name>/`` (else ``best_skill.md``); ``final`` is the skill after
-    the run's last step, ``skill_packages/vNNNN/<name>/`` (else ``skills/skill_vNNNN.md``).
+    the run's last step, ``initial`` the one it started from and ``vN`` the one after step N:
+    ``skill_packages/vNNNN/<name>/`` (else ``skills/skill_vNNNN.md``).
 
     Raises:
-        ConfigError: ``which`` is neither, or the run has not written that skill yet.
+        ConfigError: ``which`` is none of these, or the run has not written that skill yet.
     """
     if which == "best":
         found = _only_folder(run_dir / layout.BEST_SKILL_DIR)
@@ -100,8 +110,11 @@ def run_skill(run_dir: Path, which: str) -> Path:
                 "written once the baseline is measured); evaluate its last version with --skill final"
             )
         return found
-    if which != "final":
-        raise ConfigError(f"--skill takes {', '.join(SKILL_CHOICES)} or a path, got {which!r}")
+    version = VERSION_RE.match(which)
+    if which not in SKILL_CHOICES and version is None:
+        raise ConfigError(
+            f"--skill takes {', '.join(SKILL_CHOICES)}, vN (the version after step N) or a path, got {which!r}"
+        )
     skills = run_dir / layout.SKILLS
     steps = sorted(
         int(m.group(1))
@@ -113,5 +126,17 @@ def run_skill(run_dir: Path, which: str) -> Path:
             f"{run_dir} has no skill versions yet (no {layout.SKILLS}/skill_v*.md): it never started "
             f"training; continue it with: skillopt train --resume {run_dir}"
         )
-    last = steps[-1]
-    return _only_folder(run_dir / layout.skill_package_dir(last)) or run_dir / layout.skill_file(last)
+    step = (
+        steps[-1]
+        if which == "final"
+        else 0
+        if which == "initial"
+        else int(version.group(1))
+        if version
+        else 0
+    )
+    if step not in steps:
+        raise ConfigError(
+            f"{run_dir} has no skill version {which} (it has v0 to v{steps[-1]}: the version after each step)"
+        )
+    return _only_folder(run_dir / layout.skill_package_dir(step)) or run_dir / layout.skill_file(step)

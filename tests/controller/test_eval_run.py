@@ -66,6 +66,13 @@ def test_best_and_final_are_the_runs_packages_else_its_skill_files(tmp_path):
     old = make_run(tmp_path / "b", packages=False)  # a run written before packages
     assert run_skill(old, "best") == old / "best_skill.md"
     assert run_skill(old, "final") == old / "skills" / "skill_v0002.md"
+    assert run_skill(run, "initial") == run / "skill_packages" / "v0000" / NAME
+    assert run_skill(run, "v1") == run_skill(run, "v0001") == run / "skill_packages" / "v0001" / NAME
+    assert run_skill(old, "initial") == old / "skills" / "skill_v0000.md"
+    with pytest.raises(ConfigError, match=r"no skill version v7 \(it has v0 to v2"):
+        run_skill(run, "v7")
+    with pytest.raises(ConfigError, match=r"vN \(the version after step N\) or a path, got 'latest'"):
+        run_skill(run, "latest")
     (old / "best_skill.md").unlink()
     with pytest.raises(ConfigError, match=r"no best skill yet.*--skill final"):
         run_skill(old, "best")
