@@ -455,6 +455,17 @@ def _read_lone_file(
     return spec, package_problems(spec, limits, folder=spec.name)
 
 
+def _missing_skill_md_hint(root: Path) -> str:
+    """Where the SKILL.md a folder lacks probably is: a lowercase ``skill.md``, or one folder
+    deeper (a run's ``skill_packages/v0003/`` holds the package ``<name>/``)."""
+    if (root / "skill.md").is_file():
+        return " (there is a skill.md: the name is SKILL.md)"
+    inner = [p for p in root.iterdir() if p.is_dir() and (p / SKILL_MD).is_file()] if root.is_dir() else []
+    if len(inner) == 1:
+        return f" (the package is one folder deeper: give {root / inner[0].name})"
+    return ""
+
+
 def _read_folder(root: Path, limits: PackageLimits) -> tuple[SkillSpec, list[PackageProblem]]:
     problems: list[PackageProblem] = []
     files: list[SkillFile] = []
@@ -522,7 +533,7 @@ def _read_folder(root: Path, limits: PackageLimits) -> tuple[SkillSpec, list[Pac
         problems.append(_too_large(total, limits, largest, at_least=stopped))
     if content is None:
         if not stopped and total <= limits.max_bytes:
-            hint = " (there is a skill.md: the name is SKILL.md)" if (root / "skill.md").is_file() else ""
+            hint = _missing_skill_md_hint(root)
             problems.append(PackageProblem(SKILL_MD, "missing", f"a package folder needs a SKILL.md{hint}"))
         return SkillSpec(name=root.name, content="", files=tuple(files)), problems
     try:

@@ -249,6 +249,11 @@ def test_a_folder_without_skill_md_or_that_is_nothing_at_all(tmp_path):
     (root / "skill.md").write_text(skill_md())
     problem = only(problems_of(root), "missing")
     assert "skill.md" in problem.message
+    version = tmp_path / "v0003"  # a run's skill_packages/v0003/ holds the package demo/
+    (version / "demo").mkdir(parents=True)
+    (version / "demo" / "SKILL.md").write_text(skill_md())
+    problem = only(problems_of(version), "missing")
+    assert f"one folder deeper: give {version / 'demo'}" in problem.message
     with pytest.raises(SkillError, match="cannot read the skill"):
         load_skill(tmp_path / "absent")
 
