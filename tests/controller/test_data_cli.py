@@ -123,6 +123,8 @@ def _release(tmp_path: Path) -> Path:
 def test_convert_a_spreadsheetbench_release_then_check_and_load_it(capsys, tmp_path):
     rel = _release(tmp_path)
     n = len(json.loads((rel / "dataset.json").read_text()))
+    code, out, _ = cli(capsys, "check", "--env", "spreadsheetbench", str(rel))
+    assert code == 1 and f"skillopt data convert --from spreadsheetbench-release {rel} NEW_ROOT" in out
     dest = tmp_path / "mine"
     code, out, err = cli(capsys, "convert", "--from", "spreadsheetbench-release", str(rel), str(dest))
     assert code == 0, out + err

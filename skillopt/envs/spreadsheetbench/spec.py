@@ -41,7 +41,11 @@ class SpreadsheetBenchOptions(EnvOptions):
 
 def _data_root_problem(root: Path, split_mode: str) -> str:
     if split_mode == "split_file" and not (root / "splits.json").is_file():
-        return f"no splits.json in {root} (env.split_mode is split_file); add one or set env.split_mode=ratio"
+        return (
+            f"no splits.json in {root} (env.split_mode is split_file): write a data root with one by "
+            f"`skillopt data convert --from spreadsheetbench-release {root} NEW_ROOT`, add one, or set "
+            "env.split_mode=ratio"
+        )
     return ""
 
 
