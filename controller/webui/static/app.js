@@ -343,14 +343,15 @@ function drawTokens(svg, history) {
   const per = history.map((r) => (r.optimizer_tokens || 0) + (r.target_tokens || 0));
   const total = history.reduce((acc, r) => [...acc, (acc.length ? acc[acc.length - 1] : 0) + (r.cost_usd || 0)], []);
   const n = Math.max(1, history.length ? history[history.length - 1].step : 1);
-  const maxPer = Math.max(1, ...per), maxTotal = Math.max(1, ...total);
+  // The cost axis spans the run's own cost (cents are common); a run without prices costs 0.
+  const maxPer = Math.max(1, ...per), spent = Math.max(0, ...total), maxTotal = spent || 1;
   const x = (s) => L + (s / n) * (W - L - R);
   const ns = "http://www.w3.org/2000/svg";
   const mk = (tag, attrs) => { const e = document.createElementNS(ns, tag); for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v); return e; };
   svg.replaceChildren();
   const yb = (v) => T + (1 - v / maxPer) * (H - T - B), yl = (v) => T + (1 - v / maxTotal) * (H - T - B);
   svg.append(mk("line", { x1: L, x2: W - R, y1: yb(0), y2: yb(0), class: "axis" }));
-  svg.append(svgText(mk, { x: 4, y: yb(maxPer) + 4 }, tokens(maxPer)), svgText(mk, { x: W - R + 4, y: yl(maxTotal) + 4 }, money(maxTotal)));
+  svg.append(svgText(mk, { x: 4, y: yb(maxPer) + 4 }, tokens(maxPer)), svgText(mk, { x: W - R + 4, y: yl(maxTotal) + 4 }, spent ? money(maxTotal) : "no cost"));
   for (let s = 0; s <= n; s += Math.max(1, Math.ceil(n / 12))) svg.append(svgText(mk, { x: x(s) - 3, y: H - 18 }, String(s)));
   svg.append(svgText(mk, { x: (L + W - R) / 2 - 12, y: H - 3, class: "axis-title" }, "step"),
     svgText(mk, { x: 10, y: T, class: "axis-title", transform: `rotate(-90 10 ${T})`, "text-anchor": "end" }, "tokens per step"),
