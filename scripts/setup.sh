@@ -149,7 +149,9 @@ if [[ "$(cat "$stamp" 2>/dev/null)" == "$want_stamp" ]]; then
   done_ "up to date"
 else
   logf=.venv/skillopt-setup-pip.log
-  if ! .venv/bin/python -m pip install -q -e '.[dev]' >"$logf" 2>&1; then
+  # The longest step on a fresh machine: say so before it, since its output goes to the log.
+  printf "pip install -e '.[dev]', 5-10 min on a fresh machine (progress: tail -f %s) ... " "$logf"
+  if ! .venv/bin/python -m pip install -e '.[dev]' >"$logf" 2>&1; then
     tail -n 20 "$logf" >&2
     die "pip install -e '.[dev]' failed (log $logf)"
   fi
