@@ -169,6 +169,17 @@ COMMANDS: dict[str, dict[str, Run | Needs]] = {
             KEY,
             "tests/e2e/test_own_data_e2e.py::test_own_tasks_and_an_openai_compatible_endpoint_to_a_finished_run",
         ),
+        "skillopt config show --config my.yaml": Run(
+            note="the README's my.yaml and providers.yaml, written as given"
+        ),
+        "skillopt train --config my.yaml --out runs/mine": Needs(
+            OWN_MODEL,
+            "tests/e2e/test_own_data_e2e.py::test_own_tasks_and_an_openai_compatible_endpoint_to_a_finished_run",
+        ),
+        "skillopt eval --run runs/mine --skill best --against initial --split val": Needs(
+            "the run above (runs/mine)",
+            "tests/controller/test_eval_run.py::test_best_and_final_are_the_runs_packages_else_its_skill_files",
+        ),
     },
     "Skill packages": {
         "skillopt skill validate my-skill/": Run(
@@ -666,6 +677,14 @@ def own_data(work: Workdir) -> None:
     assert "train 4, selection 2, test 4" in out, out  # "splits 4:2:4 unless the tasks carry one"
     out = work.run(data, "skillopt data check --env spreadsheetbench my-tasks/").stdout
     assert "train 4, selection 2, test 4" in out and "data: ok" in out, out
+    text = README.read_text(encoding="utf-8")
+    for name in ("my.yaml", "providers.yaml"):
+        (block,) = (
+            b for b in re.findall(r"^```yaml\n(.*?)^```", text, flags=re.S | re.M) if f"# {name}\n" in b
+        )
+        work.write(name, block)
+    out = work.run(data, "skillopt config show --config my.yaml").stdout
+    assert re.search(r"data_root: \S*my-tasks", out) and "Qwen/Qwen3-32B" in out, out
 
     work.write(
         "questions.jsonl",
