@@ -103,6 +103,7 @@ class FusionHttpServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5.0)
+        self.runner.close()
 
     # -- requests ----------------------------------------------------------------------------
 

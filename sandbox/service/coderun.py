@@ -17,6 +17,7 @@ import json
 import math
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,6 +112,10 @@ class CodeRunner:
     def __init__(self, config: CodeRunConfig, sessions: SessionManager) -> None:
         self.config = config
         self.sessions = sessions
+        # A used container is killed and removed after the answer has left: the engine's kill
+        # is a round trip the caller need not wait for (the session counts against the caps
+        # until it is gone, and nothing runs in it any more: its commands have ended).
+        self._ender = ThreadPoolExecutor(max_workers=2, thread_name_prefix="coderun-end")
 
     @property
     def host_id(self) -> str:
@@ -137,7 +142,8 @@ class CodeRunner:
                 compiled = self._command(session, lang.compile, request.compile_timeout_s, b"")
                 if compiled.status != "Finished" or compiled.return_code != 0:
                     return self._result(compiled, None, session, fetch)
-            ran = self._command(session, lang.run, request.run_timeout_s, request.stdin)
+            python = lang.source if lang.warm_python else ""
+            ran = self._command(session, lang.run, request.run_timeout_s, request.stdin, python=python)
             return self._result(compiled, ran, session, fetch)
         return failed[0]
 
@@ -257,10 +263,18 @@ class CodeRunner:
         try:
             yield session
         finally:
-            self.sessions.destroy(tenant, session.id)
+            try:
+                self._ender.submit(self.sessions.destroy, tenant, session.id)
+            except RuntimeError:  # closing: end it here
+                self.sessions.destroy(tenant, session.id)
+
+    def close(self) -> None:
+        """Wait for the used containers' removal to be under way (the sessions end them all
+        at the host's close in any case)."""
+        self._ender.shutdown(wait=True)
 
     def _command(
-        self, session: Session, argv: Sequence[str], timeout_s: float, stdin: bytes
+        self, session: Session, argv: Sequence[str], timeout_s: float, stdin: bytes, *, python: str = ""
     ) -> CommandResult:
         out: list[list[bytes]] = [[], [], []]
         t0 = time.monotonic()
@@ -270,6 +284,7 @@ class CodeRunner:
             on_output=lambda fd, data: out[fd if fd in (1, 2) else 2].append(data),
             timeout_s=timeout_s,
             stdin=stdin,
+            python=python,
         )
         elapsed = time.monotonic() - t0
         return _command_result(outcome, b"".join(out[1]), b"".join(out[2]), elapsed, self.host_id)

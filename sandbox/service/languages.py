@@ -41,12 +41,15 @@ class Language:
     #: The compile command (empty: interpreted, no compile step).
     compile: tuple[str, ...]
     run: tuple[str, ...]
+    #: The program runs in a process forked from the container's warm Python interpreter (as
+    #: rollouts' programs do) instead of a new ``python3`` (what ``run`` says): ~20 ms less.
+    warm_python: bool = False
 
 
 LANGUAGES: Mapping[str, Language] = {
     lang.name: lang
     for lang in (
-        Language("python", "main.py", (), ("python3", "main.py")),
+        Language("python", "main.py", (), ("python3", "main.py"), warm_python=True),
         # SandboxFusion runs `pytest <file>`; -p no:cacheprovider: the run leaves no .pytest_cache.
         Language(
             "pytest",
@@ -61,7 +64,11 @@ LANGUAGES: Mapping[str, Language] = {
         Language("nodejs", "main.js", (), ("node", "main.js")),
         Language("go", "main.go", ("go", "build", "-o", "out", "main.go"), ("./out",)),
         # SandboxFusion's convention: the public class is Main; -ea turns assertions on.
-        Language("java", "Main.java", ("javac", "Main.java"), ("java", "-ea", "Main")),
+        # javac's own JIT stops at C1 (it compiles one file: a third less startup); the program
+        # runs with the JVM's defaults.
+        Language(
+            "java", "Main.java", ("javac", "-J-XX:TieredStopAtLevel=1", "Main.java"), ("java", "-ea", "Main")
+        ),
     )
 }
 

@@ -146,7 +146,7 @@ def test_stdin_files_in_and_out(host):
     assert "never-made.txt" not in resp.files
 
 
-def test_non_utf8_and_huge_output_are_contained(host):
+def test_non_utf8_huge_output_fork_bomb_and_network_are_contained(host):
     resp = _run(host, "import sys\nsys.stdout.buffer.write(b'ok \\xff\\xfe end')", "python")
     assert resp.status == RunStatus.Success and resp.run_result.stdout == "ok \ufffd\ufffd end"
 
@@ -155,8 +155,15 @@ def test_non_utf8_and_huge_output_are_contained(host):
     assert "output passed this host's cap" in resp.run_result.stderr
     assert len(resp.run_result.stdout) <= 64 * 1024 * 1024
 
-    resp = _run(host, HELLO["python"], "python")  # the host is fine after it
-    assert resp.status == RunStatus.Success
+    # A fork bomb is held by the pids limit and ended by the timeout; no network inside.
+    resp = _run(host, ":(){ :|:& };:; sleep 30", "bash", run_timeout=3)
+    assert resp.status == RunStatus.Failed and resp.run_result.status == CommandRunStatus.TimeLimitExceeded
+    net = "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\n    print('reached')\nexcept OSError as e:\n    print('blocked', e.errno)"
+    resp = _run(host, net, "python")
+    assert resp.status == RunStatus.Success and resp.run_result.stdout.startswith("blocked")
+
+    resp = _run(host, HELLO["python"], "python")  # the host is fine after them
+    assert resp.status == RunStatus.Success and resp.run_result.stdout == "hello\n"
 
 
 def test_jupyter_cells_share_a_process_and_an_error_stops_the_run(host):
