@@ -290,10 +290,10 @@ def _code_request(body: dict[str, Any]) -> CodeRequest:
     stdin = _field(body, "stdin", str, None)
     return CodeRequest(
         language=_field(body, "language", str, ""),
-        code=_field(body, "code", str, "").encode("utf-8", "surrogateescape"),
+        code=_field(body, "code", str, "").encode("utf-8", "replace"),
         compile_timeout_s=_seconds(body, "compile_timeout", 10.0),
         run_timeout_s=_seconds(body, "run_timeout", 10.0),
-        stdin=stdin.encode("utf-8", "surrogateescape") if stdin else b"",
+        stdin=stdin.encode("utf-8", "replace") if stdin else b"",
         files=_files_in(body),
         fetch_files=_names(body),
     )
