@@ -51,11 +51,28 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
-def hello_sequential(endpoint: str, n: int, pause_s: float) -> dict[str, float]:
+def wait_warm(grpc_address: str, image: str, idle: int, timeout_s: float = 300.0) -> None:
+    """Until the host has ``idle`` warm containers of ``image`` (its Describe's pool_idle)."""
+    from controller.client.sandbox_client import ChannelConfig, SandboxClient
+
+    deadline = time.monotonic() + timeout_s
+    with SandboxClient(ChannelConfig(address=grpc_address)) as client:
+        while time.monotonic() < deadline:
+            pools = client.describe(timeout_s=30).pool_idle
+            if sum(n for key, n in pools.items() if key.startswith(image + "@")) >= idle:
+                return
+            time.sleep(0.2)
+
+
+def hello_sequential(
+    endpoint: str, n: int, pause_s: float, warm: tuple[str, str] | None = None
+) -> dict[str, float]:
     from sandbox_fusion import RunCodeRequest, run_code
 
     times = []
     for _ in range(n):
+        if warm:
+            wait_warm(*warm, idle=2)  # a warm host: the pool has refilled
         t = time.perf_counter()
         resp = run_code(
             RunCodeRequest(code='print("hello")', language="python"), endpoint=endpoint, max_attempts=1
@@ -163,13 +180,13 @@ def main() -> None:
     )  # fmt: skip
     out: dict[str, object] = {"machine_cpus": os.cpu_count(), "load_avg_1m_at_start": os.getloadavg()[0]}
     try:
-        wait_listening(proc, 120)
+        port = wait_listening(proc, 120)
         endpoint = f"http://127.0.0.1:{(tmp / 'hp').read_text()}"
-        hello_sequential(endpoint, 3, 1.0)  # warm-up: the polyglot pool fills
-        time.sleep(5)
-        out["python_hello"] = hello_sequential(endpoint, n, 0.5)
+        warm = (f"127.0.0.1:{port}", POLYGLOT_IMAGE)
+        out["python_hello"] = hello_sequential(endpoint, n, 0.0, warm)
+        wait_warm(*warm, idle=8)
         out["clients_8"] = clients(endpoint, 8, seconds)
-        time.sleep(5)
+        wait_warm(*warm, idle=2)
         out["cpp_50_lines"] = cpp_side_by_side(endpoint, POLYGLOT_IMAGE, 3 if args.quick else 10)
         if args.sandboxfusion:
             out["sandboxfusion"] = {
