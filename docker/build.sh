@@ -5,8 +5,10 @@
 #   service  skillopt-service:latest  (the gRPC sandbox service, `skillopt serve`)
 #   textworld skillopt-textworld:latest (runtime + the TextWorld game engine; the textworld env's
 #            rollouts run from it)
+#   polyglot skillopt-runtime-polyglot:latest (runtime + g++, Node.js, Go, OpenJDK, pytest from
+#            Debian packages; the code runs of `skillopt serve --http-listen` use it)
 #
-# usage: docker/build.sh [--only base|runtime|service|textworld] [--force] [--verbose]
+# usage: docker/build.sh [--only base|runtime|service|textworld|polyglot] [--force] [--verbose]
 #        docker/build.sh --print-base-plan      # prints slim | up-to-date | debootstrap, builds nothing
 #
 # Each image carries the label org.skillopt.build-hash, a sha256 of its build inputs:
@@ -17,6 +19,8 @@
 #            skillopt/, sandbox/, controller/) + the base image ID
 #   textworld docker/textworld/{Dockerfile,requirements.txt,skillopt_tw_warm.py} + the runtime image ID. --only
 #            textworld never builds the runtime: it needs the runtime image to exist.
+#   polyglot docker/polyglot/Dockerfile + its package list (polyglot_debs below) + the runtime
+#            image ID. --only polyglot never builds the runtime either.
 # An image whose tag exists with the expected hash is "up to date" and is not rebuilt; a run with
 # nothing to do costs well under a second. --only X builds X and what it depends on (the base);
 # --force rebuilds the named image(s) (all three without --only) even when up to date.
@@ -53,6 +57,7 @@ base_tag="skillopt-base:bookworm"
 runtime_tag="skillopt-runtime:latest"
 service_tag="skillopt-service:latest"
 textworld_tag="skillopt-textworld:latest"
+polyglot_tag="skillopt-runtime-polyglot:latest"
 hash_label="org.skillopt.build-hash"
 
 die() { echo "build: error: $*" >&2; exit 1; }
@@ -67,7 +72,7 @@ plan_only=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --only)
-      [[ $# -ge 2 ]] || die "--only needs one of: base, runtime, service, textworld"
+      [[ $# -ge 2 ]] || die "--only needs one of: base, runtime, service, textworld, polyglot"
       only="$2"; shift 2 ;;
     --only=*) only="${1#--only=}"; shift ;;
     --force) force=1; shift ;;
@@ -78,8 +83,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 case "$only" in
-  ""|base|runtime|service|textworld) ;;
-  *) die "--only must be base, runtime, service or textworld, not '$only'" ;;
+  ""|base|runtime|service|textworld|polyglot) ;;
+  *) die "--only must be base, runtime, service, textworld or polyglot, not '$only'" ;;
 esac
 case "$base_mode" in
   auto|slim|debootstrap) ;;
@@ -519,6 +524,56 @@ if want textworld; then
   fi
 fi
 
+# --- polyglot -----------------------------------------------------------------------------------
+# The runtime plus the toolchains of the code-run languages, from Debian packages. The HOST's apt
+# resolves them against the runtime image's own dpkg status (so exactly the missing packages,
+# dependencies included, at bookworm's versions) and downloads the .debs into a cache; the
+# build installs them from those files with no network.
+polyglot_debs=(g++ nodejs golang-go default-jdk-headless python3-pytest)
+if want polyglot; then
+  runtime_id="$(image_id "$runtime_tag")"
+  [[ -n "$runtime_id" ]] || die "polyglot: $runtime_tag is not built (it is the base of $polyglot_tag): run docker/build.sh --only runtime"
+  polyglot_hash="$( { (cd "$here/polyglot" && sha256sum Dockerfile); echo "debs ${polyglot_debs[*]}"; echo "runtime $runtime_id"; } | sha)"
+  if ! forced polyglot && [[ "$(image_hash "$polyglot_tag")" == "$polyglot_hash" ]]; then
+    log "polyglot: $polyglot_tag up to date"
+  else
+    command -v apt-get >/dev/null || die "polyglot: apt-get not found: the toolchains come from the host's apt (Debian bookworm)"
+    ctx="$build_dir/ctx/polyglot"
+    cache="$build_dir/polyglot-debs"
+    alog="$build_dir/logs/polyglot-apt.log"
+    : >"$alog"
+    rm -rf "$ctx"
+    mkdir -p "$ctx/debs" "$cache/partial"
+    cp "$here/polyglot/Dockerfile" "$ctx/"
+    docker run --rm --network none --entrypoint cat "$runtime_tag" /var/lib/dpkg/status >"$ctx/status" \
+      || die "polyglot: cannot read the dpkg status of $runtime_tag"
+    # --print-uris: the exact files apt would fetch for THIS image (the host's own installed set
+    # plays no part); the ones not in the cache yet are downloaded with apt-get download.
+    apt_img=(apt-get -o "Dir::State::status=$ctx/status" -o Debug::NoLocking=1 -o "Dir::Cache::Archives=$cache"
+             -y -q --no-install-recommends)
+    mkdir -p "$ctx/nocache/partial"  # an empty cache: --print-uris lists every file, cached or not
+    plan_debs() { "${apt_img[@]}" -o "Dir::Cache::Archives=$ctx/nocache" --print-uris install "${polyglot_debs[@]}" 2>>"$alog"; }
+    if ! uris="$(plan_debs)"; then  # a fresh machine's apt has no package lists yet
+      log "polyglot: apt cannot resolve the packages; apt-get update once"
+      apt-get update -q >>"$alog" 2>&1 || true
+      uris="$(plan_debs)" || { tail -n 20 "$alog" >&2; die "polyglot: apt cannot resolve ${polyglot_debs[*]} (log $alog)"; }
+    fi
+    mapfile -t files < <(sed -n "s/^'[^']*' \([^ ]*\.deb\) .*/\1/p" <<<"$uris")
+    [[ ${#files[@]} -gt 0 ]] || die "polyglot: apt planned no packages (log $alog)"
+    if ! "${apt_img[@]}" --download-only install "${polyglot_debs[@]}" >>"$alog" 2>&1; then
+      tail -n 20 "$alog" >&2
+      die "polyglot: downloading the packages failed (log $alog)"
+    fi
+    for f in "${files[@]}"; do
+      cp -l "$cache/$f" "$ctx/debs/" 2>/dev/null || cp "$cache/$f" "$ctx/debs/" || die "polyglot: $f missing from $cache"
+    done
+    rm -rf "$ctx/status" "$ctx/nocache"
+    log "polyglot: ${#files[@]} packages staged ($(du -sm "$ctx/debs" | cut -f1) MB)"
+    docker_build polyglot "$ctx" "$polyglot_tag" "$polyglot_hash" "$runtime_tag" --network none
+    rm -rf "$ctx"
+  fi
+fi
+
 # --- superseded images, record, summary ----------------------------------------------------------
 # Images this script built and then replaced are removed once nothing uses them: an untagged
 # image that a container (e.g. a pool container of the old runtime) or a child image (the old
@@ -572,11 +627,12 @@ show base "$base_ref"
 if want runtime; then show runtime "$runtime_tag"; fi
 if want service; then show service "$service_tag"; fi
 if want textworld; then show textworld "$textworld_tag"; fi
+if want polyglot; then show polyglot "$polyglot_tag"; fi
 # images.json: this machine's images as of the last build. An image ID is the sha256 digest of
 # the image's config (content-addressed); images built here have no registry digest.
 {
   echo "{"
-  { entry base "$base_ref"; entry runtime "$runtime_tag"; entry service "$service_tag"; entry textworld "$textworld_tag"; } | sed '$!s/$/,/'
+  { entry base "$base_ref"; entry runtime "$runtime_tag"; entry service "$service_tag"; entry textworld "$textworld_tag"; entry polyglot "$polyglot_tag"; } | sed '$!s/$/,/'
   echo "}"
 } >"$build_dir/images.json.tmp"
 mv "$build_dir/images.json.tmp" "$build_dir/images.json"

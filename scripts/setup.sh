@@ -13,7 +13,8 @@
 #   6. chromium: install Debian's chromium if missing (the WebUI's browser tests drive it
 #      with Playwright; nothing is downloaded by Playwright itself)
 #   7. docker/build.sh: base, runtime (with the agent CLIs Codex and Claude Code at the versions in
-#      docker/agents/versions.env), service and textworld images (no-op when up to date)
+#      docker/agents/versions.env), service, textworld and polyglot (the code runs' toolchains, for
+#      `skillopt serve --http-listen`) images (no-op when up to date)
 #
 # usage: scripts/setup.sh [--agents] [--gvisor]
 #   --agents   accepted for compatibility and otherwise ignored: the agent CLIs are now always

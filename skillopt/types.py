@@ -475,3 +475,7 @@ class HostDescription:
     #: host that predates packages (it mounts SKILL.md alone).
     skill_package_max_files: int = 0
     skill_package_max_bytes: int = 0
+    #: Languages of its SandboxFusion-compatible HTTP API (/run_code) and that API's port;
+    #: ``()`` and 0: it serves none.
+    languages: tuple[str, ...] = ()
+    http_port: int = 0

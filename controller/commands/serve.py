@@ -133,6 +133,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         "gRPC probes, which cannot do TLS); it reports NOT_SERVING while draining, like the main port",
     )
     p.add_argument(
+        "--http-listen",
+        default="",
+        help="HOST:PORT of a SandboxFusion-compatible HTTP API (POST /run_code, /run_jupyter; off unless "
+        "given): each request runs in a fresh hardened container. Tokens as on gRPC: 'Authorization: "
+        "Bearer T' or the endpoint URL http://HOST:PORT/t/T (docs/http-api.md); beyond loopback it needs "
+        "a token (or --insecure)",
+    )
+    p.add_argument(
+        "--code-image",
+        default="",
+        help="image of the HTTP API's code runs (default: skillopt-runtime-polyglot:latest when built "
+        "here, else --image, which runs python and bash only)",
+    )
+    p.add_argument("--http-port-file", help="write the HTTP API's bound port here once listening")
+    p.add_argument(
         "--max-sessions",
         type=int,
         default=64,
@@ -272,6 +287,8 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
             gateway_cache_mode=args.gateway_cache_mode,
             exec_agents=args.exec_agents,
             health_listen=args.health_listen,
+            http_listen=args.http_listen,
+            code_image=args.code_image,
         )
         server_credentials(config)  # half a TLS setup or a missing file: refuse before anything starts
     except (ConfigError, OSError) as exc:
@@ -294,7 +311,16 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
                 tmp = Path(args.port_file + ".tmp")
                 tmp.write_text(str(running.port))
                 tmp.replace(args.port_file)
+            if args.http_port_file and running.http_port:
+                tmp = Path(args.http_port_file + ".tmp")
+                tmp.write_text(str(running.http_port))
+                tmp.replace(args.http_port_file)
             print(f"skillopt sandbox {args.host_id} listening on port {running.port}", flush=True)
+            if running.http_port:  # after: the line above is the first, which callers wait for
+                print(
+                    f"skillopt sandbox {args.host_id} serves /run_code on port {running.http_port}",
+                    flush=True,
+                )
             # Wait with a timeout, not forever: a signal the kernel delivers to one of gRPC's
             # threads leaves the main thread asleep in the lock, and Python runs signal handlers
             # only in the main thread, when it next executes bytecode. An unbounded wait could

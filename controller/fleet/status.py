@@ -50,6 +50,9 @@ class HostReport:
     #: predates packages, or runs with --skill-max-files 0).
     skill_package_max_files: int = 0
     skill_package_max_bytes: int = 0
+    #: Languages of its SandboxFusion-compatible HTTP API and that API's port (none, 0: off).
+    languages: tuple[str, ...] = ()
+    http_port: int = 0
 
     @property
     def gvisor(self) -> bool:
@@ -102,6 +105,8 @@ def _report(address: str, health: str, d) -> HostReport:
         image_labels=dict(d.image_labels),
         skill_package_max_files=d.skill_package_max_files,
         skill_package_max_bytes=d.skill_package_max_bytes,
+        languages=tuple(d.languages),
+        http_port=d.http_port,
     )
 
 

@@ -448,6 +448,8 @@ def description_to_proto(d: HostDescription) -> pb.DescribeResponse:
         agent_image_digests=dict(d.agent_image_digests),
         skill_package_max_files=d.skill_package_max_files,
         skill_package_max_bytes=d.skill_package_max_bytes,
+        languages=list(d.languages),
+        http_port=d.http_port,
     )
 
 
@@ -476,4 +478,6 @@ def description_from_proto(m: pb.DescribeResponse) -> HostDescription:
         max_sessions=m.max_sessions,
         skill_package_max_files=m.skill_package_max_files,
         skill_package_max_bytes=m.skill_package_max_bytes,
+        languages=tuple(m.languages),
+        http_port=m.http_port,
     )

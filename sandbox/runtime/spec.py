@@ -49,6 +49,9 @@ class ContainerSpec:
     #: ENOSPC (hostile suite, inode_exhaustion).
     tmp_inodes: int = 16384
     workspace_inodes: int = 32768
+    #: Programs may be executed from the workspace (its tmpfs without ``noexec``): code runs of
+    #: compiled languages run the binary they built there. Off for rollouts and sessions.
+    workspace_exec: bool = False
     shm_size_bytes: int = 64 * MiB
     #: Docker's ``--init``. Off by default because the runner itself is a proper init: as PID 1
     #: it reaps every orphan, and the kernel drops signals sent to a namespace's init from inside

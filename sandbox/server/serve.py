@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import docker.errors
@@ -32,11 +32,13 @@ from sandbox.runtime.docker.network import GatewayNetwork
 from sandbox.runtime.docker.runtime import DockerRuntime
 from sandbox.runtime.pool import PoolManager
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
+from sandbox.server.fusion_http import start_http_api
 from sandbox.server.hostwatch import SERVICE_NAME, HostWatch
 from sandbox.server.interceptors import TokenAuthInterceptor
 from sandbox.server.servicer import SandboxServicer
 from sandbox.service.admission import RolloutAdmission
 from sandbox.service.config import ServiceConfig, SessionConfig
+from sandbox.service.languages import resolve_code_image
 from sandbox.service.rollout import RolloutService
 from sandbox.service.sessions import SessionManager
 from sandbox.service.tenants import TenantTokens
@@ -99,6 +101,12 @@ class ServerConfig:
     #: controllers stop placing here) until it passes again.
     host_check_interval_s: float = 2.0
     min_free_bytes: int = 16 * MiB
+    #: The SandboxFusion-compatible HTTP API (POST /run_code, /run_jupyter: ``sandbox.server.
+    #: fusion_http``), "" = off. Beyond loopback it needs a token, as ``listen`` does.
+    http_listen: str = ""
+    #: The image of its code runs; "" = skillopt-runtime-polyglot:latest when built here, else
+    #: the runtime image (python and bash only).
+    code_image: str = ""
 
 
 def check_listen_address(listen: str, *, token: str | None, insecure: bool) -> None:
@@ -137,6 +145,8 @@ class RunningServer:
     front: GatewayServer | None = None
     #: Port of the health-only listener (0: none).
     health_port: int = 0
+    #: Port of the SandboxFusion-compatible HTTP API (0: none).
+    http_port: int = 0
     stopped: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -193,6 +203,8 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
     """
     tokens = tenant_tokens(config)
     check_listen_address(config.listen, token="set" if tokens else None, insecure=config.insecure)
+    if config.http_listen:
+        check_listen_address(config.http_listen, token="set" if tokens else None, insecure=config.insecure)
     creds = server_credentials(config)  # before any container exists: a bad file leaves nothing
     # Teardown runs in reverse: drain → pools → containers → gateway network → gateway.
     with contextlib.ExitStack() as cleanup:
@@ -230,6 +242,18 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
         )
         cleanup.callback(running.stopped.set)
         cleanup.callback(_drain, running, config.drain_grace_s)
+        if config.http_listen:  # its door closes first when the host drains
+            http = start_http_api(
+                config.http_listen,
+                image=host.code_image,
+                runtime=host.runtime,
+                sessions=host.sessions,
+                tokens=tokens,
+                max_body_bytes=config.service.max_request_bytes,
+            )
+            cleanup.callback(http.close)
+            running.http_port = servicer.http_port = http.port
+            servicer.languages = http.runner.config.languages
         reaper = threading.Thread(
             target=_reap_loop,
             args=(host.runtime, config.runtime.reap_interval_s, running.stopped),
@@ -263,6 +287,8 @@ class _Host:
     sessions: SessionManager
     #: The gateway's HTTP front end (None: exec agents unavailable on this host).
     front: GatewayServer | None
+    #: The image of the HTTP API's code runs ("": no HTTP API).
+    code_image: str = ""
 
 
 def _build(config: ServerConfig, cleanup: contextlib.ExitStack) -> _Host:
@@ -314,8 +340,11 @@ def _build(config: ServerConfig, cleanup: contextlib.ExitStack) -> _Host:
         exec_unavailable=unavailable,
         grader=grader,
     )
+    # Code runs (the HTTP API) are sessions of their own image: the sessions may use it.
+    code_image = resolve_code_image(config.code_image, runtime, spec.image) if config.http_listen else ""
+    extra = (*config.sessions.extra_images, code_image) if code_image else config.sessions.extra_images
     sessions = SessionManager(
-        config.sessions,
+        replace(config.sessions, extra_images=extra),
         host_id=config.runtime.host_id,
         pools=pools,
         runtime=runtime,
@@ -327,7 +356,7 @@ def _build(config: ServerConfig, cleanup: contextlib.ExitStack) -> _Host:
     )
     cleanup.callback(sessions.close)  # before the pools close: sessions give their containers back
     admission = RolloutAdmission(capacity=config.service.capacity)
-    return _Host(runtime, pools, service, admission, sessions, front)
+    return _Host(runtime, pools, service, admission, sessions, front, code_image)
 
 
 def _exec_network(

@@ -59,6 +59,9 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
         #: so a rollout is refused as "not here, not now" (UNAVAILABLE, costs the caller no
         #: attempt) instead of being accepted and failing on a dead engine or a full disk.
         self.host_check = host_check
+        #: The SandboxFusion-compatible HTTP API's languages and port (``()``, 0: not served).
+        self.languages: tuple[str, ...] = ()
+        self.http_port = 0
         self._workers = ThreadPoolExecutor(
             max_workers=max(1, admission.capacity), thread_name_prefix="rollout"
         )
@@ -154,6 +157,7 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
             description = replace(
                 description, sessions=self.sessions.count(), max_sessions=self.sessions.config.max_sessions
             )
+        description = replace(description, languages=self.languages, http_port=self.http_port)
         return convert.description_to_proto(description)
 
     def Cancel(self, request: pb.CancelRequest, context: grpc.ServicerContext) -> pb.CancelResponse:

@@ -36,6 +36,9 @@ class SessionRequest:
     #: already checked like a rollout's skill.
     skill: SkillSpec | None = None
     files: tuple[tuple[str, bytes], ...] = ()
+    #: The workspace allows executing files (code runs of compiled languages; never from a
+    #: client's CreateSession).
+    workspace_exec: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -181,7 +184,9 @@ class SessionPolicy:
         )
         maximum = replace(self.max_limits, output_bytes=self.config.max_output_bytes)
         limits = effective_limits(asked, default=default, maximum=maximum)
-        spec = replace(base, image=image).with_limits(memory_bytes=limits.memory_bytes, cpus=limits.cpus)
+        spec = replace(base, image=image, workspace_exec=request.workspace_exec).with_limits(
+            memory_bytes=limits.memory_bytes, cpus=limits.cpus
+        )
         return spec, limits
 
     def _labels(self, labels: Mapping[str, str]) -> dict[str, str]:

@@ -270,9 +270,10 @@ class SessionManager:
         output_limit_bytes: int = 0,
         user: str = "",
         cancelled: threading.Event | None = None,
+        python: str = "",
     ) -> ExecOutcome:
         """Run one command in ``session`` (see :meth:`SessionSandbox.exec_streaming`, also for
-        ``cancelled``); its outcome (the output went to ``on_output``).
+        ``cancelled`` and ``python``); its outcome (the output went to ``on_output``).
 
         Raises:
             UserUnsupported: ``user`` names someone other than the session's user.
@@ -291,6 +292,7 @@ class SessionManager:
             stdin=stdin,
             output_limit_bytes=cap,
             cancelled=cancelled,
+            python=python,
         )
 
     @contextlib.contextmanager

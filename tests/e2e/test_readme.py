@@ -73,6 +73,12 @@ SESSION_HOST = "sandbox-1:50051"  # the sessions block's example host: a local `
 
 # section heading -> command (as parsed: comments dropped, continuations joined) -> classification
 COMMANDS: dict[str, dict[str, Run | Needs]] = {
+    "Use the fleet from verl / SandboxFusion clients": {
+        "skillopt serve --listen 0.0.0.0:50051 --token-file /etc/skillopt/token --http-listen 0.0.0.0:8080": Needs(
+            "a host's deployment: /etc/skillopt/token and ports 50051 and 8080 on every interface",
+            "tests/sandbox/test_fusion_http.py::test_hello_world_in_every_language",
+        ),
+    },
     "The two commands": {
         "scripts/demo.sh": Needs(
             "runs scripts/setup.sh first (apt, the Docker engine, image builds, the repo's .venv); "

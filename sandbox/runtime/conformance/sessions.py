@@ -42,7 +42,8 @@ def _stream(box: SessionSandbox, argv: list[str], **kw) -> tuple[ExecOutcome, _C
 def check_session_exec_streams_output(c: Conformance) -> None:
     """Output arrives through ``on_output`` by stream (the outcome's tails stay empty); stdin,
     env and the working directory (relative to ``workdir``, or absolute) reach the command; a
-    program that cannot start says why."""
+    program that cannot start says why; ``python=`` runs a Python file with stdin and its exit
+    code."""
     with c.session() as box:
         out, got = _stream(box, ["sh", "-c", "echo out; echo err >&2; exit 3"])
         assert (out.exit_code, bytes(got.out[1]), bytes(got.out[2])) == (3, b"out\n", b"err\n"), out
@@ -60,6 +61,9 @@ def check_session_exec_streams_output(c: Conformance) -> None:
         out, _ = _stream(box, ["no-such-program-here"])
         assert out.exit_code == 127 and out.spawn_error == "not_found", out
         _raises(InvalidRequest, lambda: _stream(box, []))
+        box.write_path("prog.py", b"import sys\nprint(sys.stdin.read().upper())\nsys.exit(4)\n")
+        out, got = _stream(box, [], python="prog.py", stdin=b"warm")  # the warm interpreter's fork
+        assert (out.exit_code, bytes(got.out[1])) == (4, b"WARM\n"), (out, got.out)
 
 
 @_check

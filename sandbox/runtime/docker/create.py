@@ -256,7 +256,7 @@ class ContainerCreator:
             "tmpfs": {
                 "/tmp": f"rw,nosuid,nodev,size={spec.tmp_size_bytes},nr_inodes={spec.tmp_inodes},mode=1777",
                 WORKSPACE: (
-                    f"rw,nosuid,nodev,size={spec.workspace_size_bytes},nr_inodes={spec.workspace_inodes},"
+                    f"rw,{'exec,' if spec.workspace_exec else ''}nosuid,nodev,size={spec.workspace_size_bytes},nr_inodes={spec.workspace_inodes},"
                     f"uid={uid},gid={gid},mode=0700"
                 ),
             },

@@ -214,12 +214,14 @@ class DockerSandbox(SessionSandbox):
         stdin: bytes = b"",
         sweep: Sweep = Sweep.ON_KILL,
         cancelled: threading.Event | None = None,
+        python: str = "",
     ) -> ExecOutcome:
-        if not argv:
+        if not argv and not python:
             raise InvalidRequest("exec needs a program: argv is empty")
         request = ExecRequest(
             timeout_s=timeout_s,
-            argv=list(argv),
+            argv=[] if python else list(argv),
+            python=python,
             stream=True,
             sweep=sweep.value,
             output_limit_bytes=output_limit_bytes,

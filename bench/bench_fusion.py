@@ -1,0 +1,204 @@
+"""Figures of the SandboxFusion-compatible HTTP API (not tests). Run:
+``python bench/bench_fusion.py [--quick] [--sandboxfusion URL]``; prints JSON.
+
+One ``skillopt serve --http-listen`` subprocess (code runs from
+``skillopt-runtime-polyglot:latest``), driven by SandboxFusion's own PyPI client:
+
+1. ``python_hello``: ``print("hello")`` one request at a time on a warm host (the pool is left
+   to refill between requests, outside the timing), client-side latency p50/p95 (ms).
+2. ``clients_8``: 8 concurrent clients looping python hello worlds for ``--seconds``:
+   requests/min, errors, latency p50/p95.
+3. ``cpp_50_lines``: compile and run a 50-line C++ program through ``/run_code`` (p50 of the
+   whole request) against the same ``g++`` + run in a bare ``docker run`` of the same image
+   (hardened the same way, no pool) on this machine.
+
+``--sandboxfusion URL``: the same 1 and 2 against a SandboxFusion server already running
+there (its repository's default local config), side by side in the same JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CPP = "\n".join(
+    ["#include <iostream>", "#include <vector>", "#include <algorithm>", "using namespace std;"]
+    + [f"int f{i}(int x) {{ return x * {i} + {i % 7}; }}" for i in range(40)]
+    + [
+        "int main() {",
+        "  vector<int> v; for (int i = 0; i < 1000; ++i) v.push_back(f3(i) % 101);",
+        "  sort(v.begin(), v.end()); long s = 0; for (int x : v) s += x;",
+        "  cout << s << endl; return 0;",
+        "}",
+    ]
+)
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def wait_warm(grpc_address: str, image: str, idle: int, timeout_s: float = 300.0) -> None:
+    """Until the host has ``idle`` warm containers of ``image`` (its Describe's pool_idle)."""
+    from controller.client.sandbox_client import ChannelConfig, SandboxClient
+
+    deadline = time.monotonic() + timeout_s
+    with SandboxClient(ChannelConfig(address=grpc_address)) as client:
+        while time.monotonic() < deadline:
+            pools = client.describe(timeout_s=30).pool_idle
+            if sum(n for key, n in pools.items() if key.startswith(image + "@")) >= idle:
+                return
+            time.sleep(0.2)
+
+
+def hello_sequential(
+    endpoint: str, n: int, pause_s: float, warm: tuple[str, str] | None = None
+) -> dict[str, float]:
+    from sandbox_fusion import RunCodeRequest, run_code
+
+    times = []
+    for _ in range(n):
+        if warm:
+            wait_warm(*warm, idle=2)  # a warm host: the pool has refilled
+        t = time.perf_counter()
+        resp = run_code(
+            RunCodeRequest(code='print("hello")', language="python"), endpoint=endpoint, max_attempts=1
+        )
+        times.append((time.perf_counter() - t) * 1000)
+        assert resp.run_result.stdout == "hello\n", resp
+        time.sleep(pause_s)  # a warm host: the pool refills between requests
+    return {"n": n, "p50_ms": round(statistics.median(times), 1), "p95_ms": round(pct(times, 0.95), 1)}
+
+
+def clients(endpoint: str, count: int, seconds: float) -> dict[str, float]:
+    from sandbox_fusion import RunCodeRequest, run_code
+
+    lat: list[float] = []
+    errors: list[str] = []
+    end = time.monotonic() + seconds
+    lock = threading.Lock()
+
+    def loop() -> None:
+        while time.monotonic() < end:
+            t = time.perf_counter()
+            try:
+                resp = run_code(
+                    RunCodeRequest(code='print("hello")', language="python"),
+                    endpoint=endpoint,
+                    max_attempts=1,
+                )
+                ok = resp.run_result is not None and resp.run_result.stdout == "hello\n"
+            except Exception as exc:
+                ok, resp = False, exc
+            with lock:
+                (lat.append((time.perf_counter() - t) * 1000) if ok else errors.append(str(resp)[:200]))
+
+    threads = [threading.Thread(target=loop) for _ in range(count)]
+    t0 = time.monotonic()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    elapsed = time.monotonic() - t0
+    return {
+        "clients": count,
+        "seconds": round(elapsed, 1),
+        "requests_per_min": round(len(lat) / elapsed * 60, 1),
+        "errors": len(errors),
+        "first_error": errors[0] if errors else "",
+        "p50_ms": round(statistics.median(lat), 1) if lat else float("nan"),
+        "p95_ms": round(pct(lat, 0.95), 1),
+    }
+
+
+def cpp_side_by_side(endpoint: str, image: str, n: int) -> dict[str, float]:
+    from sandbox_fusion import RunCodeRequest, run_code
+
+    api = []
+    for _ in range(n):
+        t = time.perf_counter()
+        resp = run_code(
+            RunCodeRequest(code=CPP, language="cpp", compile_timeout=60), endpoint=endpoint, max_attempts=1
+        )
+        api.append((time.perf_counter() - t) * 1000)
+        assert resp.status == "Success", resp
+        time.sleep(1.0)
+    bare = []
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "main.cpp").write_text(CPP)
+        os.chmod(tmp, 0o777)
+        cmd = [
+            "docker", "run", "--rm", "--network", "none", "--read-only", "--cap-drop", "ALL",
+            "--security-opt", "no-new-privileges", "--user", "1000:1000", "--memory", "1g", "--cpus", "1",
+            "--tmpfs", "/tmp:rw,exec", "-v", f"{tmp}:/src:ro", "--entrypoint", "sh", image, "-c",
+            "cd /tmp && g++ -std=c++17 /src/main.cpp -o test -lpthread && ./test",
+        ]  # fmt: skip
+        for _ in range(n):
+            t = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True)
+            bare.append((time.perf_counter() - t) * 1000)
+    p_api, p_bare = statistics.median(api), statistics.median(bare)
+    return {
+        "n": n,
+        "api_p50_ms": round(p_api, 1),
+        "bare_docker_run_p50_ms": round(p_bare, 1),
+        "ratio": round(p_api / p_bare, 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--sandboxfusion", default="", help="URL of a running SandboxFusion server")
+    args = parser.parse_args()
+    from controller.embedded import spawn_service, wait_listening
+    from sandbox.service.languages import POLYGLOT_IMAGE
+
+    n = 10 if args.quick else 40
+    seconds = 20.0 if args.quick else args.seconds
+    tmp = Path(tempfile.mkdtemp(prefix="so-bf-"))
+    proc = spawn_service(
+        [
+            "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--http-port-file", str(tmp / "hp"),
+            "--host-id", f"bench-{uuid.uuid4().hex[:4]}", "--state-dir", str(tmp / "state"),
+            "--capacity", "8", "--pool-size", "8", "--exec-agents", "off",
+        ]
+    )  # fmt: skip
+    out: dict[str, object] = {"machine_cpus": os.cpu_count(), "load_avg_1m_at_start": os.getloadavg()[0]}
+    try:
+        port = wait_listening(proc, 120)
+        endpoint = f"http://127.0.0.1:{(tmp / 'hp').read_text()}"
+        warm = (f"127.0.0.1:{port}", POLYGLOT_IMAGE)
+        out["python_hello"] = hello_sequential(endpoint, n, 0.0, warm)
+        wait_warm(*warm, idle=8)
+        out["clients_8"] = clients(endpoint, 8, seconds)
+        wait_warm(*warm, idle=2)
+        out["cpp_50_lines"] = cpp_side_by_side(endpoint, POLYGLOT_IMAGE, 3 if args.quick else 10)
+        if args.sandboxfusion:
+            out["sandboxfusion"] = {
+                "python_hello": hello_sequential(args.sandboxfusion, n, 0.0),
+                "clients_8": clients(args.sandboxfusion, 8, seconds),
+            }
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    out["load_avg_1m_at_end"] = os.getloadavg()[0]
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
