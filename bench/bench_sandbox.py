@@ -106,10 +106,10 @@ def _wait_idle(client: SandboxClient, n: int) -> None:
 
 
 @contextlib.contextmanager
-def served(reply: str, concurrency: int) -> Iterator[SandboxClient]:
-    """The production shape: a sandbox service and the scripted model server (always answering
-    ``reply``), processes of their own; yields a client of the service."""
-    tmp = Path(tempfile.mkdtemp(prefix="so-bench-", dir="/tmp"))
+def model_server(reply: str) -> Iterator[str]:
+    """The scripted model server (always answering ``reply``), a process of its own; yields its
+    base URL."""
+    tmp = Path(tempfile.mkdtemp(prefix="so-bench-model-", dir="/tmp"))
     scenario = tmp / "scenario.json"
     scenario.write_text(json.dumps({"rules": [], "default": {"reply": {"text": reply}}}))
     model = subprocess.Popen(
@@ -127,39 +127,61 @@ def served(reply: str, concurrency: int) -> Iterator[SandboxClient]:
         stderr=subprocess.DEVNULL,
         text=True,
     )
-    base_url = model.stdout.readline().split()[-1]  # its first line is the base URL
-    threading.Thread(target=model.stdout.read, daemon=True).start()
+    try:
+        base_url = model.stdout.readline().split()[-1]  # its first line is the base URL
+        threading.Thread(target=model.stdout.read, daemon=True).start()
+        yield base_url
+    finally:
+        model.send_signal(signal.SIGTERM)
+        model.wait(60)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def host(
+    base_url: str,
+    concurrency: int,
+    *,
+    host_id: str = "",
+    extra: list[str] | None = None,
+) -> Iterator[tuple[subprocess.Popen, SandboxClient, Path]]:
+    """A real ``skillopt serve`` process (capacity and warm pool ``concurrency``, the scripted
+    model at ``base_url`` as provider ``scripted``); yields the process, a client of it and its
+    directory (token, ``state/``, and ``tmp/``, its ``TMPDIR``: every file it leaves is there).
+    The process is stopped with SIGTERM (a drain) at the end unless it already exited."""
+    tmp = Path(tempfile.mkdtemp(prefix="so-bench-", dir="/tmp"))
     (tmp / "token").write_text("bench")
+    (tmp / "tmp").mkdir()
     service = spawn_service(
         [
-            "--listen",
-            "127.0.0.1:0",
-            "--token-file",
-            str(tmp / "token"),
-            "--host-id",
-            f"bench-{uuid.uuid4().hex[:6]}",
-            "--state-dir",
-            str(tmp / "state"),
-            "--capacity",
-            str(concurrency),
-            "--pool-size",
-            str(concurrency),
-            "--provider",
-            f"scripted=openai_compatible,base_url={base_url},max_retries=0",
-            "--log-level",
-            "warning",
+            "--listen", "127.0.0.1:0", "--token-file", str(tmp / "token"),
+            "--host-id", host_id or f"bench-{uuid.uuid4().hex[:6]}", "--state-dir", str(tmp / "state"),
+            "--capacity", str(concurrency), "--pool-size", str(concurrency),
+            "--provider", f"scripted=openai_compatible,base_url={base_url},max_retries=0",
+            "--log-level", "warning", *(extra or []),
         ],
-    )
-    port = wait_listening(service, 120)
-    client = SandboxClient(ChannelConfig(address=f"127.0.0.1:{port}", token="bench"))
+        env={"TMPDIR": str(tmp / "tmp")},
+    )  # fmt: skip
+    client: SandboxClient | None = None
     try:
-        yield client
+        port = wait_listening(service, 120)
+        client = SandboxClient(ChannelConfig(address=f"127.0.0.1:{port}", token="bench"))
+        yield service, client, tmp
     finally:
-        client.close()
-        for proc in (service, model):
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(60)
+        if client is not None:
+            client.close()
+        if service.poll() is None:
+            service.send_signal(signal.SIGTERM)
+            service.wait(60)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def served(reply: str, concurrency: int) -> Iterator[SandboxClient]:
+    """The production shape: a sandbox service and the scripted model server (always answering
+    ``reply``), processes of their own; yields a client of the service."""
+    with model_server(reply) as base_url, host(base_url, concurrency) as (_, client, _dir):
+        yield client
 
 
 def first_instruction(waves: int, concurrency: int) -> dict[str, float]:

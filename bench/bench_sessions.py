@@ -29,8 +29,9 @@ sys.path.insert(0, str(ROOT))
 MiB = 1024 * 1024
 
 
-def rss_bytes() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
+def rss_bytes(pid: int | str = "self") -> int:
+    """The resident set of process ``pid`` (this one by default), from ``/proc``."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     return 0

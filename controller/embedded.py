@@ -205,15 +205,17 @@ def spawn_service(
     stderr: Any = subprocess.DEVNULL,
     stdin: Any = subprocess.DEVNULL,
     new_session: bool = False,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen:
-    """Start ``skillopt serve <serve_args>`` (this interpreter, the project root as cwd)."""
+    """Start ``skillopt serve <serve_args>`` (this interpreter, the project root as cwd);
+    ``env``: variables set on top of this process's environment (e.g. a private ``TMPDIR``)."""
     return subprocess.Popen(
         [sys.executable, "-m", "controller.cli", "serve", *serve_args],
         stdout=subprocess.PIPE,
         stderr=stderr,
         stdin=stdin,
         cwd=Path(__file__).resolve().parents[1],
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         start_new_session=new_session,
     )
 

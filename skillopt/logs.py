@@ -6,11 +6,14 @@ import logging
 import re
 import sys
 from collections.abc import Mapping, MutableMapping
-from typing import Any, TextIO
+from pathlib import Path
+from typing import Any, TextIO, cast
 
 import structlog
 
-__all__ = ["REDACTED", "configure_logging", "is_secret_key", "redact", "redact_text"]
+from skillopt.durable import append_text
+
+__all__ = ["REDACTED", "LogFile", "configure_logging", "is_secret_key", "redact", "redact_text"]
 
 REDACTED = "***"
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization|credential)", re.I)
@@ -46,7 +49,9 @@ def _redact_processor(_logger: Any, _method: str, event_dict: MutableMapping[str
     return {k: redact(v, k) for k, v in event_dict.items()}
 
 
-def configure_logging(*, json: bool = True, level: str = "info", stream: TextIO | None = None) -> None:
+def configure_logging(
+    *, json: bool = True, level: str = "info", stream: TextIO | LogFile | None = None
+) -> None:
     """Configure structlog for the process: JSON lines (services) or console (interactive)."""
     out = stream or sys.stderr
     renderer: Any = (
@@ -62,6 +67,36 @@ def configure_logging(*, json: bool = True, level: str = "info", stream: TextIO 
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
-        logger_factory=structlog.PrintLoggerFactory(file=out),
+        logger_factory=structlog.PrintLoggerFactory(file=cast(TextIO, out)),  # write + flush is all it uses
         cache_logger_on_first_use=False,
     )
+
+
+class LogFile:
+    """A log destination for :func:`configure_logging`: each line appended whole to ``path``.
+
+    A line the disk has no room for is dropped (counted in :attr:`lost`), never half written,
+    and never raised: a log call must not fail a run (or turn into a rollout's error in some
+    worker thread) when the disk fills; the run's own writes say so, naming the directory.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lost = 0
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        if "\n" in self._pending:
+            whole, _, self._pending = self._pending.rpartition("\n")
+            try:
+                append_text(self.path, whole + "\n")
+            except OSError:
+                self.lost += whole.count("\n") + 1
+        return len(text)
+
+    def flush(self) -> None:
+        """Lines are written as they end; nothing is buffered past one."""
+
+    def close(self) -> None:
+        """Nothing stays open between lines."""

@@ -379,8 +379,8 @@ def _shown(value: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from controller.rundir.lock import acquire_run_lock
-    from skillopt.durable import atomic_write_json
-    from skillopt.logs import configure_logging
+    from skillopt.durable import atomic_write_json, atomic_write_text
+    from skillopt.logs import LogFile, configure_logging
     from skillopt.trainer.rundir import layout
 
     try:
@@ -406,16 +406,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"skillopt eval: {exc.message}", file=sys.stderr)
         return 2
     atomic_write_json(out / layout.EVAL_CONFIG, plan.record())
-    with open(out / "eval.log", "a", encoding="utf-8") as log_file:
-        configure_logging(json=True, level=plan.cfg.run.log_level, stream=log_file)
-        try:
-            summary = _evaluate(plan)
-        except SkillOptError as exc:
-            print(f"skillopt eval: {exc.message}", file=sys.stderr)
-            print(f"(continue with: skillopt eval --resume {out})", file=sys.stderr)
-            return 1
+    # Whole lines; a full disk drops them, never raises (the eval's own writes say so).
+    configure_logging(json=True, level=plan.cfg.run.log_level, stream=LogFile(out / "eval.log"))
+    try:
+        summary = _evaluate(plan)
+    except SkillOptError as exc:
+        print(f"skillopt eval: {exc.message}", file=sys.stderr)
+        print(f"(continue with: skillopt eval --resume {out})", file=sys.stderr)
+        return 1
     report = summary.to_json()
-    (out / layout.EVAL_SUMMARY).write_text(json.dumps(report, indent=2) + "\n")
+    atomic_write_text(out / layout.EVAL_SUMMARY, json.dumps(report, indent=2) + "\n")
     _print_scores(plan, summary)
     print(json.dumps(report))
     if not summary.ok:

@@ -298,6 +298,10 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    # A hang-up (its terminal or ssh session closed) drains like SIGTERM: unhandled, it killed
+    # the host on the spot, failing its running rollouts and leaving their containers behind
+    # until the next reaper (found by bench/bench_soak.py's host cycles).
+    signal.signal(signal.SIGHUP, lambda *_: stop.set())
     if args.exit_with_parent:
         # The parent never writes; EOF means it is gone (even after kill -9): clean up.
         def wait_for_eof() -> None:

@@ -99,13 +99,14 @@ def run(args: argparse.Namespace) -> int:
     from controller.session import decide_simulation, open_session
     from controller.ui.curve import CurvePlotter
     from controller.ui.progress import ProgressDisplay
-    from skillopt.logs import configure_logging
+    from skillopt.durable import is_disk_full
+    from skillopt.logs import LogFile, configure_logging
     from skillopt.skill.package import load_skill
     from skillopt.tracking import tracking_callbacks
     from skillopt.trainer import Trainer
     from skillopt.trainer.callbacks import Callback
     from skillopt.trainer.planning import load_data
-    from skillopt.trainer.rundir import RunDirectory, RunDirectoryDamaged, layout
+    from skillopt.trainer.rundir import RunDirectory, RunDirectoryDamaged, RunDirectoryFull, layout
     from skillopt.trainer.state import refuse_mode_change
 
     try:
@@ -134,7 +135,12 @@ def run(args: argparse.Namespace) -> int:
     except SkillOptError as exc:
         print(f"skillopt train: {exc.message}", file=sys.stderr)
         return 2
-    log_file = open(out / layout.TRAIN_LOG, "a", encoding="utf-8")  # noqa: SIM115 - for the whole run
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        print(f"skillopt train: {RunDirectoryFull.from_os_error(out, exc).message}", file=sys.stderr)
+        return 1
+    log_file = LogFile(out / layout.TRAIN_LOG)  # whole lines; a full disk drops them, never raises
     configure_logging(json=True, level=cfg.run.log_level, stream=log_file)
     progress = ProgressDisplay()
     callbacks: list[Callback] = [progress] if cfg.run.progress else []
@@ -169,10 +175,14 @@ def run(args: argparse.Namespace) -> int:
                 environment=session.environment,
             )
             result = trainer.fit()
-    except SkillOptError as exc:
+    except (SkillOptError, OSError) as exc:
+        if isinstance(exc, OSError) and not is_disk_full(exc):  # a bug or the machine: the traceback helps
+            raise
+        # A full disk met outside the trainer's writes (e.g. the sandbox's log there) says the same.
+        error = exc if isinstance(exc, SkillOptError) else RunDirectoryFull.from_os_error(out, exc)
         progress._stop()
-        print(f"skillopt train: {exc.message}", file=sys.stderr)
-        if not isinstance(exc, RunDirectoryDamaged):  # its message says what to do instead
+        print(f"skillopt train: {error.message}", file=sys.stderr)
+        if not isinstance(error, RunDirectoryDamaged):  # its message says what to do instead
             print(f"(run dir {out}; continue with: skillopt train --resume {out})", file=sys.stderr)
         return 1
     finally:

@@ -83,9 +83,14 @@ def plot_history(history: Sequence[Mapping[str, Any]], baseline: float | None, p
     ax.set_title("skillopt training curve")
     fig.tight_layout()
     tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        fig.savefig(tmp)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk: no half picture left behind
+        raise
+    finally:
+        plt.close(fig)
 
 
 class CurvePlotter(Callback):

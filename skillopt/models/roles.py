@@ -18,6 +18,7 @@ from typing import Any
 
 import structlog
 
+from skillopt.durable import append_text
 from skillopt.errors import ModelError
 from skillopt.models._errors import is_retryable
 from skillopt.models.base import ChatModel, ChatRequest
@@ -83,9 +84,9 @@ class UsageTracker:
                 if prefix is not None:
                     record.update(model=model, prefix=prefix.to_json())
                 line = json.dumps(record)
-                # One write() per addition; a crash leaves at most a torn last line.
-                with open(self._ledger, "a", encoding="utf-8") as fh:
-                    fh.write(line + "\n")
+                # One write() per addition; a crash leaves at most a torn last line, a full disk
+                # none (the addition is refused whole).
+                append_text(self._ledger, line + "\n")
 
     def attach_ledger(self, path: Path) -> None:
         """Append every later addition to ``path``; when it exists already (a resumed run),

@@ -23,10 +23,12 @@ import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TypeVar
 
 import structlog
 
+from skillopt.durable import is_disk_full
 from skillopt.gate import gate_power_notice
 from skillopt.trainer.callbacks import (
     EpochEndEvent,
@@ -39,7 +41,7 @@ from skillopt.trainer.callbacks import (
 )
 from skillopt.trainer.context import RunContext, StopAtStage
 from skillopt.trainer.planning import Batch, plan_epoch
-from skillopt.trainer.rundir import layout
+from skillopt.trainer.rundir import RunDirectoryFull, layout
 from skillopt.trainer.segments import (
     BaselineSegment,
     EpochEndState,
@@ -86,7 +88,22 @@ class FitLoop:
         )
 
     def run(self) -> FitResult:
-        """Train, evaluate on test, write ``summary.json``; returns the result."""
+        """Train, evaluate on test, write ``summary.json``; returns the result.
+
+        Raises:
+            RunDirectoryFull: the run directory's filesystem filled up (the run stopped at a
+                write, which left the old file; ``--resume`` continues once there is space).
+        """
+        try:
+            return self._run()
+        except OSError as exc:
+            root = self.ctx.run.root
+            inside = not exc.filename or Path(str(exc.filename)).is_relative_to(root)
+            if is_disk_full(exc) and inside:
+                raise RunDirectoryFull.from_os_error(root, exc) from exc
+            raise
+
+    def _run(self) -> FitResult:
         ctx, t_fit = self.ctx, time.monotonic()
         resume_from = ctx.restore()
         # Every optimizer call is on record as it happens: a step killed before it committed

@@ -189,8 +189,11 @@ def test_sandbox_exec_cli_contract(docker_client, sample, short_tmp):
     assert res.returncode == 2 and "cannot read" in res.stderr
 
 
+# SIGHUP too: a closed terminal or ssh session drains the host like SIGTERM (unhandled, it
+# killed the host at once, failing its rollouts and leaving their containers: bench_soak).
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_sigterm_drains_in_flight_rollouts_and_refuses_new_ones(
-    docker_client, scripted, scripts, sample, short_tmp
+    docker_client, scripted, scripts, sample, short_tmp, sig
 ):
     from skillopt.errors import Draining, SandboxUnavailable
     from skillopt.testing.fixtures.spreadsheetbench import solution_code
@@ -221,7 +224,7 @@ def test_sigterm_drains_in_flight_rollouts_and_refuses_new_ones(
     t = threading.Thread(target=run)
     t.start()
     assert executing.wait(120)
-    svc.proc.send_signal(signal.SIGTERM)
+    svc.proc.send_signal(sig)
     # The signal is handled asynchronously: wait for the health status to flip (an event).
     assert client.wait_until_not_serving(timeout_s=60)
     # Draining: a new rollout is refused with UNAVAILABLE (Draining by the status's typed

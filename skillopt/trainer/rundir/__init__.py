@@ -13,13 +13,20 @@ from skillopt.trainer.rundir.results import (
     target_usage_on_disk,
 )
 from skillopt.trainer.rundir.rowjson import row_from_json, row_to_json, trace_from_json, trace_to_json
-from skillopt.trainer.rundir.store import DirStageCache, Failpoint, RunDirectory, RunDirectoryDamaged
+from skillopt.trainer.rundir.store import (
+    DirStageCache,
+    Failpoint,
+    RunDirectory,
+    RunDirectoryDamaged,
+    RunDirectoryFull,
+)
 
 __all__ = [
     "DirStageCache",
     "Failpoint",
     "RunDirectory",
     "RunDirectoryDamaged",
+    "RunDirectoryFull",
     "append_row",
     "layout",
     "load_rows",

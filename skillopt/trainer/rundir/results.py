@@ -3,7 +3,9 @@
 Each rollout directory holds ``results.jsonl`` (one line per finished item, appended as rows
 arrive) and ``predictions/<id>/`` (trace, prompts, code, produced files). A row is appended
 only after its prediction files are written, so on resume every id in ``results.jsonl`` is
-complete and is not sent again; a torn last line from a crash is dropped. Rows that ended on
+complete and is not sent again; a torn last line from a crash is dropped. A full disk tears
+nothing: prediction files are replaced atomically and a row's line is appended whole or not at
+all (:mod:`skillopt.durable`). Rows that ended on
 infrastructure are the exception: a resumed batch moves them to ``infra_attempts.jsonl`` and
 runs those items again.
 """
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import structlog
 
-from skillopt.durable import atomic_write_text
+from skillopt.durable import append_text, atomic_write_bytes, atomic_write_text
 from skillopt.models.prefix import PrefixMeter
 from skillopt.trainer.rundir.layout import INFRA_ATTEMPTS, PREDICTIONS, RESULTS, target_stage
 from skillopt.trainer.rundir.rowjson import row_from_json, row_to_json, trace_from_json, trace_to_json
@@ -121,8 +123,7 @@ def set_aside_infra_rows(out_dir: Path, rows: dict[str, RolloutResult]) -> dict[
                 (move if json.loads(line)["id"] in failed else keep).append(line)
         # Record first, then drop: a crash in between leaves the row in both, which only
         # counts one attempt too many.
-        with open(aside, "a", encoding="utf-8") as fh:
-            fh.write("".join(line + "\n" for line in move))
+        append_text(aside, "".join(line + "\n" for line in move))
         _rewrite(path, keep)
         for k in failed:
             del rows[k]
@@ -142,33 +143,28 @@ def append_row(out_dir: Path, row: RolloutResult, task_type: str) -> None:
     pdir = prediction_dir(out_dir, row.id)
     pdir.mkdir(parents=True, exist_ok=True)
     t = row.trace
-    (pdir / "trace.json").write_text(
-        json.dumps(trace_to_json(t, row.cases), ensure_ascii=False), encoding="utf-8"
-    )
-    (pdir / "conversation.json").write_text(
-        json.dumps(
+    # Each file whole or absent (a full disk mid-write leaves no half JSON); not fsynced: a row
+    # whose line did not reach results.jsonl is run again and its files written again.
+    texts = {
+        "trace.json": json.dumps(trace_to_json(t, row.cases), ensure_ascii=False),
+        "conversation.json": json.dumps(
             [{"role": m.role, "content": m.content} for m in t.messages], ensure_ascii=False, indent=1
         ),
-        encoding="utf-8",
-    )
-    if t.system_prompt:
-        (pdir / "target_system_prompt.txt").write_text(t.system_prompt, encoding="utf-8")
-    if t.user_prompt:
-        (pdir / "target_user_prompt.txt").write_text(t.user_prompt, encoding="utf-8")
-    if t.code:
-        (pdir / "code.py").write_text(t.code, encoding="utf-8")
-    for key, text in t.notes.items():
-        (pdir / f"{_safe(key)}.txt").write_text(text, encoding="utf-8")
+    }
+    optional = {"target_system_prompt.txt": t.system_prompt, "target_user_prompt.txt": t.user_prompt}
+    texts |= {name: text for name, text in [*optional.items(), ("code.py", t.code)] if text}
+    texts |= {f"{_safe(key)}.txt": text for key, text in t.notes.items()}
+    for name, text in texts.items():
+        atomic_write_text(pdir / name, text, durable=False)
     for art in row.artifacts:
         target = pdir / "artifacts" / art.name
         if target.resolve().is_relative_to(pdir.resolve()):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(art.content)
+            atomic_write_bytes(target, art.content, durable=False)
     line = json.dumps(row_to_json(row, task_type=task_type), ensure_ascii=False) + "\n"
     # One write() per row: a crash (even kill -9) leaves at most a torn last line, which
-    # load_rows drops. No fsync per row: after a power loss a row is re-run, never doubled.
-    with open(out_dir / RESULTS, "a", encoding="utf-8") as fh:
-        fh.write(line)
+    # load_rows drops; a full disk leaves none. No fsync per row: after a power loss a row is
+    # re-run, never doubled.
+    append_text(out_dir / RESULTS, line)
 
 
 def target_usage_on_disk(run_root: Path) -> dict[str, Usage]:

@@ -33,7 +33,7 @@ from skillopt.trainer.records import StepRecord
 from skillopt.trainer.rundir import layout
 from skillopt.trainer.state import TrainerState
 
-__all__ = ["DirStageCache", "Failpoint", "RunDirectory", "RunDirectoryDamaged"]
+__all__ = ["DirStageCache", "Failpoint", "RunDirectory", "RunDirectoryDamaged", "RunDirectoryFull"]
 
 log = structlog.get_logger("skillopt.trainer.rundir")
 
@@ -43,6 +43,20 @@ CACHE_KEY_FIELD = "cache_key"
 
 class RunDirectoryDamaged(SkillOptError):
     """A file the run needs is unreadable (truncated, not JSON, wrong shape)."""
+
+
+class RunDirectoryFull(SkillOptError):
+    """The run directory's filesystem has no space left (ENOSPC, or the quota): the run stopped
+    at a write, which left the old file (atomic writes) or no half record (appends)."""
+
+    @classmethod
+    def from_os_error(cls, root: Path, exc: OSError) -> RunDirectoryFull:
+        """The error for ``exc`` (a disk-full ``OSError``) met while writing into ``root``."""
+        what = f" (writing {exc.filename})" if exc.filename else ""
+        return cls(
+            f"no space left on the filesystem of the run directory {root}{what}: the run stopped "
+            "there, every file it wrote is whole. Free space on that filesystem first"
+        )
 
 
 def _exit_as_killed() -> None:
