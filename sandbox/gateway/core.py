@@ -28,6 +28,7 @@ import structlog
 
 from sandbox.gateway.cache import CACHE_MODES, ExchangeCache, StoredResponse, canonical_key
 from sandbox.gateway.session import GatewaySession
+from sandbox.gateway.spans import model_call_failed, model_call_span
 from sandbox.gateway.usage import parse_usage
 from skillopt.errors import (
     ConfigError,
@@ -40,6 +41,7 @@ from skillopt.models._errors import model_error_for_status, redact
 from skillopt.models.base import SEED_HEADER, ChatModel, ChatRequest, ChatResponse
 from skillopt.models.prefix import chat_payload, prompt_prefix
 from skillopt.models.profiles import ProviderProfile
+from skillopt.observability import tracing
 from skillopt.types import Usage
 
 __all__ = ["Gateway", "GatewayChatModel"]
@@ -136,6 +138,7 @@ class Gateway:
             budget_tokens=budget_tokens,
             cache_mode=mode,
             seed=seed,
+            trace_parent=tracing.current(),  # the opening rollout's (None while tracing is off)
         )
         with self._lock:
             self._sessions[session.token] = session
@@ -170,6 +173,7 @@ class Gateway:
                     rollout_id=session.rollout_id,
                 )
                 session.error = session.error or err
+                model_call_failed(session, api, time.monotonic(), err)
                 raise err
             return hit
         return None
@@ -231,7 +235,11 @@ class Gateway:
             out_headers[SEED_HEADER] = str(session.seed)
         url = self.upstream_url(session.profile, api, query)
         data = json.dumps(payload).encode("utf-8")
-        response = self._open(url, out_headers, data, session)
+        try:
+            response = self._open(url, out_headers, data, session)
+        except ModelError as exc:
+            model_call_failed(session, api, t0, exc)
+            raise
         content_type = response.headers.get("content-type", "application/json")
         if response.status_code >= 400:
             # The provider refused or failed (after our retries): relay its answer once, and
@@ -362,6 +370,16 @@ class Gateway:
             usage = Usage(calls=1)
         record = usage.to_dict()
         del record["calls"]
+        model_call_span(
+            session,
+            api,
+            t0,
+            status=resp.status,
+            usage=usage,
+            replayed=replayed,
+            payload=payload,
+            response=resp.body,
+        )
         session.add(
             {
                 "api": api,
@@ -400,6 +418,7 @@ class Gateway:
             )
         except ModelError as exc:
             session.fail(exc)
+            model_call_failed(session, "chat", t0, exc)
             raise
         body = json.dumps(_response_json(reply)).encode("utf-8")
         stored = StoredResponse(

@@ -34,6 +34,8 @@ class GatewaySession:
     exchanges: list[dict[str, Any]] = field(default_factory=list)
     error: Exception | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: The rollout's trace context (its model calls' spans nest under it); None: not traced.
+    trace_parent: Any = None
 
     def add(self, exchange: dict[str, Any], usage: Usage) -> None:
         with self.lock:
