@@ -129,7 +129,7 @@ def _unary(behaviour: Callable[..., Any], method: str, parent: Any) -> Callable[
         try:
             response = behaviour(request, context)
         except BaseException as exc:
-            sp.record_exception(exc)
+            sp.set_attribute("error.type", type(exc).__name__)
             _end_with_status(sp, _code(context) or grpc.StatusCode.UNKNOWN, str(exc))
             raise
         finally:
@@ -167,7 +167,7 @@ def _streaming(behaviour: Callable[..., Any], method: str, parent: Any) -> Calla
             code = grpc.StatusCode.CANCELLED  # the caller went away mid-stream
             raise
         except BaseException as exc:
-            sp.record_exception(exc)
+            sp.set_attribute("error.type", type(exc).__name__)
             code = _code(context) or grpc.StatusCode.UNKNOWN
             raise
         finally:

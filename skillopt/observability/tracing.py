@@ -243,7 +243,24 @@ def span(
     """
     if _tracer is None:
         return _NULL
-    return _tracer.start_as_current_span(name, context=parent, kind=_kind(kind), attributes=attributes)
+    return _live_span(name, attributes, parent, kind)
+
+
+@contextlib.contextmanager
+def _live_span(name: str, attributes: Mapping[str, Any] | None, parent: Any, kind: str) -> Iterator[Any]:
+    with _tracer.start_as_current_span(
+        name,
+        context=parent,
+        kind=_kind(kind),
+        attributes=attributes,
+        record_exception=False,  # an exception's text may quote a prompt: its type only, below
+        set_status_on_exception=False,
+    ) as sp:
+        try:
+            yield sp
+        except BaseException as exc:
+            _failed(sp, exc)
+            raise
 
 
 def start_span(
@@ -254,17 +271,21 @@ def start_span(
     return _tracer.start_span(name, context=parent, kind=_kind(kind), attributes=attributes)
 
 
-def end_span(sp: Any, *, error: BaseException | str | None = None, end_ns: int | None = None) -> None:
-    """End ``sp``, failed when ``error`` is given (an exception is recorded as an event)."""
-    if error is not None:
-        from opentelemetry.trace import Status, StatusCode
+def _failed(sp: Any, error: BaseException | str) -> None:
+    """Mark ``sp`` failed: by an exception's type alone (its text may quote a prompt or a
+    model's answer), or by ``error`` when it is a description of ours."""
+    from opentelemetry.trace import Status, StatusCode
 
-        if isinstance(error, BaseException):
-            sp.record_exception(error)
-            message = getattr(error, "message", None) or str(error) or type(error).__name__
-        else:
-            message = error
-        sp.set_status(Status(StatusCode.ERROR, str(message)[:300]))
+    if isinstance(error, BaseException):
+        sp.set_attribute("error.type", type(error).__name__)
+        error = type(error).__name__
+    sp.set_status(Status(StatusCode.ERROR, error[:300]))
+
+
+def end_span(sp: Any, *, error: BaseException | str | None = None, end_ns: int | None = None) -> None:
+    """End ``sp``, failed when ``error`` is given (see :func:`_failed`)."""
+    if error is not None:
+        _failed(sp, error)
     sp.end(end_time=end_ns)
 
 

@@ -98,7 +98,9 @@ def test_spans_nest_record_failures_and_follow_work_to_other_threads():
     for name in ("failing", "in_thread", "past"):
         assert spans[name].parent is not None and spans[name].parent.span_id == outer_id, name
         assert spans[name].context.trace_id == spans["outer"].context.trace_id
-    assert spans["failing"].status.status_code.name == "ERROR"
+    failing = spans["failing"]  # failed by the exception's type, never its text
+    assert failing.status.status_code.name == "ERROR" and failing.status.description == "ValueError"
+    assert failing.attributes["error.type"] == "ValueError" and not failing.events
     past = spans["past"]
     assert past.end_time - past.start_time >= 5_000_000  # its own interval, not "now"
     assert spans["outer"].start_time <= past.start_time <= past.end_time <= spans["outer"].end_time
