@@ -141,6 +141,7 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
                 span.set_attributes(tracing.result_attributes(result))
                 handle.finish(result)
             except BaseException as exc:  # DeadlineExceeded, or a bug: the stream ends with its status
+                span.set_attribute("skillopt.outcome", f"error:{type(exc).__name__}")
                 if not isinstance(exc, SkillOptError):
                     log.exception("run.crashed", rollout_id=request.rollout_id)
                 handle.finish(None, exc)
