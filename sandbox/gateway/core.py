@@ -41,7 +41,6 @@ from skillopt.models._errors import model_error_for_status, redact
 from skillopt.models.base import SEED_HEADER, ChatModel, ChatRequest, ChatResponse
 from skillopt.models.prefix import chat_payload, prompt_prefix
 from skillopt.models.profiles import ProviderProfile
-from skillopt.observability import tracing
 from skillopt.types import Usage
 
 __all__ = ["Gateway", "GatewayChatModel"]
@@ -138,7 +137,6 @@ class Gateway:
             budget_tokens=budget_tokens,
             cache_mode=mode,
             seed=seed,
-            trace_parent=tracing.current(),  # the opening rollout's (None while tracing is off)
         )
         with self._lock:
             self._sessions[session.token] = session
@@ -370,16 +368,7 @@ class Gateway:
             usage = Usage(calls=1)
         record = usage.to_dict()
         del record["calls"]
-        model_call_span(
-            session,
-            api,
-            t0,
-            status=resp.status,
-            usage=usage,
-            replayed=replayed,
-            payload=payload,
-            response=resp.body,
-        )
+        model_call_span(session, api, t0, resp, usage, payload, replayed=replayed)
         session.add(
             {
                 "api": api,

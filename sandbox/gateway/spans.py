@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sandbox.gateway.cache import StoredResponse
 from sandbox.gateway.session import GatewaySession
 from skillopt.observability import tracing
 from skillopt.types import Usage
@@ -41,17 +42,17 @@ def model_call_span(
     session: GatewaySession,
     api: str,
     t0: float,
-    *,
-    status: int,
+    response: StoredResponse,
     usage: Usage,
-    replayed: bool,
     payload: Any,
-    response: bytes,
+    *,
+    replayed: bool,
 ) -> None:
     """A model call that got an answer (the provider's error statuses included), from ``t0``
     (``time.monotonic()``) to now."""
     if not tracing.enabled():
         return
+    status = response.status
     attrs = {
         **_attributes(session, api),
         "http.response.status_code": status,
@@ -62,7 +63,7 @@ def model_call_span(
     }
     if tracing.capture_content():
         attrs["gen_ai.input.messages"] = json.dumps(payload, ensure_ascii=False)[:_MAX_CONTENT]
-        attrs["gen_ai.output.messages"] = response.decode("utf-8", "replace")[:_MAX_CONTENT]
+        attrs["gen_ai.output.messages"] = response.body.decode("utf-8", "replace")[:_MAX_CONTENT]
     error = f"provider answered {status}" if status >= 400 else None
     tracing.record_span(
         "gateway.model_call",

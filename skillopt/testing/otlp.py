@@ -16,7 +16,7 @@ from __future__ import annotations
 import gzip
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -162,7 +162,3 @@ class OtlpReceiver:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def __iter__(self) -> Iterator[ReceivedSpan]:
-        with self._cond:
-            return iter(list(self.spans))
