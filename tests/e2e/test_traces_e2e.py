@@ -87,7 +87,7 @@ def traced(docker_client) -> Iterator[Traced]:
         serve = subprocess.Popen(
             [sys.executable, "-m", "controller.cli", "serve", "--simulate", "--listen", "127.0.0.1:0",
              "--token-file", str(tmp / "token"), "--host-id", host_id, "--state-dir", str(tmp / "state"),
-             "--capacity", "2", "--pool-size", "2", "--grader-workers", "1", "--exec-agents", "off"],
+             "--capacity", "2", "--pool-size", "1", "--grader-workers", "1", "--exec-agents", "off"],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env,
         )  # fmt: skip
         try:
