@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "start_tracing"]
 
 # Order is the order shown in ``skillopt --help``.
 _COMMANDS = (
@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command != "serve" and not start_tracing("skillopt-controller"):  # a host traces as itself
+        return 2
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
@@ -67,6 +69,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         # stdout at /dev/null so the interpreter's final flush does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+
+
+def start_tracing(service: str, **attributes: str) -> bool:
+    """Start tracing when the ``OTEL_*`` variables ask for it (docs/observability.md); False
+    (said on stderr) when they ask for what cannot be had."""
+    from skillopt.errors import ConfigError
+    from skillopt.observability import tracing
+
+    try:
+        tracing.configure(service, attributes=attributes)
+    except ConfigError as exc:
+        print(f"skillopt: {exc.message}", file=sys.stderr)
+        return False
+    return True
 
 
 if __name__ == "__main__":

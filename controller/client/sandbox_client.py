@@ -16,6 +16,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sandbox.api import convert
 from sandbox.api.blobs import ClientBlobs
 from sandbox.api.status import detail_from_metadata, error_for
+from sandbox.api.tracing import traced_channel
 from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from skillopt.envs.base import ProgressEvent
@@ -181,6 +182,7 @@ class SandboxClient:
             self._channel = grpc.secure_channel(config.address, creds, options=options)
         else:
             self._channel = grpc.insecure_channel(config.address, options=options)
+        self._channel = traced_channel(self._channel, config.address)  # as is while tracing is off
         self._stub = pb_grpc.SandboxStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
         self._metadata = (("authorization", f"Bearer {config.token}"),) if config.token else ()

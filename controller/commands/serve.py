@@ -206,6 +206,12 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging(json=args.log_format == "json", level=args.log_level)
     args.host_id = args.host_id or default_host_id(args.listen)
+    from controller.cli import start_tracing
+
+    if not start_tracing(
+        "skillopt-host", **{"skillopt.host.id": args.host_id, "service.instance.id": args.host_id}
+    ):
+        return 2
     with contextlib.ExitStack() as stack:
         specs = list(args.provider)
         if args.simulate:

@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import structlog
 
@@ -45,6 +46,7 @@ from skillopt.errors import (
     SkillOptError,
     SkillPackageUnsupported,
 )
+from skillopt.observability import tracing
 from skillopt.skill.checks import DEFAULT_SELF_TEST_TIMEOUT_S, ScriptCheck
 from skillopt.types import HostDescription, RolloutRequest, RolloutResult, SkillSpec
 
@@ -417,8 +419,9 @@ class FleetExecutor:
         if not requests:
             return
         self._skip_hosts_without_packages(requests)
+        parent = tracing.current()  # each rollout's span nests under the caller's (None: off)
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="fleet") as pool:
-            futures = [pool.submit(self._one, req, on_result, stop) for req in requests]
+            futures = [pool.submit(self._one, req, on_result, stop, parent) for req in requests]
             try:
                 for f in futures:
                     f.result()
@@ -453,9 +456,17 @@ class FleetExecutor:
                 )
 
     def _one(
-        self, req: RolloutRequest, on_result: Callable[[RolloutResult], None], stop: threading.Event
+        self,
+        req: RolloutRequest,
+        on_result: Callable[[RolloutResult], None],
+        stop: threading.Event,
+        parent: Any = None,
     ) -> None:
-        row = self._attempts(req, stop)
+        # The rollout over all its attempts: each attempt's RPC is a client span under it.
+        with tracing.span("rollout", tracing.rollout_attributes(req), parent=parent) as span:
+            row = self._attempts(req, stop)
+            if row is not None:
+                span.set_attributes(tracing.result_attributes(row))
         if row is not None and not stop.is_set():
             on_result(row)
 

@@ -28,6 +28,7 @@ import structlog
 
 from sandbox.gateway.cache import CACHE_MODES, ExchangeCache, StoredResponse, canonical_key
 from sandbox.gateway.session import GatewaySession
+from sandbox.gateway.spans import model_call_failed, model_call_span
 from sandbox.gateway.usage import parse_usage
 from skillopt.errors import (
     ConfigError,
@@ -170,6 +171,7 @@ class Gateway:
                     rollout_id=session.rollout_id,
                 )
                 session.error = session.error or err
+                model_call_failed(session, api, time.monotonic(), err)
                 raise err
             return hit
         return None
@@ -231,7 +233,11 @@ class Gateway:
             out_headers[SEED_HEADER] = str(session.seed)
         url = self.upstream_url(session.profile, api, query)
         data = json.dumps(payload).encode("utf-8")
-        response = self._open(url, out_headers, data, session)
+        try:
+            response = self._open(url, out_headers, data, session)
+        except ModelError as exc:
+            model_call_failed(session, api, t0, exc)
+            raise
         content_type = response.headers.get("content-type", "application/json")
         if response.status_code >= 400:
             # The provider refused or failed (after our retries): relay its answer once, and
@@ -362,6 +368,7 @@ class Gateway:
             usage = Usage(calls=1)
         record = usage.to_dict()
         del record["calls"]
+        model_call_span(session, api, t0, resp, usage, payload, replayed=replayed)
         session.add(
             {
                 "api": api,
@@ -400,6 +407,7 @@ class Gateway:
             )
         except ModelError as exc:
             session.fail(exc)
+            model_call_failed(session, "chat", t0, exc)
             raise
         body = json.dumps(_response_json(reply)).encode("utf-8")
         stored = StoredResponse(

@@ -11,6 +11,7 @@ from typing import Any
 from skillopt.agents.context import interrupted_info
 from skillopt.errors import BudgetExceeded, ModelError
 from skillopt.models.profiles import ProviderProfile
+from skillopt.observability import tracing
 from skillopt.types import InfraErrorKind, RolloutResult, Usage
 
 __all__ = ["GatewaySession"]
@@ -34,6 +35,9 @@ class GatewaySession:
     exchanges: list[dict[str, Any]] = field(default_factory=list)
     error: Exception | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: The trace context the session was opened in, on its rollout's thread (its model calls'
+    #: spans nest under it); None while tracing is off.
+    trace_parent: Any = field(default_factory=tracing.current)
 
     def add(self, exchange: dict[str, Any], usage: Usage) -> None:
         with self.lock:

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
 
 from sandbox.runtime.base import RolloutSandbox, SandboxHandle, SandboxRuntime
+from skillopt.agents.sandbox import ExecOutcome
 from skillopt.errors import SandboxFileMissing, SandboxFileRefused
+from skillopt.observability import tracing
 from skillopt.types import SkillSpec
 
 __all__ = ["LeasedSandbox"]
@@ -103,6 +106,16 @@ class LeasedSandbox:
             log.info("sandbox.read_refused", path=path[:200], reason=exc.message)
             return None
 
+    def run_python(self, path: str, **kwargs: Any) -> ExecOutcome:
+        self.settle()
+        with tracing.span("sandbox.exec", {"skillopt.exec.kind": "python"}) as span:
+            return _traced(span, self.box.run_python(path, **kwargs))
+
+    def run_command(self, argv: Sequence[str], **kwargs: Any) -> ExecOutcome:
+        self.settle()
+        with tracing.span("sandbox.exec", {"skillopt.exec.kind": "command"}) as span:
+            return _traced(span, self.box.run_command(argv, **kwargs))
+
     def kill(self) -> None:
         self.box.kill()  # at once: never after a placement
 
@@ -110,6 +123,17 @@ class LeasedSandbox:
         return self.box.remaining_s()
 
     def __getattr__(self, name: str) -> Any:
-        # run_command, run_python, write_file, list_files, write_skill: after the placement
+        # write_file, list_files, write_skill: after the placement
         self.settle()
         return getattr(self.box, name)
+
+
+def _traced(span: Any, outcome: ExecOutcome) -> ExecOutcome:
+    """``outcome``, its exit told to ``span`` (an execution's span: no output, no code)."""
+    if span.is_recording():
+        span.set_attributes(
+            {"skillopt.exec.timed_out": outcome.timed_out, "skillopt.exec.oom_killed": outcome.oom_killed}
+        )
+        if outcome.exit_code is not None:
+            span.set_attribute("process.exit.code", outcome.exit_code)
+    return outcome

@@ -23,6 +23,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from sandbox.api.tracing import server_interceptors
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from sandbox.gateway.cache import ExchangeCache
 from sandbox.gateway.connection import GatewayLimits
@@ -401,7 +402,11 @@ def _grpc_server(
     sessions = config.sessions.max_sessions
     server = grpc.server(
         ThreadPoolExecutor(max_workers=4 * capacity + 16 + 2 * sessions, thread_name_prefix="grpc"),
-        interceptors=[TokenAuthInterceptor(tokens or None, host=config.runtime.host_id)],
+        # Tracing first (when on): a refused call shows in the caller's trace too.
+        interceptors=[
+            *server_interceptors(),
+            TokenAuthInterceptor(tokens or None, host=config.runtime.host_id),
+        ],
         options=[
             ("grpc.max_receive_message_length", config.max_message_bytes),
             ("grpc.max_send_message_length", config.max_message_bytes),

@@ -31,6 +31,7 @@ from sandbox.service.sessions import SessionManager
 from sandbox.service.tenants import TenantTokens
 from sandbox.service.validation import request_fingerprint
 from skillopt.errors import Cancelled, Draining, ImageMissing, SkillOptError, UnknownRollout
+from skillopt.observability import tracing
 from skillopt.types import InfraErrorKind, RolloutRequest, RolloutResult
 
 __all__ = ["SandboxServicer"]
@@ -77,20 +78,24 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
 
     def Run(self, request: pb.RunRequest, context: grpc.ServicerContext):
         try:
-            domain = convert.request_from_proto(request, self.blobs.resolver(self._tenant(context).id))
-            skill_tree = request.skill.tree_sha256.lower()  # checked against the files by convert
-            self.service.validate(domain, skill_tree=skill_tree)
-            self.service.check_deadline(context.time_remaining())
-            problem = self.host_check() if self.host_check is not None else ""
-            if problem:
-                raise Draining(f"host {self.service.config.host_id} cannot take rollouts now: {problem}")
-            handle, is_new = self.admission.admit(
-                domain.rollout_id, request_fingerprint(domain, skill_tree=skill_tree)
-            )
+            with tracing.span("sandbox.admission") as span:
+                domain = convert.request_from_proto(request, self.blobs.resolver(self._tenant(context).id))
+                span.set_attributes(tracing.rollout_attributes(domain))
+                skill_tree = request.skill.tree_sha256.lower()  # checked against the files by convert
+                self.service.validate(domain, skill_tree=skill_tree)
+                self.service.check_deadline(context.time_remaining())
+                problem = self.host_check() if self.host_check is not None else ""
+                if problem:
+                    raise Draining(f"host {self.service.config.host_id} cannot take rollouts now: {problem}")
+                handle, is_new = self.admission.admit(
+                    domain.rollout_id, request_fingerprint(domain, skill_tree=skill_tree)
+                )
+                span.set_attribute("skillopt.admission.new", is_new)
         except Exception as exc:
             self._abort(context, exc)
-        if is_new:
-            self._workers.submit(self._execute, handle, domain, context.time_remaining(), skill_tree)
+        if is_new:  # the worker's spans nest under this call's (a no-op while tracing is off)
+            execute = tracing.in_context(self._execute)
+            self._workers.submit(execute, handle, domain, context.time_remaining(), skill_tree)
         stop = threading.Event()
         context.add_callback(lambda: self._on_rpc_end(handle, stop))
         log.info("run.stream", rollout_id=domain.rollout_id, new=is_new)
@@ -126,22 +131,25 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
             if handle.cancel.is_set():
                 kill()
 
-        try:
-            result = self.service.run(
-                request,
-                emit=handle.emit,
-                cancel=handle.cancel,
-                deadline_s=deadline_s,
-                set_killer=set_killer,
-                skill_tree=skill_tree,
-            )
-            handle.finish(result)
-        except BaseException as exc:  # DeadlineExceeded, or a bug: the stream ends with its status
-            if not isinstance(exc, SkillOptError):
-                log.exception("run.crashed", rollout_id=request.rollout_id)
-            handle.finish(None, exc)
-        finally:
-            self.admission.complete(handle)
+        with tracing.span("sandbox.rollout", tracing.rollout_attributes(request)) as span:
+            try:
+                result = self.service.run(
+                    request,
+                    emit=handle.emit,
+                    cancel=handle.cancel,
+                    deadline_s=deadline_s,
+                    set_killer=set_killer,
+                    skill_tree=skill_tree,
+                )
+                span.set_attributes(tracing.result_attributes(result))
+                handle.finish(result)
+            except BaseException as exc:  # DeadlineExceeded, or a bug: the stream ends with its status
+                span.set_attribute("skillopt.outcome", f"error:{type(exc).__name__}")
+                if not isinstance(exc, SkillOptError):
+                    log.exception("run.crashed", rollout_id=request.rollout_id)
+                handle.finish(None, exc)
+            finally:
+                self.admission.complete(handle)
 
     def _on_rpc_end(self, handle: RolloutHandle, stop: threading.Event) -> None:
         stop.set()

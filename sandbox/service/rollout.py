@@ -45,6 +45,7 @@ from skillopt.files import shorten
 from skillopt.grader_pool import GraderPool
 from skillopt.models.base import ChatModel
 from skillopt.models.profiles import ProviderProfile, build_model
+from skillopt.observability import tracing
 from skillopt.types import InfraErrorKind, InfraFailure, Limits, RolloutRequest, RolloutResult, SkillSpec
 
 __all__ = ["RolloutService"]
@@ -346,7 +347,8 @@ class RolloutService:
         t0 = time.monotonic()
         wait = min(self.config.acquire_timeout_s, max(0.1, ro.deadline - t0))
         try:
-            handle = self.pools.acquire(ro.spec, timeout_s=wait, cancel=ro.cancel)
+            with tracing.span("sandbox.container.acquire", {"container.image.name": ro.spec.image}):
+                handle = self.pools.acquire(ro.spec, timeout_s=wait, cancel=ro.cancel)
         except RolloutTimeout as exc:
             if ro.deadline_bound and wait < self.config.acquire_timeout_s:
                 raise DeadlineExceeded(

@@ -19,6 +19,7 @@ from skillopt.agents.context import AgentContext, interrupted_info
 from skillopt.agents.sandbox import ExecOutcome
 from skillopt.errors import InfraError, ModelError
 from skillopt.models.base import ChatRequest, ToolSpec
+from skillopt.observability import tracing
 from skillopt.skill.package import file_index
 from skillopt.skill.packed import split_package
 from skillopt.types import (
@@ -170,8 +171,11 @@ class RolloutState:
     outputs: dict[str, tuple[ExecOutcome, bytes | None]] = field(default_factory=dict)
 
     def add_time(self, key: str, t0: float) -> None:
-        """Add the time since ``t0`` (``time.monotonic()``) to timing ``key``."""
+        """Add the time since ``t0`` (``time.monotonic()``) to timing ``key``; a grading's
+        interval is also its trace span (every agent measures its grading here)."""
         self.timings[key] = self.timings.get(key, 0.0) + time.monotonic() - t0
+        if key == "grade":
+            tracing.record_span("sandbox.grade", start=t0)
 
     def trace(self, *, messages: list[Message] | None = None, notes: dict[str, str] | None = None) -> Trace:
         """The trace so far (``messages``/``notes`` override the state's own)."""

@@ -27,6 +27,7 @@ from skillopt.envs.base import EnvData, TaskItem
 from skillopt.gate import GateCache
 from skillopt.models.prefix import prefix_report
 from skillopt.models.roles import PriceTable, RoleModel, UsageTracker
+from skillopt.observability import tracing
 from skillopt.reflection import StepBuffer, meta_skill_block
 from skillopt.reflection.cache import Slot
 from skillopt.skill.checks import ScriptCheck, needs_check
@@ -192,7 +193,8 @@ class RunContext:
         t0 = time.monotonic()
         self.hooks("on_stage_start", self._stage_event(step, name))
         try:
-            yield timer
+            with tracing.span(f"trainer.{name}", {"skillopt.stage": name, "skillopt.step": step}):
+                yield timer
         finally:
             timer.seconds = time.monotonic() - t0
             self.hooks("on_stage_end", self._stage_event(step, name, timer.seconds))

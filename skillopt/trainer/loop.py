@@ -30,6 +30,7 @@ import structlog
 
 from skillopt.durable import is_disk_full
 from skillopt.gate import gate_power_notice
+from skillopt.observability import tracing
 from skillopt.trainer.callbacks import (
     EpochEndEvent,
     EpochStartEvent,
@@ -225,6 +226,16 @@ class FitLoop:
     # -- a step --------------------------------------------------------------------------------------
 
     def _step(self, step: int, epoch: int, step_in_epoch: int, batches: Sequence[Batch]) -> None:
+        # One trace per step (a run's steps would make one trace hours long).
+        attrs = {
+            "skillopt.run_id": self.ctx.rollouts.spec.run_id,
+            "skillopt.step": step,
+            "skillopt.epoch": epoch,
+        }
+        with tracing.span("trainer.step", attrs):
+            self._run_step(step, epoch, step_in_epoch, batches)
+
+    def _run_step(self, step: int, epoch: int, step_in_epoch: int, batches: Sequence[Batch]) -> None:
         ctx = self.ctx
         started_at, usage_before = time.monotonic(), ctx.usage.snapshot()
         ctx.hooks(

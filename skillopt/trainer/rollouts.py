@@ -20,6 +20,7 @@ import structlog
 
 from skillopt.envs.base import TaskItem
 from skillopt.errors import SystemicFailure
+from skillopt.observability import tracing
 from skillopt.skill.packed import PackageFrame
 from skillopt.trainer.executor import RolloutExecutor
 from skillopt.trainer.rundir.results import append_row, load_rows, set_aside_infra_rows
@@ -226,9 +227,17 @@ class Rollouts:
                     by_rollout[req.rollout_id] = batch
                     requests.append(req)
         if requests:
-            self.executor.run(
-                requests, on_result=lambda row: self._record(by_rollout[row.rollout_id], row), stop=stop
-            )
+            attrs = {
+                "skillopt.batch.label": lanes[0][1],
+                "skillopt.batch.lanes": len(lanes),
+                "skillopt.batch.rollouts": len(requests),
+                "skillopt.env": self.spec.env,
+                "skillopt.agent": self.spec.agent,
+            }
+            with tracing.span("rollout.batch", attrs):
+                self.executor.run(
+                    requests, on_result=lambda row: self._record(by_rollout[row.rollout_id], row), stop=stop
+                )
         return [self._close(batch, items) for batch, _ in batches]
 
     def _open(
