@@ -133,6 +133,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "gRPC probes, which cannot do TLS); it reports NOT_SERVING while draining, like the main port",
     )
     p.add_argument(
+        "--metrics-listen",
+        default="",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics over plaintext HTTP at /metrics on this address (off unless "
+        "given; no token: nothing secret in them; needs skillopt[metrics]; docs/observability.md)",
+    )
+    p.add_argument(
         "--max-sessions",
         type=int,
         default=64,
@@ -272,7 +279,12 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
             gateway_cache_mode=args.gateway_cache_mode,
             exec_agents=args.exec_agents,
             health_listen=args.health_listen,
+            metrics_listen=args.metrics_listen,
         )
+        if args.metrics_listen:
+            from sandbox.observability.metrics import require_client
+
+            require_client()  # refuse before anything starts
         server_credentials(config)  # half a TLS setup or a missing file: refuse before anything starts
     except (ConfigError, OSError) as exc:
         print(f"skillopt serve: {getattr(exc, 'message', exc)}", file=sys.stderr)

@@ -29,6 +29,7 @@ import structlog
 from sandbox.gateway.cache import CACHE_MODES, ExchangeCache, StoredResponse, canonical_key
 from sandbox.gateway.session import GatewaySession
 from sandbox.gateway.usage import parse_usage
+from sandbox.observability.metrics import NO_METRICS, Metrics
 from skillopt.errors import (
     ConfigError,
     ModelError,
@@ -103,6 +104,8 @@ class Gateway:
         self.default_mode = default_mode
         self.max_attempts = max_attempts
         self.upstream_timeout_s = upstream_timeout_s
+        #: The host's recorder of model calls and provider failures (none: metrics off).
+        self.metrics: Metrics = NO_METRICS
         self._sessions: dict[str, GatewaySession] = {}
         self._lock = threading.Lock()
         self._http = httpx.Client(
@@ -170,6 +173,7 @@ class Gateway:
                     rollout_id=session.rollout_id,
                 )
                 session.error = session.error or err
+                self.metrics.gateway_error(session.profile.name, str(err.kind))
                 raise err
             return hit
         return None
@@ -246,7 +250,7 @@ class Gateway:
                 status=response.status_code, content_type=content_type, body=raw, usage={}
             )
             self._log(session, api, payload, stored, t0, replayed=False)
-            session.fail(self._status_error(session, response.status_code, raw))
+            self._fail(session, self._status_error(session, response.status_code, raw))
             return response.status_code, content_type, iter([raw])
 
         def chunks() -> Iterator[bytes]:
@@ -257,11 +261,12 @@ class Gateway:
                     yield chunk
             except httpx.HTTPError as exc:  # the provider broke off mid-answer
                 kind = ModelTimeout if isinstance(exc, httpx.TimeoutException) else ModelUnavailable
-                session.fail(
+                self._fail(
+                    session,
                     kind(
                         f"provider {session.profile.name!r} broke off its answer: {type(exc).__name__}",
                         rollout_id=session.rollout_id,
-                    )
+                    ),
                 )
             finally:
                 response.close()
@@ -276,6 +281,11 @@ class Gateway:
                 self._log(session, api, payload, stored, t0, replayed=False)
 
         return response.status_code, content_type, chunks()
+
+    def _fail(self, session: GatewaySession, error: ModelError) -> None:
+        """Record a provider's failure in the session (it types the rollout's) and count it."""
+        session.fail(error)
+        self.metrics.gateway_error(session.profile.name, str(error.kind))
 
     def _status_error(self, session: GatewaySession, status: int, body: bytes) -> ModelError:
         """The typed error for an HTTP error status the provider answered."""
@@ -343,7 +353,7 @@ class Gateway:
                 f"provider {name!r} unreachable after {self.max_attempts} attempts: {type(last).__name__}",
                 rollout_id=session.rollout_id,
             )
-        session.fail(err)
+        self._fail(session, err)
         raise err
 
     def _log(
@@ -360,13 +370,15 @@ class Gateway:
             usage = dataclasses.replace(Usage.from_dict(resp.usage), calls=1)
         except (TypeError, ValueError):  # a recording from elsewhere
             usage = Usage(calls=1)
+        seconds = time.monotonic() - t0
+        self.metrics.model_call(session.profile.name, seconds, usage, status=resp.status, replayed=replayed)
         record = usage.to_dict()
         del record["calls"]
         session.add(
             {
                 "api": api,
                 "status": resp.status,
-                "seconds": round(time.monotonic() - t0, 4),
+                "seconds": round(seconds, 4),
                 "replayed": replayed,
                 "model": (payload.get("model") if isinstance(payload, dict) else None) or session.model,
                 "usage": record,
@@ -399,7 +411,11 @@ class Gateway:
                 dataclasses.replace(request, timeout_s=limit, seed=session.seed or request.seed)
             )
         except ModelError as exc:
-            session.fail(exc)
+            status = getattr(exc, "status", 0) or 500  # no HTTP answer: counted as a server error
+            self.metrics.model_call(
+                session.profile.name, time.monotonic() - t0, Usage(), status=status, replayed=False
+            )
+            self._fail(session, exc)
             raise
         body = json.dumps(_response_json(reply)).encode("utf-8")
         stored = StoredResponse(

@@ -94,6 +94,9 @@ class ServerConfig:
     #: main port, NOT_SERVING while draining), for probes that cannot speak TLS or present a
     #: client certificate: Kubernetes' gRPC probes. "" = none.
     health_listen: str = ""
+    #: A plaintext HTTP listener serving Prometheus metrics (``/metrics``, no token: nothing
+    #: secret in them; needs ``skillopt[metrics]``). "" = none.
+    metrics_listen: str = ""
     #: How often the host checks that it can serve: its container engine answers, and its state
     #: dir has at least ``min_free_bytes`` free. Failing either turns health NOT_SERVING (so
     #: controllers stop placing here) until it passes again.
@@ -137,6 +140,8 @@ class RunningServer:
     front: GatewayServer | None = None
     #: Port of the health-only listener (0: none).
     health_port: int = 0
+    #: Port of the metrics listener (0: none).
+    metrics_port: int = 0
     stopped: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -210,6 +215,7 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
             interval_s=config.host_check_interval_s,
         )
         servicer.host_check = watch.check_now
+        metrics_port = _metrics(config, host, servicer, watch, cleanup)  # stops after the drain
         try:
             port = (
                 server.add_secure_port(config.listen, creds)
@@ -228,6 +234,7 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
         running = RunningServer(
             server, port, host.service, host.admission, health_servicer, servicer, host.front, health_port
         )
+        running.metrics_port = metrics_port
         cleanup.callback(running.stopped.set)
         cleanup.callback(_drain, running, config.drain_grace_s)
         reaper = threading.Thread(
@@ -417,6 +424,44 @@ def _health_server(
         raise ConfigError(f"cannot listen on {config.health_listen} (--health-listen): {exc}") from exc
     log.info("server.health_listener", listen=config.health_listen, port=port)
     return server, port
+
+
+def _metrics(
+    config: ServerConfig,
+    host: _Host,
+    servicer: SandboxServicer,
+    watch: HostWatch,
+    cleanup: contextlib.ExitStack,
+) -> int:
+    """Start the metrics listener ``config.metrics_listen`` asks for (its port; 0: none) and
+    hand its recorder to the servicer and the gateway.
+
+    Raises:
+        ConfigError: prometheus-client is missing, or the address cannot be bound.
+    """
+    if not config.metrics_listen:
+        return 0
+    from sandbox.observability.metrics import HostState, PrometheusMetrics, start_metrics_server
+    from skillopt import __version__
+
+    state = HostState(
+        host_id=config.runtime.host_id,
+        version=__version__,
+        admission=host.admission,
+        pools=host.pools,
+        blobs=servicer.blobs,
+        sessions=host.sessions,
+        serving=lambda: watch.serving,
+        engine_errors=lambda: {
+            "unreachable": watch.engine_unreachable,
+            "container_create": host.pools.create_failures,
+        },
+    )
+    metrics = PrometheusMetrics(state)
+    listener = start_metrics_server(config.metrics_listen, metrics)
+    cleanup.callback(listener.close)
+    servicer.metrics = host.service.gateway.metrics = metrics
+    return listener.port
 
 
 def _reap_loop(runtime: DockerRuntime, interval_s: float, stopped: threading.Event) -> None:

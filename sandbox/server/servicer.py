@@ -10,6 +10,7 @@ when it was the last one. Every failure leaves through the proto's status table
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -22,6 +23,7 @@ from sandbox.api import convert
 from sandbox.api.status import status_for
 from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
+from sandbox.observability.metrics import NO_METRICS, Metrics
 from sandbox.server.session_rpcs import SessionRpcs
 from sandbox.service.admission import RolloutAdmission, RolloutHandle
 from sandbox.service.blobs import BlobStore
@@ -59,6 +61,8 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
         #: so a rollout is refused as "not here, not now" (UNAVAILABLE, costs the caller no
         #: attempt) instead of being accepted and failing on a dead engine or a full disk.
         self.host_check = host_check
+        #: The host's metrics recorder (none unless ``--metrics-listen``).
+        self.metrics: Metrics = NO_METRICS
         self._workers = ThreadPoolExecutor(
             max_workers=max(1, admission.capacity), thread_name_prefix="rollout"
         )
@@ -85,6 +89,7 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
                 domain.rollout_id, request_fingerprint(domain, skill_tree=skill_tree)
             )
         except Exception as exc:
+            self.metrics.rollout_refused(exc)
             self._abort(context, exc)
         if is_new:
             self._workers.submit(self._execute, handle, domain, context.time_remaining(), skill_tree)
@@ -123,6 +128,7 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
             if handle.cancel.is_set():
                 kill()
 
+        wait_s = time.monotonic() - handle.started_at  # admitted → taken by a worker
         try:
             result = self.service.run(
                 request,
@@ -139,6 +145,7 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
             handle.finish(None, exc)
         finally:
             self.admission.complete(handle)
+        self.metrics.rollout_finished(handle, request, handle.result, wait_s=wait_s, error=handle.error)
 
     def _on_rpc_end(self, handle: RolloutHandle, stop: threading.Event) -> None:
         stop.set()
