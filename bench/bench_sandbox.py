@@ -106,9 +106,12 @@ def _wait_idle(client: SandboxClient, n: int) -> None:
 
 
 @contextlib.contextmanager
-def served(reply: str, concurrency: int) -> Iterator[SandboxClient]:
+def served(
+    reply: str, concurrency: int, extra_args: tuple[str, ...] = (), procs: list | None = None
+) -> Iterator[SandboxClient]:
     """The production shape: a sandbox service and the scripted model server (always answering
-    ``reply``), processes of their own; yields a client of the service."""
+    ``reply``), processes of their own; yields a client of the service. ``extra_args`` go to
+    ``skillopt serve``; ``procs`` receives the service's process."""
     tmp = Path(tempfile.mkdtemp(prefix="so-bench-", dir="/tmp"))
     scenario = tmp / "scenario.json"
     scenario.write_text(json.dumps({"rules": [], "default": {"reply": {"text": reply}}}))
@@ -148,8 +151,11 @@ def served(reply: str, concurrency: int) -> Iterator[SandboxClient]:
             f"scripted=openai_compatible,base_url={base_url},max_retries=0",
             "--log-level",
             "warning",
+            *extra_args,
         ],
     )
+    if procs is not None:
+        procs.append(service)
     port = wait_listening(service, 120)
     client = SandboxClient(ChannelConfig(address=f"127.0.0.1:{port}", token="bench"))
     try:

@@ -282,9 +282,10 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
             metrics_listen=args.metrics_listen,
         )
         if args.metrics_listen:
-            from sandbox.observability.metrics import require_client
+            from sandbox.observability.metrics import parse_listen, require_client
 
-            require_client()  # refuse before anything starts
+            parse_listen(args.metrics_listen)  # refuse before anything starts
+            require_client()
         server_credentials(config)  # half a TLS setup or a missing file: refuse before anything starts
     except (ConfigError, OSError) as exc:
         print(f"skillopt serve: {getattr(exc, 'message', exc)}", file=sys.stderr)

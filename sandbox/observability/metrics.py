@@ -152,6 +152,9 @@ class PrometheusMetrics(Metrics):
 
     def __init__(self, state: HostState | None = None) -> None:
         prom = require_client()
+        # No ``*_created`` series beside every counter and histogram: a timestamp per series
+        # that no query here needs (one more series each, and scrape time).
+        prom.disable_created_metrics()
         self.registry = prom.CollectorRegistry(auto_describe=True)
 
         def hist(name: str, doc: str, labels: tuple[str, ...] = ()) -> Any:
@@ -340,7 +343,7 @@ class _HostCollector:
         )
 
 
-def _host_port(listen: str) -> tuple[str, int]:
+def parse_listen(listen: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:9464`` for IPv6) as a bind address.
 
     Raises:
@@ -374,7 +377,7 @@ def start_metrics_server(listen: str, metrics: PrometheusMetrics) -> MetricsServ
     """
     from prometheus_client import start_http_server
 
-    host, port = _host_port(listen)
+    host, port = parse_listen(listen)
     try:
         server, thread = start_http_server(port, addr=host, registry=metrics.registry)
     except OSError as exc:

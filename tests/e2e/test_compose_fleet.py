@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -22,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -96,7 +98,7 @@ def compose_env() -> Iterator[tuple[dict[str, str], str, Path, list[int], str]]:
     root = Path(tempfile.mkdtemp(prefix="so-cmp-", dir="/tmp"))  # short: unix socket paths
     project = f"skillopt-test-{tag}"
     prefix = f"cmp{tag}"
-    ports = _free_ports(3)
+    ports = _free_ports(6)  # gRPC, then metrics
     (root / "token").write_text(uuid.uuid4().hex)
     env = {
         **os.environ,
@@ -105,7 +107,8 @@ def compose_env() -> Iterator[tuple[dict[str, str], str, Path, list[int], str]]:
         "SKILLOPT_FLEET_STATE_ROOT": str(root / "state"),
         "SKILLOPT_FLEET_HOST_PREFIX": prefix,
         "SKILLOPT_FLEET_CAPACITY": "2",
-        **{f"SKILLOPT_FLEET_PORT_{i + 1}": str(p) for i, p in enumerate(ports)},
+        **{f"SKILLOPT_FLEET_PORT_{i + 1}": str(p) for i, p in enumerate(ports[:3])},
+        **{f"SKILLOPT_FLEET_METRICS_PORT_{i + 1}": str(p) for i, p in enumerate(ports[3:])},
     }
     try:
         yield env, project, root, ports, prefix
@@ -149,7 +152,7 @@ def test_compose_fleet_trains_runs_exec_agents_and_leaves_nothing(docker_client,
         assert len(healthy) == 3, (healthy, _compose(env, project, "logs", "--tail", "30").stdout[-4000:])
         up_s = time.monotonic() - t_up
 
-        endpoints = ",".join(f"127.0.0.1:{p}" for p in ports)
+        endpoints = ",".join(f"127.0.0.1:{p}" for p in ports[:3])
         out = root / "run"
         t_train = time.monotonic()
         res = subprocess.run(
@@ -186,6 +189,15 @@ def test_compose_fleet_trains_runs_exec_agents_and_leaves_nothing(docker_client,
             row = client.run(req, timeout_s=240)
         assert row.infra_error is None, (row.fail_reason, row.infra_error)
         assert row.agent_ok and row.host == hosts[0]
+        # Each service serves its Prometheus metrics (--metrics-listen): the fleet's rollouts,
+        # the Codex rollout on the first host.
+        texts = []
+        for port in ports[3:]:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+                texts.append(reply.read().decode())
+        scored = r'^skillopt_rollouts_total\{env="spreadsheetbench",agent="(\w+)",outcome="scored"\} (\S+)$'
+        assert sum(float(n) for text in texts for _, n in re.findall(scored, text, re.M)) >= 2
+        assert ("codex_exec", "1.0") in re.findall(scored, texts[0], re.M)
 
     t_down = time.monotonic()
     down = _compose(env, project, "down", "--timeout", "60")

@@ -16,7 +16,6 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,7 +46,9 @@ class Scraped:
     query: Callable[[str], list[dict[str, Any]]]
 
 
-def _poll(query: Callable[[str], list[dict[str, Any]]], promql: str, want: Callable[[dict[str, float]], bool]):
+def _poll(
+    query: Callable[[str], list[dict[str, Any]]], promql: str, want: Callable[[dict[str, float]], bool]
+):
     """Poll Prometheus until ``promql``'s result (labels → value) satisfies ``want``."""
     deadline = time.monotonic() + 30
     got: dict[str, float] = {}
