@@ -49,6 +49,9 @@ log = structlog.get_logger("skillopt.sandbox.metrics")
 
 #: Seconds, from a warm container's acquisition (milliseconds) to a long agent rollout (minutes).
 BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+#: A whole rollout: coarser, since it is labelled by env and agent (the exposition's largest
+#: part, and what a scrape costs grows with it).
+ROLLOUT_BUCKETS_S = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
 #: Refusals at the door, by the typed error's class (anything else is "other").
 _REFUSALS = {
@@ -157,8 +160,8 @@ class PrometheusMetrics(Metrics):
         prom.disable_created_metrics()
         self.registry = prom.CollectorRegistry(auto_describe=True)
 
-        def hist(name: str, doc: str, labels: tuple[str, ...] = ()) -> Any:
-            return prom.Histogram(name, doc, labels, registry=self.registry, buckets=BUCKETS_S)
+        def hist(name: str, doc: str, labels: tuple[str, ...] = (), buckets: tuple = BUCKETS_S) -> Any:
+            return prom.Histogram(name, doc, labels, registry=self.registry, buckets=buckets)
 
         def counter(name: str, doc: str, labels: tuple[str, ...]) -> Any:
             return prom.Counter(name, doc, labels, registry=self.registry)
@@ -171,6 +174,7 @@ class PrometheusMetrics(Metrics):
             "skillopt_rollout_duration_seconds",
             "Whole rollout on the host (admitted to row)",
             ("env", "agent"),
+            ROLLOUT_BUCKETS_S,
         )
         self.admission_wait = hist(
             "skillopt_rollout_admission_wait_seconds", "Admitted until a worker took the rollout"
