@@ -6,6 +6,7 @@ scrapes it, and its HTTP query API returns the series with the values served."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import socket
@@ -50,7 +51,7 @@ def _poll(
     query: Callable[[str], list[dict[str, Any]]], promql: str, want: Callable[[dict[str, float]], bool]
 ):
     """Poll Prometheus until ``promql``'s result (labels → value) satisfies ``want``."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60  # a loaded machine's scrapes can lag; not a timing assertion
     got: dict[str, float] = {}
     while time.monotonic() < deadline:
         got = {json.dumps(r["metric"], sort_keys=True): float(r["value"][1]) for r in query(promql)}
@@ -92,6 +93,7 @@ def scraped(docker_client, scripted, _session_scripts, sample, tmp_path_factory)
             "--pool-size", "1",
             "--max-sessions", "1",
             "--exec-agents", "off",
+            "--grader-workers", "0",  # grading in the rollout's thread: no worker processes to start
             "--provider", f"scripted=openai_compatible,base_url={scripted.base_url}",
             "--metrics-listen", f"127.0.0.1:{metrics_port}",
             "--drain-grace", "3",
@@ -137,21 +139,24 @@ def scraped(docker_client, scripted, _session_scripts, sample, tmp_path_factory)
         host.wait(60)
 
 
+def _equals(expected: dict[str, float]) -> Callable[[dict[str, float]], bool]:
+    return lambda got: got == expected
+
+
 def test_prometheus_scrapes_the_rollouts_served(scraped):
     q = scraped.query
     _poll(q, 'up{job="skillopt"}', lambda got: list(got.values()) == [1.0])
-    by_outcome = _poll(
+    # Scrapes during the fixture's rollouts saw fewer: each condition is polled until it holds.
+    _poll(
         q,
         "sum by (outcome) (skillopt_rollouts_total)",
-        lambda got: sum(got.values()) == 3,
+        _equals({'{"outcome": "model_auth"}': 1.0, '{"outcome": "scored"}': 2.0}),
     )
-    assert by_outcome == {'{"outcome": "model_auth"}': 1.0, '{"outcome": "scored"}': 2.0}
-    env = _poll(
+    _poll(
         q,
-        'skillopt_rollouts_total{env="spreadsheetbench",agent="codegen_single",outcome="scored"}',
-        lambda got: bool(got),
+        'sum(skillopt_rollouts_total{env="spreadsheetbench",agent="codegen_single",outcome="scored"})',
+        _equals({"{}": 2.0}),
     )
-    assert list(env.values()) == [2.0]
     for histogram, at_least in (
         ('skillopt_rollout_duration_seconds_count{env="spreadsheetbench"}', 3),
         ("skillopt_rollout_admission_wait_seconds_count", 3),
@@ -162,30 +167,28 @@ def test_prometheus_scrapes_the_rollouts_served(scraped):
         ('skillopt_gateway_model_call_duration_seconds_count{provider="scripted"}', 3),
     ):
         _poll(q, f"sum({histogram})", lambda got, n=at_least: bool(got) and min(got.values()) >= n)
-    errors = _poll(q, "skillopt_gateway_errors_total", lambda got: bool(got))
-    assert errors == {
-        json.dumps(
-            {
-                "__name__": "skillopt_gateway_errors_total",
-                "instance": json.loads(next(iter(errors)))["instance"],
-                "job": "skillopt",
-                "kind": "model_auth",
-                "provider": "scripted",
-            },
-            sort_keys=True,
-        ): 1.0
-    }
-    calls = _poll(q, "sum by (result) (skillopt_gateway_model_calls_total)", lambda got: bool(got))
-    assert calls['{"result": "ok"}'] == 2.0 and calls['{"result": "error"}'] >= 1.0
-    tokens = _poll(q, "sum by (type) (skillopt_gateway_tokens_total)", lambda got: bool(got))
-    assert tokens['{"type": "input"}'] > 0 and tokens['{"type": "output"}'] > 0
+    _poll(
+        q,
+        "sum by (provider, kind) (skillopt_gateway_errors_total)",
+        _equals({'{"kind": "model_auth", "provider": "scripted"}': 1.0}),
+    )
+    _poll(
+        q,
+        "sum by (result) (skillopt_gateway_model_calls_total)",
+        lambda got: got.get('{"result": "ok"}') == 2.0 and got.get('{"result": "error"}', 0) >= 1.0,
+    )
+    _poll(
+        q,
+        "sum by (type) (skillopt_gateway_tokens_total)",
+        lambda got: got.get('{"type": "input"}', 0) > 0 and got.get('{"type": "output"}', 0) > 0,
+    )
 
 
 def test_prometheus_scrapes_the_host_state(scraped):
     q = scraped.query
-    live = _poll(q, "skillopt_sessions", lambda got: bool(got))
+    live = _poll(q, "sum by (tenant) (skillopt_sessions)", lambda got: list(got.values()) == [1.0])
     (labels,) = [json.loads(k) for k in live]
-    assert labels["tenant"].startswith("t-") and list(live.values()) == [1.0]  # by hash only
+    assert re.fullmatch(r"t-[0-9a-f]{12}", labels["tenant"])  # the token's hash only
     for name, value in (
         ("skillopt_sessions_created_total", 1.0),
         ("skillopt_sessions_refused_total", 1.0),
@@ -195,9 +198,12 @@ def test_prometheus_scrapes_the_host_state(scraped):
         ("skillopt_rollouts_running", 0.0),
         ("max(skillopt_pool_target_containers)", 1.0),
     ):
-        assert list(_poll(q, name, lambda got: bool(got)).values()) == [value], name
-    states = _poll(q, "sum by (state) (skillopt_pool_containers)", lambda got: len(got) == 3)
-    assert states['{"state": "leased"}'] >= 1.0  # the live session's container
+        _poll(q, f"sum({name})", _equals({"{}": value}))
+    _poll(
+        q,
+        "sum by (state) (skillopt_pool_containers)",
+        lambda got: len(got) == 3 and got['{"state": "leased"}'] >= 1.0,  # the live session's container
+    )
     for present in (
         "skillopt_blob_cache_bytes",
         "skillopt_blob_cache_hits_total",
