@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -31,6 +30,7 @@ from pathlib import Path
 import docker
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
 from sandbox.runtime.docker.engine import list_containers
@@ -191,13 +191,22 @@ def test_compose_fleet_trains_runs_exec_agents_and_leaves_nothing(docker_client,
         assert row.agent_ok and row.host == hosts[0]
         # Each service serves its Prometheus metrics (--metrics-listen): the fleet's rollouts,
         # the Codex rollout on the first host.
-        texts = []
+        scored: list[dict[str, float]] = []  # per host: agent -> scored spreadsheetbench rollouts
         for port in ports[3:]:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
-                texts.append(reply.read().decode())
-        scored = r'^skillopt_rollouts_total\{env="spreadsheetbench",agent="(\w+)",outcome="scored"\} (\S+)$'
-        assert sum(float(n) for text in texts for _, n in re.findall(scored, text, re.M)) >= 2
-        assert ("codex_exec", "1.0") in re.findall(scored, texts[0], re.M)
+                text = reply.read().decode()
+            scored.append(
+                {
+                    s.labels["agent"]: s.value
+                    for f in text_string_to_metric_families(text)
+                    for s in f.samples
+                    if s.name == "skillopt_rollouts_total"
+                    and s.labels["env"] == "spreadsheetbench"
+                    and s.labels["outcome"] == "scored"
+                }
+            )
+        assert sum(sum(host.values()) for host in scored) >= 2, scored
+        assert scored[0].get("codex_exec") == 1.0, scored
 
     t_down = time.monotonic()
     down = _compose(env, project, "down", "--timeout", "60")
