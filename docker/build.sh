@@ -469,7 +469,8 @@ PY
     if forced service || [[ "$(cat "$deps_cache/.key" 2>/dev/null)" != "$deps_key" ]]; then
       rm -rf "$deps_cache.tmp"
       mkdir -p "$deps_cache.tmp"
-      "$py" -m pip download -q "${pargs[@]}" -d "$deps_cache.tmp" "${wheels[0]}" >>"$plog" 2>&1 \
+      # With the metrics extra (prometheus-client): a host serves `--metrics-listen`.
+      "$py" -m pip download -q "${pargs[@]}" -d "$deps_cache.tmp" "${wheels[0]}[metrics]" >>"$plog" 2>&1 \
         || { tail -n 20 "$plog" >&2; die "service: pip download of the dependencies failed (log $plog)"; }
       rm -f "$deps_cache.tmp/$(basename "${wheels[0]}")"
       echo "$deps_key" >"$deps_cache.tmp/.key"

@@ -7,11 +7,14 @@
 #   3b. gcc and make if missing (jericho, TextWorld's engine, builds from its sdist)
 #   4. .venv with python >= 3.11 and `pip install -e '.[dev]'` (skipped while pyproject.toml is
 #      unchanged: a stamp with its hash is kept in .venv); dev holds every extra the tests use
-#      (webui, textworld, inspect, and tracking: MLflow, W&B and TensorBoard)
+#      (webui, textworld, inspect, tracking: MLflow, W&B and TensorBoard, and metrics:
+#      prometheus-client)
 #   5. node/npm: install Debian's nodejs npm if npm is missing (build.sh installs the agent CLIs
 #      with it from the npm registry)
 #   6. chromium: install Debian's chromium if missing (the WebUI's browser tests drive it
 #      with Playwright; nothing is downloaded by Playwright itself)
+#   6b. prometheus: install Debian's prometheus server if missing (the metrics test starts one on a
+#      free port and scrapes a host; no service of its own is started)
 #   7. docker/build.sh: base, runtime (with the agent CLIs Codex and Claude Code at the versions in
 #      docker/agents/versions.env), service, textworld and polyglot (the code runs' toolchains, for
 #      `skillopt serve --http-listen`) images (no-op when up to date)
@@ -178,6 +181,16 @@ else
   apt_install chromium
   command -v chromium >/dev/null || die "chromium still missing after apt-get install chromium"
   done_ "installed Debian chromium ($(chromium --version 2>/dev/null | head -n 1))"
+fi
+
+# 6b. Prometheus for the metrics test (tests/sandbox/test_metrics_prometheus.py) ---------------------
+step "prometheus"
+if command -v prometheus >/dev/null; then
+  done_ "present ($(prometheus --version 2>&1 | head -n 1))"
+else
+  apt_install --no-install-recommends prometheus
+  command -v prometheus >/dev/null || die "prometheus still missing after apt-get install prometheus"
+  done_ "installed Debian prometheus ($(prometheus --version 2>&1 | head -n 1))"
 fi
 
 # 7. Images -------------------------------------------------------------------------------------------

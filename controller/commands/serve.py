@@ -148,6 +148,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--http-port-file", help="write the HTTP API's bound port here once listening")
     p.add_argument(
+        "--metrics-listen",
+        default="",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics over plaintext HTTP at /metrics on this address (off unless "
+        "given; no token: nothing secret in them; needs skillopt[metrics]; docs/observability.md)",
+    )
+    p.add_argument(
         "--max-sessions",
         type=int,
         default=64,
@@ -295,7 +302,13 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
             health_listen=args.health_listen,
             http_listen=args.http_listen,
             code_image=args.code_image,
+            metrics_listen=args.metrics_listen,
         )
+        if args.metrics_listen:
+            from sandbox.observability.metrics import parse_listen, require_client
+
+            parse_listen(args.metrics_listen)  # refuse before anything starts
+            require_client()
         server_credentials(config)  # half a TLS setup or a missing file: refuse before anything starts
     except (ConfigError, OSError) as exc:
         print(f"skillopt serve: {getattr(exc, 'message', exc)}", file=sys.stderr)

@@ -30,6 +30,7 @@ from sandbox.gateway.cache import CACHE_MODES, ExchangeCache, StoredResponse, ca
 from sandbox.gateway.session import GatewaySession
 from sandbox.gateway.spans import model_call_failed, model_call_span
 from sandbox.gateway.usage import parse_usage
+from sandbox.observability.metrics import NO_METRICS, Metrics
 from skillopt.errors import (
     ConfigError,
     ModelError,
@@ -104,6 +105,8 @@ class Gateway:
         self.default_mode = default_mode
         self.max_attempts = max_attempts
         self.upstream_timeout_s = upstream_timeout_s
+        #: The host's recorder of model calls and provider failures (none: metrics off).
+        self.metrics: Metrics = NO_METRICS
         self._sessions: dict[str, GatewaySession] = {}
         self._lock = threading.Lock()
         self._http = httpx.Client(
@@ -172,6 +175,7 @@ class Gateway:
                 )
                 session.error = session.error or err
                 model_call_failed(session, api, time.monotonic(), err)
+                self.metrics.gateway_error(session.profile.name, str(err.kind))
                 raise err
             return hit
         return None
@@ -252,7 +256,7 @@ class Gateway:
                 status=response.status_code, content_type=content_type, body=raw, usage={}
             )
             self._log(session, api, payload, stored, t0, replayed=False)
-            session.fail(self._status_error(session, response.status_code, raw))
+            self._fail(session, self._status_error(session, response.status_code, raw))
             return response.status_code, content_type, iter([raw])
 
         def chunks() -> Iterator[bytes]:
@@ -263,11 +267,12 @@ class Gateway:
                     yield chunk
             except httpx.HTTPError as exc:  # the provider broke off mid-answer
                 kind = ModelTimeout if isinstance(exc, httpx.TimeoutException) else ModelUnavailable
-                session.fail(
+                self._fail(
+                    session,
                     kind(
                         f"provider {session.profile.name!r} broke off its answer: {type(exc).__name__}",
                         rollout_id=session.rollout_id,
-                    )
+                    ),
                 )
             finally:
                 response.close()
@@ -282,6 +287,11 @@ class Gateway:
                 self._log(session, api, payload, stored, t0, replayed=False)
 
         return response.status_code, content_type, chunks()
+
+    def _fail(self, session: GatewaySession, error: ModelError) -> None:
+        """Record a provider's failure in the session (it types the rollout's) and count it."""
+        session.fail(error)
+        self.metrics.gateway_error(session.profile.name, str(error.kind))
 
     def _status_error(self, session: GatewaySession, status: int, body: bytes) -> ModelError:
         """The typed error for an HTTP error status the provider answered."""
@@ -349,7 +359,7 @@ class Gateway:
                 f"provider {name!r} unreachable after {self.max_attempts} attempts: {type(last).__name__}",
                 rollout_id=session.rollout_id,
             )
-        session.fail(err)
+        self._fail(session, err)
         raise err
 
     def _log(
@@ -366,6 +376,8 @@ class Gateway:
             usage = dataclasses.replace(Usage.from_dict(resp.usage), calls=1)
         except (TypeError, ValueError):  # a recording from elsewhere
             usage = Usage(calls=1)
+        seconds = time.monotonic() - t0
+        self.metrics.model_call(session.profile.name, seconds, usage, status=resp.status, replayed=replayed)
         record = usage.to_dict()
         del record["calls"]
         model_call_span(session, api, t0, resp, usage, payload, replayed=replayed)
@@ -373,7 +385,7 @@ class Gateway:
             {
                 "api": api,
                 "status": resp.status,
-                "seconds": round(time.monotonic() - t0, 4),
+                "seconds": round(seconds, 4),
                 "replayed": replayed,
                 "model": (payload.get("model") if isinstance(payload, dict) else None) or session.model,
                 "usage": record,
@@ -406,7 +418,11 @@ class Gateway:
                 dataclasses.replace(request, timeout_s=limit, seed=session.seed or request.seed)
             )
         except ModelError as exc:
-            session.fail(exc)
+            status = getattr(exc, "status", 0) or 500  # no HTTP answer: counted as a server error
+            self.metrics.model_call(
+                session.profile.name, time.monotonic() - t0, Usage(), status=status, replayed=False
+            )
+            self._fail(session, exc)
             model_call_failed(session, "chat", t0, exc)
             raise
         body = json.dumps(_response_json(reply)).encode("utf-8")

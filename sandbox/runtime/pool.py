@@ -64,6 +64,8 @@ class _Pool:
     acquired_warm: int = 0
     #: Acquisitions announced ahead (:meth:`PoolManager.expect`) and not made yet.
     expected: int = 0
+    #: Containers acquired and not released yet (rollouts' and sessions').
+    leased: int = 0
 
     @property
     def waiters(self) -> int:
@@ -81,6 +83,9 @@ class PoolStats:
     created_total: int
     acquired_total: int
     acquired_warm: int
+    #: Containers acquired and not released yet; idle containers the pool keeps ready.
+    leased: int = 0
+    target: int = 0
 
 
 class PoolManager:
@@ -98,6 +103,8 @@ class PoolManager:
         )
         self._destroyers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pool-destroy")
         self._destroying = 0  # released containers whose removal has not finished
+        #: Container creations that failed (all specs): the metrics' engine errors.
+        self.create_failures = 0
         self._in_flight = 0
         # The burst of acquisitions in progress: its first and its last (monotonic), or None.
         self._burst: tuple[float, float] | None = None
@@ -146,6 +153,7 @@ class PoolManager:
                             handle.state = SlotState.LEASED
                             if warm:
                                 pool.acquired_warm += 1
+                            pool.leased += 1
                             now = time.monotonic()
                             self._burst = (self._burst[0] if self._burst else now, now)
                             self._cond.notify_all()  # the next waiter's turn; refill
@@ -174,6 +182,9 @@ class PoolManager:
         """Give a used container back: it is destroyed in the background, never reused."""
         self._destroy_async(handle)
         with self._cond:
+            pool = self._pools.get(handle.spec.key)
+            if pool is not None:
+                pool.leased = max(0, pool.leased - 1)
             self._cond.notify_all()
 
     def expect(self, spec: ContainerSpec, count: int = 1) -> None:
@@ -226,6 +237,7 @@ class PoolManager:
 
     def stats(self) -> list[PoolStats]:
         with self._cond:
+            warm = self._warm_keys(time.monotonic())
             return [
                 PoolStats(
                     spec_key=k,
@@ -236,6 +248,8 @@ class PoolManager:
                     created_total=p.created_total,
                     acquired_total=p.acquired_total,
                     acquired_warm=p.acquired_warm,
+                    leased=p.leased,
+                    target=(self.config.pool_size if k in warm else 0) + p.expected,
                 )
                 for k, p in self._pools.items()
             ]
@@ -456,6 +470,7 @@ class PoolManager:
                 handle_to_drop = None
                 pool.consecutive_failures += 1
                 pool.last_error = error
+                self.create_failures += 1
             self._cond.notify_all()
         if handle_to_drop is not None:
             with contextlib.suppress(Exception):

@@ -65,13 +65,17 @@ class HostWatch:
         self._lock = threading.Lock()
         self._serving = True
         self._pinged_at = float("-inf")  # monotonic time of the last successful engine ping
+        #: Checks that found the container engine unreachable (the metrics' engine errors).
+        self.engine_unreachable = 0
 
     def check_now(self, *, fresh: bool = False) -> str:
         """The current problem ("" = none), with health updated to match; ``fresh`` pings the
         engine even when a recent ping succeeded (the periodic check does)."""
         ping = fresh or not self._serving or time.monotonic() - self._pinged_at > self.PING_MAX_AGE_S
         problem = host_problem(self.runtime, self.pools, self.min_free_bytes, ping=ping)
-        if ping and not problem.startswith("container engine unreachable"):
+        if problem.startswith("container engine unreachable"):
+            self.engine_unreachable += 1
+        elif ping:
             self._pinged_at = time.monotonic()
         with self._lock:
             if bool(problem) != (not self._serving):
@@ -88,6 +92,11 @@ class HostWatch:
                 else:
                     log.warning("host.not_serving", host=self.host_id, reason=problem)
         return problem
+
+    @property
+    def serving(self) -> bool:
+        """Whether the last check found the host able to take rollouts."""
+        return self._serving
 
     def loop(self, stopped: threading.Event) -> None:
         while not stopped.wait(self.interval_s):

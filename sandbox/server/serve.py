@@ -36,6 +36,7 @@ from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from sandbox.server.fusion_http import start_http_api
 from sandbox.server.hostwatch import SERVICE_NAME, HostWatch
 from sandbox.server.interceptors import TokenAuthInterceptor
+from sandbox.server.listeners import health_listener, metrics_listener
 from sandbox.server.servicer import SandboxServicer
 from sandbox.service.admission import RolloutAdmission
 from sandbox.service.config import ServiceConfig, SessionConfig
@@ -97,6 +98,9 @@ class ServerConfig:
     #: main port, NOT_SERVING while draining), for probes that cannot speak TLS or present a
     #: client certificate: Kubernetes' gRPC probes. "" = none.
     health_listen: str = ""
+    #: A plaintext HTTP listener serving Prometheus metrics (``/metrics``, no token: nothing
+    #: secret in them; needs ``skillopt[metrics]``). "" = none.
+    metrics_listen: str = ""
     #: How often the host checks that it can serve: its container engine answers, and its state
     #: dir has at least ``min_free_bytes`` free. Failing either turns health NOT_SERVING (so
     #: controllers stop placing here) until it passes again.
@@ -148,6 +152,8 @@ class RunningServer:
     health_port: int = 0
     #: Port of the SandboxFusion-compatible HTTP API (0: none).
     http_port: int = 0
+    #: Port of the metrics listener (0: none).
+    metrics_port: int = 0
     stopped: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -223,6 +229,9 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
             interval_s=config.host_check_interval_s,
         )
         servicer.host_check = watch.check_now
+        metrics_port = metrics_listener(
+            config.metrics_listen, host, servicer, watch, cleanup
+        )  # stops after the drain
         try:
             port = (
                 server.add_secure_port(config.listen, creds)
@@ -231,7 +240,9 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
             )
         except RuntimeError as exc:
             raise ConfigError(f"cannot listen on {config.listen}: {exc}") from exc
-        health_server, health_port = _health_server(config, health_servicer)  # bound, not started
+        health_server, health_port = health_listener(
+            config.health_listen, health_servicer
+        )  # bound, not started
         server.start()
         if health_server is not None:
             health_server.start()
@@ -241,6 +252,7 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
         running = RunningServer(
             server, port, host.service, host.admission, health_servicer, servicer, host.front, health_port
         )
+        running.metrics_port = metrics_port
         cleanup.callback(running.stopped.set)
         cleanup.callback(_drain, running, config.drain_grace_s)
         if config.http_listen:  # its door closes first when the host drains
@@ -429,28 +441,6 @@ def _grpc_server(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
     return server, health_servicer
-
-
-def _health_server(
-    config: ServerConfig, health_servicer: health.HealthServicer
-) -> tuple[grpc.Server | None, int]:
-    """The health-only plaintext listener (``config.health_listen``), bound but not started,
-    and its port; ``(None, 0)`` when none is asked for. It shares the main server's health
-    servicer, so draining shows on both.
-
-    Raises:
-        ConfigError: the address cannot be bound.
-    """
-    if not config.health_listen:
-        return None, 0
-    server = grpc.server(ThreadPoolExecutor(max_workers=2, thread_name_prefix="health"))
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    try:
-        port = server.add_insecure_port(config.health_listen)
-    except RuntimeError as exc:
-        raise ConfigError(f"cannot listen on {config.health_listen} (--health-listen): {exc}") from exc
-    log.info("server.health_listener", listen=config.health_listen, port=port)
-    return server, port
 
 
 def _reap_loop(runtime: DockerRuntime, interval_s: float, stopped: threading.Event) -> None:

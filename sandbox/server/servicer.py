@@ -10,6 +10,7 @@ when it was the last one. Every failure leaves through the proto's status table
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -22,6 +23,7 @@ from sandbox.api import convert
 from sandbox.api.status import status_for
 from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
+from sandbox.observability.metrics import NO_METRICS, Metrics
 from sandbox.server.session_rpcs import SessionRpcs
 from sandbox.service.admission import RolloutAdmission, RolloutHandle
 from sandbox.service.blobs import BlobStore
@@ -63,6 +65,8 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
         #: The SandboxFusion-compatible HTTP API's languages and port (``()``, 0: not served).
         self.languages: tuple[str, ...] = ()
         self.http_port = 0
+        #: The host's metrics recorder (none unless ``--metrics-listen``).
+        self.metrics: Metrics = NO_METRICS
         self._workers = ThreadPoolExecutor(
             max_workers=max(1, admission.capacity), thread_name_prefix="rollout"
         )
@@ -92,6 +96,7 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
                 )
                 span.set_attribute("skillopt.admission.new", is_new)
         except Exception as exc:
+            self.metrics.rollout_refused(exc)
             self._abort(context, exc)
         if is_new:  # the worker's spans nest under this call's (a no-op while tracing is off)
             execute = tracing.in_context(self._execute)
@@ -131,6 +136,7 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
             if handle.cancel.is_set():
                 kill()
 
+        wait_s = time.monotonic() - handle.started_at  # admitted → taken by a worker
         with tracing.span("sandbox.rollout", tracing.rollout_attributes(request)) as span:
             try:
                 result = self.service.run(
@@ -150,6 +156,7 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
                 handle.finish(None, exc)
             finally:
                 self.admission.complete(handle)
+        self.metrics.rollout_finished(handle, request, handle.result, wait_s=wait_s, error=handle.error)
 
     def _on_rpc_end(self, handle: RolloutHandle, stop: threading.Event) -> None:
         stop.set()

@@ -47,6 +47,7 @@ class BlobStore:
         self._packages: OrderedDict[tuple[str, str], Listing] = OrderedDict()
         self.bytes = 0
         self.hits = 0
+        self.misses = 0
         self.stored = 0
         self.evicted = 0
 
@@ -56,6 +57,8 @@ class BlobStore:
             if data is not None:
                 self._items.move_to_end((tenant, digest))
                 self.hits += 1
+            else:
+                self.misses += 1
             return data
 
     def put(self, tenant: str, digest: str, data: bytes) -> bytes:
@@ -98,6 +101,9 @@ class BlobStore:
             listing = self._packages.get((tenant, tree))
             if listing is not None:
                 self._packages.move_to_end((tenant, tree))
+                self.hits += 1
+            else:
+                self.misses += 1
             return listing
 
     def keep_listing(self, tenant: str, tree: str, listing: Listing) -> None:
@@ -115,6 +121,7 @@ class BlobStore:
                 "bytes": self.bytes,
                 "capacity_bytes": self.capacity_bytes,
                 "hits": self.hits,
+                "misses": self.misses,
                 "stored": self.stored,
                 "evicted": self.evicted,
                 "packages": len(self._packages),

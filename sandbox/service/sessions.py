@@ -109,6 +109,9 @@ class SessionManager:
         self._sessions: dict[str, Session] = {}
         #: Sessions created since the host started (for Describe-style counters and tests).
         self.created_total = 0
+        #: Sessions ended by their idle TTL or lifetime, and creations refused for room.
+        self.reaped_total = 0
+        self.refused_total = 0
         self._reserved: dict[str, int] = {}  # tenant id -> creations in flight
         self._buffered = 0  # bytes of file and stdin transfers held in memory now
         self._cond = threading.Condition()
@@ -122,6 +125,14 @@ class SessionManager:
     def count(self) -> int:
         with self._cond:
             return len(self._sessions)
+
+    def tenant_counts(self) -> dict[str, int]:
+        """Live sessions by tenant id (a hash of its token)."""
+        with self._cond:
+            counts: dict[str, int] = {}
+            for s in self._sessions.values():
+                counts[s.tenant.id] = counts.get(s.tenant.id, 0) + 1
+            return counts
 
     def wait_count(self, at_most: int, *, timeout_s: float) -> bool:
         """Block until at most ``at_most`` sessions are live (``False``: not within ``timeout_s``)."""
@@ -360,6 +371,7 @@ class SessionManager:
             now = time.monotonic()
             live = len(self._sessions) + sum(self._reserved.values())
             if live >= self.config.max_sessions:
+                self.refused_total += 1
                 raise SessionLimit(
                     f"host {self.host_id} holds its maximum of {self.config.max_sessions} sessions; "
                     "retry later or on another host",
@@ -369,6 +381,7 @@ class SessionManager:
                 tenant.id, 0
             )
             if tenant.max_sessions and mine >= tenant.max_sessions:
+                self.refused_total += 1
                 raise SessionLimit(
                     f"this token's cap of {tenant.max_sessions} sessions on host {self.host_id} is reached; "
                     "destroy one of them or wait for one to expire",
@@ -406,6 +419,7 @@ class SessionManager:
                         expired.append((session, "idle TTL lapsed"))
                 for session, _ in expired:
                     del self._sessions[session.id]
+                self.reaped_total += len(expired)
                 if expired:
                     self._cond.notify_all()
                 else:

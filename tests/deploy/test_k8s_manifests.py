@@ -115,6 +115,15 @@ def test_probes_use_grpc_health_on_the_health_only_listener(pod):
     assert sandbox.readiness_probe.period_seconds * sandbox.readiness_probe.failure_threshold <= 10
 
 
+def test_metrics_are_served_on_the_annotated_port(objects, pod):
+    sandbox = _container(pod, "sandbox")
+    ports = {p.name: p.container_port for p in sandbox.ports}
+    port = int(_args(sandbox)["metrics-listen"].rsplit(":", 1)[1])
+    annotations = objects["StatefulSet"].spec.template.metadata.annotations
+    assert ports["metrics"] == port == int(annotations["prometheus.io/port"])
+    assert annotations["prometheus.io/scrape"] == "true" and annotations["prometheus.io/path"] == "/metrics"
+
+
 def test_resources_requests_and_limits_everywhere(pod):
     for c in [*pod.init_containers, *pod.containers]:
         assert c.resources and c.resources.requests and c.resources.limits, c.name

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from pathlib import Path
 import docker
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
 from sandbox.runtime.docker.engine import list_containers
@@ -96,7 +98,7 @@ def compose_env() -> Iterator[tuple[dict[str, str], str, Path, list[int], str]]:
     root = Path(tempfile.mkdtemp(prefix="so-cmp-", dir="/tmp"))  # short: unix socket paths
     project = f"skillopt-test-{tag}"
     prefix = f"cmp{tag}"
-    ports = _free_ports(3)
+    ports = _free_ports(6)  # gRPC, then metrics
     (root / "token").write_text(uuid.uuid4().hex)
     env = {
         **os.environ,
@@ -105,7 +107,8 @@ def compose_env() -> Iterator[tuple[dict[str, str], str, Path, list[int], str]]:
         "SKILLOPT_FLEET_STATE_ROOT": str(root / "state"),
         "SKILLOPT_FLEET_HOST_PREFIX": prefix,
         "SKILLOPT_FLEET_CAPACITY": "2",
-        **{f"SKILLOPT_FLEET_PORT_{i + 1}": str(p) for i, p in enumerate(ports)},
+        **{f"SKILLOPT_FLEET_PORT_{i + 1}": str(p) for i, p in enumerate(ports[:3])},
+        **{f"SKILLOPT_FLEET_METRICS_PORT_{i + 1}": str(p) for i, p in enumerate(ports[3:])},
     }
     try:
         yield env, project, root, ports, prefix
@@ -149,7 +152,7 @@ def test_compose_fleet_trains_runs_exec_agents_and_leaves_nothing(docker_client,
         assert len(healthy) == 3, (healthy, _compose(env, project, "logs", "--tail", "30").stdout[-4000:])
         up_s = time.monotonic() - t_up
 
-        endpoints = ",".join(f"127.0.0.1:{p}" for p in ports)
+        endpoints = ",".join(f"127.0.0.1:{p}" for p in ports[:3])
         out = root / "run"
         t_train = time.monotonic()
         res = subprocess.run(
@@ -186,6 +189,24 @@ def test_compose_fleet_trains_runs_exec_agents_and_leaves_nothing(docker_client,
             row = client.run(req, timeout_s=240)
         assert row.infra_error is None, (row.fail_reason, row.infra_error)
         assert row.agent_ok and row.host == hosts[0]
+        # Each service serves its Prometheus metrics (--metrics-listen): the fleet's rollouts,
+        # the Codex rollout on the first host.
+        scored: list[dict[str, float]] = []  # per host: agent -> scored spreadsheetbench rollouts
+        for port in ports[3:]:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+                text = reply.read().decode()
+            scored.append(
+                {
+                    s.labels["agent"]: s.value
+                    for f in text_string_to_metric_families(text)
+                    for s in f.samples
+                    if s.name == "skillopt_rollouts_total"
+                    and s.labels["env"] == "spreadsheetbench"
+                    and s.labels["outcome"] == "scored"
+                }
+            )
+        assert sum(sum(host.values()) for host in scored) >= 2, scored
+        assert scored[0].get("codex_exec") == 1.0, scored
 
     t_down = time.monotonic()
     down = _compose(env, project, "down", "--timeout", "60")
