@@ -216,7 +216,20 @@ def test_headless_service_pdb_and_policy_select_the_pods(objects, kustomization,
     assert objects["PodDisruptionBudget"].spec.selector.match_labels.items() <= labels.items()
     policy = objects["NetworkPolicy"].spec
     assert policy.pod_selector.match_labels.items() <= labels.items()
-    assert [p.port for rule in policy.ingress for p in rule.ports] == ["grpc"]
+    # The controller reaches gRPC only; Prometheus the metrics port only.
+    admitted = {
+        p.port: [f.pod_selector.match_labels for f in rule._from]
+        for rule in policy.ingress
+        for p in rule.ports
+    }
+    assert admitted == {
+        "grpc": [{"app.kubernetes.io/component": "skillopt-controller"}],
+        "metrics": [{"app.kubernetes.io/name": "prometheus"}],
+    }
+    metrics_port = {
+        p.name: p.container_port for c in sts.spec.template.spec.containers for p in c.ports or []
+    }
+    assert "metrics" in metrics_port
     blocked = [e for rule in policy.egress for t in rule.to if t.ip_block for e in t.ip_block._except or []]
     assert "169.254.169.254/32" in blocked
     # The endpoint string the controller is given, as documented.
