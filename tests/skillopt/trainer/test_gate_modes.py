@@ -5,6 +5,7 @@ nothing, the ground truth, and the noisy target drawing at its probabilities."""
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -234,3 +235,98 @@ def test_a_paired_gate_that_cannot_reach_alpha_says_so_before_the_run_spends_any
         seen = _Notices()
         fit(tmp_path / mode, *NOISY, f"evaluation.gate_mode={mode}", callbacks=[seen])
         assert seen.notices == ()
+
+
+# -- the sequential gate ------------------------------------------------------------------------
+
+#: Seed 8 of the short run: the sequential gate accepts at its second look, rejects at the
+#: round budget and for no improvement, and measures the current skill's later rounds.
+SEQUENTIAL = ("run.simulate=noisy", "train.seed=8", "evaluation.gate_mode=sequential")
+
+
+@pytest.fixture(scope="module")
+def sequential_run(tmp_path_factory, fit) -> tuple[Path, list]:
+    """One uninterrupted sequential run (and the rollouts it asked for)."""
+    out = tmp_path_factory.mktemp("sequential") / "run"
+    result, executor = fit(out, *SEQUENTIAL)
+    assert result.complete
+    return out, list(executor.requests)
+
+
+def test_the_sequential_gate_measures_rounds_records_its_looks_and_decides_by_seed(
+    sequential_run, fit, tmp_path
+):
+    out, requests = sequential_run
+    gated = [r for r in _records(out) if r.get("gate_test")]
+    assert gated
+    for r in gated:
+        t = r["gate_test"]
+        assert (t["mode"], t["name"], t["max_looks"], t["spending"]) == (
+            "sequential",
+            "group_sequential",
+            3,
+            "pocock",
+        )
+        assert 1 <= t["looks"] <= 3 and t["boundary"] in ("accept", "futility", "budget")
+        assert ("accept" in r["action"]) == (t["boundary"] == "accept") == (t["z"] >= t["bound"])
+        assert (
+            r["gate_reason"]
+            == {"accept": "significant", "futility": "no_improvement", "budget": "round_budget"}[
+                t["boundary"]
+            ]
+        )
+        assert t["n"] <= 15 * t["looks"] and t["p_value"] == pytest.approx(
+            0.5 * math.erfc(t["z"] / math.sqrt(2))
+        )
+        step = layout.step_dir(r["step"])
+        # Round k of the candidate in <selection_eval>_r<k>, exactly the rounds looked at.
+        for k in range(2, 5):
+            assert (out / layout.repeat_dir(f"{step}/{layout.Step.SELECTION}", k)).is_dir() == (
+                k <= t["looks"] and not r["selection_cached"]
+            ), (r["step"], k)
+    looks = [r["gate_test"]["looks"] for r in gated]
+    assert max(looks) == 3 and {1, 2} & set(looks)
+    assert "round_budget" in {r["gate_reason"] for r in gated}
+    # Every round measured is kept under its own key; the current skill's later rounds are
+    # measured once and then reused (never twice: every rollout id asked for once).
+    keys = json.loads(json.loads((out / layout.STATE).read_text())["gate_cache"]["json"])["entries"]
+    assert any(k.endswith("/round=2") for k in keys) and any(k.endswith("/round=3") for k in keys)
+    assert max(Counter(r.rollout_id for r in requests).values()) == 1
+    assert_no_duplicate_rows(out)
+    # The same seed decides the same.
+    again = tmp_path / "again"
+    fit(again, *SEQUENTIAL)
+    assert decisions(again) == decisions(out)
+
+
+class CrashInRound(Callback):
+    """Crash after the first row of a second round: the first round done, the second begun."""
+
+    def __init__(self) -> None:
+        self.label = ""
+
+    def on_rollout_result(self, event: RowEvent) -> None:
+        if event.label.endswith("_r2"):
+            self.label = event.label
+            raise Crash(f"between rounds 1 and 2 of {event.label}")
+
+
+def test_a_crash_between_two_rounds_resumes_without_rerunning_a_rollout(sequential_run, fit, tmp_path):
+    ref, _ = sequential_run
+    out = tmp_path / "run"
+    crash = CrashInRound()
+    with pytest.raises(Crash):
+        fit(out, *SEQUENTIAL, callbacks=[crash])
+    round1 = out / crash.label.removesuffix("_r2")
+    assert (round1 / layout.RESULTS).is_file() and (out / crash.label / layout.RESULTS).is_file()
+    before = {
+        json.loads(line)["rollout_id"]
+        for p in out.rglob(layout.RESULTS)
+        for line in p.read_text().splitlines()
+    }
+    result, executor = fit(out, *SEQUENTIAL)
+    assert result.complete
+    again = {r.rollout_id for r in executor.requests} & before
+    assert not again, f"rerun after resume: {sorted(again)[:5]}"
+    assert decisions(out) == decisions(ref)
+    assert_no_duplicate_rows(out)
