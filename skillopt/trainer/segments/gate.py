@@ -50,7 +50,7 @@ def decide_gate(
     ev: SelectionEval,
     *,
     current_rel: str,
-    candidate_rel: str = "",
+    candidate_rel: str,
 ) -> GateOutcome:
     """Decide on ``candidate`` against the current skill and announce it (``on_gate_decision``).
 
@@ -134,7 +134,7 @@ def decide_gate(
 
 
 def decide_final_best(
-    ctx: RunContext, ev: SelectionEval, *, best_rel: str, final_rel: str = ""
+    ctx: RunContext, ev: SelectionEval, *, best_rel: str, final_rel: str
 ) -> tuple[dict[str, Any], SelectionEval | None]:
     """Whether the final skill (measured as ``ev``) replaces the best one, by the run's gate.
 

@@ -330,3 +330,18 @@ def test_a_crash_between_two_rounds_resumes_without_rerunning_a_rollout(sequenti
     assert not again, f"rerun after resume: {sorted(again)[:5]}"
     assert decisions(out) == decisions(ref)
     assert_no_duplicate_rows(out)
+
+
+def test_a_copied_task_plays_its_task_with_its_own_draws():
+    """``bench/bench_gate.py``'s 100-item profile: ``<id>~copy<k>`` has its task's probability,
+    and its rollouts their own seeds."""
+    from skillopt.envs.registry import load_env_data
+    from skillopt.testing.simulation import COPY_MARK, task_of_copy
+    from skillopt.trainer.rollouts import rollout_seed
+
+    item = load_env_data("searchqa").split("train")[0]
+    copy = f"{item.id}{COPY_MARK}3"
+    assert task_of_copy(copy) == item.id and task_of_copy(item.id) == item.id
+    for skill in ("", "Answer from memory first and consult the material only when you are unsure."):
+        assert pass_probability(copy, skill) == pass_probability(item.id, skill)
+    assert rollout_seed(1, "selection_eval", copy) != rollout_seed(1, "selection_eval", item.id)
