@@ -230,10 +230,10 @@ def sequential_rounds(
             max_looks=e.gate_max_rounds,
             spending=e.gate_spending,
         )
-        if k == 2 and test.boundary != "accept" and _same(ev, cand_k) and _same(reference_ev, ref_k):
+        if k == 2 and _same(ev, cand_k) and _same(reference_ev, ref_k):
             # Both skills scored every item exactly as in round 1: a deterministic target
-            # (temperature 0, a cache) has no noise to test, and more rounds would only
-            # inflate the statistic with copies. The means decide, as in ``strict``.
+            # (temperature 0, a cache) has no noise to test, and a copy of round 1 would only
+            # inflate the statistic (even into an accept). The means decide, as in ``strict``.
             test = replace(test, boundary="reproduced")
         if test.decided:
             log.info("gate.sequential", candidate=skill_hash(candidate)[:12], **test.to_json())

@@ -345,3 +345,19 @@ def test_a_copied_task_plays_its_task_with_its_own_draws():
     for skill in ("", "Answer from memory first and consult the material only when you are unsure."):
         assert pass_probability(copy, skill) == pass_probability(item.id, skill)
     assert rollout_seed(1, "selection_eval", copy) != rollout_seed(1, "selection_eval", item.id)
+
+
+def test_on_a_deterministic_target_a_reproduced_round_lets_the_means_decide_as_strict(fit, tmp_path):
+    # A tiny alpha puts the first look's bound out of reach of 15 items, so the clear
+    # improvement of step 1 needs a second round, which the deterministic target reproduces.
+    strict, seq = tmp_path / "strict", tmp_path / "sequential"
+    _, strict_ex = fit(strict, "run.simulate=on")
+    _, seq_ex = fit(seq, "run.simulate=on", "evaluation.gate_mode=sequential", "evaluation.gate_alpha=0.0001")
+    assert [r["action"] for r in _records(seq)] == [r["action"] for r in _records(strict)]
+    reproduced = [r for r in _records(seq) if (r.get("gate_test") or {}).get("boundary") == "reproduced"]
+    assert reproduced and all(r["gate_test"]["looks"] == 2 for r in reproduced)
+    assert {r["gate_reason"] for r in reproduced} <= {"above_current", "no_improvement"}
+    assert "accept" in reproduced[0]["action"] and reproduced[0]["gate_reason"] == "above_current"
+    # One more round of both skills for each such decision, nothing else.
+    n_sel = len(RunPlan.of(config("run.simulate=on"), load_data(config("run.simulate=on"))).selection)
+    assert len(seq_ex.requests) <= len(strict_ex.requests) + 2 * n_sel * len(reproduced)
