@@ -253,9 +253,7 @@ def sequential_run(tmp_path_factory, fit) -> tuple[Path, list]:
     return out, list(executor.requests)
 
 
-def test_the_sequential_gate_measures_rounds_records_its_looks_and_decides_by_seed(
-    sequential_run, fit, tmp_path
-):
+def test_the_sequential_gate_measures_rounds_records_its_looks_and_decides_by_seed(sequential_run):
     out, requests = sequential_run
     gated = [r for r in _records(out) if r.get("gate_test")]
     assert gated
@@ -293,10 +291,7 @@ def test_the_sequential_gate_measures_rounds_records_its_looks_and_decides_by_se
     assert any(k.endswith("/round=2") for k in keys) and any(k.endswith("/round=3") for k in keys)
     assert max(Counter(r.rollout_id for r in requests).values()) == 1
     assert_no_duplicate_rows(out)
-    # The same seed decides the same.
-    again = tmp_path / "again"
-    fit(again, *SEQUENTIAL)
-    assert decisions(again) == decisions(out)
+    # The same seed decides the same: the next test's run, crashed and resumed, matches it.
 
 
 class CrashInRound(Callback):
