@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from skillopt.errors import ConfigError, SkillOptError
 from skillopt.skill.document import strip_protected_regions
-from skillopt.stats import PairedTest, detectable_effect, sign_test_min_p
+from skillopt.stats import PairedTest, SequentialTest, detectable_effect, sign_test_min_p
 
 __all__ = [
     "DEFAULT_LEADING_WORDS",
@@ -50,20 +50,29 @@ __all__ = [
     "gate_power_notice",
     "gate_score",
     "regressions",
+    "round_key",
     "semantic_density",
 ]
 
 GateAction = Literal["accept_new_best", "accept", "reject"]
 GATE_METRICS: tuple[str, ...] = ("hard", "soft", "mixed")
 #: ``strict``: the mean strictly above; ``paired``: a significant paired test; ``repeat``:
-#: every item rolled out ``gate_repeats`` times, then ``paired``.
-GATE_MODES: tuple[str, ...] = ("strict", "paired", "repeat")
+#: every item rolled out ``gate_repeats`` times, then ``paired``; ``sequential``: rounds over
+#: the selection items until a group-sequential test stops (:func:`skillopt.stats.sequential_test`).
+GATE_MODES: tuple[str, ...] = ("strict", "paired", "repeat", "sequential")
 
 
 def gate_key(skill_hash: str, repeats: int = 1) -> str:
     """The gate cache's key of a skill measured with ``repeats`` rollouts per item (a
     measurement with another protocol is another measurement)."""
     return skill_hash if repeats <= 1 else f"{skill_hash}/repeats={repeats}"
+
+
+def round_key(skill_hash: str, round_no: int) -> str:
+    """The gate cache's key of round ``round_no`` of the ``sequential`` gate (one rollout per
+    item): round 1 is the one-rollout measurement every mode shares (:func:`gate_key`), round
+    ``k`` another independent one (``<hash>/round=k``)."""
+    return gate_key(skill_hash) if round_no <= 1 else f"{skill_hash}/round={round_no}"
 
 
 # The reference's default list (evaluation.leading_words): emphatic words that lead a rule.
@@ -188,7 +197,8 @@ class GateDecision:
         best_step: Step of the best skill after the decision.
         reason: ``new_best`` | ``above_current`` | ``not_above_current`` | ``regressed_items``
             (strict), or ``significant`` | ``not_significant`` | ``below_min_effect`` |
-            ``regressed_items`` (with a test; a new best is ``significant``).
+            ``regressed_items`` (with a test; a new best is ``significant``; the ``sequential``
+            gate rejects with ``no_improvement`` or ``round_budget``).
         regressed: The regressed ids that were considered (empty when the check is off).
     """
 
@@ -213,7 +223,7 @@ def decide(
     best_step: int,
     regressed: Sequence[str] = (),
     max_regressions: int | None = None,
-    test: PairedTest | None = None,
+    test: PairedTest | SequentialTest | None = None,
     alpha: float = 0.05,
     min_effect: float = 0.0,
 ) -> GateDecision:
@@ -222,6 +232,11 @@ def decide(
     * Without ``test`` (``strict``): ``candidate > current`` accepts; ties and NaN reject.
     * With ``test`` (``paired``, ``repeat``): the candidate is better when
       ``test.p_value <= alpha`` and ``test.effect >= min_effect`` (and the effect positive).
+      A :class:`~skillopt.stats.SequentialTest` (``sequential``, stopped at a boundary) is
+      better when it crossed the acceptance boundary (or, when the second round reproduced the
+      first exactly: boundary ``reproduced``, when its effect is above ``min_effect``: reason
+      ``above_current``); otherwise the reject's reason is ``no_improvement`` (futility) or
+      ``round_budget`` (the last round allowed crossed none).
     * A better candidate that is also ``> best`` → ``accept_new_best`` (current := best :=
       candidate, ``best_step := global_step``), else ``accept`` (current := candidate);
       otherwise ``reject``, state unchanged.
@@ -253,6 +268,13 @@ def decide(
     if test is None:
         better, why_not = candidate_score > current_score, "not_above_current"
         accept_reason, best_reason = "above_current", "new_best"
+    elif isinstance(test, SequentialTest):
+        # The test stopped at a boundary (it tested ``effect <= min_effect`` itself); a target
+        # that reproduced its first round exactly has no noise to test: the means decide.
+        exact = test.boundary == "reproduced"
+        better = test.boundary == "accept" or (exact and test.effect > min_effect + 1e-12)
+        why_not = "round_budget" if test.boundary == "budget" else "no_improvement"
+        accept_reason = best_reason = "above_current" if exact else "significant"
     else:
         significant = test.p_value <= alpha and test.effect > 0
         better = significant and test.effect >= min_effect

@@ -13,6 +13,8 @@ means on the same items. With stochastic targets both are noisy; this module say
 * :func:`items_for_power` — how many items a sign test needs to detect an effect (the docs'
   power table); :func:`sign_test_min_p` and :func:`detectable_effect` — what a sign test over
   a given number of items can show at all (the start-of-run notice of the ``paired`` gate).
+* :func:`sequential_test` — the ``sequential`` gate's group-sequential paired test over rounds
+  (:func:`sequential_bounds`: Lan-DeMets alpha spending, boundaries by numerical integration).
 
 Every function is deterministic: bootstraps draw from a seeded generator (``seed``), so the
 same scores always give the same interval, p-value and gate decision.
@@ -34,8 +36,11 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "SPENDING_FUNCTIONS",
     "Interval",
     "PairedTest",
+    "SequentialTest",
+    "alpha_spent",
     "bootstrap_interval",
     "ci_json",
     "ci_of",
@@ -46,6 +51,8 @@ __all__ = [
     "mean_interval",
     "paired_bootstrap",
     "paired_test",
+    "sequential_bounds",
+    "sequential_test",
     "sign_test",
     "sign_test_min_p",
     "sign_test_power",
@@ -348,3 +355,276 @@ def detectable_effect(n: int, *, base: float = 0.5, alpha: float = 0.05, power: 
         else:
             lo = mid
     return hi / 100
+
+
+# ── sequential (group-sequential) paired test ──────────────────────────────────────────────
+
+#: Alpha-spending functions (Lan & DeMets): the share of ``alpha`` spent by information
+#: fraction ``t`` (``t = look / max_looks``). ``pocock``: ``alpha * ln(1 + (e - 1) t)`` spends
+#: early (a clear candidate stops at the first look); ``obrien_fleming``:
+#: ``2 - 2 Phi(z_{alpha/2} / sqrt(t))`` spends almost nothing early and keeps the last look
+#: near the fixed-sample level.
+SPENDING_FUNCTIONS: tuple[str, ...] = ("pocock", "obrien_fleming")
+
+
+def _phi(x: np.ndarray | float) -> np.ndarray:
+    return np.exp(-0.5 * np.square(x)) / math.sqrt(2 * math.pi)
+
+
+def _norm_sf(x: float) -> float:
+    return 0.5 * math.erfc(x / math.sqrt(2))
+
+
+def _norm_isf(p: float) -> float:
+    """``z`` with ``P(Z >= z) = p`` (bisection on :func:`_norm_sf`: exact to 1e-10)."""
+    lo, hi = -40.0, 40.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if _norm_sf(mid) > p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def alpha_spent(t: float, alpha: float, spending: str) -> float:
+    """Alpha spent by information fraction ``t`` in ``[0, 1]`` (:data:`SPENDING_FUNCTIONS`).
+
+    Raises:
+        ValueError: unknown spending function.
+    """
+    t = min(1.0, max(0.0, t))
+    if spending == "pocock":
+        return alpha * math.log1p((math.e - 1) * t)
+    if spending == "obrien_fleming":
+        if t <= 0:
+            return 0.0
+        return min(alpha, 2 * _norm_sf(_norm_isf(alpha / 2) / math.sqrt(t)))
+    raise ValueError(f"unknown spending function {spending!r}; expected one of {SPENDING_FUNCTIONS}")
+
+
+_GRID = 0.02  # step of the numerical integration over the score statistic (in sd units)
+
+
+def sequential_bounds(max_looks: int, *, alpha: float = 0.05, spending: str = "pocock") -> tuple[float, ...]:
+    """Upper z boundaries of a one-sided group-sequential test with ``max_looks`` equally
+    spaced looks and Lan-DeMets spending: look ``k`` accepts when ``z_k >= bounds[k - 1]``,
+    and the probability under the null of crossing at any look is ``alpha``.
+
+    The joint law of the looks' z statistics (independent normal increments) is integrated
+    numerically (Armitage, McPherson & Rowe's recursion, Jennison & Turnbull ch. 19): the
+    density of the partial sum on the continuation region is carried from look to look, and
+    each bound is solved so that the probability of first crossing there is the alpha spent
+    between the looks. A futility stop below never enters: it is non-binding (stopping for
+    futility can only lower the false-accept rate). Deterministic; memoised.
+
+    Raises:
+        ValueError: ``max_looks < 1``, ``alpha`` outside (0, 1), unknown spending.
+    """
+    if max_looks < 1 or not 0 < alpha < 1:
+        raise ValueError(f"sequential_bounds: max_looks {max_looks}, alpha {alpha}")
+    return _bounds(int(max_looks), float(alpha), spending)
+
+
+_BOUNDS_CACHE: dict[tuple[int, float, str], tuple[float, ...]] = {}
+
+
+_ERFC = np.vectorize(math.erfc)
+
+
+def _exit_prob(bound: float, k: int, density: np.ndarray, grid: np.ndarray) -> float:
+    """The probability of continuing through look ``k - 1`` (``density``: the partial sum's
+    density on the continuation region) and then crossing ``bound`` at look ``k``:
+    ``int f(u) P(N(u, 1) >= bound sqrt(k)) du`` (look 1: ``P(Z >= bound)``)."""
+    if k == 1:
+        return _norm_sf(bound)
+    tail = 0.5 * _ERFC((bound * math.sqrt(k) - grid) / math.sqrt(2))
+    return float(np.sum(density * tail) * _GRID)
+
+
+def _bounds(max_looks: int, alpha: float, spending: str) -> tuple[float, ...]:
+    key = (max_looks, alpha, spending)
+    if key in _BOUNDS_CACHE:
+        return _BOUNDS_CACHE[key]
+    bounds: list[float] = []
+    # The partial sum s (sd units of one look); its sd at the last look is sqrt(max_looks).
+    half = round((8.0 * math.sqrt(max_looks) + 4.0) / _GRID)
+    grid = np.arange(-half, half + 1) * _GRID
+    density = np.zeros_like(grid)  # density of s on the continuation region after look k - 1
+    prev_spent = 0.0
+    for k in range(1, max_looks + 1):
+        step = alpha_spent(k / max_looks, alpha, spending) - prev_spent
+        if step <= 1e-15:
+            b = 40.0
+        else:
+            lo, hi = -10.0, 40.0
+            for _ in range(45):  # to 1.5e-12
+                mid = (lo + hi) / 2
+                if _exit_prob(mid, k, density, grid) > step:
+                    lo = mid
+                else:
+                    hi = mid
+            b = hi
+        bounds.append(b)
+        prev_spent += _exit_prob(b, k, density, grid) if step > 1e-15 else 0.0
+        cut = grid < b * math.sqrt(k)
+        if k == 1:
+            density = np.where(cut, _phi(grid), 0.0)
+        else:
+            # f_k(s) = int f_{k-1}(u) phi(s - u) du on the continuation region
+            conv = np.convolve(density, _phi(np.arange(-8.0, 8.0 + _GRID / 2, _GRID)), mode="same") * _GRID
+            density = np.where(cut, conv, 0.0)
+    out = tuple(bounds)
+    _BOUNDS_CACHE[key] = out
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class SequentialTest:
+    """A group-sequential one-sided paired comparison after some looks (one per round).
+
+    The paired part (``effect``, ``ci95``, ``n``, ``wins``, ``losses``) is over every pair of
+    the rounds looked at. ``p_value`` is the last look's nominal one-sided p-value of ``z``;
+    the look accepts when it is at most ``nominal_alpha`` (``1 - Phi(bound)``), which the
+    spending function makes smaller than ``alpha`` so the looks together keep ``alpha``.
+
+    Attributes:
+        z: The last look's standardised statistic.
+        bound: The last look's acceptance boundary on ``z``.
+        nominal_alpha: The last look's nominal level (``1 - Phi(bound)``).
+        looks: Looks taken (the stopping one included).
+        max_looks: The round budget.
+        boundary: ``accept`` (``z >= bound``), ``futility`` (no observed improvement above
+            ``min_effect``), ``budget`` (look ``max_looks`` crossed neither), or ``""``
+            (another round is due); the gate sets ``reproduced`` when a second round repeated
+            the first exactly (a deterministic target: the means decide).
+        spending: The alpha-spending function.
+        alpha: The overall false-accept level.
+    """
+
+    name: str
+    p_value: float
+    effect: float
+    ci95: Interval
+    n: int
+    wins: int
+    losses: int
+    z: float
+    bound: float
+    nominal_alpha: float
+    looks: int
+    max_looks: int
+    boundary: str
+    spending: str
+    alpha: float
+
+    @property
+    def decided(self) -> bool:
+        return bool(self.boundary)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "p_value": self.p_value,
+            "effect": self.effect,
+            "ci95": list(self.ci95),
+            "n": self.n,
+            "wins": self.wins,
+            "losses": self.losses,
+            "z": self.z,
+            "bound": self.bound,
+            "nominal_alpha": self.nominal_alpha,
+            "looks": self.looks,
+            "max_looks": self.max_looks,
+            "boundary": self.boundary,
+            "spending": self.spending,
+        }
+
+
+def _z(diffs: Sequence[float], min_effect: float, binary: bool) -> float:
+    """Self-normalised paired statistic ``(sum (d - m) - c) / sqrt(sum (d - m)^2)``: on
+    pass/fail pairs the sign test's normal approximation with its continuity correction
+    (``c = 1``); under the null it is conservative when items' effects differ."""
+    x = np.asarray(diffs, dtype=float) - min_effect
+    v = float(np.sum(x * x))
+    if v <= _EPS:
+        return 0.0
+    s = float(np.sum(x)) - (1.0 if binary else 0.0)
+    return s / math.sqrt(v)
+
+
+def sequential_test(
+    rounds: Sequence[Sequence[float]],
+    *,
+    alpha: float = 0.05,
+    min_effect: float = 0.0,
+    max_looks: int = 4,
+    spending: str = "pocock",
+    binary: bool | None = None,
+    seed: int = 0,
+    with_interval: bool = True,
+) -> SequentialTest:
+    """The group-sequential paired test of a candidate against the current skill.
+
+    ``rounds[r]`` holds round ``r + 1``'s paired differences (candidate minus current, one per
+    item both sides scored in that round). After each round (a look) it computes ``z`` over
+    every pair so far (:func:`_z`) and stops at the first boundary: ``accept`` when ``z`` is at
+    or above the look's bound (:func:`sequential_bounds`), ``futility`` when the mean
+    difference so far is at most ``min_effect`` (no observed improvement: the strict gate's
+    reject; non-binding), ``budget`` at look ``max_looks``. Later rounds are ignored, so the
+    same data always stop at the same look with the same decision.
+
+    Args:
+        binary: The differences come from pass/fail pairs (the sign test's continuity
+            correction applies); ``None``: decided from the values.
+        with_interval: Compute ``ci95`` (a paired bootstrap); off, it is ``(effect, effect)``
+            (simulations that only need the decision).
+
+    Raises:
+        ValueError: no rounds, or more rounds than ``max_looks`` looked at without a stop.
+    """
+    if not rounds:
+        raise ValueError("sequential_test: no rounds")
+    bounds = sequential_bounds(max_looks, alpha=alpha, spending=spending)
+    seen: list[float] = []
+    if binary is None:
+        binary = all(is_binary([abs(d) for d in r]) for r in rounds) and abs(min_effect) < _EPS
+    z, boundary, looks = 0.0, "", 0
+    for looks, diffs in enumerate(rounds[:max_looks], start=1):
+        seen.extend(float(d) for d in diffs)
+        z = _z(seen, min_effect, binary)
+        mean = sum(seen) / len(seen) if seen else 0.0
+        if z >= bounds[looks - 1]:
+            boundary = "accept"
+        elif mean <= min_effect + _EPS:
+            boundary = "futility"
+        elif looks >= max_looks:
+            boundary = "budget"
+        if boundary:
+            break
+    bound = bounds[looks - 1]
+    wins = sum(d > _EPS for d in seen)
+    losses = sum(d < -_EPS for d in seen)
+    effect = sum(seen) / len(seen) if seen else 0.0
+    ci = (
+        paired_bootstrap(seen, seed=seed, n_resamples=INTERVAL_RESAMPLES)[1]
+        if seen and with_interval
+        else (effect, effect)
+    )
+    return SequentialTest(
+        name="group_sequential",
+        p_value=_norm_sf(z),
+        effect=effect,
+        ci95=ci,
+        n=len(seen),
+        wins=wins,
+        losses=losses,
+        z=z,
+        bound=bound,
+        nominal_alpha=_norm_sf(bound),
+        looks=looks,
+        max_looks=max_looks,
+        boundary=boundary,
+        spending=spending,
+        alpha=alpha,
+    )

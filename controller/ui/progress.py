@@ -149,6 +149,11 @@ class ProgressDisplay(Callback):
             detail.append(
                 f"{test['mode']}; {test['name']} test: effect {test['effect']:+.3f} "
                 f"[{test['ci95'][0]:+.3f}, {test['ci95'][1]:+.3f}], p={test['p_value']:.3g}"
+                + (
+                    f", look {test['looks']}/{test['max_looks']}: {test['boundary']}"
+                    if test.get("looks")
+                    else ""
+                )
             )
         if detail:
             t.append(f" ({'; '.join(detail)})", style="dim")

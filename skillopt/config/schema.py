@@ -84,7 +84,8 @@ SkillUpdateMode = Literal["patch", "rewrite_from_suggestions", "full_rewrite_min
 PairPolicy = Literal["mixed", "changed", "unchanged"]
 AppendixSource = Literal["both", "failure_only"]
 GateMetric = Literal["hard", "soft", "mixed"]
-GateMode = Literal["strict", "paired", "repeat"]
+GateMode = Literal["strict", "paired", "repeat", "sequential"]
+GateSpending = Literal["pocock", "obrien_fleming"]
 SplitMode = Literal["split_file", "ratio"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 Simulate = Literal["auto", "on", "off", "noisy"]
@@ -144,6 +145,7 @@ PairPolicyField: TypeAlias = Annotated[PairPolicy, Canonical(_OPTIMIZER_ALIASES[
 AppendixSourceField: TypeAlias = Annotated[AppendixSource, Canonical()]
 GateMetricField: TypeAlias = Annotated[GateMetric, Canonical()]
 GateModeField: TypeAlias = Annotated[GateMode, Canonical()]
+GateSpendingField: TypeAlias = Annotated[GateSpending, Canonical()]
 SplitModeField: TypeAlias = Annotated[SplitMode, Canonical()]
 LogLevelField: TypeAlias = Annotated[LogLevel, Canonical(_RUN_ALIASES["log_level"])]
 SimulateField: TypeAlias = Annotated[Simulate, Canonical(_RUN_ALIASES["simulate"])]
@@ -498,15 +500,26 @@ class EvaluationConfig(_Section):
     skill's (the reference's rule); ``paired`` = a one-sided paired test over the selection
     items is significant at ``gate_alpha`` (exact sign/McNemar test on pass/fail scores, paired
     bootstrap otherwise); ``repeat`` = every selection item is rolled out ``gate_repeats``
-    times per skill, the scores averaged, then ``paired``. See docs/gate.md."""
+    times per skill, the scores averaged, then ``paired``; ``sequential`` = both skills are
+    measured on the selection items in rounds and a group-sequential paired test (alpha spent
+    by ``gate_spending`` over ``gate_max_rounds`` looks) accepts, rejects, or asks for another
+    round, keeping the false accepts at ``gate_alpha`` over all the looks. See docs/gate.md."""
     gate_alpha: Annotated[float, Bounds(gt=0, lt=1)] = 0.05
-    """Significance level of the ``paired`` and ``repeat`` gates (the false-accept rate they
-    allow when a candidate is no better)."""
+    """Significance level of the ``paired``, ``repeat`` and ``sequential`` gates (the
+    false-accept rate they allow when a candidate is no better)."""
     gate_min_effect: Annotated[float, Bounds(ge=0.0)] = 0.0
-    """``paired``/``repeat``: also require the mean improvement over the selection items to be
+    """``paired``/``repeat``/``sequential``: also require the mean improvement over the selection items to be
     at least this (in gate-metric units, e.g. 0.05 = five points)."""
     gate_repeats: Annotated[int, Bounds(ge=1)] = 3
     """Rollouts per selection item and skill in the ``repeat`` gate (at least 2)."""
+    gate_max_rounds: Annotated[int, Bounds(ge=1, le=20)] = 3
+    """``sequential``: the round budget, the most rounds (looks) a decision may take; a
+    candidate that crosses no boundary by the last round is rejected (reason
+    ``round_budget``)."""
+    gate_spending: GateSpendingField = "pocock"
+    """``sequential``: how ``gate_alpha`` is spent over the rounds (Lan-DeMets): ``pocock``
+    spends evenly (clear candidates stop at the first round: fewer rollouts), ``obrien_fleming``
+    keeps it for the last round (the most power when every round is usually run)."""
     gate_mixed_weight: Annotated[float, Bounds(ge=0, le=1)] = 0.5
     """``w`` of the ``mixed`` gate metric, ``(1 - w) * hard + w * soft`` (in [0, 1]): the weight of
     the soft score."""

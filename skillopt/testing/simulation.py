@@ -59,6 +59,7 @@ from skillopt.testing.package_sim import PackageTasks, package_edits, program_re
 from skillopt.testing.scripted import Responder, ScriptedModelServer, ScriptedRequest
 
 __all__ = [
+    "COPY_MARK",
     "SIM_ANTHROPIC_PROVIDER",
     "SIM_NOISY_OPTIMIZER",
     "SIM_NOISY_TARGET",
@@ -73,6 +74,7 @@ __all__ = [
     "simulation_profiles",
     "simulation_server",
     "simulation_target_provider",
+    "task_of_copy",
 ]
 
 SIM_TARGET = "sim-target"
@@ -201,14 +203,26 @@ def _package_stated(text: str, rule_text: str) -> bool:
     return rule_signature(rule_text) in _norm(text)
 
 
+#: A copy of a vendored task (``<id>~copy<k>``, e.g. ``bench/bench_gate.py``'s 100-item
+#: selection split) plays the task itself: the same question, rule and pass probability, its
+#: own draws (a rollout's seed derives from the copy's id).
+COPY_MARK = "~copy"
+
+
+def task_of_copy(task_id: str) -> str:
+    """The vendored task a (copied) item id stands for."""
+    return task_id.split(COPY_MARK, 1)[0]
+
+
 def simulated_pass(task_id: str, skill: str) -> bool:
     """Whether the (deterministic) simulated target solves ``task_id`` under ``skill``."""
-    rule = _CATALOGUE.rule_of(task_id)
+    rule = _CATALOGUE.rule_of(task_of_copy(task_id))
     return rule is None or _CATALOGUE.stated(rule, skill)
 
 
 def pass_probability(task_id: str, skill: str) -> float:
     """The noisy target's probability of solving ``task_id`` under ``skill``."""
+    task_id = task_of_copy(task_id)
     rule = _CATALOGUE.rule_of(task_id)
     stated = None if rule is None else _CATALOGUE.stated(rule, skill)
     return NOISE.probability(task_id, stated, harmful_in(skill))

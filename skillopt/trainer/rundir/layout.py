@@ -23,8 +23,10 @@ these names, never by literals of its own::
         merged_patch.json  lr_decision.json  ranked_edits.json       stage outputs (cached)
         edit_apply_report.json | rewrite_result.json | full_rewrite_result.json
         candidate_skill.md  selection_eval/  trajectory_digest.json  step_record.json
-        selection_eval_r2/ ...  (evaluation.gate_mode: repeat: one rollout dir per repeat)
+        selection_eval_r2/ ...  (evaluation.gate_mode: repeat: one rollout dir per repeat;
+                                 sequential: one per round after the first)
         selection_eval_current/  (the current skill, when its measurement was missing)
+        selection_eval_current_r2/ ...  (sequential: the current skill's rounds not measured before)
       slow_update/epoch_NN/  rollout_prev/ rollout_curr/ comparison.json comparison_pairs.json
                              proposal.json candidate_skill.md selection_eval/ slow_result.json
       meta_skill/epoch_NN/   proposal.json meta_skill_result.json (comparison.json when the

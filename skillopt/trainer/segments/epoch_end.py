@@ -177,6 +177,7 @@ class SlowUpdateSegment:
                 proposal.candidate,
                 ev,
                 current_rel=f"{rel}/{Epoch.SELECTION_CURRENT}",
+                candidate_rel=f"{rel}/{Epoch.SELECTION}",
             )
             action, accepted, gate_reason = gate.action, gate.accepted, gate.reason
             current_eval, gate_test = gate.current_evaluation, gate.gate_test

@@ -45,7 +45,9 @@ class FinalCheckSegment:
         if skill_hash(st.current_skill) == skill_hash(st.best_skill):
             return replace(state, final_score=st.best_score)
         ev = evaluate_selection(ctx, st.current_skill, layout.FINAL_SELECTION)
-        verdict, best_ev = decide_final_best(ctx, ev, best_rel=layout.FINAL_SELECTION_BEST)
+        verdict, best_ev = decide_final_best(
+            ctx, ev, best_rel=layout.FINAL_SELECTION_BEST, final_rel=layout.FINAL_SELECTION
+        )
         final = FinalCheck(evaluation=ev, verdict=verdict, best_evaluation=best_ev)
         return replace(state, final=final, final_score=ev.score)
 

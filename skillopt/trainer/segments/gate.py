@@ -4,7 +4,8 @@ stage), the gate's decision on it, and the step's commit.
 :func:`decide_gate` is the gate's rule, used by a step and by the slow update: the gate off
 force-accepts; a measurement that lost too much to infrastructure rejects; otherwise
 :func:`skillopt.gate.decide` by ``evaluation.gate_mode`` (``strict``: strictly above the
-current score; ``paired``/``repeat``: a significant paired test over the selection items),
+current score; ``paired``/``repeat``: a significant paired test over the selection items;
+``sequential``: a group-sequential paired test over rounds of the selection items),
 optionally with no more than ``evaluation.max_regressions`` items flipped from pass to fail.
 Every decision records the paired test (``gate_test``), also in ``strict`` mode, where it
 informs and the means decide. Deciding changes nothing: the step's commit applies an
@@ -16,27 +17,48 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import structlog
+
 from skillopt.gate import decide, regressions
-from skillopt.stats import PairedTest, paired_test
+from skillopt.stats import PairedTest, SequentialTest, paired_test, sequential_test
 from skillopt.trainer.callbacks import GateEvent
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.records import SelectionStats
 from skillopt.trainer.rundir import layout
 from skillopt.trainer.segments.commit import commit_step
-from skillopt.trainer.segments.selection import SelectionEval, evaluate_selection, measurement
+from skillopt.trainer.segments.selection import SelectionEval, evaluate_selection, measurement, remember
 from skillopt.trainer.segments.state import GateOutcome, StepState
+from skillopt.types import skill_hash
 
-__all__ = ["GateOutcome", "GateSegment", "decide_final_best", "decide_gate", "gate_test_record"]
+__all__ = [
+    "GateOutcome",
+    "GateSegment",
+    "decide_final_best",
+    "decide_gate",
+    "gate_test_record",
+    "sequential_rounds",
+]
+
+log = structlog.get_logger("skillopt.trainer")
 
 
 def decide_gate(
-    ctx: RunContext, step: int, origin: str, candidate: str, ev: SelectionEval, *, current_rel: str
+    ctx: RunContext,
+    step: int,
+    origin: str,
+    candidate: str,
+    ev: SelectionEval,
+    *,
+    current_rel: str,
+    candidate_rel: str,
 ) -> GateOutcome:
     """Decide on ``candidate`` against the current skill and announce it (``on_gate_decision``).
 
-    The current skill's measurement comes from the selection cache; the ``paired`` and
-    ``repeat`` gates measure it into ``current_rel`` when the cache lacks it (a run resumed
-    with another protocol), and the outcome carries that measurement for the commit.
+    The current skill's measurement comes from the selection cache; the ``paired``,
+    ``repeat`` and ``sequential`` gates measure it into ``current_rel`` when the cache lacks
+    it (a run resumed with another protocol), and the outcome carries that measurement for the
+    commit. The ``sequential`` gate measures further rounds of both skills as its test asks
+    (:func:`sequential_rounds`: the candidate's into ``candidate_rel``'s round dirs).
     """
     cfg, st = ctx.cfg, ctx.state
     e = cfg.evaluation
@@ -45,7 +67,22 @@ def decide_gate(
     fresh_current = None
     if current is None and e.use_gate and e.gate_mode != "strict":
         current = fresh_current = evaluate_selection(ctx, st.current_skill, current_rel)
-    test = _paired(ev, current) if current is not None else None
+    test: PairedTest | SequentialTest | None = _paired(ev, current) if current is not None else None
+    if (
+        e.use_gate
+        and e.gate_mode == "sequential"
+        and current is not None
+        and not ctx.too_many_infra(ev.n_infra, ev.n_rows)
+    ):
+        test = sequential_rounds(
+            ctx,
+            candidate,
+            ev,
+            st.current_skill,
+            current,
+            candidate_rel=candidate_rel,
+            reference_rel=current_rel,
+        )
     if not e.use_gate:
         action, reason = "force_accept", "gate disabled"
     elif ctx.too_many_infra(ev.n_infra, ev.n_rows):
@@ -97,13 +134,14 @@ def decide_gate(
 
 
 def decide_final_best(
-    ctx: RunContext, ev: SelectionEval, *, best_rel: str
+    ctx: RunContext, ev: SelectionEval, *, best_rel: str, final_rel: str
 ) -> tuple[dict[str, Any], SelectionEval | None]:
     """Whether the final skill (measured as ``ev``) replaces the best one, by the run's gate.
 
     ``strict`` (and the gate off): its score is strictly above the best score, earlier skills
     win ties. ``paired``/``repeat``: the paired test of final against best is significant
-    (``gate_alpha``, ``gate_min_effect``) and its score above the best score; the best skill is
+    (``gate_alpha``, ``gate_min_effect``) and its score above the best score (``sequential``:
+    its rounds' test accepts, further rounds of final into ``final_rel``'s round dirs); the best skill is
     measured into ``best_rel`` when the selection cache lacks it. A measurement that lost too
     much to infrastructure never replaces the best skill.
 
@@ -125,7 +163,11 @@ def decide_final_best(
     fresh = None if best is not None else evaluate_selection(ctx, st.best_skill, best_rel)
     best = best or fresh
     assert best is not None
-    test = _paired(ev, best)
+    test: PairedTest | SequentialTest = _paired(ev, best)
+    if e.gate_mode == "sequential":
+        test = sequential_rounds(
+            ctx, st.current_skill, ev, st.best_skill, best, candidate_rel=final_rel, reference_rel=best_rel
+        )
     d = decide(
         ev.score,
         st.best_score,
@@ -143,16 +185,79 @@ def decide_final_best(
     return {"action": action, "reason": reason, "gate_test": gate_test_record(ctx, test)}, fresh
 
 
+def _differences(candidate: SelectionEval, reference: SelectionEval) -> list[float]:
+    """Per item both measured, the gate score's difference (candidate minus reference)."""
+    return [
+        candidate.item_scores[i] - reference.item_scores[i]
+        for i in candidate.item_scores
+        if i in reference.item_scores
+    ]
+
+
+def sequential_rounds(
+    ctx: RunContext,
+    candidate: str,
+    ev: SelectionEval,
+    reference: str,
+    reference_ev: SelectionEval,
+    *,
+    candidate_rel: str,
+    reference_rel: str,
+) -> SequentialTest:
+    """The ``sequential`` gate: round 1 is the two skills' one-rollout measurements (``ev``,
+    ``reference_ev``); while the group-sequential test (:func:`skillopt.stats.sequential_test`)
+    asks for another look, round ``k`` of each skill is taken from the selection cache (the
+    current skill's rounds from earlier steps count) or rolled out into ``<rel>_r<k>`` (one
+    rollout per item, resumable row by row), up to ``evaluation.gate_max_rounds``.
+
+    A round's measurement enters the selection cache as soon as it is taken: it is a fresh,
+    valid measurement whatever the step decides, and a candidate identical to one judged
+    before replays the same rounds to the same look and decision without a rollout.
+    """
+    e = ctx.cfg.evaluation
+    rounds = [_differences(ev, reference_ev)]
+    for k in range(1, e.gate_max_rounds + 1):
+        if k > 1:
+            cand_k = evaluate_selection(ctx, candidate, candidate_rel, k)
+            ref_k = evaluate_selection(ctx, reference, reference_rel, k)
+            remember(ctx, cand_k)
+            remember(ctx, ref_k)
+            rounds.append(_differences(cand_k, ref_k))
+        test = sequential_test(
+            rounds,
+            alpha=e.gate_alpha,
+            min_effect=e.gate_min_effect,
+            max_looks=e.gate_max_rounds,
+            spending=e.gate_spending,
+        )
+        if k == 2 and _same(ev, cand_k) and _same(reference_ev, ref_k):
+            # Both skills scored every item exactly as in round 1: a deterministic target
+            # (temperature 0, a cache) has no noise to test, and a copy of round 1 would only
+            # inflate the statistic (even into an accept). The means decide, as in ``strict``.
+            test = replace(test, boundary="reproduced")
+        if test.decided:
+            log.info("gate.sequential", candidate=skill_hash(candidate)[:12], **test.to_json())
+            return test
+    raise AssertionError("the sequential test stops at its last look")  # pragma: no cover
+
+
+def _same(first: SelectionEval, again: SelectionEval) -> bool:
+    """Every item scored the same in both measurements (and the same items scored)."""
+    return dict(first.item_scores) == dict(again.item_scores)
+
+
 def _paired(candidate: SelectionEval, current: SelectionEval) -> PairedTest:
     """The paired test over the items both measurements scored (by the gate's metric)."""
     ids = [i for i in candidate.item_scores if i in current.item_scores]
     return paired_test([candidate.item_scores[i] for i in ids], [current.item_scores[i] for i in ids])
 
 
-def gate_test_record(ctx: RunContext, test: PairedTest | None) -> dict[str, Any] | None:
+def gate_test_record(ctx: RunContext, test: PairedTest | SequentialTest | None) -> dict[str, Any] | None:
     """The step record's ``gate_test``: the test (``name``, ``p_value``, ``effect``, ``ci95``,
-    ``n``, ``wins``, ``losses``) and the gate's mode and parameters. In ``strict`` mode the
-    test is computed for the record only: the means decided."""
+    ``n``, ``wins``, ``losses``; the ``sequential`` gate's also ``z``, ``bound``,
+    ``nominal_alpha``, ``looks``, ``max_looks``, ``boundary``, ``spending``) and the gate's mode
+    and parameters. In ``strict`` mode the test is computed for the record only: the means
+    decided."""
     if test is None:
         return None
     e = ctx.cfg.evaluation
@@ -188,6 +293,7 @@ class GateSegment:
             proposal.candidate,
             ev,
             current_rel=f"{layout.step_dir(step)}/{layout.Step.SELECTION_CURRENT}",
+            candidate_rel=f"{layout.step_dir(step)}/{layout.Step.SELECTION}",
         )
         current = measurement(ctx, ctx.state.current_skill) or outcome.current_evaluation
         selection = SelectionStats(

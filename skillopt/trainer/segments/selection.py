@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from skillopt.gate import gate_key
+from skillopt.gate import gate_key, round_key
 from skillopt.stats import Interval, mean_interval
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.rundir import layout
@@ -93,15 +93,17 @@ def _evaluation(
     )
 
 
-def measurement(ctx: RunContext, skill: str) -> SelectionEval | None:
-    """The selection measurement of ``skill`` taken earlier in the run (``None``: never)."""
-    hit = ctx.scoring.measured(skill)
+def measurement(ctx: RunContext, skill: str, round_no: int = 1) -> SelectionEval | None:
+    """The selection measurement of ``skill`` taken earlier in the run (``None``: never);
+    ``round_no`` > 1: that round of the ``sequential`` gate."""
+    key = ctx.scoring.key(skill) if round_no <= 1 else round_key(skill_hash(skill), round_no)
+    hit = ctx.selection_cache.get(key)
     if hit is None:
         return None
     return _evaluation(
         ctx,
         skill,
-        key=ctx.scoring.key(skill),
+        key=key,
         hard=hit.hard,
         soft=hit.soft,
         items=hit.items,
@@ -132,16 +134,21 @@ def epoch_record(ctx: RunContext, epoch: int) -> EpochRecord:
     )
 
 
-def evaluate_selection(ctx: RunContext, skill: str, rel: str) -> SelectionEval:
+def evaluate_selection(ctx: RunContext, skill: str, rel: str, round_no: int = 1) -> SelectionEval:
     """Selection score of ``skill``: from the cache when measured before with this run's
-    protocol, else rolled out into ``rel`` (and, in the ``repeat`` gate, ``rel_r2`` ...)."""
-    cached = measurement(ctx, skill)
+    protocol, else rolled out into ``rel`` (and, in the ``repeat`` gate, ``rel_r2`` ...).
+    ``round_no`` > 1: round ``k`` of the ``sequential`` gate, one rollout per item into
+    ``rel_r<k>`` (its own draws, cached under :func:`~skillopt.gate.round_key`)."""
+    cached = measurement(ctx, skill, round_no)
     if cached is not None:
         return cached
-    repeats = ctx.scoring.repeats
-    lanes = ctx.rollout_repeats(
-        ctx.plan.selection, skill, [layout.repeat_dir(rel, r) for r in range(1, repeats + 1)]
+    repeats = ctx.scoring.repeats if round_no <= 1 else 1
+    dirs = (
+        [layout.repeat_dir(rel, r) for r in range(1, repeats + 1)]
+        if round_no <= 1
+        else [layout.repeat_dir(rel, round_no)]
     )
+    lanes = ctx.rollout_repeats(ctx.plan.selection, skill, dirs)
     rows = [row for lane in lanes for row in lane]
     s = score_rows(rows)
     if s.n_infra:
@@ -153,7 +160,7 @@ def evaluate_selection(ctx: RunContext, skill: str, rel: str) -> SelectionEval:
     return _evaluation(
         ctx,
         skill,
-        key=gate_key(skill_hash(skill), repeats),
+        key=gate_key(skill_hash(skill), repeats) if round_no <= 1 else round_key(skill_hash(skill), round_no),
         hard=s.hard,
         soft=s.soft,
         items={i: sum(r.hard for r in rs) / len(rs) for i, rs in per_item.items()},

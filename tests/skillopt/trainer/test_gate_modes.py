@@ -5,6 +5,7 @@ nothing, the ground truth, and the noisy target drawing at its probabilities."""
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -234,3 +235,124 @@ def test_a_paired_gate_that_cannot_reach_alpha_says_so_before_the_run_spends_any
         seen = _Notices()
         fit(tmp_path / mode, *NOISY, f"evaluation.gate_mode={mode}", callbacks=[seen])
         assert seen.notices == ()
+
+
+# -- the sequential gate ------------------------------------------------------------------------
+
+#: Seed 8 of the short run: the sequential gate accepts at its second look, rejects at the
+#: round budget and for no improvement, and measures the current skill's later rounds.
+SEQUENTIAL = ("run.simulate=noisy", "train.seed=8", "evaluation.gate_mode=sequential")
+
+
+@pytest.fixture(scope="module")
+def sequential_run(tmp_path_factory, fit) -> tuple[Path, list]:
+    """One uninterrupted sequential run (and the rollouts it asked for)."""
+    out = tmp_path_factory.mktemp("sequential") / "run"
+    result, executor = fit(out, *SEQUENTIAL)
+    assert result.complete
+    return out, list(executor.requests)
+
+
+def test_the_sequential_gate_measures_rounds_records_its_looks_and_decides_by_seed(sequential_run):
+    out, requests = sequential_run
+    gated = [r for r in _records(out) if r.get("gate_test")]
+    assert gated
+    for r in gated:
+        t = r["gate_test"]
+        assert (t["mode"], t["name"], t["max_looks"], t["spending"]) == (
+            "sequential",
+            "group_sequential",
+            3,
+            "pocock",
+        )
+        assert 1 <= t["looks"] <= 3 and t["boundary"] in ("accept", "futility", "budget")
+        assert ("accept" in r["action"]) == (t["boundary"] == "accept") == (t["z"] >= t["bound"])
+        assert (
+            r["gate_reason"]
+            == {"accept": "significant", "futility": "no_improvement", "budget": "round_budget"}[
+                t["boundary"]
+            ]
+        )
+        assert t["n"] <= 15 * t["looks"] and t["p_value"] == pytest.approx(
+            0.5 * math.erfc(t["z"] / math.sqrt(2))
+        )
+        step = layout.step_dir(r["step"])
+        # Round k of the candidate in <selection_eval>_r<k>, exactly the rounds looked at.
+        for k in range(2, 5):
+            assert (out / layout.repeat_dir(f"{step}/{layout.Step.SELECTION}", k)).is_dir() == (
+                k <= t["looks"] and not r["selection_cached"]
+            ), (r["step"], k)
+    looks = [r["gate_test"]["looks"] for r in gated]
+    assert max(looks) == 3 and {1, 2} & set(looks)
+    assert "round_budget" in {r["gate_reason"] for r in gated}
+    # Every round measured is kept under its own key; the current skill's later rounds are
+    # measured once and then reused (never twice: every rollout id asked for once).
+    keys = json.loads(json.loads((out / layout.STATE).read_text())["gate_cache"]["json"])["entries"]
+    assert any(k.endswith("/round=2") for k in keys) and any(k.endswith("/round=3") for k in keys)
+    assert max(Counter(r.rollout_id for r in requests).values()) == 1
+    assert_no_duplicate_rows(out)
+    # The same seed decides the same: the next test's run, crashed and resumed, matches it.
+
+
+class CrashInRound(Callback):
+    """Crash after the first row of a second round: the first round done, the second begun."""
+
+    def __init__(self) -> None:
+        self.label = ""
+
+    def on_rollout_result(self, event: RowEvent) -> None:
+        if event.label.endswith("_r2"):
+            self.label = event.label
+            raise Crash(f"between rounds 1 and 2 of {event.label}")
+
+
+def test_a_crash_between_two_rounds_resumes_without_rerunning_a_rollout(sequential_run, fit, tmp_path):
+    ref, _ = sequential_run
+    out = tmp_path / "run"
+    crash = CrashInRound()
+    with pytest.raises(Crash):
+        fit(out, *SEQUENTIAL, callbacks=[crash])
+    round1 = out / crash.label.removesuffix("_r2")
+    assert (round1 / layout.RESULTS).is_file() and (out / crash.label / layout.RESULTS).is_file()
+    before = {
+        json.loads(line)["rollout_id"]
+        for p in out.rglob(layout.RESULTS)
+        for line in p.read_text().splitlines()
+    }
+    result, executor = fit(out, *SEQUENTIAL)
+    assert result.complete
+    again = {r.rollout_id for r in executor.requests} & before
+    assert not again, f"rerun after resume: {sorted(again)[:5]}"
+    assert decisions(out) == decisions(ref)
+    assert_no_duplicate_rows(out)
+
+
+def test_a_copied_task_plays_its_task_with_its_own_draws():
+    """``bench/bench_gate.py``'s 100-item profile: ``<id>~copy<k>`` has its task's probability,
+    and its rollouts their own seeds."""
+    from skillopt.envs.registry import load_env_data
+    from skillopt.testing.simulation import COPY_MARK, task_of_copy
+    from skillopt.trainer.rollouts import rollout_seed
+
+    item = load_env_data("searchqa").split("train")[0]
+    copy = f"{item.id}{COPY_MARK}3"
+    assert task_of_copy(copy) == item.id and task_of_copy(item.id) == item.id
+    for skill in ("", "Answer from memory first and consult the material only when you are unsure."):
+        assert pass_probability(copy, skill) == pass_probability(item.id, skill)
+    assert rollout_seed(1, "selection_eval", copy) != rollout_seed(1, "selection_eval", item.id)
+
+
+def test_on_a_deterministic_target_a_reproduced_round_lets_the_means_decide_as_strict(fit, tmp_path):
+    # A tiny alpha puts the first look's bound out of reach of 15 items, so the clear
+    # improvement of step 1 needs a second round, which the deterministic target reproduces.
+    strict, seq = tmp_path / "strict", tmp_path / "sequential"
+    _, strict_ex = fit(strict, "run.simulate=on")
+    _, seq_ex = fit(seq, "run.simulate=on", "evaluation.gate_mode=sequential", "evaluation.gate_alpha=0.0001")
+    assert [r["action"] for r in _records(seq)] == [r["action"] for r in _records(strict)]
+    reproduced = [r for r in _records(seq) if (r.get("gate_test") or {}).get("boundary") == "reproduced"]
+    assert reproduced and all(r["gate_test"]["looks"] == 2 for r in reproduced)
+    assert {r["gate_reason"] for r in reproduced} <= {"above_current", "no_improvement"}
+    assert "accept" in reproduced[0]["action"] and reproduced[0]["gate_reason"] == "above_current"
+    # One more round of both skills for each such decision, nothing else.
+    n_sel = len(RunPlan.of(config("run.simulate=on"), load_data(config("run.simulate=on"))).selection)
+    assert len(seq_ex.requests) <= len(strict_ex.requests) + 2 * n_sel * len(reproduced)
