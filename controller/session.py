@@ -236,8 +236,9 @@ def open_session(
                 down_timeout_s=cfg.sandbox.host_down_timeout_s,
             )
         )
-        _check_hosts_serve(executor, target.provider, simulated)
+        # Before anything else is asked of the hosts: a run that requires isolation uses none without it.
         check_isolation(executor.agent_runtimes(), cfg.sandbox.isolation, f"{cfg.env.name}/{cfg.env.agent}")
+        _check_hosts_serve(executor, target.provider, simulated)
         environment = _pin_environment(executor, cfg, pinned_digest, pinned_agent_digest)
         spec = RolloutSpec(
             run_id=run_id_for(out_dir),

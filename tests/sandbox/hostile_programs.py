@@ -45,7 +45,8 @@ class Hostile:
         fail: the rollout's ``fail_reason`` must start with this ("" = not checked; it is
             always a typed reason when the row has no infra error).
         fail_contains: ... and contain this.
-        infra: the typed infrastructure error kind expected (``None``: the row is scored).
+        infra: the typed infrastructure error kind expected (``None``: the row is scored), or
+            a tuple of kinds any one of which is (a race the runtime decides, said where used).
         execution: attributes the first execution record must have (``timed_out``,
             ``oom_killed``).
         limits: per-request limits (``skillopt.types.Limits`` fields).
@@ -60,7 +61,7 @@ class Hostile:
     report: dict[str, Any] = field(default_factory=dict)
     fail: str = ""
     fail_contains: str = ""
-    infra: str | None = None
+    infra: str | tuple[str, ...] | None = None
     execution: dict[str, Any] = field(default_factory=dict)
     limits: dict[str, Any] = field(default_factory=dict)
     where: str = "codegen"
@@ -456,9 +457,11 @@ HOSTILE: tuple[Hostile, ...] = (
         """),
         report={"refused": True, "below_limit": True},
         fail=_NO_OUTPUT,
-        # gVisor: threads count against the pids limit as host threads of its kernel; at the
-        # limit the sandbox stops answering and the exec's deadline kills it (typed timeout).
-        runsc={"report": {}, "fail": "infra-timeout", "infra": "timeout"},
+        # gVisor: each thread is a host thread of its kernel (and, under the ptrace platform, a
+        # traced stub) with its own memory: the bomb meets the memory limit (an OOM ends the whole
+        # sandbox) or the pids limit (the sandbox stops answering until the exec deadline kills
+        # it) first, depending on the host's load. Either is typed and contained.
+        runsc={"report": {}, "fail": "infra-", "infra": ("timeout", "oom_killed")},
     ),
     Hostile(
         "memory_bomb",

@@ -23,6 +23,7 @@ from controller.client.sandbox_client import ChannelConfig
 from controller.client.sessions import SandboxSession, SessionEndpoints
 from controller.fleet.executor import FleetExecutor
 from controller.fleet.status import probe_fleet
+from controller.session import open_session
 from sandbox.runtime.lease import LeasedSandbox
 from skillopt.config import load_config
 from skillopt.errors import ConfigError
@@ -78,7 +79,7 @@ def test_a_gateway_session_runs_under_gvisors_network_stack(gvisor):
         assert r.exit_code == 0, (r.stdout, r.stderr)
 
 
-def test_required_isolation_is_refused_by_a_runc_host_before_anything_runs(gvisor, runc):
+def test_required_isolation_is_refused_by_a_runc_host_before_anything_runs(gvisor, runc, tmp_path):
     # A session: the runc host's container is ended unused, the error names its runtime.
     with pytest.raises(ConfigError, match=r"isolation=gvisor: host .* under 'runc', not gvisor"):
         SandboxSession.create(_where(runc), isolation="gvisor")
@@ -100,6 +101,20 @@ def test_required_isolation_is_refused_by_a_runc_host_before_anything_runs(gviso
         check_isolation(fleet.agent_runtimes(), cfg.sandbox.isolation, agent)
     with FleetExecutor(channels[:1], workers=1) as fleet:
         check_isolation(fleet.agent_runtimes(), cfg.sandbox.isolation, agent)
+    # ... as a run starts (open_session), before any rollout.
+    token = tmp_path / "token"
+    token.write_text(runc.token)
+    run_cfg = load_config(
+        "spreadsheetbench_demo",
+        [
+            "sandbox.isolation=gvisor",
+            f"sandbox.endpoints=[{runc.running.address}]",
+            f"sandbox.token_file={token}",
+            "run.simulate=on",
+        ],
+    )
+    with pytest.raises(ConfigError, match=refused), open_session(run_cfg, out_dir=tmp_path / "run"):
+        pytest.fail("the run started")
     with pytest.raises(ConfigError, match=r"sandbox\.isolation"):
         load_config("spreadsheetbench_demo", ["sandbox.isolation=vm"])
 
