@@ -16,6 +16,7 @@ from pathlib import Path
 
 import structlog
 
+from controller.client.isolation import check_isolation
 from controller.client.sandbox_client import ChannelConfig
 from controller.embedded import embedded_sandbox
 from controller.fleet.executor import FleetExecutor
@@ -218,7 +219,7 @@ def open_session(
                     providers=provider_specs,
                     providers_file=m.providers_file,
                     image=cfg.sandbox.image,
-                    runtime=cfg.sandbox.runtime,
+                    runtime=cfg.sandbox.runtime or ("runsc" if cfg.sandbox.isolation == "gvisor" else ""),
                     memory_mb=cfg.env.memory_mb,
                     cpus=cfg.env.cpus,
                     log_dir=out_dir,
@@ -235,6 +236,8 @@ def open_session(
                 down_timeout_s=cfg.sandbox.host_down_timeout_s,
             )
         )
+        # Before anything else is asked of the hosts: a run that requires isolation uses none without it.
+        check_isolation(executor.agent_runtimes(), cfg.sandbox.isolation, f"{cfg.env.name}/{cfg.env.agent}")
         _check_hosts_serve(executor, target.provider, simulated)
         environment = _pin_environment(executor, cfg, pinned_digest, pinned_agent_digest)
         spec = RolloutSpec(

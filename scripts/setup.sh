@@ -22,9 +22,10 @@
 # usage: scripts/setup.sh [--agents] [--gvisor]
 #   --agents   accepted for compatibility and otherwise ignored: the agent CLIs are now always
 #              part of the runtime image (the tests need them).
-#   --gvisor   also install gVisor (Debian's runsc) and register it with Docker as runtime
-#              "runsc" (--network=none --platform=ptrace --host-uds=all), for
-#              `skillopt serve --runtime runsc`. Not part of the default setup.
+#   --gvisor   also install gVisor (Debian's runsc) and register it with Docker as the runtimes
+#              "runsc" (no network) and "runsc-net" (for exec agents and sessions on the gateway
+#              network), for `skillopt serve --runtime runsc`. .ci/run
+#              passes it (CI runs the security suites under both runc and runsc).
 # Environment: SKILLOPT_PYTHON (interpreter for .venv), plus docker/build.sh's SKILLOPT_* variables.
 # Runs from any directory; uses sudo for apt-get/dockerd when not root.
 set -euo pipefail
@@ -209,24 +210,49 @@ else
   done_ "built ${built% } (IDs in docker/.build/images.json, log $logf)"
 fi
 
-# 8. gVisor (optional) ------------------------------------------------------------------------------------
+# 8. gVisor ------------------------------------------------------------------------------------------
+# Two runtimes (docker/README.md, "Isolation levels"): runsc for the network-less rollout
+# containers, runsc-net for exec agents and sessions on the gateway network. runsc-net uses
+# --network=host: gVisor passes socket calls to the host kernel inside the container's own
+# network namespace, so the gateway network's firewall applies as under runc (gVisor's own
+# stack, --network=sandbox, does not start under this Docker/runsc pair: "cannot run with
+# network enabled in root network namespace"). --host-uds=all: the runner connects to the service's
+# unix socket on a bind mount. No --oci-seccomp: in Debian's gVisor release it makes select(2)
+# fail with EPERM (and clone3 EPERM, not ENOSYS, which breaks glibc's posix_spawn), so the
+# container's seccomp profile is not loaded; gVisor's kernel serves every system call and its own
+# host filter replaces it (docker/README.md, "Isolation levels").
 if [[ $gvisor -eq 1 ]]; then
   step "gvisor"
   command -v runsc >/dev/null || apt_install runsc
-  if docker info 2>/dev/null | grep -q 'Runtimes:.*runsc'; then
-    done_ "registered"
+  # (not `docker info | grep -q`: grep's early exit fails the pipe under pipefail)
+  registered() { [[ "$(docker info --format '{{json .Runtimes}}' 2>/dev/null)" == *'"runsc-net"'* ]]; }
+  cfg=/etc/docker/daemon.json
+  merged="$(python3 - "$cfg" <<'PY'
+import json, os, sys
+path = sys.argv[1]
+cfg = json.load(open(path)) if os.path.exists(path) else {}
+common = ["--platform=ptrace", "--host-uds=all"]
+want = {"runsc": ["--network=none", *common], "runsc-net": ["--network=host", *common]}
+runtimes = cfg.setdefault("runtimes", {})
+if all(runtimes.get(n, {}).get("runtimeArgs") == a for n, a in want.items()):
+    sys.exit(0)  # up to date: print nothing
+for name, args in want.items():
+    runtimes[name] = {"path": "/usr/bin/runsc", "runtimeArgs": args}
+print(json.dumps(cfg, indent=2))
+PY
+)" || die "cannot read $cfg"
+  if [[ -z "$merged" ]] && registered; then
+    done_ "registered (runsc, runsc-net)"
   else
-    cfg=/etc/docker/daemon.json
-    [[ -e $cfg ]] && die "$cfg exists without a runsc runtime: add it by hand (see docker/README.md)"
-    # host-uds: the runner connects to the service's socket on a bind mount; network=none:
-    # gVisor is used for the network-less containers only (exec agents stay on runc).
-    "${sudo[@]}" mkdir -p /etc/docker
-    printf '%s\n' '{"runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--platform=ptrace", "--host-uds=all"]}}}' \
-      | "${sudo[@]}" tee "$cfg" >/dev/null
+    if [[ -n "$merged" ]]; then
+      "${sudo[@]}" mkdir -p /etc/docker
+      printf '%s\n' "$merged" | "${sudo[@]}" tee "$cfg" >/dev/null
+    fi
+    # SIGHUP: dockerd reloads its runtimes without stopping running containers.
     "${sudo[@]}" pkill -HUP -x dockerd || die "could not signal dockerd to reload $cfg"
-    for _ in $(seq 20); do docker info 2>/dev/null | grep -q 'Runtimes:.*runsc' && break; sleep 0.5; done
-    docker info 2>/dev/null | grep -q 'Runtimes:.*runsc' || die "dockerd did not pick up runsc from $cfg"
-    done_ "installed and registered runsc"
+    for _ in $(seq 20); do registered && break; sleep 0.5; done
+    registered || die "dockerd did not pick up runsc/runsc-net from $cfg"
+    done_ "installed and registered runsc, runsc-net"
   fi
 fi
 

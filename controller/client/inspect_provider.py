@@ -18,6 +18,7 @@ config, and each missing one comes from its environment variable, as for every c
     image: skillopt-runtime:latest      # from the host's allow-list
     limits: {memory_mb: 2048, cpus: 1.0}
     network: none                       # or gateway (the host's model gateway only)
+    isolation: gvisor                   # optional: only hosts running it under gVisor ("" = any)
     idle_ttl_s: 900
     max_lifetime_s: 7200
     skill: ./my-skill                   # a skill package folder (or a SKILL.md), mounted
@@ -84,6 +85,9 @@ class SkillOptSandboxConfig(BaseModel):
     image: str = ""
     limits: dict[str, float] = Field(default_factory=dict)
     network: Literal["none", "gateway"] = "none"
+    #: ``gvisor``: only a host whose container runs under gVisor will do (checked before any
+    #: command; no such host is a ``ConfigError`` naming each host's runtime); "" = any.
+    isolation: Literal["", "gvisor"] = ""
     idle_ttl_s: float = 0.0
     max_lifetime_s: float = 0.0
     #: A skill package folder or a single SKILL.md ("" = no skill), loaded and checked when
@@ -217,6 +221,7 @@ class SkillOptSandboxEnvironment(SandboxEnvironment):
             idle_ttl_s=cfg.idle_ttl_s,
             max_lifetime_s=cfg.max_lifetime_s,
             network=cfg.network,
+            isolation=cfg.isolation,
             labels={LABEL: "1", "task": task_name[:200]},
             skill=skill_of(cfg),
         )

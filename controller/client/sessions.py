@@ -25,10 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from controller.client.isolation import isolation_refusal
 from controller.client.sandbox_client import ChannelConfig, SandboxClient, map_rpc_error
 from sandbox.api import convert
 from sandbox.api.v1 import sandbox_pb2 as pb
 from skillopt.errors import (
+    ConfigError,
     Draining,
     HostFull,
     SandboxUnavailable,
@@ -190,8 +192,13 @@ class SandboxSession:
         skill: str | SkillSpec | None = None,
         files: Mapping[str, bytes] | None = None,
         timeout_s: float = 180.0,
+        isolation: str = "",
     ) -> SandboxSession:
         """Create a session on the best host of ``endpoints``.
+
+        ``isolation``: ``gvisor`` = only a container running under gVisor will do (its
+        ``container_runtime``, checked before any command: a host that gives another is left
+        and the session there ended); ``""`` = any.
 
         ``skill``: a SKILL.md text, or a skill package (:func:`skillopt.skill.package.load_skill`),
         mounted read-only at ``/skill`` and, with ``network="gateway"``, where agent CLIs
@@ -199,7 +206,8 @@ class SandboxSession:
         package goes only to a host that mounts packages.
 
         Raises:
-            ConfigError: no endpoint.
+            ConfigError: no endpoint; no host gives the required ``isolation`` (each one's
+                runtime named).
             SessionLimit / HostFull / Draining / SandboxUnavailable / SkillPackageUnsupported:
                 no host took it (the last host's refusal).
             SkillPackageRefused: the package breaks a rule (each file and rule in ``problems``).
@@ -222,6 +230,7 @@ class SandboxSession:
             skill=skill,
             files=files,
         )
+        isolation_refusal(isolation, "")  # an unknown level is refused before any host is asked
         last: SkillOptError | None = None
         refusals: list[str] = []
         clients = _ranked_clients(where)
@@ -237,6 +246,12 @@ class SandboxSession:
                 for other in clients[position:]:
                     other.close()
                 raise
+            refusal = isolation_refusal(isolation, session.info.container_runtime)
+            if refusal:
+                session.destroy()  # closes its client; nothing ran in it
+                last = ConfigError(f"session isolation={isolation}: host {client.config.address} {refusal}")
+                refusals.append(last.message)
+                continue
             for other in clients[position + 1 :]:
                 other.close()
             return session

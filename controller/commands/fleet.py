@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from controller.fleet.access import add_fleet_arguments
 from skillopt.errors import SkillOptError
+
+if TYPE_CHECKING:
+    from controller.fleet.status import HostReport
 
 __all__ = ["register"]
 
@@ -114,10 +118,17 @@ def _table(reports) -> None:
             f"{r.sessions}/{r.max_sessions}" if r.host else "-",
             _packages(r) if r.host else "-",
             (",".join(r.languages) + f" :{r.http_port}" if r.languages else "none") if r.host else "-",
-            r.container_runtime or "-",
+            _runtimes(r),
             ("yes" if r.gvisor else "no") if r.host else "-",
             digest or "-",
             f"{r.version} {r.service_build[:12]}".strip() or "-",
             r.engine_version or "-",
         )
     Console(soft_wrap=True, width=200).print(t)
+
+
+def _runtimes(r: HostReport) -> str:
+    """The rollout containers' runtime, and any other one some agents run under (exec agents
+    on the gateway network: ``runsc-net`` beside ``runsc``, or ``runc`` when they fall back)."""
+    others = sorted(set(r.agent_runtimes.values()) - {r.container_runtime})
+    return (r.container_runtime or "-") + (f" (exec agents: {', '.join(others)})" if others else "")

@@ -89,9 +89,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--require-runtime",
         action="store_true",
-        help="refuse agents that cannot run under --runtime (exec agents cannot use a runsc without "
-        "networking) instead of running them under the engine default; Describe and every result "
-        "say which runtime was used either way",
+        help="refuse agents that cannot run under --runtime instead of running them under the engine "
+        "default (exec agents on a runsc host run under runsc-net, its networked sibling, when the "
+        "engine has it: scripts/setup.sh --gvisor registers both); Describe and every result say "
+        "which runtime was used either way",
     )
     p.add_argument("--memory-mb", type=int, default=1024, help="default memory limit per rollout container")
     p.add_argument("--cpus", type=float, default=1.0, help="default CPU limit per rollout container")

@@ -222,6 +222,12 @@ class FleetExecutor:
         with self._cond:
             return {h.address: dict(h.agent_image_digests) for h in self.hosts_state if h.host_id}
 
+    def agent_runtimes(self) -> dict[str, dict[str, str]]:
+        """The OCI runtime of each agent per host that answered ``Describe`` (address →
+        ``env/agent`` → runtime)."""
+        with self._cond:
+            return {h.address: dict(h.agent_runtimes) for h in self.hosts_state if h.host_id}
+
     def _emit(self, kind: str, host: HostState, detail: str = "", rollout_id: str = "") -> None:
         if self.on_event is not None:
             try:

@@ -63,6 +63,8 @@ class HostState:
     image_digests: dict[str, str] = field(default_factory=dict)
     #: Images of agents with their own image (tag → digest; "" = not built there).
     agent_image_digests: dict[str, str] = field(default_factory=dict)
+    #: The OCI runtime each ``env/agent`` it can run runs under (``runc``, ``runsc``, ``runsc-net``).
+    agent_runtimes: dict[str, str] = field(default_factory=dict)
     version: str = ""
     service_build: str = ""
     image_labels: dict[str, str] = field(default_factory=dict)
@@ -80,6 +82,7 @@ class HostState:
         self.providers = tuple(info.providers)
         self.image_digests = dict(info.image_digests)
         self.agent_image_digests = dict(info.agent_image_digests)
+        self.agent_runtimes = dict(info.agent_runtimes)
         self.version, self.service_build = info.version, info.service_build
         self.image_labels = dict(info.image_labels)
         self.skill_package_max_files = info.skill_package_max_files

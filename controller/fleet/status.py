@@ -44,6 +44,9 @@ class HostReport:
     runner_sha256: str = ""
     agents: tuple[str, ...] = ()
     unavailable_agents: dict[str, str] = field(default_factory=dict)
+    #: The OCI runtime each agent's containers run under (``env/agent`` → ``runc``, ``runsc``,
+    #: ``runsc-net``): exec agents on the gateway network may differ from ``container_runtime``.
+    agent_runtimes: dict[str, str] = field(default_factory=dict)
     providers: tuple[str, ...] = ()
     image_labels: dict[str, str] = field(default_factory=dict)
     #: Skill packages it mounts (most files and bytes of one); 0: SKILL.md alone (a host that
@@ -101,6 +104,7 @@ def _report(address: str, health: str, d) -> HostReport:
         runner_sha256=d.runner_sha256,
         agents=tuple(d.agents),
         unavailable_agents=dict(d.unavailable_agents),
+        agent_runtimes=dict(d.agent_runtimes),
         providers=tuple(d.providers),
         image_labels=dict(d.image_labels),
         skill_package_max_files=d.skill_package_max_files,

@@ -9,7 +9,14 @@ from dataclasses import asdict, dataclass, field, replace
 
 from skillopt.errors import ConfigError
 
-__all__ = ["DEFAULT_IMAGE", "EXEC_SKILLS_ROOTS", "ContainerSpec", "RuntimeConfig", "exec_runtime_choice"]
+__all__ = [
+    "DEFAULT_IMAGE",
+    "EXEC_SKILLS_ROOTS",
+    "ContainerSpec",
+    "RuntimeConfig",
+    "exec_runtime_choice",
+    "net_sibling_of",
+]
 
 DEFAULT_IMAGE = "skillopt-runtime:latest"
 MiB = 1024 * 1024
@@ -160,19 +167,33 @@ class RuntimeConfig:
         return self.max_idle_containers or 2 * self.pool_size
 
 
-def exec_runtime_choice(base_runtime: str, *, has_network: bool, required: bool) -> tuple[str, str]:
+def exec_runtime_choice(
+    base_runtime: str, *, has_network: bool, required: bool, net_sibling: str = ""
+) -> tuple[str, str]:
     """The OCI runtime exec agents run under, and why they cannot run at all ("" if they can).
 
-    Exec agents need the gateway network. A runtime registered without networking (gVisor with
-    ``--network=none``) cannot give them one: they fall back to the engine default ("") — which
-    results and Describe then report — unless the host requires its runtime, in which case they
-    are refused.
+    Exec agents (and sessions on the gateway network) need the gateway network. A runtime
+    registered without networking (gVisor with ``--network=none``) cannot give them one: they run
+    under its networked sibling ``net_sibling`` when the engine has one (``runsc-net``: gVisor
+    with its own network stack, ``scripts/setup.sh --gvisor`` registers it), else they fall back
+    to the engine default ("") — which results and Describe then report — unless the host
+    requires its runtime, in which case they are refused.
     """
     if has_network or not base_runtime:
         return base_runtime, ""
+    if net_sibling:
+        return net_sibling, ""
     if required:
         return base_runtime, (
             f"cannot run under the required container runtime {base_runtime!r}: it needs the gateway "
-            f"network and {base_runtime!r} is registered without networking"
+            f"network and {base_runtime!r} is registered without networking (and no {base_runtime}-net "
+            "runtime is registered: bash scripts/setup.sh --gvisor)"
         )
     return "", ""
+
+
+def net_sibling_of(base_runtime: str, available: tuple[str, ...]) -> str:
+    """The networked sibling of runtime ``base_runtime`` by name (``runsc`` -> ``runsc-net``), or
+    "" when the engine has none."""
+    name = f"{base_runtime}-net"
+    return name if base_runtime and name in available else ""

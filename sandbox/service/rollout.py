@@ -22,7 +22,7 @@ from sandbox.gateway.session import GatewaySession
 from sandbox.runtime.base import SandboxRuntime
 from sandbox.runtime.lease import LeasedSandbox
 from sandbox.runtime.pool import PoolManager
-from sandbox.runtime.spec import EXEC_SKILLS_ROOTS, ContainerSpec, exec_runtime_choice
+from sandbox.runtime.spec import EXEC_SKILLS_ROOTS, ContainerSpec, exec_runtime_choice, net_sibling_of
 from sandbox.service.config import DEFAULT_LIMITS, MiB, ServiceConfig
 from sandbox.service.validation import (
     CheckedPackages,
@@ -123,10 +123,12 @@ class RolloutService:
         self.grader = grader
         base_runtime = config.base_spec.runtime
         runtime.check_runtime(base_runtime)
+        sibling = net_sibling_of(base_runtime, runtime.available_runtimes())
         self.exec_runtime, self.exec_runtime_refusal = exec_runtime_choice(
             base_runtime,
             has_network=runtime.runtime_has_network(base_runtime),
             required=config.require_runtime,
+            net_sibling=sibling if sibling and runtime.runtime_has_network(sibling) else "",
         )
         self.exec_spec = replace(
             config.base_spec,

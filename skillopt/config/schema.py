@@ -90,6 +90,7 @@ SplitMode = Literal["split_file", "ratio"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 Simulate = Literal["auto", "on", "off", "noisy"]
 DigestPolicy = Literal["refuse", "warn"]
+Isolation = Literal["", "gvisor"]
 ModelCache = Literal["", "off", "record", "replay"]
 WandbMode = Literal["auto", "online", "offline"]
 
@@ -662,6 +663,11 @@ class SandboxConfig(_Section):
     """Rollout runtime image."""
     runtime: str = ""
     """Docker runtime of rollout containers; ``""`` = the engine's default, ``runsc`` = gVisor."""
+    isolation: Annotated[Isolation, Choices('"" or gvisor')] = ""
+    """Isolation the run requires of every container it runs in: ``gvisor`` = each host must run
+    this run's agent under gVisor (``skillopt serve --runtime runsc``; exec agents under
+    ``runsc-net``), or the run stops before any rollout with the hosts and what they offer; the
+    embedded service then uses ``runsc`` unless ``sandbox.runtime`` says otherwise; ``""`` = any."""
     rpc_timeout_slack_s: Annotated[float, Bounds(ge=0.0)] = 60
     """Seconds added to a rollout's wall time for the RPC deadline (queueing, container start)."""
     model_cache: Annotated[ModelCache, Choices("off, record or replay")] = ""

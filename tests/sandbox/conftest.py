@@ -47,6 +47,7 @@ def start_service(
     provider_key: str = "",
     provider_timeout_s: float = 120.0,
     runtime_kw: dict | None = None,
+    container_runtime: str = "",
     **service_kw,
 ) -> Iterator[Service]:
     state = tempfile.mkdtemp(prefix="so-svc-", dir="/tmp")
@@ -56,7 +57,12 @@ def start_service(
         listen="127.0.0.1:0",
         token=token,
         runtime=RuntimeConfig(host_id=host_id, state_dir=state, pool_size=pool_size, **(runtime_kw or {})),
-        service=ServiceConfig(host_id=host_id, capacity=capacity, base_spec=ContainerSpec(), **service_kw),
+        service=ServiceConfig(
+            host_id=host_id,
+            capacity=capacity,
+            base_spec=ContainerSpec(runtime=container_runtime),
+            **service_kw,
+        ),
         providers={
             "scripted": ProviderProfile(
                 name="scripted",
@@ -85,6 +91,12 @@ def start_service(
         finally:
             client.close()
     shutil.rmtree(state, ignore_errors=True)
+
+
+#: The OCI runtimes the security suites run under: "" = the engine default (runc) and gVisor
+#: (``scripts/setup.sh --gvisor``, which CI's ``.ci/run`` passes). Module fixtures take one as a
+#: param, so each runtime's host is started once and shared by the module's cases.
+RUNTIMES = [pytest.param("", id="runc"), pytest.param("runsc", id="runsc")]
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ host holds, a marker file on the host.
 from __future__ import annotations
 
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = ["HOSTILE", "PLACEHOLDERS", "Hostile"]
@@ -45,12 +45,15 @@ class Hostile:
         fail: the rollout's ``fail_reason`` must start with this ("" = not checked; it is
             always a typed reason when the row has no infra error).
         fail_contains: ... and contain this.
-        infra: the typed infrastructure error kind expected (``None``: the row is scored).
+        infra: the typed infrastructure error kind expected (``None``: the row is scored), or
+            a tuple of kinds any one of which is (a race the runtime decides, said where used).
         execution: attributes the first execution record must have (``timed_out``,
             ``oom_killed``).
         limits: per-request limits (``skillopt.types.Limits`` fields).
         where: ``codegen`` (a full rollout over gRPC, no network) or ``exec`` (a container on
             the exec agents' gateway network, driven through the runtime).
+        runsc: the fields that differ under gVisor (``runsc``; exec containers: ``runsc-net``),
+            each with a comment at the program saying why. Everything else holds as under runc.
     """
 
     name: str
@@ -58,10 +61,15 @@ class Hostile:
     report: dict[str, Any] = field(default_factory=dict)
     fail: str = ""
     fail_contains: str = ""
-    infra: str | None = None
+    infra: str | tuple[str, ...] | None = None
     execution: dict[str, Any] = field(default_factory=dict)
     limits: dict[str, Any] = field(default_factory=dict)
     where: str = "codegen"
+    runsc: dict[str, Any] = field(default_factory=dict)
+
+    def under(self, runtime: str) -> Hostile:
+        """This program's expected outcome under OCI runtime ``runtime`` ("" = runc)."""
+        return replace(self, **self.runsc) if runtime.startswith("runsc") else self
 
     def program(self, values: dict[str, str]) -> str:
         code = textwrap.dedent(self.code).strip("\n") + "\n"
@@ -219,6 +227,19 @@ HOSTILE: tuple[Hostile, ...] = (
             "pid1_is_runner": True,
         },
         fail=_NO_OUTPUT,
+        # gVisor's /proc does not honour the runner's PR_SET_DUMPABLE(0) for a reader of the same
+        # uid: the runner's environment is readable. It holds nothing secret (the image's own
+        # variables; keys and secrets never enter a container), which the other keys prove.
+        runsc={
+            "report": {
+                "secret": False,
+                "key": False,
+                "sk": False,
+                "pid1_environ": "allowed",
+                "few_pids": True,
+                "pid1_is_runner": True,
+            }
+        },
     ),
     Hostile(
         "docker_socket",
@@ -246,6 +267,9 @@ HOSTILE: tuple[Hostile, ...] = (
         """),
         report={"attach": "EPERM", "mem": "EACCES", "fds": "EACCES"},
         fail=_NO_OUTPUT,
+        # gVisor: the runner's descriptor list is readable (non-dumpable is not honoured for
+        # /proc/1/fd, as for environ); attaching and its memory stay refused.
+        runsc={"report": {"attach": "EPERM", "mem": "EACCES", "fds": "allowed"}},
     ),
     # -- privileges ---------------------------------------------------------------------------------
     Hostile(
@@ -263,30 +287,58 @@ HOSTILE: tuple[Hostile, ...] = (
                 except OSError:
                     pass
         status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
+        nnp = ctypes.CDLL(None).prctl(39, 0, 0, 0, 0)  # PR_GET_NO_NEW_PRIVS: what the kernel enforces
         report(suid=suid, setuid=err(lambda: os.setuid(0)), setgid=err(lambda: os.setgid(0)),
-               no_new_privs=status["NoNewPrivs"].strip(), uid=os.getuid())
+               no_new_privs=status.get("NoNewPrivs", "absent").strip(), nnp=nnp, uid=os.getuid())
         """),
-        report={"suid": [], "setuid": "EPERM", "setgid": "EPERM", "no_new_privs": "1", "uid": 1000},
+        report={"suid": [], "setuid": "EPERM", "setgid": "EPERM", "no_new_privs": "1", "nnp": 1, "uid": 1000},
         fail=_NO_OUTPUT,
+        # gVisor's /proc/self/status has no NoNewPrivs line, but the flag is set (prctl says so,
+        # and gVisor's kernel ignores set-id bits under it: tests/sandbox/test_gvisor.py).
+        runsc={
+            "report": {
+                "suid": [],
+                "setuid": "EPERM",
+                "setgid": "EPERM",
+                "no_new_privs": "absent",
+                "nnp": 1,
+                "uid": 1000,
+            }
+        },
     ),
     Hostile(
         "capabilities",
         _p("""
         status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
-        caps = {k: int(status[k], 16) for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb", "CapInh")}
+        caps = {k: int(status[k], 16) for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb", "CapInh") if k in status}
         open("/workspace/mine", "w").close()
-        report(caps=sorted(set(caps.values())), chown=err(lambda: os.chown("/workspace/mine", 0, 0)),
+        report(caps=sorted(set(caps.values())), lines=len(caps), chown=err(lambda: os.chown("/workspace/mine", 0, 0)),
                mknod=err(lambda: os.mknod("/workspace/dev", 0o600 | 0o020000, os.makedev(1, 3))),
                nice=err(lambda: os.nice(-5)), hostname=err(lambda: socket.sethostname("pwned")))
         """),
         report={
             "caps": [0],
+            "lines": 5,
             "chown": "EPERM",
             "mknod": "EPERM",
             "nice": "EPERM",
             "hostname": "EPERM",
         },
         fail=_NO_OUTPUT,
+        # gVisor's /proc/self/status has no CapAmb line (4 capability sets, all empty). Its kernel
+        # lets the program make a device node in its own tmpfs and lower its own nice value
+        # without the capability: the node opens gVisor's emulated device, never a host device,
+        # and the priority is gVisor's bookkeeping (the host schedules the sandbox by its cgroup).
+        runsc={
+            "report": {
+                "caps": [0],
+                "lines": 4,
+                "chown": "EPERM",
+                "mknod": "allowed",
+                "nice": "allowed",
+                "hostname": "EPERM",
+            }
+        },
     ),
     Hostile(
         "mount_and_namespaces",
@@ -311,6 +363,19 @@ HOSTILE: tuple[Hostile, ...] = (
             "chroot": "EPERM",
         },
         fail=_NO_OUTPUT,
+        # gVisor's own kernel implements user namespaces (our seccomp profile, which denies
+        # unshare, is not loaded there: docker/README.md): the program becomes root of a new user
+        # namespace inside gVisor's kernel, and so may unshare a mount namespace and chroot. None of
+        # it reaches the host kernel; mounts stay refused.
+        runsc={
+            "report": {
+                "mount": "EPERM",
+                "remount_root": "EPERM",
+                "unshare_user": "allowed",
+                "unshare_mnt": "allowed",
+                "chroot": "allowed",
+            }
+        },
     ),
     Hostile(
         "proc_and_sys_writes",
@@ -367,6 +432,15 @@ HOSTILE: tuple[Hostile, ...] = (
         fail="exec-error: timeout",
         execution={"timed_out": True},
         limits={"exec_timeout_s": 10},
+        # gVisor: the pids limit bounds the sandbox's host threads (its kernel's, and under the
+        # ptrace platform one per task), not the tasks: when it is reached gVisor's kernel cannot
+        # start a thread and the whole sandbox ends. Contained, typed as a lost container.
+        runsc={
+            "report": {},
+            "fail": "infra-sandbox_unavailable",
+            "infra": "sandbox_unavailable",
+            "execution": {},
+        },
     ),
     Hostile(
         "thread_bomb",
@@ -383,6 +457,11 @@ HOSTILE: tuple[Hostile, ...] = (
         """),
         report={"refused": True, "below_limit": True},
         fail=_NO_OUTPUT,
+        # gVisor: each thread is a host thread of its kernel (and, under the ptrace platform, a
+        # traced stub) with its own memory: the bomb meets the memory limit (an OOM ends the whole
+        # sandbox) or the pids limit (the sandbox stops answering until the exec deadline kills
+        # it) first, depending on the host's load. Either is typed and contained.
+        runsc={"report": {}, "fail": "infra-", "infra": ("timeout", "oom_killed")},
     ),
     Hostile(
         "memory_bomb",
@@ -396,6 +475,9 @@ HOSTILE: tuple[Hostile, ...] = (
         infra="oom_killed",
         execution={"oom_killed": True},
         limits={"memory_bytes": 128 * MiB},
+        # gVisor: an OOM kills the whole sandbox (its kernel with the program), so no execution
+        # record comes back; the typed outcome is the same.
+        runsc={"report": {}, "execution": {}},
     ),
     Hostile(
         "disk_fill_workspace",
@@ -450,6 +532,15 @@ HOSTILE: tuple[Hostile, ...] = (
         report={"/tmp/inodes": "ENOSPC", "/workspace/inodes": "ENOSPC"},
         fail=_NO_OUTPUT,
         execution={"oom_killed": False},
+        # gVisor's tmpfs does not enforce nr_inodes (its size it does: the disk_fill programs):
+        # files are made until the exec time limit stops the program (or, given long enough, the
+        # memory limit, which their inodes are charged to).
+        runsc={
+            "report": {},
+            "fail": "exec-error: timeout",
+            "execution": {"oom_killed": False, "timed_out": True},
+            "limits": {"exec_timeout_s": 10},
+        },
     ),
     Hostile(
         "runaway_output",
@@ -506,6 +597,10 @@ HOSTILE: tuple[Hostile, ...] = (
         """),
         report={"sent": ["allowed"], "everyone": True, "runner_state": "S"},
         fail=_NO_OUTPUT,
+        # gVisor does not shield a PID namespace's init from its own namespace's SIGKILL: the
+        # program kills the runner, so its container ends (typed as a lost container; nothing
+        # outside the sandbox is affected).
+        runsc={"report": {}, "fail": "infra-sandbox_unavailable", "infra": "sandbox_unavailable"},
     ),
     Hostile(
         "symlink_output",
@@ -543,6 +638,9 @@ HOSTILE: tuple[Hostile, ...] = (
         report={"size": True},
         fail="eval-mismatch",
         fail_contains="cannot read prediction",
+        # gVisor (ptrace platform): writing the 400 MiB stream can take longer than the default
+        # exec time limit on a loaded host; a longer one keeps the outcome the grader's refusal.
+        runsc={"limits": {"exec_timeout_s": 120}},
     ),
     Hostile(
         "billion_laughs_for_the_grader",

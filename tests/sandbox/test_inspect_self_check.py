@@ -13,7 +13,7 @@ from inspect_ai.util._sandbox.self_check import *  # noqa: F403 - the checks are
 
 from controller.client.inspect_provider import SkillOptSandboxEnvironment
 from controller.client.sessions import AsyncSandboxSession, SandboxSession, SessionEndpoints
-from tests.sandbox.conftest import start_service
+from tests.sandbox.conftest import RUNTIMES, start_service
 
 pytestmark = pytest.mark.anyio
 
@@ -26,9 +26,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(scope="module")
-def host(docker_client, scripted):
-    yield from start_service(scripted, capacity=2, pool_size=1)
+@pytest.fixture(scope="module", params=RUNTIMES)
+def host(request, docker_client, scripted):
+    yield from start_service(scripted, capacity=2, pool_size=1, container_runtime=request.param)
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from sandbox.runtime.docker.engine import list_containers
 from sandbox.runtime.labels import LABEL_HOST
-from sandbox.runtime.spec import exec_runtime_choice
+from sandbox.runtime.spec import exec_runtime_choice, net_sibling_of
 from sandbox.service.admission import RolloutAdmission
 from skillopt.errors import InvalidRequest, UnknownRollout
 from skillopt.types import File, Limits, ModelSpec, RolloutResult, TestCase, Trace
@@ -113,6 +113,13 @@ def test_a_required_runtime_refuses_agents_that_cannot_use_it():
     # ... or, when the host requires its runtime, are refused with the reason.
     _, refusal = exec_runtime_choice("runsc", has_network=False, required=True)
     assert "required container runtime 'runsc'" in refusal and "gateway network" in refusal
+    # A networked sibling (runsc-net: gVisor's own network stack) keeps them under gVisor.
+    assert exec_runtime_choice("runsc", has_network=False, required=True, net_sibling="runsc-net") == (
+        "runsc-net",
+        "",
+    )
+    assert net_sibling_of("runsc", ("runc", "runsc", "runsc-net")) == "runsc-net"
+    assert net_sibling_of("runsc", ("runc", "runsc")) == net_sibling_of("", ("runc", "-net")) == ""
 
 
 def test_error_messages_stay_bounded_and_keep_their_code(service, sample):

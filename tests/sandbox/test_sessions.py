@@ -24,7 +24,7 @@ from skillopt.errors import (
     UnknownSession,
     UserUnsupported,
 )
-from tests.sandbox.conftest import start_service
+from tests.sandbox.conftest import RUNTIMES, start_service
 
 MiB = 1024 * 1024
 TOKEN_A = "tenant-a-" + uuid.uuid4().hex
@@ -32,10 +32,11 @@ TOKEN_B = "tenant-b-" + uuid.uuid4().hex
 TOKEN_CAPPED = "tenant-c-" + uuid.uuid4().hex
 
 
-@pytest.fixture(scope="module")
-def host(docker_client, scripted):
+@pytest.fixture(scope="module", params=RUNTIMES)
+def host(request, docker_client, scripted):
     yield from start_service(
         scripted,
+        container_runtime=request.param,
         capacity=2,
         pool_size=2,
         server_kw={

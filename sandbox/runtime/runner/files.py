@@ -99,12 +99,27 @@ def _open_parent(parts: list[str], *, create: bool) -> int:
                 nfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             except OSError as exc:
                 raise RunnerError(ErrorCode.BAD_PATH, f"not a directory: {name!r} ({exc.strerror})") from exc
+            _refuse_followed(fd, nfd, name)
             os.close(fd)
             fd = nfd
         return fd
     except BaseException:
         os.close(fd)
         raise
+
+
+def _refuse_followed(parent: int, opened: int, name: str) -> None:
+    """Refuse ``opened`` unless it is the directory entry ``name`` itself: gVisor follows a
+    final symlink despite ``O_NOFOLLOW`` when ``O_DIRECTORY`` is set. Compared after the open,
+    so a link swapped in or out meanwhile is refused too (its target is another inode)."""
+    try:
+        entry, st = os.stat(name, dir_fd=parent, follow_symlinks=False), os.fstat(opened)
+        same = (entry.st_dev, entry.st_ino) == (st.st_dev, st.st_ino)
+    except OSError:  # swapped away meanwhile
+        same = False
+    if not same:
+        os.close(opened)
+        raise RunnerError(ErrorCode.BAD_PATH, f"not a directory: {name!r} (a symbolic link)")
 
 
 def _write_confined(path: str, payload: bytes, mode: int) -> None:

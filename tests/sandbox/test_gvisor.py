@@ -1,0 +1,169 @@
+"""gVisor as a wall every untrusted execution can keep: a host serving ``--runtime runsc
+--require-runtime`` runs its exec agents and gateway sessions under ``runsc-net`` (gVisor with
+socket calls in the container's own network namespace) instead of refusing them, says so in ``Describe`` and ``fleet status``, and a run,
+a session and the Inspect provider that require ``gvisor`` isolation are refused by a runc host
+before anything runs in it. (The hostile suite runs under both runtimes: its exec egress programs
+prove a ``runsc-net`` container reaches the gateway and nothing else.)
+
+Our container contract's guarantees, checked by behaviour inside gVisor (its
+``/proc/self/status`` shows no ``NoNewPrivs`` line): see ``test_the_contract_holds_inside_gvisor``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from controller.client.inspect_provider import SkillOptSandboxConfig
+from controller.client.isolation import check_isolation
+from controller.client.sandbox_client import ChannelConfig
+from controller.client.sessions import SandboxSession, SessionEndpoints
+from controller.fleet.executor import FleetExecutor
+from controller.fleet.status import probe_fleet
+from controller.session import open_session
+from sandbox.runtime.lease import LeasedSandbox
+from skillopt.config import load_config
+from skillopt.errors import ConfigError
+from tests.sandbox.conftest import Service, start_service
+
+pytestmark = pytest.mark.usefixtures("docker_client")
+
+
+@pytest.fixture(scope="module")
+def gvisor(docker_client, scripted) -> Iterator[Service]:
+    if "runsc-net" not in docker_client.info().get("Runtimes", {}):
+        pytest.fail("gVisor is not registered: run bash scripts/setup.sh --gvisor", pytrace=False)
+    yield from start_service(
+        scripted, capacity=2, pool_size=1, container_runtime="runsc", require_runtime=True
+    )
+
+
+@pytest.fixture(scope="module")
+def runc(docker_client, scripted) -> Iterator[Service]:
+    yield from start_service(scripted, capacity=1, pool_size=0)
+
+
+def _where(svc: Service) -> SessionEndpoints:
+    return SessionEndpoints(endpoints=(svc.running.address,), token=svc.token)
+
+
+def test_every_agent_runs_under_gvisor_on_a_host_that_requires_it(gvisor):
+    d = gvisor.client.describe()
+    assert d.container_runtime == "runsc" and {"runsc", "runsc-net"} <= set(d.available_runtimes)
+    # --require-runtime refuses nothing: the exec agents (Codex, Claude Code) take runsc-net.
+    assert not d.unavailable_agents, d.unavailable_agents
+    assert set(d.agent_runtimes) == set(d.agents)
+    assert set(d.agent_runtimes.values()) == {"runsc", "runsc-net"}
+    assert d.agent_runtimes["spreadsheetbench/codex_exec"] == "runsc-net"
+    # fleet status shows it per agent.
+    (report,) = probe_fleet([ChannelConfig(address=gvisor.running.address, token=gvisor.token)])
+    assert report.agent_runtimes == dict(d.agent_runtimes) and report.gvisor
+
+
+def test_a_gateway_session_runs_under_gvisor_and_reaches_the_gateway(gvisor):
+    with SandboxSession.create(_where(gvisor), network="gateway", isolation="gvisor") as s:
+        assert s.info.container_runtime == "runsc-net"
+        front = gvisor.running.front
+        assert front is not None
+        # The gateway answers (any HTTP status: it is reached); the egress programs of the
+        # hostile suite prove nothing else is.
+        probe = (
+            "import urllib.request as u\n"
+            f"try: u.urlopen({front.url!r}, timeout=10)\n"
+            "except u.HTTPError as e: print('answered', e.code)\n"
+        )
+        r = s.exec(["python3", "-c", probe], timeout=60)
+        assert r.exit_code == 0, (r.stdout, r.stderr)
+
+
+def test_required_isolation_is_refused_by_a_runc_host_before_anything_runs(gvisor, runc, tmp_path):
+    # A session: the runc host's container is ended unused, the error names its runtime.
+    with pytest.raises(ConfigError, match=r"isolation=gvisor: host .* under 'runc', not gvisor"):
+        SandboxSession.create(_where(runc), isolation="gvisor")
+    assert runc.running.servicer.sessions.count() == 0
+    with SandboxSession.create(_where(gvisor), isolation="gvisor") as s:
+        assert s.info.container_runtime == "runsc"
+    with pytest.raises(ConfigError, match="isolation must be"):
+        SandboxSession.create(_where(gvisor), isolation="vm")
+    # The Inspect provider takes it from its config (and refuses an unknown level there).
+    assert SkillOptSandboxConfig(endpoints=["x:1"], isolation="gvisor").isolation == "gvisor"
+    with pytest.raises(ValueError):
+        SkillOptSandboxConfig(endpoints=["x:1"], isolation="vm")
+    # A run: the fleet's Describe, checked before any rollout (controller.session does).
+    cfg = load_config("spreadsheetbench_demo", ["sandbox.isolation=gvisor"])
+    agent = f"{cfg.env.name}/{cfg.env.agent}"
+    channels = [ChannelConfig(address=s.running.address, token=s.token) for s in (gvisor, runc)]
+    refused = rf"sandbox hosts cannot give it: {runc.running.address} runs"
+    with FleetExecutor(channels, workers=2) as fleet, pytest.raises(ConfigError, match=refused):
+        check_isolation(fleet.agent_runtimes(), cfg.sandbox.isolation, agent)
+    with FleetExecutor(channels[:1], workers=1) as fleet:
+        check_isolation(fleet.agent_runtimes(), cfg.sandbox.isolation, agent)
+    # ... as a run starts (open_session), before any rollout.
+    token = tmp_path / "token"
+    token.write_text(runc.token)
+    run_cfg = load_config(
+        "spreadsheetbench_demo",
+        [
+            "sandbox.isolation=gvisor",
+            f"sandbox.endpoints=[{runc.running.address}]",
+            f"sandbox.token_file={token}",
+            "run.simulate=on",
+        ],
+    )
+    with pytest.raises(ConfigError, match=refused), open_session(run_cfg, out_dir=tmp_path / "run"):
+        pytest.fail("the run started")
+    with pytest.raises(ConfigError, match=r"sandbox\.isolation"):
+        load_config("spreadsheetbench_demo", ["sandbox.isolation=vm"])
+
+
+#: Run as the container's user inside one gVisor rollout container. /proc/self/status has no
+#: NoNewPrivs line under gVisor and Seccomp reads 0: each guarantee is checked by what it stops.
+_CONTRACT_PROBE = r"""
+import ctypes, errno, json, os, shutil, stat
+libc = ctypes.CDLL(None, use_errno=True)
+def call(fn):
+    r = fn()
+    return "ok" if r != -1 else errno.errorcode.get(ctypes.get_errno(), "?")
+out = {
+    # PR_GET_NO_NEW_PRIVS: the flag gVisor's kernel enforces on execve of set-id files.
+    "no_new_privs": libc.prctl(39, 0, 0, 0, 0),
+    "uid": os.getuid(),
+    "cap_eff": [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0],
+    # What our seccomp profile denies: under gVisor these reach gVisor's kernel, never the host's.
+    "mount": call(lambda: libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)),
+    "setuid0": call(lambda: libc.setuid(0)),
+    "root_write": call(lambda: libc.open(b"/etc/skillopt-probe", os.O_CREAT | os.O_WRONLY, 0o644)),
+}
+print("REPORT " + json.dumps(out))
+"""
+
+
+def test_the_contract_holds_inside_gvisor(gvisor):
+    svc = gvisor.running.service
+    runtime = svc.runtime
+    handle = runtime.create(svc.config.base_spec)
+    try:
+        assert runtime.runtime_name(handle.spec) == "runsc"
+        box = LeasedSandbox(runtime, handle, rollout_id="gvisor/contract")
+        box.write_file("probe.py", _CONTRACT_PROBE.encode())
+        out = box.run_python("probe.py", timeout_s=60)
+    finally:
+        runtime.destroy(handle)
+    line = [x for x in out.stdout_tail.splitlines() if x.startswith("REPORT ")]
+    assert line, (out.stdout_tail, out.stderr_tail)
+    report = json.loads(line[-1][len("REPORT ") :])
+    assert report["no_new_privs"] == 1 and report["uid"] == 1000 and int(report["cap_eff"], 16) == 0
+    assert (
+        report["mount"] == "EPERM"
+        and report["setuid0"] != "ok"
+        and report["root_write"] in ("EROFS", "EACCES")
+    )
+
+
+def test_ci_registers_gvisor():
+    """``.ci/run`` sets gVisor up (both runtimes), so CI runs the security suites under it."""
+    ci = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
+    assert "\nbash scripts/setup.sh --gvisor\n" in ci
