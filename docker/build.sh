@@ -36,6 +36,8 @@
 #                           is present locally, else an up-to-date local base, else tries
 #                           `docker pull` of the slim image, else debootstraps.
 #   SKILLOPT_SLIM_IMAGE     default python:3.11-slim-bookworm
+#   SKILLOPT_SKIP_IMAGES    images left out of a build without --only, space-separated
+#                           (scripts/setup.sh skips polyglot unless --tests)
 #   SKILLOPT_DEBIAN_MIRROR  mirror for debootstrap (default http://deb.debian.org/debian)
 #   SKILLOPT_BUILD_DIR      scratch dir (default docker/.build, gitignored): build contexts, logs,
 #                           debootstrap .deb cache, images.json (the IDs of the last build)
@@ -91,7 +93,8 @@ case "$base_mode" in
   *) die "SKILLOPT_BASE must be auto, slim or debootstrap, not '$base_mode'" ;;
 esac
 
-want() { [[ -z "$only" || "$only" == "$1" ]]; }       # a target of this run
+# a target of this run (SKILLOPT_SKIP_IMAGES: names left out unless --only asks for one)
+want() { [[ "$only" == "$1" || ( -z "$only" && " ${SKILLOPT_SKIP_IMAGES:-} " != *" $1 "* ) ]]; }
 forced() { [[ $force -eq 1 ]] && want "$1"; }            # --force applies to it
 
 command -v docker >/dev/null || die "docker CLI not found: run scripts/setup.sh"

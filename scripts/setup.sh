@@ -13,13 +13,17 @@
 #      with it from the npm registry)
 #   6. chromium: install Debian's chromium if missing (the WebUI's browser tests drive it
 #      with Playwright; nothing is downloaded by Playwright itself)
-#   6b. prometheus: install Debian's prometheus server if missing (the metrics test starts one on a
-#      free port and scrapes a host; no service of its own is started)
+#   6b. (--tests) prometheus: install Debian's prometheus server if missing (the metrics test
+#      starts one on a free port and scrapes a host; no service of its own is started)
 #   7. docker/build.sh: base, runtime (with the agent CLIs Codex and Claude Code at the versions in
-#      docker/agents/versions.env), service, textworld and polyglot (the code runs' toolchains, for
-#      `skillopt serve --http-listen`) images (no-op when up to date)
+#      docker/agents/versions.env), service and textworld images, and with --tests polyglot (the
+#      code runs' toolchains, for `skillopt serve --http-listen`; ~1.3 GB, minutes to build, so
+#      the main job does not wait for it: `docker/build.sh --only polyglot` builds it alone)
+#      (no-op when up to date)
 #
-# usage: scripts/setup.sh [--agents] [--gvisor]
+# usage: scripts/setup.sh [--tests] [--gvisor] [--agents]
+#   --tests    everything the test suite needs besides the main job's: --gvisor, Debian's
+#              prometheus and the polyglot image (scripts/test.sh and .ci/run pass it)
 #   --agents   accepted for compatibility and otherwise ignored: the agent CLIs are now always
 #              part of the runtime image (the tests need them).
 #   --gvisor   also install gVisor (Debian's runsc) and register it with Docker as the runtimes
@@ -33,8 +37,10 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 gvisor=0
+tests=0
 for arg in "$@"; do
   case "$arg" in
+    --tests) tests=1; gvisor=1 ;;
     --agents) ;;  # compatibility: the agent CLIs are always installed now
     --gvisor) gvisor=1 ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; exit 0 ;;
@@ -186,7 +192,9 @@ fi
 
 # 6b. Prometheus for the metrics test (tests/sandbox/test_metrics_prometheus.py) ---------------------
 step "prometheus"
-if command -v prometheus >/dev/null; then
+if [[ $tests -eq 0 ]]; then
+  done_ "not needed (--tests installs it)"
+elif command -v prometheus >/dev/null; then
   done_ "present ($(prometheus --version 2>&1 | head -n 1))"
 else
   apt_install --no-install-recommends prometheus
@@ -198,7 +206,9 @@ fi
 step "images"
 mkdir -p docker/.build/logs
 logf=docker/.build/logs/setup-build.log
-if ! bash docker/build.sh >"$logf" 2>&1; then
+skip_images=polyglot
+[[ $tests -eq 1 ]] && skip_images=""
+if ! SKILLOPT_SKIP_IMAGES="$skip_images" bash docker/build.sh >"$logf" 2>&1; then
   echo
   tail -n 30 "$logf" >&2
   die "docker/build.sh failed (log $logf)"

@@ -5,6 +5,6 @@
 #   scripts/test.sh -k hardening # a subset
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --tests
 # pytest's own exit code is the result: 5 (no tests collected) fails like any other non-zero.
 exec .venv/bin/python -m pytest "$@"

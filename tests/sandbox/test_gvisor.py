@@ -35,7 +35,7 @@ pytestmark = pytest.mark.usefixtures("docker_client")
 @pytest.fixture(scope="module")
 def gvisor(docker_client, scripted) -> Iterator[Service]:
     if "runsc-net" not in docker_client.info().get("Runtimes", {}):
-        pytest.fail("gVisor is not registered: run bash scripts/setup.sh --gvisor", pytrace=False)
+        pytest.fail("gVisor is not registered: run bash scripts/setup.sh --tests (or --gvisor)", pytrace=False)
     yield from start_service(
         scripted, capacity=2, pool_size=1, container_runtime="runsc", require_runtime=True
     )
@@ -164,6 +164,9 @@ def test_the_contract_holds_inside_gvisor(gvisor):
 
 
 def test_ci_registers_gvisor():
-    """``.ci/run`` sets gVisor up (both runtimes), so CI runs the security suites under it."""
-    ci = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
-    assert "\nbash scripts/setup.sh --gvisor\n" in ci
+    """``.ci/run`` and the README's test command set gVisor up (``--tests`` implies
+    ``--gvisor``), so the security suites run under it wherever the suite runs."""
+    root = Path(__file__).resolve().parents[2]
+    for script in (root / ".ci" / "run", root / "scripts" / "test.sh"):
+        assert "\nbash scripts/setup.sh --tests\n" in script.read_text(), script
+    assert "--tests) tests=1; gvisor=1 ;;" in (root / "scripts" / "setup.sh").read_text()
