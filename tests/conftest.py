@@ -4,6 +4,7 @@ fail with instructions (CI's .ci/run sets both up)."""
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import tempfile
@@ -16,6 +17,36 @@ import pytest
 from sandbox.runtime.spec import DEFAULT_IMAGE
 
 REPO = Path(__file__).resolve().parents[1]
+
+#: The files that take longest, longest first (each runs trainings, a dataset sweep or a fleet of
+#: its own, in few tests). On several workers (scripts/test.sh: pytest-xdist, --dist loadfile,
+#: no reorder) they are handed out first, so that none of them starts late and runs on alone.
+SLOW_FIRST = (
+    "tests/e2e/test_train_e2e.py",
+    "tests/e2e/test_code_e2e.py",
+    "tests/e2e/test_readme.py",
+    "tests/skillopt/envs/spreadsheetbench/test_sb_dataset.py",
+    "tests/e2e/test_textworld_e2e.py",
+    "tests/e2e/",
+    "tests/controller/test_fleet_faults.py",
+    "tests/sandbox/test_hostile_programs.py",
+    "tests/skillopt/trainer/test_resume_parity.py",
+    "tests/controller/test_score_samples.py",
+    "tests/controller/test_eval_run.py",
+    "tests/sandbox/test_host_faults.py",
+    "tests/skillopt/envs/codegen/test_code_grading.py",
+)
+
+
+def _slow_rank(nodeid: str) -> int:
+    return next((i for i, prefix in enumerate(SLOW_FIRST) if nodeid.startswith(prefix)), len(SLOW_FIRST))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker, the slowest files first (a stable sort: every worker collects the
+    same order, as xdist requires); a run in one process keeps the plain file order."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: _slow_rank(item.nodeid))
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 
 from controller.commands.score_batch import pass_at_k
+from sandbox.runtime.docker.engine import list_containers
+from sandbox.runtime.labels import LABEL_OWNER
+from sandbox.runtime.owner import Owner
 from skillopt.envs.registry import env_dir, env_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -154,16 +157,21 @@ def test_bad_sample_files_are_refused_with_the_reason(tmp_path):
     assert res.returncode == 2 and "neither 'completion' nor 'solution'" in res.stderr
 
 
-def _grade_containers(docker_client) -> set[str]:
+def _grade_containers(docker_client, owner_pid: int) -> set[str]:
+    """The grading containers of process ``owner_pid`` (its owner label): other tests and other
+    workers grade on the same engine at the same time."""
     # One listing call (the high-level list inspects each container: racy while they go).
-    names = (n.lstrip("/") for c in docker_client.api.containers(all=True) for n in c.get("Names") or ())
-    return {n for n in names if n.startswith("skillopt-grade-")}
+    names = set()
+    for c in list_containers(docker_client, LABEL_OWNER):
+        owner = Owner.parse(c.labels.get(LABEL_OWNER, ""))
+        if owner is not None and owner.pid == owner_pid and c.name.startswith("skillopt-grade-"):
+            names.add(c.name)
+    return names
 
 
 def test_sigterm_while_grading_leaves_no_container(docker_client, tmp_path):
     """`skillopt score` ended by SIGTERM mid-batch removes its grading containers (seen before:
     exited ones left behind)."""
-    before = _grade_containers(docker_client)
     problems = sample_items("humaneval")[:4]
     path = tmp_path / "samples.jsonl"
     path.write_text(
@@ -178,7 +186,7 @@ def test_sigterm_while_grading_leaves_no_container(docker_client, tmp_path):
     )  # fmt: skip
     try:
         # Wait (on the engine, not on time) until the batch holds containers of its own.
-        while not (_grade_containers(docker_client) - before):
+        while not _grade_containers(docker_client, proc.pid):
             assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=120)
@@ -186,4 +194,4 @@ def test_sigterm_while_grading_leaves_no_container(docker_client, tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 143, proc.stderr.read() if proc.stderr else ""
-    assert _grade_containers(docker_client) - before == set()
+    assert _grade_containers(docker_client, proc.pid) == set()

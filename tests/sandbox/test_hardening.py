@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +25,9 @@ def runtime(docker_client) -> Iterator[DockerRuntime]:
     import tempfile
 
     state = tempfile.mkdtemp(prefix="so-hard-", dir="/tmp")
-    rt = DockerRuntime(RuntimeConfig(host_id="test-hardening", state_dir=state, pool_size=0))
+    rt = DockerRuntime(
+        RuntimeConfig(host_id=f"test-hardening-{uuid.uuid4().hex[:6]}", state_dir=state, pool_size=0)
+    )
     rt.reap(startup=True)
     yield rt
     rt.close()

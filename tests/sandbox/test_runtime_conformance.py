@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -28,7 +29,9 @@ KNOWN_FAILURES: set[str] = set()
 @pytest.fixture(scope="module")
 def runtime(docker_client) -> Iterator[DockerRuntime]:
     state = tempfile.mkdtemp(prefix="so-conf-", dir="/tmp")
-    rt = DockerRuntime(RuntimeConfig(host_id="test-conformance", state_dir=state, pool_size=0))
+    rt = DockerRuntime(
+        RuntimeConfig(host_id=f"test-conformance-{uuid.uuid4().hex[:6]}", state_dir=state, pool_size=0)
+    )
     rt.reap(startup=True)
     yield rt
     rt.close()
@@ -70,14 +73,15 @@ def test_docker_runtime_conforms(request, conformance, name):
 
 
 def test_closing_aborts_creations_and_leaves_nothing(docker_client, short_tmp):
-    rt = DockerRuntime(RuntimeConfig(host_id="test-conf-close", state_dir=str(short_tmp), pool_size=0))
+    host_id = f"test-conf-close-{uuid.uuid4().hex[:6]}"
+    rt = DockerRuntime(RuntimeConfig(host_id=host_id, state_dir=str(short_tmp), pool_size=0))
     handle = rt.create(ContainerSpec())
     rt.abort_creations()
     with pytest.raises(ContainerStartFailed, match="closing"):
         rt.create(ContainerSpec())
     rt.close()
     assert not rt.alive(handle)
-    assert list_containers(docker_client, "skillopt.host=test-conf-close") == []
+    assert list_containers(docker_client, f"skillopt.host={host_id}") == []
 
 
 def test_pandas_is_imported_into_the_runner_only_when_a_program_uses_it(runtime):

@@ -9,6 +9,7 @@ Also the generic rollout machinery on this env: per-item resume reruns nothing a
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -257,7 +258,9 @@ def test_the_textworld_runner_preimports_its_warm_module_from_the_pickled_logic(
     from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
     from skillopt.envs.textworld.spec import PREIMPORT
 
-    rt = DockerRuntime(RuntimeConfig(host_id="test-tw-warm", state_dir=str(short_tmp), pool_size=0))
+    rt = DockerRuntime(
+        RuntimeConfig(host_id=f"test-tw-warm-{uuid.uuid4().hex[:6]}", state_dir=str(short_tmp), pool_size=0)
+    )
     try:
         handle = rt.create(ContainerSpec(image=IMAGE, preimport=PREIMPORT))
         try:
