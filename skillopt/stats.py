@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -202,6 +202,16 @@ def paired_bootstrap(
     return (k + 1) / (n_resamples + 1), _percentiles(means, 0.95)
 
 
+def _record(test: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A test's fields as a JSON record, in their declared order (the interval as a list)."""
+    return {
+        f.name: list(value) if f.name == "ci95" else value
+        for f in fields(test)
+        if f.name not in skip
+        for value in (getattr(test, f.name),)
+    }
+
+
 @dataclass(frozen=True, kw_only=True)
 class PairedTest:
     """A one-sided paired comparison of a candidate with the current skill.
@@ -226,15 +236,7 @@ class PairedTest:
     losses: int
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "p_value": self.p_value,
-            "effect": self.effect,
-            "ci95": list(self.ci95),
-            "n": self.n,
-            "wins": self.wins,
-            "losses": self.losses,
-        }
+        return _record(self)
 
 
 def paired_test(
@@ -480,7 +482,7 @@ def _bounds(max_looks: int, alpha: float, spending: str) -> tuple[float, ...]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SequentialTest:
+class SequentialTest(PairedTest):
     """A group-sequential one-sided paired comparison after some looks (one per round).
 
     The paired part (``effect``, ``ci95``, ``n``, ``wins``, ``losses``) is over every pair of
@@ -502,13 +504,6 @@ class SequentialTest:
         alpha: The overall false-accept level.
     """
 
-    name: str
-    p_value: float
-    effect: float
-    ci95: Interval
-    n: int
-    wins: int
-    losses: int
     z: float
     bound: float
     nominal_alpha: float
@@ -523,22 +518,7 @@ class SequentialTest:
         return bool(self.boundary)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "p_value": self.p_value,
-            "effect": self.effect,
-            "ci95": list(self.ci95),
-            "n": self.n,
-            "wins": self.wins,
-            "losses": self.losses,
-            "z": self.z,
-            "bound": self.bound,
-            "nominal_alpha": self.nominal_alpha,
-            "looks": self.looks,
-            "max_looks": self.max_looks,
-            "boundary": self.boundary,
-            "spending": self.spending,
-        }
+        return _record(self, skip=("alpha",))  # the gate records alpha beside it
 
 
 def _z(diffs: Sequence[float], min_effect: float, binary: bool) -> float:
