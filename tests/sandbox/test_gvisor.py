@@ -35,7 +35,9 @@ pytestmark = pytest.mark.usefixtures("docker_client")
 @pytest.fixture(scope="module")
 def gvisor(docker_client, scripted) -> Iterator[Service]:
     if "runsc-net" not in docker_client.info().get("Runtimes", {}):
-        pytest.fail("gVisor is not registered: run bash scripts/setup.sh --tests (or --gvisor)", pytrace=False)
+        pytest.fail(
+            "gVisor is not registered: run bash scripts/setup.sh --tests (or --gvisor)", pytrace=False
+        )
     yield from start_service(
         scripted, capacity=2, pool_size=1, container_runtime="runsc", require_runtime=True
     )
