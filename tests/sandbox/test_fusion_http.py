@@ -116,11 +116,13 @@ def test_compile_error_runtime_error_and_timeouts(host):
     assert resp.run_result.status == CommandRunStatus.TimeLimitExceeded
     assert resp.run_result.stdout == "started\n"
 
-    # A compile that cannot finish in time (a template recursion g++ grinds on).
+    # A compile that cannot finish in time: g++ evaluates this constexpr loop for seconds (until
+    # its operation limit, 2^25), each loop under its iteration limit. (A deep template recursion
+    # is no good: g++ stops at its depth limit, 900, in well under the timeout on a quiet machine.)
     slow = (
-        "template<int N> struct F { static const long v = F<N-1>::v + F<N-2>::v; };\n"
-        "template<> struct F<1> { static const long v = 1; }; template<> struct F<0> { static const long v = 0; };\n"
-        "int main() { return F<40000>::v > 0 ? 0 : 1; }\n"
+        "constexpr long f() { long s = 0; for (long i = 0; i < 200000; i++)\n"
+        "  for (long j = 0; j < 200000; j++) s += i ^ j; return s; }\n"
+        "constexpr long v = f();\nint main() { return v > 0 ? 0 : 1; }\n"
     )
     resp = _run(host, slow, "cpp", compile_timeout=0.5)
     assert resp.status == RunStatus.Failed
