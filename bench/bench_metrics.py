@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_sandbox import FIRST, host, model_server, pct  # noqa: E402
+from bench_sandbox import FIRST, codegen_request, host, model_server, pct  # noqa: E402
 
 from controller.client.sessions import SandboxSession, SessionEndpoints  # noqa: E402
 from sandbox.runtime.spec import DEFAULT_IMAGE, ContainerSpec, RuntimeConfig  # noqa: E402
@@ -44,7 +44,6 @@ from skillopt.types import (  # noqa: E402
     ExecRecord,
     InfraErrorKind,
     InfraFailure,
-    Limits,
     ModelSpec,
     RolloutRequest,
     RolloutResult,
@@ -68,16 +67,7 @@ def cpu_per_rollout(n: int) -> dict[str, float]:
     task, grading = build_task(sample.task("32255"))
 
     def request() -> RolloutRequest:
-        return RolloutRequest(
-            rollout_id=f"bench/{uuid.uuid4().hex}",
-            env="spreadsheetbench",
-            agent="codegen_single",
-            task=task,
-            grading=grading,
-            skill=SkillSpec(content=""),
-            model=ModelSpec(provider="scripted", model="m"),
-            limits=Limits(wall_time_s=60, exec_timeout_s=30),
-        )
+        return codegen_request(task, grading)
 
     reply = f"```python\n{FIRST}```"
     with (

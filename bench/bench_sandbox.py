@@ -105,6 +105,23 @@ def _wait_idle(client: SandboxClient, n: int) -> None:
         time.sleep(0.1)
 
 
+def codegen_request(
+    task, grading, *, skill: SkillSpec | None = None, tag: str = "bench", wall_time_s: float = 60
+) -> RolloutRequest:
+    """One SpreadsheetBench ``codegen_single`` rollout against the scripted provider (the
+    benches' unit of work), with a fresh rollout id."""
+    return RolloutRequest(
+        rollout_id=f"{tag}/{uuid.uuid4().hex}",
+        env="spreadsheetbench",
+        agent="codegen_single",
+        task=task,
+        grading=grading,
+        skill=skill if skill is not None else SkillSpec(content=""),
+        model=ModelSpec(provider="scripted", model="m"),
+        limits=Limits(wall_time_s=wall_time_s, exec_timeout_s=30),
+    )
+
+
 @contextlib.contextmanager
 def model_server(reply: str) -> Iterator[str]:
     """The scripted model server (always answering ``reply``), a process of its own; yields its
@@ -199,16 +216,7 @@ def _first_instruction(
 
     def one(i: int) -> tuple[float, float, float]:
         events: dict[str, int] = {}
-        req = RolloutRequest(
-            rollout_id=f"bench/{uuid.uuid4().hex}",
-            env="spreadsheetbench",
-            agent="codegen_single",
-            task=task,
-            grading=grading,
-            skill=SkillSpec(content=""),
-            model=ModelSpec(provider="scripted", model="m"),
-            limits=Limits(wall_time_s=60, exec_timeout_s=30),
-        )
+        req = codegen_request(task, grading)
         t0 = time.time_ns()
         row = client.run(req, timeout_s=120, on_event=lambda e: events.setdefault(e.phase, time.time_ns()))
         first = int(row.trace.executions[0].stdout_tail.split()[0])

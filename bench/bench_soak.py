@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench_sandbox import FIRST, ROOT, bench_package, host, model_server
+from bench_sandbox import FIRST, ROOT, bench_package, codegen_request, host, model_server
 from bench_sessions import rss_bytes
 
 sys.path.insert(0, str(ROOT))
@@ -52,7 +52,7 @@ from controller.client.sessions import SandboxSession, SessionEndpoints
 from sandbox.runtime.labels import LABEL_HOST, LABEL_MANAGED
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData, build_task
 from skillopt.errors import SkillOptError
-from skillopt.types import Limits, ModelSpec, RolloutRequest
+from skillopt.types import RolloutRequest
 
 MiB = 1024 * 1024
 CONCURRENCY = 8
@@ -161,16 +161,8 @@ def slope_per_hour(points: list[tuple[float, float]]) -> float:
 
 
 def _request(task, grading, tag: str) -> RolloutRequest:
-    return RolloutRequest(
-        rollout_id=f"soak/{tag}/{uuid.uuid4().hex}",
-        env="spreadsheetbench",
-        agent="codegen_single",
-        task=task,
-        grading=grading,
-        skill=bench_package(files=10, total_bytes=512 * 1024),  # new content: blob-cache churn
-        model=ModelSpec(provider="scripted", model="m"),
-        limits=Limits(wall_time_s=120, exec_timeout_s=30),
-    )
+    skill = bench_package(files=10, total_bytes=512 * 1024)  # new content: blob-cache churn
+    return codegen_request(task, grading, skill=skill, tag=f"soak/{tag}", wall_time_s=120)
 
 
 def rollout_loop(soak: Soak, client: SandboxClient, stop: threading.Event, make) -> None:

@@ -32,13 +32,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_sandbox import FIRST, _busy_jiffies, _wait_idle  # noqa: E402
+from bench_sandbox import FIRST, _busy_jiffies, _wait_idle, codegen_request  # noqa: E402
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient  # noqa: E402
 from controller.embedded import wait_listening  # noqa: E402
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData, build_task  # noqa: E402
 from skillopt.observability import tracing  # noqa: E402
-from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillSpec  # noqa: E402
 
 _HZ = os.sysconf("SC_CLK_TCK")
 _RECEIVER = """
@@ -123,11 +122,7 @@ def main() -> int:
         task, grading = build_task(SpreadsheetBenchData(SAMPLE_ROOT).task("32255"))
 
         def one(client: SandboxClient) -> None:
-            req = RolloutRequest(
-                rollout_id=f"bench/{uuid.uuid4().hex}", env="spreadsheetbench", agent="codegen_single",
-                task=task, grading=grading, skill=SkillSpec(content=""),
-                model=ModelSpec(provider="scripted", model="m"), limits=Limits(wall_time_s=60, exec_timeout_s=30),
-            )  # fmt: skip
+            req = codegen_request(task, grading)
             with tracing.span("rollout", tracing.rollout_attributes(req)):
                 row = client.run(req, timeout_s=120)
             assert row.infra_error is None, row.infra_error
