@@ -188,6 +188,9 @@ class ProgressDisplay(Callback):
     def on_epoch_end(self, event: EpochEndEvent) -> None:
         r = event.record
         slow = event.stages.get("slow_update", "-")
+        if slow == "no_content" and (why := event.reasons.get("slow_update")):
+            # The optimizer's answer gave nothing to try: say why here, not only in train.log.
+            slow = f"{slow} ({why})"
         self._print(
             f"epoch {event.epoch}: {r.accepts} accepted, {r.rejects} rejected, {r.skips} skipped; "
             f"slow update {slow}; best selection "

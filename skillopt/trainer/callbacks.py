@@ -135,6 +135,9 @@ class EpochEndEvent:
     record: EpochRecord
     #: Outcome of each epoch-end segment of this epoch (``slow_update``, ``meta_skill``).
     stages: Mapping[str, str]
+    #: Why a segment ended as it did, where known (``slow_update``: the optimizer's error for
+    #: ``no_content``, the gate's reason otherwise).
+    reasons: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)

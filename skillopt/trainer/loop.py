@@ -220,8 +220,27 @@ class FitLoop:
         outcomes = {s: st.epoch_stages.get(f"{s}_{epoch}", "-") for s in ("slow_update", "meta_skill")}
         ctx.hooks(
             "on_epoch_end",
-            EpochEndEvent(epoch=epoch, num_epochs=ctx.plan.num_epochs, record=record, stages=outcomes),
+            EpochEndEvent(
+                epoch=epoch,
+                num_epochs=ctx.plan.num_epochs,
+                record=record,
+                stages=outcomes,
+                reasons=self._epoch_end_reasons(epoch),
+            ),
         )
+
+    def _epoch_end_reasons(self, epoch: int) -> dict[str, str]:
+        """Why each epoch-end segment ended as it did, read from its committed result (so a
+        resumed run reports it too): the optimizer's error for ``no_content``, else the gate's."""
+        reasons: dict[str, str] = {}
+        for name, file in (
+            ("slow_update", layout.Epoch.SLOW_RESULT),
+            ("meta_skill", layout.Epoch.META_RESULT),
+        ):
+            result = self.ctx.run.read_json(f"{layout.epoch_dir(name, epoch)}/{file}")
+            if isinstance(result, dict) and (why := result.get("error") or result.get("gate_reason")):
+                reasons[name] = str(why)
+        return reasons
 
     # -- a step --------------------------------------------------------------------------------------
 

@@ -209,3 +209,32 @@ def test_rows_carry_their_batch_progress_typed(fit, tmp_path):
     for label, p in last.items():  # every batch ran to its end, each row counted once
         assert p.done == p.total and p.passed + p.failed + p.infra == p.done - p.resumed, label
         assert p.passed == sum(1 for e in rows if e.label == label and e.row.ok)
+
+
+def test_the_epoch_end_says_why_the_slow_update_ended_and_the_console_shows_an_empty_one(fit, tmp_path):
+    import dataclasses
+    import io
+
+    from rich.console import Console
+
+    from controller.ui.progress import ProgressDisplay
+
+    rec = Recorder()
+    out = tmp_path / "run"
+    fit(out, callbacks=[rec])
+    second = [e for n, e in rec.events if n == "on_epoch_end"][-1]
+    slow = json.loads((out / layout.epoch_dir("slow_update", 2) / layout.Epoch.SLOW_RESULT).read_text())
+    assert second.epoch == 2 and second.stages["slow_update"] == slow["action"]
+    assert second.reasons["slow_update"] == (slow.get("error") or slow["gate_reason"]) != ""
+
+    # An optimizer answer that gave nothing to try: the console line names the cause, which
+    # before was only in train.log.
+    buf = io.StringIO()
+    shown = ProgressDisplay(Console(file=buf, width=200))
+    empty = dataclasses.replace(
+        second,
+        stages={**second.stages, "slow_update": "no_content"},
+        reasons={"slow_update": "unparsable answer: no JSON object found"},
+    )
+    shown.on_epoch_end(empty)
+    assert "slow update no_content (unparsable answer: no JSON object found)" in buf.getvalue()
