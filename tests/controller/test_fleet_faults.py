@@ -127,13 +127,14 @@ def test_kill_9_of_one_of_three_hosts_mid_batch_loses_no_row(docker_client, sim,
         with lock:
             rows.append(row)
             n = len(rows)
-        if n == 15 and not killed.is_set():
+        if n == 12 and not killed.is_set():
             killed.set()
             os.kill(victim.proc.pid, signal.SIGKILL)
 
     try:
         with FleetExecutor([_channel(fleet_tmp, h.address) for h in hosts], workers=6) as fleet:
-            requests = _requests(60)
+            # Mid-batch: after 12 rows, 6 are in flight over the three hosts and 12 wait to be placed.
+            requests = _requests(30)
             fleet.run(requests, on_result=on_result, stop=threading.Event())
             state = {h.address: h for h in fleet.hosts_state}[victim.address]
             assert killed.is_set()

@@ -161,6 +161,9 @@ def test_compose_fleet_trains_runs_exec_agents_and_leaves_nothing(docker_client,
                 "--simulate", "on", "--endpoints", endpoints, "--out", str(out),
                 "--set", f"sandbox.token_file={root / 'token'}", "--set", "train.num_epochs=1",
                 "--set", "evaluation.eval_test=false",
+                # One step over the train split, gated on 3 selection items: 16 rollouts over
+                # the three hosts, enough to show placement and learning.
+                "--set", "train.batch_size=10", "--set", "evaluation.sel_env_num=3",
             ],
             cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, "OPENAI_API_KEY": ""},
         )  # fmt: skip

@@ -93,6 +93,12 @@ def test_training_over_two_remote_hosts(docker_client, short_tmp):
                     f"sandbox.token_file={short_tmp / 'token'}",
                     "--set",
                     "train.num_epochs=1",
+                    # One step over the train split, gated on 3 selection items: enough rollouts to
+                    # spread over both hosts and show the skill learned.
+                    "--set",
+                    "train.batch_size=10",
+                    "--set",
+                    "evaluation.sel_env_num=3",
                 ],
                 cwd=REPO,
                 capture_output=True,
@@ -131,6 +137,7 @@ def test_the_simulation_over_a_fleet_of_serve_simulate_hosts(docker_client, shor
         res = _cli(
             "train", "--config", "spreadsheetbench_demo", "--simulate", "on", "--endpoints", endpoints,
             "--out", str(out), "--set", token, "--set", "train.num_epochs=1", "--set", "evaluation.eval_test=false",
+            "--set", "train.batch_size=10",  # one step (the eval below repeats the whole selection split)
         )  # fmt: skip
         assert res.returncode == 0, res.stderr[-4000:]
         assert "OFFLINE SIMULATION" in res.stderr

@@ -132,16 +132,21 @@ def test_the_package_demo_accepts_a_reference_then_a_working_script_and_the_chec
     tmp_path, docker_client, ui_server_factory
 ):
     """The demo launched from the WebUI (which runs ``skillopt train --config
-    spreadsheetbench_package_demo``, offline): step 1 proposes the reference (with SKILL.md's
-    pointer) and a helper with a syntax error; the sandbox check drops the helper, the gate
-    accepts the reference. Step 2, told by the step buffer, proposes the working helper:
-    checked, accepted. No version the gate saw holds the broken helper, and the step pages
-    show the change per file."""
+    spreadsheetbench_package_demo``, offline), for its first epoch (what is checked here
+    happens there; the second epoch only rolls out more): step 1 proposes the reference (with
+    SKILL.md's pointer) and a helper with a syntax error; the sandbox check drops the helper,
+    the gate accepts the reference. Step 2, told by the step buffer, proposes the working
+    helper: checked, accepted. No version the gate saw holds the broken helper, and the step
+    pages show the change per file."""
     ui = ui_server_factory(tmp_path / "runs")
     with httpx.Client(base_url=ui.url, timeout=30) as c:
         launched = c.post(
             "/api/launch",
-            json={"config": "spreadsheetbench_package_demo", "name": "pkg"},
+            json={
+                "config": "spreadsheetbench_package_demo",
+                "name": "pkg",
+                "values": {"train.num_epochs": 1},
+            },
             headers={"Origin": ui.url},
         )
         assert launched.status_code == 200, launched.text

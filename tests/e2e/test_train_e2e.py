@@ -223,9 +223,12 @@ def test_budget_stop_then_resume_with_a_larger_budget(tmp_path, docker_client):
 @pytest.mark.parametrize("agent", ["codex_exec", "claude_code_exec"])
 def test_exec_agents_complete_a_demo_run_offline(tmp_path, docker_client, agent):
     out = tmp_path / agent
+    # One step over the whole train split, gated on 3 selection items: every CLI rollout is a
+    # real agent process in a container, so the run is the fewest that shows the skill learned.
     proc = train(
         "--config", "spreadsheetbench_demo", "--out", str(out),
         "--set", f"env.agent={agent}", "--set", "train.num_epochs=1", "--set", "evaluation.eval_test=false",
+        "--set", "train.batch_size=10", "--set", "evaluation.sel_env_num=3",
     )  # fmt: skip
     _, stderr = proc.communicate(timeout=900)
     assert proc.returncode == 0, stderr[-4000:]
