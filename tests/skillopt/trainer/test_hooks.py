@@ -71,12 +71,15 @@ def test_hooks_fire_in_the_documented_order(fit, tmp_path):
         "on_stage_end:meta_skill",
         "on_epoch_end:1",
         "on_stage_start:test",
-        "on_rollout_batch",
+        # The initial skill and the best one; the final one is the best plus epoch 1's empty
+        # slow-update block, which its test evaluation stands for (no third batch).
         "on_rollout_batch",
         "on_rollout_batch",
         "on_stage_end:test",
         "on_fit_end",
     ]
+    out = tmp_path / "run"
+    assert (out / layout.TEST_BEST).is_dir() and not (out / layout.TEST_FINAL).exists()
 
 
 def test_a_resumed_run_announces_only_what_it_does(fit, tmp_path):
