@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -138,7 +139,8 @@ def sample(soak: Soak, pid: int, dirs: list[Path], engine: docker.DockerClient) 
         except OSError:  # a worker that just exited
             pass
     ours = _ours(engine, soak.prefix)
-    temp = sum(1 for d in dirs for f in d.rglob("*") if not f.is_dir())
+    # os.walk skips a directory removed while it walks (the package store evicts versions).
+    temp = sum(len(files) for d in dirs for _, _, files in os.walk(d))
     return {
         "host_rss_mib": rss / MiB,
         "host_fds": fds,
