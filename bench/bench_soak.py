@@ -5,8 +5,9 @@ Run: ``python bench/bench_soak.py --duration 7200 [--runtime runc|runsc|all]``.
 Per runtime (``runsc`` only when the engine has it registered: said when it is not), against a
 real ``skillopt serve`` process and the scripted model server, for ``--duration`` seconds:
 
-- rollouts at concurrency 8 (``--concurrency``; SpreadsheetBench codegen, one execution each), every one with a
-  new 10-file skill package, through a 4 MiB blob cache: the cache evicts all the time;
+- rollouts at concurrency 8 (``--concurrency``; SpreadsheetBench codegen, one execution each),
+  every one with a new 10-file skill package, through a 4 MiB blob cache: the cache evicts all
+  the time;
 - a session created, used (exec, file write and read back) and destroyed, over and over;
 - every ``--cycle-s`` a second, short-lived host takes two rollouts and, while they run, gets a
   SIGHUP or (alternately) a SIGTERM, which drains it; after it exits none of its containers may
