@@ -5,8 +5,9 @@ Run: ``python bench/bench_soak.py --duration 7200 [--runtime runc|runsc|all]``.
 Per runtime (``runsc`` only when the engine has it registered: said when it is not), against a
 real ``skillopt serve`` process and the scripted model server, for ``--duration`` seconds:
 
-- rollouts at concurrency 8 (SpreadsheetBench codegen, one execution each), every one with a
-  new 10-file skill package, through a 4 MiB blob cache: the cache evicts all the time;
+- rollouts at concurrency 8 (``--concurrency``; SpreadsheetBench codegen, one execution each),
+  every one with a new 10-file skill package, through a 4 MiB blob cache: the cache evicts all
+  the time;
 - a session created, used (exec, file write and read back) and destroyed, over and over;
 - every ``--cycle-s`` a second, short-lived host takes two rollouts and, while they run, gets a
   SIGHUP or (alternately) a SIGTERM, which drains it; after it exits none of its containers may
@@ -16,7 +17,8 @@ Every ``--sample-s`` it samples the long-lived host's process tree (RSS, open de
 threads), our containers (by the ``skillopt.host`` label of this soak's hosts), the files in
 the hosts' directories (state dir and ``TMPDIR``) and the engine's memory (dockerd and
 containerd RSS). At the end it prints each one's least-squares slope per hour after warm-up
-(``--warmup-frac`` of the run), and every infrastructure row (a rollout with ``infra_error``,
+(``--warmup-frac`` of the run), the host's RSS per 100 rollouts (against the work done, so it
+compares across throughputs), and every infrastructure row (a rollout with ``infra_error``,
 a session call that failed, a host cycle that left containers or did not exit cleanly). Exit
 status 1 when a slope exceeds its threshold (``--max-slope name=value``) or an infra row
 appeared.
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -137,7 +140,8 @@ def sample(soak: Soak, pid: int, dirs: list[Path], engine: docker.DockerClient) 
         except OSError:  # a worker that just exited
             pass
     ours = _ours(engine, soak.prefix)
-    temp = sum(1 for d in dirs for f in d.rglob("*") if not f.is_dir())
+    # os.walk skips a directory removed while it walks (the package store evicts versions).
+    temp = sum(len(files) for d in dirs for _, _, files in os.walk(d))
     return {
         "host_rss_mib": rss / MiB,
         "host_fds": fds,
@@ -249,11 +253,16 @@ def soak_runtime(runtime: str, args: argparse.Namespace) -> Soak:
     extra = [*runtime_args, "--blob-cache-mb", "4", "--max-sessions", "4", "--exec-agents", "off"]
     with (
         model_server(f"```python\n{FIRST}```") as base_url,
-        host(base_url, CONCURRENCY, host_id=f"{soak.prefix}-main", extra=extra) as (proc, client, hostdir),
+        host(base_url, args.concurrency, host_id=f"{soak.prefix}-main", extra=extra) as (
+            proc,
+            client,
+            hostdir,
+        ),
     ):
         where = SessionEndpoints(endpoints=(client.config.address,), token="bench")
         workers = [
-            threading.Thread(target=rollout_loop, args=(soak, client, stop, make)) for _ in range(CONCURRENCY)
+            threading.Thread(target=rollout_loop, args=(soak, client, stop, make))
+            for _ in range(args.concurrency)
         ]
         workers.append(threading.Thread(target=session_loop, args=(soak, where, stop)))
         for w in workers:
@@ -263,6 +272,7 @@ def soak_runtime(runtime: str, args: argparse.Namespace) -> Soak:
         try:
             while (now := time.monotonic()) - t0 < args.duration:
                 row = {"t": now - t0, **sample(soak, proc.pid, [hostdir], engine)}
+                row["rollouts"] = soak.counts.get("rollouts", 0)
                 soak.samples.append(row)
                 print(f"  [{runtime}] " + json.dumps({k: round(v, 1) for k, v in row.items()} | soak.counts))
                 if now >= next_cycle:
@@ -310,6 +320,9 @@ def report(soak: Soak, warmup_frac: float, max_slope: dict[str, float]) -> bool:
         first, last = (kept[0][key], kept[-1][key]) if kept else (0.0, 0.0)
         flag = "  OVER" if over else ""
         print(f"  {key:16s} {first:9.1f} {last:9.1f} {slope:9.2f} {limit:7.1f}{flag}")
+    # Per rollout too: a leak that grows with work shows the same figure at any throughput.
+    per_100 = slope_per_hour([(s["rollouts"], s["host_rss_mib"]) for s in kept]) / 36
+    print(f"  host RSS per 100 rollouts of the long-lived host: {per_100:+.2f} MiB")
     print(f"  infrastructure rows: {len(soak.infra)}")
     for row in soak.infra:
         print(f"    {row}")
@@ -332,6 +345,9 @@ def main() -> int:
     )
     parser.add_argument("--duration", type=float, required=True, help="seconds per runtime")
     parser.add_argument("--runtime", default="all", help="runc, runsc, or all (those registered)")
+    parser.add_argument(
+        "--concurrency", type=int, default=CONCURRENCY, help="rollouts at once (4 on a loaded machine)"
+    )
     parser.add_argument("--sample-s", type=float, default=10.0, help="seconds between samples")
     parser.add_argument("--cycle-s", type=float, default=60.0, help="seconds between host cycles")
     parser.add_argument("--warmup-frac", type=float, default=0.25, help="share of the run left out of slopes")

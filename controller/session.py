@@ -248,6 +248,7 @@ def open_session(
             limits=_limits(cfg),
             model_cache=cfg.sandbox.model_cache,
             seed=cfg.train.seed,
+            isolation=cfg.sandbox.isolation,
         )
         yield Session(
             rollouts=Rollouts(executor, spec),

@@ -79,6 +79,7 @@ __all__ = [
     "ImageMissing",
     "InfraError",
     "InvalidRequest",
+    "IsolationUnavailable",
     "ModelAuthError",
     "ModelBadRequest",
     "ModelError",
@@ -334,6 +335,14 @@ class ImageMissing(InfraError):
 
     kind = InfraErrorKind.IMAGE_MISSING
     outcome = WorkOutcome.FINAL
+
+
+class IsolationUnavailable(InfraError):
+    """The request requires an isolation (``isolation="gvisor"``) this host cannot give
+    (FAILED_PRECONDITION): refused before any container starts; another host may give it."""
+
+    kind = InfraErrorKind.SANDBOX_UNAVAILABLE
+    outcome = WorkOutcome.NOT_STARTED
 
 
 class ContainerStartFailed(InfraError):

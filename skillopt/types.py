@@ -189,6 +189,9 @@ class RolloutRequest:
     #: The target's sampling seed (0 = none): every model call of the rollout carries it as
     #: the ``X-Skillopt-Seed`` header (real providers ignore it; the simulation samples by it).
     seed: int = 0
+    #: The isolation the caller requires of the rollout's container ("" = any, ``gvisor``): a
+    #: host that cannot give it refuses the rollout before any container starts.
+    isolation: str = ""
 
 
 class WorkOutcome(enum.StrEnum):

@@ -3,7 +3,9 @@
 
 One check for every client: a run checks each host's ``Describe`` (the runtime its agent runs
 under) before any rollout; a session checks the runtime its container reports before any
-command. Levels and what each stops: ``docker/README.md`` ("Isolation levels").
+command. Both also send the level with each request, and the host refuses it itself
+(``IsolationUnavailable``, before any container starts); this check fails earlier, with one
+message for the whole fleet. Levels and what each stops: ``docker/README.md`` ("Isolation levels").
 """
 
 from __future__ import annotations
@@ -11,12 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from skillopt.errors import ConfigError
+from skillopt.isolation import ISOLATION_RUNTIMES, gives_isolation, unknown_isolation
 
 __all__ = ["ISOLATION_RUNTIMES", "check_isolation", "isolation_refusal"]
-
-#: Isolation level → the OCI runtimes that give it (``runsc-net``: gVisor with its own network
-#: stack, for containers on the model gateway's network).
-ISOLATION_RUNTIMES: dict[str, tuple[str, ...]] = {"gvisor": ("runsc", "runsc-net")}
 
 _HOW = "start the host with: skillopt serve --runtime runsc (after bash scripts/setup.sh --gvisor)"
 
@@ -28,13 +27,9 @@ def isolation_refusal(isolation: str, runtime: str) -> str:
     Raises:
         ConfigError: an unknown isolation level.
     """
-    if not isolation:
-        return ""
-    if isolation not in ISOLATION_RUNTIMES:
-        raise ConfigError(
-            f"isolation must be '' or one of {', '.join(ISOLATION_RUNTIMES)}, got {isolation!r}"
-        )
-    if runtime in ISOLATION_RUNTIMES[isolation]:
+    if unknown_isolation(isolation):
+        raise ConfigError(unknown_isolation(isolation))
+    if gives_isolation(isolation, runtime):
         return ""
     return f"runs it under {runtime or 'an unknown runtime'!r}, not {isolation} ({'/'.join(ISOLATION_RUNTIMES[isolation])})"
 

@@ -33,6 +33,7 @@ from skillopt.errors import (
     ConfigError,
     Draining,
     HostFull,
+    IsolationUnavailable,
     SandboxUnavailable,
     SkillOptError,
     SkillPackageUnsupported,
@@ -196,9 +197,10 @@ class SandboxSession:
     ) -> SandboxSession:
         """Create a session on the best host of ``endpoints``.
 
-        ``isolation``: ``gvisor`` = only a container running under gVisor will do (its
-        ``container_runtime``, checked before any command: a host that gives another is left
-        and the session there ended); ``""`` = any.
+        ``isolation``: ``gvisor`` = only a container running under gVisor will do (sent with
+        the request: a host that cannot give it refuses before any container is taken, and the
+        next host is tried; its ``container_runtime`` is checked too, before any command: a
+        host that gives another is left and the session there ended); ``""`` = any.
 
         ``skill``: a SKILL.md text, or a skill package (:func:`skillopt.skill.package.load_skill`),
         mounted read-only at ``/skill`` and, with ``network="gateway"``, where agent CLIs
@@ -229,6 +231,7 @@ class SandboxSession:
             network=network,
             skill=skill,
             files=files,
+            isolation=isolation,
         )
         isolation_refusal(isolation, "")  # an unknown level is refused before any host is asked
         last: SkillOptError | None = None
@@ -242,10 +245,19 @@ class SandboxSession:
                 last = refused  # full, draining, gone, or predates packages: try the next host
                 refusals.append(refused.message)
                 continue
+            except IsolationUnavailable as refused:  # the host refused before taking a container
+                client.close()
+                said = refused.message.removeprefix(f"{client.config.address}: ")
+                last = ConfigError(
+                    f"session isolation={isolation}: host {client.config.address} refused: {said}"
+                )
+                refusals.append(last.message)
+                continue
             except SkillOptError:
                 for other in clients[position:]:
                     other.close()
                 raise
+            # A host that predates the request's isolation field ignores it: checked here too.
             refusal = isolation_refusal(isolation, session.info.container_runtime)
             if refusal:
                 session.destroy()  # closes its client; nothing ran in it
@@ -498,10 +510,12 @@ def session_request(
     network: str = "none",
     skill: str | SkillSpec | None = None,
     files: Mapping[str, bytes] | None = None,
+    isolation: str = "",
 ) -> pb.CreateSessionRequest:
     """The ``CreateSession`` message for these options (their meaning: :meth:`SandboxSession.create`)."""
     request = pb.CreateSessionRequest(
         image=image,
+        isolation=isolation,
         limits=pb.Limits(memory_bytes=memory_bytes, cpus=cpus, output_bytes=output_bytes),
         idle_ttl_s=idle_ttl_s,
         max_lifetime_s=max_lifetime_s,

@@ -378,16 +378,36 @@ def _shown(value: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.rundir.lock import acquire_run_lock
-    from skillopt.durable import atomic_write_json, atomic_write_text
-    from skillopt.logs import LogFile, configure_logging
-    from skillopt.trainer.rundir import layout
+    from skillopt.durable import is_disk_full
+    from skillopt.trainer.rundir import RunDirectoryFull
 
     try:
         plan = _plan(args)
     except (SkillOptError, OSError) as exc:
         print(f"skillopt eval: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return 2
+    try:
+        return _run(plan)
+    except OSError as exc:
+        if not is_disk_full(exc):  # a bug or the machine: the traceback helps
+            raise
+        # Its files are written whole or not at all (skillopt.durable): it stopped at a write.
+        print(f"skillopt eval: {RunDirectoryFull.from_os_error(plan.out, exc).message}", file=sys.stderr)
+        print(f"(continue with: skillopt eval --resume {plan.out})", file=sys.stderr)
+        return 1
+
+
+def _run(plan: _Plan) -> int:
+    """Evaluate ``plan`` into its directory and report.
+
+    Raises:
+        OSError: a write failed (a full disk: the caller says so).
+    """
+    from controller.rundir.lock import acquire_run_lock
+    from skillopt.durable import atomic_write_json, atomic_write_text
+    from skillopt.logs import LogFile, configure_logging
+    from skillopt.trainer.rundir import layout
+
     out = plan.out
     print(f"skillopt eval: {plan.mode.describe()}", file=sys.stderr, flush=True)
     print(f"skillopt eval: {plan.data_line}", file=sys.stderr, flush=True)

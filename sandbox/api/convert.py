@@ -185,6 +185,7 @@ def request_from_proto(msg: pb.RunRequest, blobs: BlobResolver | None = None) ->
         diagnostic_instruction=msg.diagnostic_instruction,
         model_cache=msg.model_cache,
         seed=msg.seed,
+        isolation=msg.isolation,
     )
     if blobs is not None:
         blobs.check()
@@ -247,6 +248,7 @@ def request_to_proto(
         diagnostic_instruction=req.diagnostic_instruction,
         model_cache=req.model_cache,
         seed=req.seed,
+        isolation=req.isolation,
     )
 
 

@@ -333,4 +333,5 @@ def _session_request(request: pb.CreateSessionRequest, skill: SkillSpec | None) 
         network=request.network or "none",
         skill=skill,
         files=tuple((f.name, f.content) for f in request.files),
+        isolation=request.isolation,
     )

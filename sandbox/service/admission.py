@@ -53,6 +53,10 @@ class RolloutHandle:
         with self._cond:
             self.result, self.error = result, error
             self.finished_at = time.monotonic()
+            # The killer closes over the whole running rollout (its request: skill package,
+            # input files): a retained handle kept it, uncounted, up to 512 of them (the soak's
+            # RSS slope, bench/README.md). A finished rollout has nothing left to kill.
+            self.on_cancel = None
             if result is not None:
                 # The whole retained result (trace, prompts, exchanges, artifacts) and the
                 # events: what a finished rollout really keeps in memory.

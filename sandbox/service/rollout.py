@@ -24,6 +24,7 @@ from sandbox.runtime.lease import LeasedSandbox
 from sandbox.runtime.pool import PoolManager
 from sandbox.runtime.spec import EXEC_SKILLS_ROOTS, ContainerSpec, exec_runtime_choice, net_sibling_of
 from sandbox.service.config import DEFAULT_LIMITS, MiB, ServiceConfig
+from sandbox.service.isolation import check_rollout_isolation
 from sandbox.service.validation import (
     CheckedPackages,
     check_model_provider,
@@ -164,6 +165,7 @@ class RolloutService:
             raise InvalidRequest(refusal)
         check_model_provider(request, env, self.providers, host_id=self.config.host_id)
         env.validate(request)
+        check_rollout_isolation(self, request)
 
     def check_skill(self, skill: SkillSpec, *, skill_tree: str = "") -> None:
         """Refuse a skill (a session's) this host would refuse in a rollout: SKILL.md too

@@ -39,6 +39,9 @@ class SessionRequest:
     #: The workspace allows executing files (code runs of compiled languages; never from a
     #: client's CreateSession).
     workspace_exec: bool = False
+    #: The isolation the client requires of the container ("" = any, ``gvisor``): refused
+    #: before any container is taken when this host's would not give it.
+    isolation: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

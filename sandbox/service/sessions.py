@@ -27,6 +27,7 @@ from sandbox.runtime.base import SandboxHandle, SandboxRuntime, SessionSandbox
 from sandbox.runtime.pool import PoolManager
 from sandbox.runtime.spec import ContainerSpec
 from sandbox.service.config import SessionConfig
+from sandbox.service.isolation import check_isolation
 from sandbox.service.session_policy import SessionPolicy, SessionRequest
 from sandbox.service.tenants import Tenant
 from skillopt.agents.sandbox import ExecOutcome
@@ -173,8 +174,18 @@ class SessionManager:
                 when the soonest session ends.
             Draining: the host is shutting down.
             ImageMissing, ContainerStartFailed, RolloutTimeout: no container could be had.
+            IsolationUnavailable: the container would not give the required ``isolation``.
         """
         granted = self.policy.admit(request)
+        if request.isolation:
+            check_isolation(
+                request.isolation,
+                runtime=self.runtime.runtime_name(granted.spec),
+                host_id=self.host_id,
+                what=f"a session on the {granted.network!r} network",
+                base_runtime=self.policy.base_spec.runtime,
+                available=self.runtime.available_runtimes(),
+            )
         self._reserve(tenant)
         session_id = "s-" + uuid.uuid4().hex
         handle: SandboxHandle | None = None

@@ -45,6 +45,9 @@ class RolloutSpec:
     model_cache: str = ""
     #: The run's seed (``train.seed``): every rollout's sampling seed derives from it.
     seed: int = 0
+    #: The isolation every rollout requires (``sandbox.isolation``; "" = any): sent with each,
+    #: so a host that cannot give it refuses the rollout before any container starts.
+    isolation: str = ""
 
 
 def rollout_seed(run_seed: int, label: str, item_id: str) -> int:
@@ -162,6 +165,7 @@ class Rollouts:
             # same seed samples the same (the simulation honours it; real providers get it as
             # a header they ignore).
             seed=rollout_seed(self.spec.seed, label, item.id),
+            isolation=self.spec.isolation,
         )
 
     def run(

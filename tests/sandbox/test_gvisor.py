@@ -12,9 +12,13 @@ Our container contract's guarantees, checked by behaviour inside gVisor (its
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
+import docker
+import grpc
 import pytest
 
 from controller.client.inspect_provider import SkillOptSandboxConfig
@@ -24,10 +28,23 @@ from controller.client.sessions import SandboxSession, SessionEndpoints
 from controller.fleet.executor import FleetExecutor
 from controller.fleet.status import probe_fleet
 from controller.session import open_session
+from sandbox.api import convert
+from sandbox.api.status import detail_from_metadata
+from sandbox.api.v1 import sandbox_pb2 as pb
+from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
+from sandbox.runtime.docker.engine import list_containers
+from sandbox.runtime.labels import LABEL_HOST
 from sandbox.runtime.lease import LeasedSandbox
+from sandbox.service.isolation import check_isolation as check_host_isolation
+from sandbox.service.isolation import check_rollout_isolation
 from skillopt.config import load_config
-from skillopt.errors import ConfigError
-from tests.sandbox.conftest import Service, start_service
+from skillopt.envs.base import TaskItem
+from skillopt.envs.spreadsheetbench.loader import build_task
+from skillopt.errors import ConfigError, IsolationUnavailable
+from skillopt.trainer.rollouts import Rollouts, RolloutSpec
+from skillopt.trainer.rundir.rowjson import row_to_json
+from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillSpec
+from tests.sandbox.conftest import Service, fenced, solution_code, start_service
 
 pytestmark = pytest.mark.usefixtures("docker_client")
 
@@ -172,3 +189,91 @@ def test_ci_registers_gvisor():
     for script in (root / ".ci" / "run", root / "scripts" / "test.sh"):
         assert "\nbash scripts/setup.sh --tests\n" in script.read_text(), script
     assert "--tests) tests=1; gvisor=1 ;;" in (root / "scripts" / "setup.sh").read_text()
+
+
+def _stub(svc: Service) -> tuple[pb_grpc.SandboxStub, tuple[tuple[str, str], ...], grpc.Channel]:
+    channel = grpc.insecure_channel(svc.running.address)
+    return pb_grpc.SandboxStub(channel), (("authorization", f"Bearer {svc.token}"),), channel
+
+
+def _refusal(call) -> tuple[grpc.StatusCode, str, pb.ErrorDetail | None]:
+    with pytest.raises(grpc.RpcError) as info:
+        result = call()
+        list(result) if not isinstance(result, pb.SessionInfo) else result  # a stream fails when read
+    err = info.value
+    return err.code(), err.details(), detail_from_metadata(err.trailing_metadata())
+
+
+def test_each_request_says_the_isolation_it_requires_and_a_host_that_cannot_refuses_it(
+    gvisor, runc, sample, scripts
+):
+    """The host's own check (``RunRequest.isolation``, ``CreateSessionRequest.isolation``):
+    refused with FAILED_PRECONDITION before any container starts, naming what the host has and
+    how to get it; a gVisor host runs it and its row says under what."""
+    task, grading = build_task(sample.task("32255"))
+    req = RolloutRequest(
+        rollout_id=f"iso/{uuid.uuid4().hex[:8]}",
+        env="spreadsheetbench",
+        agent="codegen_single",
+        task=task,
+        grading=grading,
+        skill=SkillSpec(content="# skill"),
+        model=ModelSpec(provider="scripted", model="scripted-target"),
+        limits=Limits(wall_time_s=120, exec_timeout_s=60),
+        isolation="gvisor",
+    )
+    created = runc.running.servicer.sessions.created_total
+    stub, auth, channel = _stub(runc)
+    with channel:
+        code, message, detail = _refusal(lambda: stub.Run(convert.request_to_proto(req), metadata=auth))
+        assert code == grpc.StatusCode.FAILED_PRECONDITION and detail is not None
+        assert detail.reason == pb.ErrorDetail.ISOLATION_UNAVAILABLE and detail.retryable
+        assert (
+            f"host {runc.host_id} cannot give isolation=gvisor to spreadsheetbench/codegen_single" in message
+        )
+        assert "under 'runc', not gvisor (runsc/runsc-net; runtimes registered here: " in message
+        assert "skillopt serve --runtime runsc" in message
+        session = pb.CreateSessionRequest(isolation="gvisor", network="none")
+        code, message, detail = _refusal(lambda: stub.CreateSession(session, metadata=auth))
+        assert code == grpc.StatusCode.FAILED_PRECONDITION and detail is not None
+        assert detail.reason == pb.ErrorDetail.ISOLATION_UNAVAILABLE
+        assert "a session on the 'none' network" in message and "skillopt serve --runtime runsc" in message
+        code, message, _ = _refusal(
+            lambda: stub.Run(convert.request_to_proto(replace(req, isolation="vm")), metadata=auth)
+        )
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "isolation must be" in message
+    # Before any container: the runc host (no warm pool) never made one, took no session.
+    assert runc.running.servicer.admission.get(req.rollout_id) is None
+    assert runc.running.servicer.sessions.created_total == created
+    assert list_containers(docker.from_env(), f"{LABEL_HOST}={runc.host_id}") == []
+    # The client maps it to its typed error (a host refusal: another host may give it).
+    with pytest.raises(IsolationUnavailable, match="cannot give isolation=gvisor"):
+        runc.client.run(req, timeout_s=60)
+    # The gVisor host runs it; the row (and its results.jsonl form) says under what.
+    scripts.scripts[task.instruction[:120]] = [fenced(solution_code("32255"))]
+    row = gvisor.client.run(req, timeout_s=180)
+    assert row.infra_error is None and row.container_runtime == "runsc", row.fail_reason
+    assert row_to_json(row)["container_runtime"] == "runsc"
+    # An exec agent there runs under runsc-net: accepted as well.
+    check_rollout_isolation(gvisor.running.service, replace(req, agent="codex_exec"))
+    # The run's rollouts carry sandbox.isolation (controller.session sets it on the spec).
+    spec = RolloutSpec(run_id="r", env="spreadsheetbench", agent="codegen_single", model=req.model,
+                       limits=req.limits, isolation="gvisor")  # fmt: skip
+    item = TaskItem(task=task, grading=grading)
+    assert (
+        Rollouts(None, spec).request(item, "# skill", "step", use_eval_feedback=False).isolation == "gvisor"
+    )  # type: ignore[arg-type]
+
+
+def test_a_gvisor_host_whose_networked_containers_fall_back_says_how_to_keep_them_under_it():
+    kw = {"host_id": "h1", "available": ("runc", "runsc")}
+    with pytest.raises(IsolationUnavailable) as info:
+        check_host_isolation("gvisor", runtime="runc", what="a/b", base_runtime="runsc", **kw)
+    assert "under 'runc', not gvisor" in info.value.message
+    assert "runsc-net: bash scripts/setup.sh --gvisor) and restart it" in info.value.message
+    with pytest.raises(IsolationUnavailable, match=r"install gVisor on the host \(bash scripts/setup.sh"):
+        check_host_isolation(
+            "gvisor", runtime="runc", what="a/b", base_runtime="", host_id="h", available=("runc",)
+        )
+    check_host_isolation("gvisor", runtime="runsc-net", what="a/b", base_runtime="runsc", **kw)
+    check_host_isolation("", runtime="runc", what="a/b", base_runtime="", **kw)

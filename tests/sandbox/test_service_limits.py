@@ -330,3 +330,41 @@ def test_a_burst_defers_refills_and_removals_but_never_a_waiting_rollout(docker_
         names = {c.name for c in list_containers(docker_client, f"{LABEL_HOST}={config.host_id}")}
         assert {first.name, second.name} <= names
         pools.release(second)
+
+
+def _reachable_types(root: object, depth: int = 12) -> set[type]:
+    """The types of the objects ``root`` reaches in ``depth`` steps (modules, classes and
+    module globals left out: everything reaches those)."""
+    import gc
+    import types
+
+    seen, frontier, found = {id(root)}, [root], set()
+    for _ in range(depth):
+        following = []
+        for obj in frontier:
+            for ref in gc.get_referents(obj):
+                if id(ref) in seen or isinstance(ref, (type, types.ModuleType)):
+                    continue
+                if isinstance(ref, dict) and "__builtins__" in ref:
+                    continue
+                seen.add(id(ref))
+                found.add(type(ref))
+                following.append(ref)
+        frontier = following
+    return found
+
+
+def test_a_retained_rollout_keeps_its_result_not_its_request(service, scripts, sample):
+    """A finished rollout is kept for replay (up to 512, counted by its result's bytes); its
+    handle must not keep the request too (skill package, input files: uncounted). It did,
+    through the container killer's closure, and the soak's host RSS grew ~0.5 MiB per rollout
+    with a new 512 KiB package each until 512 were retained (bench/README.md, "Soak")."""
+    scripts.scripts[sample.task("32255").instruction[:120]] = [fenced(solution_code("32255"))]
+    req = request_for(sample, "32255")
+    row = service.client.run(req, timeout_s=120)
+    assert row.infra_error is None, row.fail_reason
+    handle = service.running.servicer.admission.get(req.rollout_id)
+    assert handle is not None and handle.result is not None
+    reached = _reachable_types(handle)
+    assert RolloutResult in reached  # the walk does reach what the handle keeps
+    assert not [t for t in reached if t.__name__ in ("RolloutRequest", "_Rollout", "LeasedSandbox")]

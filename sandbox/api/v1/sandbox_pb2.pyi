@@ -119,7 +119,7 @@ class Limits(_message.Message):
     def __init__(self, wall_time_s: _Optional[float] = ..., max_turns: _Optional[int] = ..., exec_timeout_s: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., output_bytes: _Optional[int] = ..., max_model_tokens: _Optional[int] = ...) -> None: ...
 
 class RunRequest(_message.Message):
-    __slots__ = ("rollout_id", "env", "agent", "task", "grading", "skill", "model", "limits", "use_eval_feedback", "diagnostic_instruction", "model_cache", "seed")
+    __slots__ = ("rollout_id", "env", "agent", "task", "grading", "skill", "model", "limits", "use_eval_feedback", "diagnostic_instruction", "model_cache", "seed", "isolation")
     ROLLOUT_ID_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
@@ -132,6 +132,7 @@ class RunRequest(_message.Message):
     DIAGNOSTIC_INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
     MODEL_CACHE_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_FIELD_NUMBER: _ClassVar[int]
     rollout_id: str
     env: str
     agent: str
@@ -144,7 +145,8 @@ class RunRequest(_message.Message):
     diagnostic_instruction: str
     model_cache: str
     seed: int
-    def __init__(self, rollout_id: _Optional[str] = ..., env: _Optional[str] = ..., agent: _Optional[str] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., grading: _Optional[_Union[Grading, _Mapping]] = ..., skill: _Optional[_Union[Skill, _Mapping]] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., use_eval_feedback: _Optional[bool] = ..., diagnostic_instruction: _Optional[str] = ..., model_cache: _Optional[str] = ..., seed: _Optional[int] = ...) -> None: ...
+    isolation: str
+    def __init__(self, rollout_id: _Optional[str] = ..., env: _Optional[str] = ..., agent: _Optional[str] = ..., task: _Optional[_Union[Task, _Mapping]] = ..., grading: _Optional[_Union[Grading, _Mapping]] = ..., skill: _Optional[_Union[Skill, _Mapping]] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., use_eval_feedback: _Optional[bool] = ..., diagnostic_instruction: _Optional[str] = ..., model_cache: _Optional[str] = ..., seed: _Optional[int] = ..., isolation: _Optional[str] = ...) -> None: ...
 
 class RunEvent(_message.Message):
     __slots__ = ("time_ns", "progress", "result")
@@ -468,6 +470,7 @@ class ErrorDetail(_message.Message):
         USER_UNSUPPORTED: _ClassVar[ErrorDetail.Reason]
         BLOBS_MISSING: _ClassVar[ErrorDetail.Reason]
         SKILL_PACKAGE_INVALID: _ClassVar[ErrorDetail.Reason]
+        ISOLATION_UNAVAILABLE: _ClassVar[ErrorDetail.Reason]
     REASON_UNSPECIFIED: ErrorDetail.Reason
     INVALID_REQUEST: ErrorDetail.Reason
     UNAUTHENTICATED: ErrorDetail.Reason
@@ -488,6 +491,7 @@ class ErrorDetail(_message.Message):
     USER_UNSUPPORTED: ErrorDetail.Reason
     BLOBS_MISSING: ErrorDetail.Reason
     SKILL_PACKAGE_INVALID: ErrorDetail.Reason
+    ISOLATION_UNAVAILABLE: ErrorDetail.Reason
     REASON_FIELD_NUMBER: _ClassVar[int]
     RETRYABLE_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
@@ -527,7 +531,7 @@ class CancelResponse(_message.Message):
     def __init__(self, cancelled: _Optional[bool] = ...) -> None: ...
 
 class CreateSessionRequest(_message.Message):
-    __slots__ = ("image", "limits", "idle_ttl_s", "max_lifetime_s", "labels", "network", "skill", "files")
+    __slots__ = ("image", "limits", "idle_ttl_s", "max_lifetime_s", "labels", "network", "skill", "files", "isolation")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -543,6 +547,7 @@ class CreateSessionRequest(_message.Message):
     NETWORK_FIELD_NUMBER: _ClassVar[int]
     SKILL_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_FIELD_NUMBER: _ClassVar[int]
     image: str
     limits: Limits
     idle_ttl_s: float
@@ -551,7 +556,8 @@ class CreateSessionRequest(_message.Message):
     network: str
     skill: Skill
     files: _containers.RepeatedCompositeFieldContainer[File]
-    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., idle_ttl_s: _Optional[float] = ..., max_lifetime_s: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., network: _Optional[str] = ..., skill: _Optional[_Union[Skill, _Mapping]] = ..., files: _Optional[_Iterable[_Union[File, _Mapping]]] = ...) -> None: ...
+    isolation: str
+    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., idle_ttl_s: _Optional[float] = ..., max_lifetime_s: _Optional[float] = ..., labels: _Optional[_Mapping[str, str]] = ..., network: _Optional[str] = ..., skill: _Optional[_Union[Skill, _Mapping]] = ..., files: _Optional[_Iterable[_Union[File, _Mapping]]] = ..., isolation: _Optional[str] = ...) -> None: ...
 
 class SessionInfo(_message.Message):
     __slots__ = ("session_id", "host", "image", "image_digest", "network", "labels", "created_ns", "idle_expires_ns", "max_expires_ns", "idle_ttl_s", "user", "workdir", "container_runtime", "limits")

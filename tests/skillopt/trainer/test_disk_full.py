@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,7 @@ import pytest
 from skillopt.errors import SkillOptError
 from skillopt.trainer.callbacks import Callback, EpochEndEvent, RowEvent, StepEndEvent
 from skillopt.trainer.rundir import RunDirectoryFull
+from tests.e2e.remote import remote_service
 from tests.skillopt.trainer.conftest import assert_no_duplicate_rows, decisions, files, target_spend
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs (root only)")
@@ -130,3 +132,57 @@ def test_skillopt_train_on_a_full_disk_says_so_without_a_traceback(disk):
     assert "Traceback" not in res.stderr, res.stderr[-3000:]
     assert f"no space left on the filesystem of the run directory {out}" in res.stderr, res.stderr[-3000:]
     assert issubclass(RunDirectoryFull, SkillOptError)
+
+
+def _eval(out: Path, remote: list[str]) -> subprocess.Popen:
+    skill = REPO / "skillopt" / "envs" / "searchqa" / "skills" / "initial.md"
+    return subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "eval", "--config", "searchqa_demo", "--skill", str(skill),
+         "--split", "all", "--out", str(out), *remote],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+
+
+def _assert_says_full(res: subprocess.Popen, out: Path) -> None:
+    _, stderr = res.communicate(timeout=180)
+    assert res.returncode == 1, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert f"no space left on the filesystem of the run directory {out}" in stderr, stderr[-3000:]
+    assert f"continue with: skillopt eval --resume {out}" in stderr
+    assert not (out / "eval_summary.json").exists()
+
+
+def test_skillopt_eval_on_a_full_disk_stops_with_its_directory_named_and_resumes(disk):
+    """``skillopt eval`` like ``train``: a full output filesystem, before it starts or once rows
+    arrive, stops it with its directory named (exit 1, no traceback, nothing torn); once there
+    is space, ``--resume`` finishes it with every item once. (One sandbox host for the three
+    evals: an embedded one would start with each.)"""
+    out = disk / "eval"
+    with remote_service("evaldisk", pool_size=0) as remote:
+        fill(disk)
+        _assert_says_full(_eval(out, remote), out)
+        assert_nothing_torn(disk)
+        (disk / "filler").unlink()
+        # Mid-eval: the disk fills once the first rows are on it (polled); the next write meets it.
+        res = _eval(out, remote)
+        results = out / "eval_all" / "results.jsonl"
+        deadline = time.monotonic() + 120
+        while res.poll() is None and time.monotonic() < deadline:
+            if results.exists() and results.stat().st_size:
+                fill(disk)
+                break
+            time.sleep(0.005)
+        _assert_says_full(res, out)
+        assert_nothing_torn(out)
+        kept = len(results.read_text().splitlines())
+        assert 0 < kept < 50, kept
+        (disk / "filler").unlink()
+        done = subprocess.run(
+            [sys.executable, "-m", "controller.cli", "eval", "--resume", str(out), *remote],
+            cwd=REPO, capture_output=True, text=True, timeout=180, env={**os.environ, "PYTHONPATH": str(REPO)},
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "eval_summary.json").read_text())
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    assert summary["n_items"] == 50 and len({r["id"] for r in rows}) == len(rows) == 50
