@@ -656,17 +656,24 @@ def _alternate(
     hosts: dict, runtimes: list[str], kind: tuple[str, RolloutRequest], concurrency: int, waves: int
 ) -> dict[str, dict[str, list[float]]]:
     """``waves`` waves of ``concurrency`` rollouts per runtime, the runtimes alternating wave by
-    wave (which goes first too), each wave started on a full warm pool."""
+    wave (which goes first too), each wave started when every host's warm pool is full (no
+    refill of one runtime's containers overlaps the other's wave)."""
     res: dict[str, dict[str, list[float]]] = {rt: {} for rt in runtimes}
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         for w in range(waves):
             for rt in runtimes if w % 2 == 0 else runtimes[::-1]:
                 _, client, _ = hosts[rt]
-                _wait_idle(client, 8)
+                _wait_all_idle(hosts)
                 for one in pool.map(lambda _i, c=client: _one(c, *kind), range(concurrency)):
                     for k, v in one.items():
                         res[rt].setdefault(k, []).append(v)
     return res
+
+
+def _wait_all_idle(hosts: dict) -> None:
+    """Every host's warm pool full again: no runtime's refills run during another's wave."""
+    for _, client, _ in hosts.values():
+        _wait_idle(client, 8)
 
 
 def _cpu_per_rollout(
@@ -679,7 +686,7 @@ def _cpu_per_rollout(
         for w in range(waves):
             for rt in runtimes if w % 2 == 0 else runtimes[::-1]:
                 proc, client, _ = hosts[rt]
-                _wait_idle(client, 8)
+                _wait_all_idle(hosts)
                 busy0, _ = _busy_jiffies()
                 tree0 = _tree_cpu_s(proc.pid)
                 list(pool.map(lambda _i, c=client: _one(c, *kind), range(8)))
