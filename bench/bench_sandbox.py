@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -495,6 +496,218 @@ def same_script(n_tasks: int) -> dict[str, float]:
     }
 
 
+# -- runc vs runsc, side by side (``--runtimes runc,runsc``) --------------------------------------
+
+#: A rollout's host-side name for each runtime: runc is the engine default ("").
+_RUNTIME_ARG = {"runc": ""}
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` and its live children (the host and its
+    grader workers)."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0.0
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            t = p.cpu_times()
+            total += t.user + t.system
+    return total
+
+
+def _container_start(runtimes: list[str], n: int) -> dict[str, list[float]]:
+    """Per runtime: ``docker run true`` (create, start, exit, remove) and a rollout container's
+    creation up to its runner's hello (``DockerRuntime.create``: openpyxl preimported), then its
+    removal; alternating runtimes."""
+    client = docker.from_env()
+    out: dict[str, list[float]] = {f"{rt}/{k}": [] for rt in runtimes for k in ("run_true", "to_hello")}
+    state = tempfile.mkdtemp(prefix="so-bench-rt-", dir="/tmp")
+    rt_obj = DockerRuntime(
+        RuntimeConfig(host_id=f"benchrt-{uuid.uuid4().hex[:6]}", state_dir=state, pool_size=0)
+    )
+    try:
+        for i in range(n):
+            for rt in runtimes if i % 2 == 0 else runtimes[::-1]:
+                kw = {"runtime": _RUNTIME_ARG.get(rt, rt)} if _RUNTIME_ARG.get(rt, rt) else {}
+                t0 = time.perf_counter()
+                c = client.containers.run(DEFAULT_IMAGE, ["true"], detach=True, network_mode="none", **kw)
+                c.wait()
+                c.remove(force=True)
+                out[f"{rt}/run_true"].append((time.perf_counter() - t0) * 1000)
+                t0 = time.perf_counter()
+                handle = rt_obj.create(ContainerSpec(runtime=_RUNTIME_ARG.get(rt, rt)))
+                out[f"{rt}/to_hello"].append((time.perf_counter() - t0) * 1000)
+                rt_obj.destroy(handle)
+    finally:
+        rt_obj.close()
+        shutil.rmtree(state, ignore_errors=True)
+    return out
+
+
+def _rollout_kinds(task, grading) -> dict[str, tuple[str, RolloutRequest]]:
+    """The rollouts compared: (provider, request template) per kind."""
+    return {
+        "first": ("first", codegen_request(task, grading)),
+        "codegen": ("code", codegen_request(task, grading)),
+        # A script that fails: codegen_multi runs it, gets the error back, tries again (4 turns).
+        "multi": (
+            "fail",
+            dataclasses.replace(
+                codegen_request(task, grading),
+                agent="codegen_multi",
+                limits=Limits(wall_time_s=120, exec_timeout_s=30, max_turns=4),
+            ),
+        ),
+    }
+
+
+def compare_runtimes(runtimes: list[str], waves: int, starts: int) -> int:
+    """runc vs runsc (or any registered runtimes) in one run, every figure alternating between
+    them: container start, rollout start -> first instruction at c=1 and c=8 (warm pool), a
+    SpreadsheetBench codegen rollout's wall time at c=1 and c=8 (warm pool), a multi-turn
+    (``codegen_multi``, 4 turns) rollout at c=1, and the CPU per codegen rollout at c=8 (the host
+    process tree, and the whole machine from ``/proc/stat``, refills of the warm pool included)."""
+    print(f"== runtimes side by side: {', '.join(runtimes)} (uptime: {_uptime()}) ==")
+    rows: dict[str, dict[str, float]] = {}
+    starts_ms = _container_start(runtimes, starts)
+    for rt in runtimes:
+        rows.setdefault("container start: docker run true, p50 ms", {})[rt] = pct(
+            starts_ms[f"{rt}/run_true"], 50
+        )
+        rows.setdefault("container start: create -> runner hello, p50 ms", {})[rt] = pct(
+            starts_ms[f"{rt}/to_hello"], 50
+        )
+    print(f"  (container starts done; uptime: {_uptime()})")
+    sample = SpreadsheetBenchData(SAMPLE_ROOT)
+    task, grading = build_task(sample.task("32255"))
+    kinds = _rollout_kinds(task, grading)
+    with contextlib.ExitStack() as stack:
+        first_url = stack.enter_context(model_server(f"```python\n{FIRST}```"))
+        code_url = stack.enter_context(model_server(f"```python\n{SCRIPT}```"))
+        fail_url = stack.enter_context(model_server(f"```python\n{SCRIPT}raise SystemExit('not yet')\n```"))
+        hosts = {}
+        for rt in runtimes:
+            extra = [
+                "--provider", f"first=openai_compatible,base_url={first_url},max_retries=0",
+                "--provider", f"code=openai_compatible,base_url={code_url},max_retries=0",
+                "--provider", f"fail=openai_compatible,base_url={fail_url},max_retries=0",
+            ]  # fmt: skip
+            if _RUNTIME_ARG.get(rt, rt):
+                extra += ["--runtime", _RUNTIME_ARG.get(rt, rt)]
+            hosts[rt] = stack.enter_context(host(first_url, 8, host_id=f"bench-{rt}", extra=extra))
+        for rt in runtimes:  # channel set-up and first-use imports are not what we measure
+            _, client, _ = hosts[rt]
+            for kind in ("first", "codegen", "multi"):
+                _one(client, *kinds[kind])
+        for concurrency in (1, 8):
+            for kind, label in (("first", "start -> first instruction"), ("codegen", "codegen rollout wall")):
+                res = _alternate(
+                    hosts, runtimes, kinds[kind], concurrency, waves * (4 if concurrency == 1 else 1)
+                )
+                for rt in runtimes:
+                    key = "first_ms" if kind == "first" else "wall_ms"
+                    for q in (50, 90):
+                        rows.setdefault(f"{label}, c={concurrency}, p{q} ms", {})[rt] = pct(res[rt][key], q)
+                    if kind == "first":
+                        rows.setdefault(f"{label} excl. model, c={concurrency}, p50 ms", {})[rt] = pct(
+                            [f - m for f, m in zip(res[rt]["first_ms"], res[rt]["model_ms"], strict=True)], 50
+                        )
+                print(f"  ({label} c={concurrency} done; uptime: {_uptime()})")
+        res = _alternate(hosts, runtimes, kinds["multi"], 1, max(4, waves))
+        for rt in runtimes:
+            rows.setdefault("multi-turn rollout wall (4 executions), c=1, p50 ms", {})[rt] = pct(
+                res[rt]["wall_ms"], 50
+            )
+        cpu = _cpu_per_rollout(hosts, runtimes, kinds["codegen"], waves)
+        for rt in runtimes:
+            rows.setdefault("CPU per codegen rollout, host process tree, ms", {})[rt] = cpu[rt][0]
+            rows.setdefault("CPU per codegen rollout, whole machine, ms", {})[rt] = cpu[rt][1]
+    _print_table(rows, runtimes)
+    print(f"  (uptime at the end: {_uptime()})")
+    return 0
+
+
+def _uptime() -> str:
+    return Path("/proc/loadavg").read_text().split(" ", 3)[:3].__str__()
+
+
+def _one(client: SandboxClient, provider: str, template: RolloutRequest) -> dict[str, float]:
+    req = dataclasses.replace(
+        template,
+        rollout_id=f"bench/{uuid.uuid4().hex}",
+        model=ModelSpec(provider=provider, model="m"),
+    )
+    t0 = time.time_ns()
+    row = client.run(req, timeout_s=180)
+    wall = (time.time_ns() - t0) / 1e6
+    assert row.infra_error is None, row.infra_error
+    out = {"wall_ms": wall, "model_ms": row.timings_s.get("model", 0.0) * 1000}
+    if provider == "first":
+        out["first_ms"] = (int(row.trace.executions[0].stdout_tail.split()[0]) - t0) / 1e6
+    return out
+
+
+def _alternate(
+    hosts: dict, runtimes: list[str], kind: tuple[str, RolloutRequest], concurrency: int, waves: int
+) -> dict[str, dict[str, list[float]]]:
+    """``waves`` waves of ``concurrency`` rollouts per runtime, the runtimes alternating wave by
+    wave (which goes first too), each wave started when every host's warm pool is full (no
+    refill of one runtime's containers overlaps the other's wave)."""
+    res: dict[str, dict[str, list[float]]] = {rt: {} for rt in runtimes}
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        for w in range(waves):
+            for rt in runtimes if w % 2 == 0 else runtimes[::-1]:
+                _, client, _ = hosts[rt]
+                _wait_all_idle(hosts)
+                for one in pool.map(lambda _i, c=client: _one(c, *kind), range(concurrency)):
+                    for k, v in one.items():
+                        res[rt].setdefault(k, []).append(v)
+    return res
+
+
+def _wait_all_idle(hosts: dict) -> None:
+    """Every host's warm pool full again: no runtime's refills run during another's wave."""
+    for _, client, _ in hosts.values():
+        _wait_idle(client, 8)
+
+
+def _cpu_per_rollout(
+    hosts: dict, runtimes: list[str], kind: tuple[str, RolloutRequest], waves: int
+) -> dict[str, tuple[float, float]]:
+    """(host process tree, whole machine) CPU ms per rollout: waves of 8 from a full warm pool
+    until the pool is full again (its refill is the rollouts' cost), runtimes alternating."""
+    acc = {rt: [0.0, 0.0, 0] for rt in runtimes}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for w in range(waves):
+            for rt in runtimes if w % 2 == 0 else runtimes[::-1]:
+                proc, client, _ = hosts[rt]
+                _wait_all_idle(hosts)
+                busy0, _ = _busy_jiffies()
+                tree0 = _tree_cpu_s(proc.pid)
+                list(pool.map(lambda _i, c=client: _one(c, *kind), range(8)))
+                _wait_idle(client, 8)
+                time.sleep(1.0)  # the used containers' removal (deferred) finishes
+                acc[rt][0] += _tree_cpu_s(proc.pid) - tree0
+                acc[rt][1] += (_busy_jiffies()[0] - busy0) / _HZ
+                acc[rt][2] += 8
+    return {rt: (a[0] / a[2] * 1000, a[1] / a[2] * 1000) for rt, a in acc.items()}
+
+
+def _print_table(rows: dict[str, dict[str, float]], runtimes: list[str]) -> None:
+    base = runtimes[0]
+    head = " | ".join(runtimes[1:])
+    print(f"| figure | {' | '.join(runtimes)} | {head} / {base} |")
+    print("|---" * (len(runtimes) + 2) + "|")
+    for name, vals in rows.items():
+        ratios = " | ".join(f"{vals[rt] / vals[base]:.2f}x" if vals[base] else "-" for rt in runtimes[1:])
+        print(f"| {name} | {' | '.join(f'{vals[rt]:.1f}' for rt in runtimes)} | {ratios} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -506,7 +719,15 @@ def main() -> int:
         "--package-only", action="store_true", help="only the skill package figures (section 5)"
     )
     parser.add_argument("--package-rollouts", type=int, default=40, help="rollouts of each kind in section 5")
+    parser.add_argument(
+        "--runtimes",
+        default="",
+        help="only runc vs runsc side by side (comma-separated registered runtimes, the first the base)",
+    )
+    parser.add_argument("--starts", type=int, default=10, help="container starts per runtime (--runtimes)")
     args = parser.parse_args()
+    if args.runtimes:
+        return compare_runtimes([r for r in args.runtimes.split(",") if r], args.waves, args.starts)
     if args.package_only:
         return packages(args.package_rollouts)
     print("== cold container (docker SDK) ==")

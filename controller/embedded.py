@@ -50,7 +50,7 @@ class EmbeddedSandbox:
 def embedded_sandbox(
     *,
     capacity: int,
-    pool_size: int,
+    pool_size: int | None,
     providers: Sequence[str] = (),
     providers_file: str = "",
     image: str = "skillopt-runtime:latest",
@@ -64,6 +64,8 @@ def embedded_sandbox(
     """Start a local sandbox service; stop it (draining) when the block ends.
 
     Args:
+        pool_size: idle warm containers; ``None``: the service's default for its runtime
+            (``skillopt serve --pool-size``).
         providers: ``name=kind,base_url=...`` profile specs for the service (the service, not
             the controller, calls target models).
         log_dir: where the service's JSON log goes (``sandbox.log``).
@@ -92,8 +94,6 @@ def embedded_sandbox(
         str(state / "state"),
         "--capacity",
         str(capacity),
-        "--pool-size",
-        str(pool_size),
         "--image",
         image,
         "--memory-mb",
@@ -104,6 +104,8 @@ def embedded_sandbox(
         "10",
         "--exit-with-parent",
     ]
+    if pool_size is not None:
+        cmd += ["--pool-size", str(pool_size)]
     if runtime:
         cmd += ["--runtime", runtime]
     if cache_dir:

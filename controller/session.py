@@ -215,7 +215,8 @@ def open_session(
             emb = stack.enter_context(
                 embedded_sandbox(
                     capacity=capacity,
-                    pool_size=cfg.sandbox.embedded_pool_size or capacity,
+                    # 0 (auto): the service's default for its runtime (larger under gVisor).
+                    pool_size=cfg.sandbox.embedded_pool_size or None,
                     providers=provider_specs,
                     providers_file=m.providers_file,
                     image=cfg.sandbox.image,

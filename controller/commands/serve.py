@@ -74,7 +74,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--capacity", type=int, default=max(2, (os.cpu_count() or 2)), help="max concurrent rollouts"
     )
     p.add_argument(
-        "--pool-size", type=int, default=None, help="idle warm containers per spec (default: capacity)"
+        "--pool-size",
+        type=int,
+        default=None,
+        help="idle warm containers per spec (default: capacity; twice the capacity under --runtime runsc, "
+        "whose containers start slower)",
     )
     p.add_argument("--max-creations", type=int, default=2, help="containers created at once")
     p.add_argument(
@@ -230,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
-    from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
+    from sandbox.runtime.spec import ContainerSpec, RuntimeConfig, default_pool_size
     from sandbox.server.serve import ServerConfig, serve, server_credentials
     from sandbox.service.config import DEFAULT_LIMITS, ServiceConfig, SessionConfig
     from sandbox.service.tenants import parse_token_file
@@ -283,7 +287,9 @@ def _serve(args: argparse.Namespace, provider_specs: list[str]) -> int:
             runtime=RuntimeConfig(
                 host_id=args.host_id,
                 state_dir=args.state_dir,
-                pool_size=args.capacity if args.pool_size is None else args.pool_size,
+                pool_size=default_pool_size(args.capacity, args.runtime)
+                if args.pool_size is None
+                else args.pool_size,
                 max_concurrent_creations=args.max_creations,
             ),
             service=ServiceConfig(

@@ -14,6 +14,7 @@ __all__ = [
     "EXEC_SKILLS_ROOTS",
     "ContainerSpec",
     "RuntimeConfig",
+    "default_pool_size",
     "exec_runtime_choice",
     "net_sibling_of",
 ]
@@ -197,3 +198,19 @@ def net_sibling_of(base_runtime: str, available: tuple[str, ...]) -> str:
     "" when the engine has none."""
     name = f"{base_runtime}-net"
     return name if base_runtime and name in available else ""
+
+
+#: Warm containers per host slot by default under gVisor. A gVisor container takes about twice
+#: as long to start as a runc one here (``docker run true`` ~2.0 vs ~1.0 s, bench/README.md):
+#: after a wave of ``capacity`` rollouts empties the pool, refilling it takes
+#: ``capacity / max_concurrent_creations`` starts, ~8 s at 8 slots instead of ~4 s, longer than
+#: the next wave of short rollouts waits. A second wave's worth of idle containers keeps that
+#: wave warm too; each idle gVisor container holds ~50 MiB (its kernel and gofer included).
+GVISOR_POOL_PER_SLOT = 2
+
+
+def default_pool_size(capacity: int, runtime: str) -> int:
+    """Idle warm containers per spec when none is configured: the host's ``capacity`` (one wave
+    of rollouts starts warm), :data:`GVISOR_POOL_PER_SLOT` times that under gVisor (``runsc``
+    and its registered variants, e.g. ``runsc-net``), whose containers start slower."""
+    return capacity * (GVISOR_POOL_PER_SLOT if runtime.startswith("runsc") else 1)

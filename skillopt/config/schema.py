@@ -658,7 +658,8 @@ class SandboxConfig(_Section):
     embedded_capacity: Annotated[int, Bounds(ge=0, note=" (0 = auto)")] = 0
     """Concurrent rollouts of the embedded service; 0 = derived from the host's cores and memory."""
     embedded_pool_size: Annotated[int, Bounds(ge=0, note=" (0 = auto)")] = 0
-    """Pre-started idle containers of the embedded service; 0 = derived from the capacity."""
+    """Pre-started idle containers of the embedded service; 0 = derived from the capacity (twice
+    the capacity under gVisor, whose containers start slower)."""
     image: str = "skillopt-runtime:latest"
     """Rollout runtime image."""
     runtime: str = ""

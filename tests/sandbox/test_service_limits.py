@@ -22,7 +22,7 @@ from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from sandbox.runtime.docker.engine import list_containers
 from sandbox.runtime.labels import LABEL_HOST
-from sandbox.runtime.spec import exec_runtime_choice, net_sibling_of
+from sandbox.runtime.spec import GVISOR_POOL_PER_SLOT, default_pool_size, exec_runtime_choice, net_sibling_of
 from sandbox.service.admission import RolloutAdmission
 from skillopt.errors import InvalidRequest, UnknownRollout
 from skillopt.types import File, Limits, ModelSpec, RolloutResult, TestCase, Trace
@@ -120,6 +120,12 @@ def test_a_required_runtime_refuses_agents_that_cannot_use_it():
     )
     assert net_sibling_of("runsc", ("runc", "runsc", "runsc-net")) == "runsc-net"
     assert net_sibling_of("runsc", ("runc", "runsc")) == net_sibling_of("", ("runc", "-net")) == ""
+
+
+def test_the_default_warm_pool_covers_gvisors_slower_starts():
+    # One wave of the host's slots under runc; more under gVisor (runsc and its -net sibling).
+    assert default_pool_size(8, "") == default_pool_size(8, "runc") == 8
+    assert default_pool_size(8, "runsc") == default_pool_size(8, "runsc-net") == 8 * GVISOR_POOL_PER_SLOT > 8
 
 
 def test_error_messages_stay_bounded_and_keep_their_code(service, sample):

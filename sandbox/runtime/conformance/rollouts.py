@@ -4,6 +4,7 @@ package mount, network."""
 from __future__ import annotations
 
 import functools
+import stat
 import threading
 import time
 from dataclasses import replace
@@ -50,6 +51,24 @@ def check_read_errors_are_typed(c: Conformance) -> None:
         _raises(SandboxFileRefused, lambda: box.read_file("real", max_bytes=1 << 20))
         _raises(OutputLimitExceeded, lambda: box.read_file("big", max_bytes=4))
         assert box.read_file("big", max_bytes=9) == b"12345678\n"
+
+
+@_check
+def check_a_program_holds_only_its_stdio(c: Conformance) -> None:
+    """An executed program inherits no descriptor of its runner's (its connection to the
+    service, the pipes of other executions): a command holds 0, 1 and 2 only; a Python program
+    also the close-on-exec pipe its runner reads a start failure from, and never a socket."""
+    with c.box() as box:
+        box.write_file(
+            "fds.py",
+            b"import os, stat\nfds = [int(f) for f in os.listdir('/proc/self/fd')]\n"
+            b"print(*sorted(stat.S_IFMT(os.fstat(f).st_mode) for f in fds if f > 2 and os.path.exists(f'/proc/self/fd/{f}')))\n",
+        )
+        out = box.run_command(["python3", "fds.py"], timeout_s=30)
+        assert out.exit_code == 0 and out.stdout_tail == "\n", out
+        out = box.run_python("fds.py", timeout_s=30)
+        kinds = [int(k) for k in out.stdout_tail.split()]
+        assert out.exit_code == 0 and stat.S_IFSOCK not in kinds and kinds.count(stat.S_IFIFO) <= 1, out
 
 
 @_check

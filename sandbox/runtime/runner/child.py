@@ -78,10 +78,14 @@ def set_dumpable(on: bool) -> bool:
     children turn it back on for themselves, so the code they run sees an ordinary process.
     Returns whether the call succeeded."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_DUMPABLE, 1 if on else 0, 0, 0, 0) == 0
+        if not _LIBC:  # once, in the runner: every forked child inherits the handle
+            _LIBC.append(ctypes.CDLL(None, use_errno=True))
+        return _LIBC[0].prctl(_PR_SET_DUMPABLE, 1 if on else 0, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+_LIBC: list[ctypes.CDLL] = []
 
 
 def read_spawn_error(fd: int) -> dict | None:
@@ -198,14 +202,19 @@ def _run_main(path: str) -> None:
 
 
 def _close_inherited_fds(keep: int = -1) -> None:
-    # Listing our own fds is much cheaper than closerange(3, 65536) (~5 ms of syscalls).
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd > 2 and fd != keep:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+    """Close every fd above 2 but ``keep``: one ``close_range(2)`` on each side of it (what
+    ``os.closerange`` calls). Listing /proc/self/fd and closing each fd took 8-10 system calls,
+    0.3 ms on a quiet machine and ~0.9 ms on a busy one under gVisor's ptrace platform (each
+    call a round trip to gVisor's kernel, ~23 us), on the path to the program's first
+    instruction. The descriptor limit bounds closerange's fallback loop on a kernel without
+    close_range."""
+    top = os.sysconf("SC_OPEN_MAX")
+    top = top if 0 < top <= 1 << 20 else 1 << 20
+    if keep > 2:
+        os.closerange(3, keep)
+        os.closerange(keep + 1, top)
+    else:
+        os.closerange(3, top)
 
 
 def _spawn_failed(spawn_w: int, code: str, exc: OSError) -> None:
