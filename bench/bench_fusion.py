@@ -12,8 +12,15 @@ One ``skillopt serve --http-listen`` subprocess (code runs from
    whole request) against the same ``g++`` + run in a bare ``docker run`` of the same image
    (hardened the same way, no pool) on this machine.
 
-``--sandboxfusion URL``: the same 1 and 2 against a SandboxFusion server already running
-there (its repository's default local config), side by side in the same JSON.
+4. ``fleet_front_python_hello``: 1 again through ``skillopt fleet http`` in front of the same
+   host (one hop more), as a ratio to 1.
+
+SandboxFusion's own server, side by side in the same run and JSON (1 and 2 against it, with
+the same client): ``--sandboxfusion-dir DIR`` starts it from a checkout the way its README
+does (``make run``: ``uvicorn sandbox.server.server:app``, its default config
+``sandbox/configs/local.yaml``, which runs code with no isolation) with ``--sandboxfusion-venv``
+on ``PATH``, and stops it at the end; ``--sandboxfusion URL`` uses one already running.
+Setting it up once (offline from this machine's PyPI mirror): ``bench/README.md``.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -159,11 +168,64 @@ def cpp_side_by_side(endpoint: str, image: str, n: int) -> dict[str, float]:
     }
 
 
+def start_sandboxfusion(src: Path, venv: Path) -> tuple[subprocess.Popen, str]:
+    """SandboxFusion's server as its README starts it (``make run`` on a free loopback port)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (src / "docs" / "build").mkdir(parents=True, exist_ok=True)  # its README's step: the docs it mounts
+    log = open(Path(tempfile.gettempdir()) / "sandboxfusion-bench.log", "wb")  # noqa: SIM115 (held by the child)
+    proc = subprocess.Popen(
+        ["make", "run", "HOST=127.0.0.1", f"PORT={port}"],
+        cwd=src,
+        env={**os.environ, "PATH": f"{venv / 'bin'}:{os.environ['PATH']}"},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    import requests
+
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"SandboxFusion's server exited ({proc.returncode}): see {log.name}")
+        try:
+            if requests.get(f"{url}/v1/ping", timeout=2).ok:
+                return proc, url
+        except requests.RequestException:
+            pass
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGTERM)
+    raise SystemExit(f"SandboxFusion's server did not answer /v1/ping in 180 s: see {log.name}")
+
+
+def start_front(grpc_address: str, tmp: Path) -> tuple[subprocess.Popen, str]:
+    """``skillopt fleet http`` in front of one host."""
+    from controller.embedded import wait_listening
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "fleet", "http", "--endpoints", grpc_address,
+         "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=open(tmp / "front.log", "wb"), cwd=ROOT,  # noqa: SIM115
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    return proc, f"http://127.0.0.1:{wait_listening(proc, 60)}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--sandboxfusion", default="", help="URL of a running SandboxFusion server")
+    parser.add_argument(
+        "--sandboxfusion-dir", default="", help="a SandboxFusion checkout to start (make run)"
+    )
+    parser.add_argument(
+        "--sandboxfusion-venv",
+        default="/tmp/sf/venv",
+        help="the venv with its dependencies (bench/README.md)",
+    )
     args = parser.parse_args()
     from controller.embedded import spawn_service, wait_listening
     from sandbox.service.languages import POLYGLOT_IMAGE
@@ -179,7 +241,11 @@ def main() -> None:
         ]
     )  # fmt: skip
     out: dict[str, object] = {"machine_cpus": os.cpu_count(), "load_avg_1m_at_start": os.getloadavg()[0]}
+    sf_proc = front = None
     try:
+        sf_url = args.sandboxfusion
+        if args.sandboxfusion_dir:
+            sf_proc, sf_url = start_sandboxfusion(Path(args.sandboxfusion_dir), Path(args.sandboxfusion_venv))
         port = wait_listening(proc, 120)
         endpoint = f"http://127.0.0.1:{(tmp / 'hp').read_text()}"
         warm = (f"127.0.0.1:{port}", POLYGLOT_IMAGE)
@@ -188,14 +254,30 @@ def main() -> None:
         out["clients_8"] = clients(endpoint, 8, seconds)
         wait_warm(*warm, idle=2)
         out["cpp_50_lines"] = cpp_side_by_side(endpoint, POLYGLOT_IMAGE, 3 if args.quick else 10)
-        if args.sandboxfusion:
-            out["sandboxfusion"] = {
-                "python_hello": hello_sequential(args.sandboxfusion, n, 0.0),
-                "clients_8": clients(args.sandboxfusion, 8, seconds),
+        front, front_url = start_front(warm[0], tmp)
+        wait_warm(*warm, idle=2)
+        via = hello_sequential(front_url, n, 0.0, warm)
+        direct = out["python_hello"]["p50_ms"]  # type: ignore[index]
+        out["fleet_front_python_hello"] = {**via, "ratio_to_direct": round(via["p50_ms"] / direct, 2)}
+        if sf_url:
+            sf = {"python_hello": hello_sequential(sf_url, n, 0.0), "clients_8": clients(sf_url, 8, seconds)}
+            out["sandboxfusion"] = sf
+            ours = out["clients_8"]
+            out["ratios"] = {
+                "python_hello_p50_sandboxfusion_over_ours": round(sf["python_hello"]["p50_ms"] / direct, 2),
+                "clients_8_req_per_min_ours_over_sandboxfusion": round(
+                    ours["requests_per_min"] / sf["clients_8"]["requests_per_min"],
+                    2,  # type: ignore[index]
+                ),
             }
     finally:
-        proc.terminate()
-        proc.wait(60)
+        for p in (front, proc):
+            if p is not None:
+                p.terminate()
+                p.wait(60)
+        if sf_proc is not None:
+            os.killpg(sf_proc.pid, signal.SIGTERM)
+            sf_proc.wait(60)
     out["load_avg_1m_at_end"] = os.getloadavg()[0]
     print(json.dumps(out, indent=2))
 
