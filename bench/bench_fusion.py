@@ -178,7 +178,11 @@ def start_sandboxfusion(src: Path, venv: Path) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
         ["make", "run", "HOST=127.0.0.1", f"PORT={port}"],
         cwd=src,
-        env={**os.environ, "PATH": f"{venv / 'bin'}:{os.environ['PATH']}"},
+        # Not our PYTHONPATH: its package is also named `sandbox`.
+        env={
+            **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+            "PATH": f"{venv}/bin:{os.environ['PATH']}",
+        },
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

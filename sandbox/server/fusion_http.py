@@ -349,6 +349,7 @@ def _code_request(body: dict[str, Any]) -> CodeRequest:
         stdin=stdin.encode("utf-8", "replace") if stdin else b"",
         files=_files_in(body),
         fetch_files=_names(body),
+        memory_limit_mb=_field(body, "memory_limit_MB", int, -1),
     )
 
 

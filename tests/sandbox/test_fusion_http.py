@@ -164,6 +164,14 @@ def test_non_utf8_huge_output_fork_bomb_and_network_are_contained(host):
     resp = _run(host, net, "python")
     assert resp.status == RunStatus.Success and resp.run_result.stdout.startswith("blocked")
 
+    # memory_limit_MB (the PyPI client has no such field: the server's own JSON), SandboxFusion's
+    # rlimits, never above the container's own limit (1 GiB: a request for more gets that).
+    grab = {"code": "x = bytearray(400 * 1024 * 1024)\nprint('got it')", "language": "python"}
+    r = requests.post(f"{host.url}/run_code", json={**grab, "memory_limit_MB": 128}, timeout=60).json()
+    assert r["status"] == "Failed" and "MemoryError" in r["run_result"]["stderr"], r
+    r = requests.post(f"{host.url}/run_code", json={**grab, "memory_limit_MB": 10**6}, timeout=60).json()
+    assert r["status"] == "Success" and r["run_result"]["stdout"] == "got it\n", r
+
     resp = _run(host, HELLO["python"], "python")  # the host is fine after them
     assert resp.status == RunStatus.Success and resp.run_result.stdout == "hello\n"
 
