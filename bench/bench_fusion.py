@@ -1,5 +1,6 @@
 """Figures of the SandboxFusion-compatible HTTP API (not tests). Run:
-``python bench/bench_fusion.py [--quick] [--sandboxfusion URL]``; prints JSON.
+``python bench/bench_fusion.py [--quick] [--sandboxfusion-dir DIR | --sandboxfusion URL]``;
+prints JSON.
 
 One ``skillopt serve --http-listen`` subprocess (code runs from
 ``skillopt-runtime-polyglot:latest``), driven by SandboxFusion's own PyPI client:
@@ -8,15 +9,16 @@ One ``skillopt serve --http-listen`` subprocess (code runs from
    to refill between requests, outside the timing), client-side latency p50/p95 (ms).
 2. ``clients_8``: 8 concurrent clients looping python hello worlds for ``--seconds``:
    requests/min, errors, latency p50/p95.
+   ``bare_engine_8_loops``: what bounds it, 8 loops of a bare ``docker run --rm IMAGE true``
+   for as long: containers per minute the engine alone manages on this machine now.
 3. ``cpp_50_lines``: compile and run a 50-line C++ program through ``/run_code`` (p50 of the
    whole request) against the same ``g++`` + run in a bare ``docker run`` of the same image
    (hardened the same way, no pool) on this machine.
+4. ``fleet_front_python_hello``: 1 through ``skillopt fleet http`` in front of the same host
+   (one hop more), alternating with 1's requests, as a ratio to 1.
 
-4. ``fleet_front_python_hello``: 1 again through ``skillopt fleet http`` in front of the same
-   host (one hop more), as a ratio to 1.
-
-SandboxFusion's own server, side by side in the same run and JSON (1 and 2 against it, with
-the same client): ``--sandboxfusion-dir DIR`` starts it from a checkout the way its README
+SandboxFusion's own server, side by side in the same run and JSON (1, alternating with ours,
+and 2 right after ours, with the same client): ``--sandboxfusion-dir DIR`` starts it from a checkout the way its README
 does (``make run``: ``uvicorn sandbox.server.server:app``, its default config
 ``sandbox/configs/local.yaml``, which runs code with no isolation) with ``--sandboxfusion-venv``
 on ``PATH``, and stops it at the end; ``--sandboxfusion URL`` uses one already running.
@@ -53,6 +55,19 @@ CPP = "\n".join(
         "}",
     ]
 )
+
+
+def summary(times: list[float]) -> dict[str, float]:
+    return {
+        "n": len(times),
+        "p50_ms": round(statistics.median(times), 1),
+        "p95_ms": round(pct(times, 0.95), 1),
+    }
+
+
+def ratio(a: list[float], b: list[float]) -> float:
+    """p50 of ``a`` over p50 of ``b``."""
+    return round(statistics.median(a) / statistics.median(b), 2)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -130,6 +145,35 @@ def clients(endpoint: str, count: int, seconds: float) -> dict[str, float]:
         "first_error": errors[0] if errors else "",
         "p50_ms": round(statistics.median(lat), 1) if lat else float("nan"),
         "p95_ms": round(pct(lat, 0.95), 1),
+    }
+
+
+def engine_containers(image: str, count: int, seconds: float) -> dict[str, float]:
+    """The bound of single-use containers: ``count`` loops of a bare ``docker run --rm`` that
+    runs nothing (``true``), for ``seconds``: containers per minute the engine alone manages."""
+    cmd = ["docker", "run", "--rm", "--network", "none", "--entrypoint", "true", image]
+    done: list[float] = []
+    lock = threading.Lock()
+    end = time.monotonic() + seconds
+
+    def loop() -> None:
+        while time.monotonic() < end:
+            t = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True)
+            with lock:
+                done.append((time.perf_counter() - t) * 1000)
+
+    threads = [threading.Thread(target=loop) for _ in range(count)]
+    t0 = time.monotonic()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    elapsed = time.monotonic() - t0
+    return {
+        "loops": count,
+        "containers_per_min": round(len(done) / elapsed * 60, 1),
+        "p50_ms": round(statistics.median(done), 1) if done else float("nan"),
     }
 
 
@@ -253,27 +297,28 @@ def main() -> None:
         port = wait_listening(proc, 120)
         endpoint = f"http://127.0.0.1:{(tmp / 'hp').read_text()}"
         warm = (f"127.0.0.1:{port}", POLYGLOT_IMAGE)
-        out["python_hello"] = hello_sequential(endpoint, n, 0.0, warm)
+        front, front_url = start_front(warm[0], tmp)
+        # One at a time, alternating (the load of this shared machine drifts by the minute):
+        # direct, through the fleet front, SandboxFusion's server.
+        ours, via, sf_hello = [], [], []
+        for _ in range(n):
+            ours.append(hello_sequential(endpoint, 1, 0.0, warm)["p50_ms"])
+            via.append(hello_sequential(front_url, 1, 0.0, warm)["p50_ms"])
+            if sf_url:
+                sf_hello.append(hello_sequential(sf_url, 1, 0.0)["p50_ms"])
+        out["python_hello"] = summary(ours)
+        out["fleet_front_python_hello"] = {**summary(via), "ratio_to_direct": ratio(via, ours)}
+        if sf_url:
+            out["sandboxfusion_python_hello"] = {**summary(sf_hello), "ratio_to_ours": ratio(sf_hello, ours)}
         wait_warm(*warm, idle=8)
         out["clients_8"] = clients(endpoint, 8, seconds)
+        if sf_url:
+            sf8 = clients(sf_url, 8, seconds)
+            per_min = out["clients_8"]["requests_per_min"] / sf8["requests_per_min"]  # type: ignore[index]
+            out["sandboxfusion_clients_8"] = {**sf8, "ours_over_sandboxfusion_req_per_min": round(per_min, 2)}
+        out["bare_engine_8_loops"] = engine_containers(POLYGLOT_IMAGE, 8, seconds)
         wait_warm(*warm, idle=2)
         out["cpp_50_lines"] = cpp_side_by_side(endpoint, POLYGLOT_IMAGE, 3 if args.quick else 10)
-        front, front_url = start_front(warm[0], tmp)
-        wait_warm(*warm, idle=2)
-        via = hello_sequential(front_url, n, 0.0, warm)
-        direct = out["python_hello"]["p50_ms"]  # type: ignore[index]
-        out["fleet_front_python_hello"] = {**via, "ratio_to_direct": round(via["p50_ms"] / direct, 2)}
-        if sf_url:
-            sf = {"python_hello": hello_sequential(sf_url, n, 0.0), "clients_8": clients(sf_url, 8, seconds)}
-            out["sandboxfusion"] = sf
-            ours = out["clients_8"]
-            out["ratios"] = {
-                "python_hello_p50_sandboxfusion_over_ours": round(sf["python_hello"]["p50_ms"] / direct, 2),
-                "clients_8_req_per_min_ours_over_sandboxfusion": round(
-                    ours["requests_per_min"] / sf["clients_8"]["requests_per_min"],
-                    2,  # type: ignore[index]
-                ),
-            }
     finally:
         for p in (front, proc):
             if p is not None:
