@@ -93,8 +93,13 @@ class FleetHttpFront(HttpApi):
         while True:
             try:
                 host = self.fleet.take(tried, usable=lambda h: _serves(h, language), until=until)
-            except SandboxUnavailable as exc:
-                raise HttpRefusal(503, exc.message, {"Retry-After": "5"}) from None
+            except SandboxUnavailable:
+                raise HttpRefusal(
+                    503,
+                    f"no sandbox host of this fleet has been reachable for {self.fleet.down_timeout_s:g} s "
+                    f"({', '.join(self.fleet.hosts())}); retry later",
+                    {"Retry-After": "5"},
+                ) from None
             if host is None:
                 raise HttpRefusal(
                     503,
