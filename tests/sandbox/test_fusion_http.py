@@ -249,6 +249,8 @@ def test_bad_requests_get_a_4xx_with_the_reason(host):
     assert r.status_code == 400 and "traversal" in r.text
     r = post({"code": "x", "language": "python", "fetch_files": ["/etc/passwd"]})
     assert r.status_code == 400 and "absolute" in r.text
+    r = post({"code": "x", "language": "python", "fetch_files": ["../../etc/shadow"]})
+    assert r.status_code == 400 and "traversal" in r.text
     r = post({"language": "python"})
     assert r.status_code == 400 and "required" in r.text
     r = post({"cells": "not a list"}, path="/run_jupyter")
