@@ -1,5 +1,6 @@
 """Figures of the SandboxFusion-compatible HTTP API (not tests). Run:
-``python bench/bench_fusion.py [--quick] [--sandboxfusion URL]``; prints JSON.
+``python bench/bench_fusion.py [--quick] [--sandboxfusion-dir DIR | --sandboxfusion URL]``;
+prints JSON.
 
 One ``skillopt serve --http-listen`` subprocess (code runs from
 ``skillopt-runtime-polyglot:latest``), driven by SandboxFusion's own PyPI client:
@@ -8,12 +9,20 @@ One ``skillopt serve --http-listen`` subprocess (code runs from
    to refill between requests, outside the timing), client-side latency p50/p95 (ms).
 2. ``clients_8``: 8 concurrent clients looping python hello worlds for ``--seconds``:
    requests/min, errors, latency p50/p95.
+   ``bare_engine_8_loops``: what bounds it, 8 loops of a bare ``docker run --rm IMAGE true``
+   for as long: containers per minute the engine alone manages on this machine now.
 3. ``cpp_50_lines``: compile and run a 50-line C++ program through ``/run_code`` (p50 of the
    whole request) against the same ``g++`` + run in a bare ``docker run`` of the same image
    (hardened the same way, no pool) on this machine.
+4. ``fleet_front_python_hello``: 1 through ``skillopt fleet http`` in front of the same host
+   (one hop more), alternating with 1's requests, as a ratio to 1.
 
-``--sandboxfusion URL``: the same 1 and 2 against a SandboxFusion server already running
-there (its repository's default local config), side by side in the same JSON.
+SandboxFusion's own server, side by side in the same run and JSON (1, alternating with ours,
+and 2 right after ours, with the same client): ``--sandboxfusion-dir DIR`` starts it from a checkout the way its README
+does (``make run``: ``uvicorn sandbox.server.server:app``, its default config
+``sandbox/configs/local.yaml``, which runs code with no isolation) with ``--sandboxfusion-venv``
+on ``PATH``, and stops it at the end; ``--sandboxfusion URL`` uses one already running.
+Setting it up once (offline from this machine's PyPI mirror): ``bench/README.md``.
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -44,6 +55,19 @@ CPP = "\n".join(
         "}",
     ]
 )
+
+
+def summary(times: list[float]) -> dict[str, float]:
+    return {
+        "n": len(times),
+        "p50_ms": round(statistics.median(times), 1),
+        "p95_ms": round(pct(times, 0.95), 1),
+    }
+
+
+def ratio(a: list[float], b: list[float]) -> float:
+    """p50 of ``a`` over p50 of ``b``."""
+    return round(statistics.median(a) / statistics.median(b), 2)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -124,6 +148,35 @@ def clients(endpoint: str, count: int, seconds: float) -> dict[str, float]:
     }
 
 
+def engine_containers(image: str, count: int, seconds: float) -> dict[str, float]:
+    """The bound of single-use containers: ``count`` loops of a bare ``docker run --rm`` that
+    runs nothing (``true``), for ``seconds``: containers per minute the engine alone manages."""
+    cmd = ["docker", "run", "--rm", "--network", "none", "--entrypoint", "true", image]
+    done: list[float] = []
+    lock = threading.Lock()
+    end = time.monotonic() + seconds
+
+    def loop() -> None:
+        while time.monotonic() < end:
+            t = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True)
+            with lock:
+                done.append((time.perf_counter() - t) * 1000)
+
+    threads = [threading.Thread(target=loop) for _ in range(count)]
+    t0 = time.monotonic()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    elapsed = time.monotonic() - t0
+    return {
+        "loops": count,
+        "containers_per_min": round(len(done) / elapsed * 60, 1),
+        "p50_ms": round(statistics.median(done), 1) if done else float("nan"),
+    }
+
+
 def cpp_side_by_side(endpoint: str, image: str, n: int) -> dict[str, float]:
     from sandbox_fusion import RunCodeRequest, run_code
 
@@ -159,11 +212,68 @@ def cpp_side_by_side(endpoint: str, image: str, n: int) -> dict[str, float]:
     }
 
 
+def start_sandboxfusion(src: Path, venv: Path) -> tuple[subprocess.Popen, str]:
+    """SandboxFusion's server as its README starts it (``make run`` on a free loopback port)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (src / "docs" / "build").mkdir(parents=True, exist_ok=True)  # its README's step: the docs it mounts
+    log = open(Path(tempfile.gettempdir()) / "sandboxfusion-bench.log", "wb")  # noqa: SIM115 (held by the child)
+    proc = subprocess.Popen(
+        ["make", "run", "HOST=127.0.0.1", f"PORT={port}"],
+        cwd=src,
+        # Not our PYTHONPATH: its package is also named `sandbox`.
+        env={
+            **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+            "PATH": f"{venv}/bin:{os.environ['PATH']}",
+        },
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    import requests
+
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"SandboxFusion's server exited ({proc.returncode}): see {log.name}")
+        try:
+            if requests.get(f"{url}/v1/ping", timeout=2).ok:
+                return proc, url
+        except requests.RequestException:
+            pass
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGTERM)
+    raise SystemExit(f"SandboxFusion's server did not answer /v1/ping in 180 s: see {log.name}")
+
+
+def start_front(grpc_address: str, tmp: Path) -> tuple[subprocess.Popen, str]:
+    """``skillopt fleet http`` in front of one host."""
+    from controller.embedded import wait_listening
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "fleet", "http", "--endpoints", grpc_address,
+         "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=open(tmp / "front.log", "wb"), cwd=ROOT,  # noqa: SIM115
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    return proc, f"http://127.0.0.1:{wait_listening(proc, 60)}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--sandboxfusion", default="", help="URL of a running SandboxFusion server")
+    parser.add_argument(
+        "--sandboxfusion-dir", default="", help="a SandboxFusion checkout to start (make run)"
+    )
+    parser.add_argument(
+        "--sandboxfusion-venv",
+        default="/tmp/sf/venv",
+        help="the venv with its dependencies (bench/README.md)",
+    )
     args = parser.parse_args()
     from controller.embedded import spawn_service, wait_listening
     from sandbox.service.languages import POLYGLOT_IMAGE
@@ -179,23 +289,44 @@ def main() -> None:
         ]
     )  # fmt: skip
     out: dict[str, object] = {"machine_cpus": os.cpu_count(), "load_avg_1m_at_start": os.getloadavg()[0]}
+    sf_proc = front = None
     try:
+        sf_url = args.sandboxfusion
+        if args.sandboxfusion_dir:
+            sf_proc, sf_url = start_sandboxfusion(Path(args.sandboxfusion_dir), Path(args.sandboxfusion_venv))
         port = wait_listening(proc, 120)
         endpoint = f"http://127.0.0.1:{(tmp / 'hp').read_text()}"
         warm = (f"127.0.0.1:{port}", POLYGLOT_IMAGE)
-        out["python_hello"] = hello_sequential(endpoint, n, 0.0, warm)
+        front, front_url = start_front(warm[0], tmp)
+        # One at a time, alternating (the load of this shared machine drifts by the minute):
+        # direct, through the fleet front, SandboxFusion's server.
+        ours, via, sf_hello = [], [], []
+        for _ in range(n):
+            ours.append(hello_sequential(endpoint, 1, 0.0, warm)["p50_ms"])
+            via.append(hello_sequential(front_url, 1, 0.0, warm)["p50_ms"])
+            if sf_url:
+                sf_hello.append(hello_sequential(sf_url, 1, 0.0)["p50_ms"])
+        out["python_hello"] = summary(ours)
+        out["fleet_front_python_hello"] = {**summary(via), "ratio_to_direct": ratio(via, ours)}
+        if sf_url:
+            out["sandboxfusion_python_hello"] = {**summary(sf_hello), "ratio_to_ours": ratio(sf_hello, ours)}
         wait_warm(*warm, idle=8)
         out["clients_8"] = clients(endpoint, 8, seconds)
+        if sf_url:
+            sf8 = clients(sf_url, 8, seconds)
+            per_min = out["clients_8"]["requests_per_min"] / sf8["requests_per_min"]  # type: ignore[index]
+            out["sandboxfusion_clients_8"] = {**sf8, "ours_over_sandboxfusion_req_per_min": round(per_min, 2)}
+        out["bare_engine_8_loops"] = engine_containers(POLYGLOT_IMAGE, 8, seconds)
         wait_warm(*warm, idle=2)
         out["cpp_50_lines"] = cpp_side_by_side(endpoint, POLYGLOT_IMAGE, 3 if args.quick else 10)
-        if args.sandboxfusion:
-            out["sandboxfusion"] = {
-                "python_hello": hello_sequential(args.sandboxfusion, n, 0.0),
-                "clients_8": clients(args.sandboxfusion, 8, seconds),
-            }
     finally:
-        proc.terminate()
-        proc.wait(60)
+        for p in (front, proc):
+            if p is not None:
+                p.terminate()
+                p.wait(60)
+        if sf_proc is not None:
+            os.killpg(sf_proc.pid, signal.SIGTERM)
+            sf_proc.wait(60)
     out["load_avg_1m_at_end"] = os.getloadavg()[0]
     print(json.dumps(out, indent=2))
 

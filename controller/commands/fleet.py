@@ -46,6 +46,86 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--timeout", type=float, default=5.0, help="seconds per host (default 5)")
     s.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     s.set_defaults(func=run)
+    _register_http(fsub)
+
+
+def _register_http(fsub: argparse._SubParsersAction) -> None:
+    h = fsub.add_parser(
+        "http",
+        help="serve the SandboxFusion-compatible HTTP API (/run_code, /run_jupyter) in front of the fleet",
+        description=(
+            "One URL for SandboxFusion clients in front of the hosts' own HTTP APIs (each started with "
+            "`skillopt serve --http-listen`): every request goes to the live host with the most free "
+            "slots that serves its language; a host that is down, full or draining is skipped; one "
+            "that dies while it runs a request gives that request SandboxError. Callers' tokens are "
+            "the hosts' (the endpoint URL http://HOST:PORT/t/TOKEN, or 'Authorization: Bearer "
+            "TOKEN'); --token-file is what this front itself shows the hosts' gRPC ports "
+            "(docs/http-api.md). Examples:\n"
+            "  skillopt fleet http --endpoints h1:50051,h2:50051 --token-file T --listen 0.0.0.0:8080\n"
+            "  skillopt fleet http --endpoints dns:///skillopt-sandbox.skillopt.svc.cluster.local:50051 \\\n"
+            "      --token-file T --tls-ca ca.crt --listen 0.0.0.0:8080"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    h.add_argument("--config", help="take the sandbox.* keys (endpoints, token, TLS) from this config")
+    h.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    add_fleet_arguments(h, config_keys=True)
+    h.add_argument(
+        "--listen",
+        default="127.0.0.1:8080",
+        metavar="HOST:PORT",
+        help="where to serve the API (default 127.0.0.1:8080; port 0: any free one). Beyond loopback it "
+        "needs --token-file (the hosts then check every caller's token) or --insecure",
+    )
+    h.add_argument("--port-file", help="write the bound port here once listening")
+    h.add_argument(
+        "--wait",
+        type=float,
+        default=60.0,
+        help="longest wait of a request for a free host before a 503 with Retry-After (s, default 60)",
+    )
+    h.add_argument("--insecure", action="store_true", help="allow a non-loopback --listen without a token")
+    h.set_defaults(func=run_http)
+
+
+def run_http(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+    from pathlib import Path
+
+    from controller.fleet.executor import FleetExecutor
+    from controller.fleet.http_front import FleetHttpFront
+    from sandbox.server.serve import check_listen_address
+    from skillopt.logs import configure_logging
+
+    configure_logging(json=True, level="info")  # JSON lines on stderr: stdout says where it listens
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        channels = _channels(args)
+        check_listen_address(args.listen, token="set" if channels[0].token else None, insecure=args.insecure)
+        fleet = FleetExecutor(channels, workers=1)
+        try:
+            front = FleetHttpFront(fleet, listen=args.listen, wait_s=args.wait)
+        except (OSError, ValueError) as exc:
+            fleet.close()
+            print(f"skillopt fleet http: cannot listen on {args.listen}: {exc}", file=sys.stderr)
+            return 2
+    except (SkillOptError, OSError) as exc:
+        print(f"skillopt fleet http: {getattr(exc, 'message', exc)}", file=sys.stderr)
+        return 2
+    try:
+        if args.port_file:
+            tmp = Path(args.port_file + ".tmp")
+            tmp.write_text(str(front.port))
+            tmp.replace(args.port_file)
+        print(f"skillopt fleet http listening on port {front.port}", flush=True)
+        while not stop.wait(0.25):  # bounded: signal handlers run only when the main thread wakes
+            pass
+    finally:
+        front.close()
+    return 0
 
 
 def _channels(args: argparse.Namespace):

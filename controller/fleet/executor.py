@@ -23,6 +23,7 @@ container.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -351,12 +352,40 @@ class FleetExecutor:
             host.apply(info)
         self._apply_pin(host)
 
+    def take(self, avoid: set[str], *, usable: Callable[[HostState], bool], until: float) -> HostState | None:
+        """Take a slot on the live host with the most free slots among those ``usable`` says
+        may serve (``avoid``: hosts tried already, taken only when no other is free), waiting
+        for one until ``until`` (``time.monotonic()``); None then. The caller gives it back with
+        :meth:`give_back` (the fleet's HTTP front places requests this way).
+
+        Raises:
+            SandboxUnavailable: no host has been usable for ``down_timeout_s``.
+        """
+        return self._pick(avoid, threading.Event(), usable=usable, until=until)
+
+    def give_back(self, host: HostState, *, full: bool = False, ok: bool = False) -> None:
+        """Return a slot of :meth:`take` (``full``: the host said it is full, back off from it;
+        ``ok``: it served)."""
+        self._release(host, full=full, ok=ok)
+
+    def mark_down(self, host: HostState, reason: str, *, draining: bool = False) -> None:
+        """The host failed (or said it drains): out of placement until its health watch sees
+        it serve again."""
+        self._mark_down(host, HostHealth.DRAINING if draining else HostHealth.DOWN, reason)
+
     def _pick(
-        self, avoid: set[str], stop: threading.Event, skill: SkillSpec | None = None
+        self,
+        avoid: set[str],
+        stop: threading.Event,
+        skill: SkillSpec | None = None,
+        *,
+        usable: Callable[[HostState], bool] | None = None,
+        until: float = math.inf,
     ) -> HostState | None:
-        """Take a slot on the best usable host, waiting for one; None when ``stop`` is set.
-        With ``skill`` (a package), a host that cannot mount it is not usable for it (the batch
-        named such hosts before it began, :meth:`_skip_hosts_without_packages`).
+        """Take a slot on the best usable host, waiting for one; None when ``stop`` is set (or
+        ``until``, a ``time.monotonic()``, has passed). With ``skill`` (a package), a host that
+        cannot mount it is not usable for it (the batch named such hosts before it began,
+        :meth:`_skip_hosts_without_packages`); likewise a host ``usable`` says no to.
 
         Raises:
             SandboxUnavailable: no host has been usable for ``down_timeout_s``.
@@ -364,6 +393,8 @@ class FleetExecutor:
         with self._cond:
             while not stop.is_set() and not self._closed.is_set():
                 now = time.monotonic()
+                if now >= until:
+                    return None
                 up = [
                     h
                     for h in self.hosts_state
@@ -371,12 +402,16 @@ class FleetExecutor:
                     and not h.gone
                     and not h.excluded
                     and (skill is None or not h.package_refusal(skill))
+                    and (usable is None or usable(h))
                 ]
                 free = [h for h in up if h.in_flight < h.capacity and h.full_until <= now]
                 preferred = [h for h in free if h.address not in avoid] or free
                 if preferred:
                     self._all_down_since = None
-                    host = max(preferred, key=lambda h: (h.capacity - h.in_flight, -h.failures))
+                    # Ties go to the host placed on longest ago: one-at-a-time work spreads.
+                    host = max(
+                        preferred, key=lambda h: (h.capacity - h.in_flight, -h.failures, -h.last_placement)
+                    )
                     host.in_flight += 1
                     host.placements += 1
                     host.last_placement = now
@@ -394,7 +429,7 @@ class FleetExecutor:
                 waits = [h.full_until - now for h in up if h.full_until > now]
                 # Woken when a slot frees or a host comes back; bounded to notice `stop`, a full
                 # host's backoff ending, and the down timeout.
-                self._cond.wait(min([1.0, *waits]))
+                self._cond.wait(min([1.0, *waits, until - now]))
         return None
 
     def _release(self, host: HostState, *, full: bool = False, ok: bool = False) -> None:

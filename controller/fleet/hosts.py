@@ -74,6 +74,9 @@ class HostState:
     #: Skill packages it mounts (most files and bytes of one); 0 = it predates packages.
     skill_package_max_files: int = 0
     skill_package_max_bytes: int = 0
+    #: Languages of its SandboxFusion-compatible HTTP API and that API's port (none, 0: off).
+    languages: tuple[str, ...] = ()
+    http_port: int = 0
 
     def apply(self, info: HostDescription) -> None:
         """Take what the host's ``Describe`` said (the caller holds the fleet's lock)."""
@@ -87,6 +90,7 @@ class HostState:
         self.image_labels = dict(info.image_labels)
         self.skill_package_max_files = info.skill_package_max_files
         self.skill_package_max_bytes = info.skill_package_max_bytes
+        self.languages, self.http_port = tuple(info.languages), info.http_port
 
     def package_refusal(self, skill: SkillSpec) -> str:
         """Why this host cannot mount ``skill`` ("" when it can, or when ``skill`` is one file):

@@ -53,28 +53,87 @@ from sandbox.service.sessions import SessionManager
 from sandbox.service.tenants import LOCAL_TENANT, Tenant, TenantTokens
 from skillopt.errors import ConfigError, Draining, InvalidRequest, SessionLimit
 
-__all__ = ["FusionHttpServer", "start_http_api"]
+__all__ = ["FusionHttpServer", "HttpApi", "HttpRefusal", "credential", "start_http_api"]
 
 log = structlog.get_logger("skillopt.sandbox.http")
 
 _MiB = 1024 * 1024
 
 
-class _BadRequest(Exception):
+class HttpRefusal(Exception):
+    """A request answered with ``status`` and ``{"detail": message}`` (and ``headers``)."""
+
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.headers = status, message, headers or {}
 
 
-class FusionHttpServer:
-    """The HTTP listener, serving in a thread of its own until :meth:`close`.
+#: The routes a POST may take.
+ROUTES = ("/run_code", "/run_jupyter")
+
+
+def credential(path: str, authorization: str) -> tuple[str, str]:
+    """The caller's token ("" when none: from a ``/t/<token>`` path prefix, else an
+    ``Authorization: Bearer`` header) and the path without the prefix."""
+    token = ""
+    if path.startswith("/t/"):
+        token, _, rest = path[3:].partition("/")
+        path = "/" + rest
+    if not token and authorization[:7].lower() == "bearer ":
+        token = authorization[7:]
+    return token, path
+
+
+class HttpApi:
+    """The SandboxFusion-compatible listener, serving in a thread of its own until :meth:`close`;
+    subclasses say who the caller is (:meth:`authorize`) and what a POST does (:meth:`post`).
+
+    Args:
+        listen: ``HOST:PORT`` (port 0: any free one; :attr:`port` tells which).
+        max_body_bytes: largest request body; larger ones are refused unread (413).
+        max_connections: connections served at once; more get 503 at once.
+
+    Raises:
+        OSError, ValueError: ``listen`` cannot be bound.
+    """
+
+    def __init__(self, *, listen: str, max_body_bytes: int = 64 * _MiB, max_connections: int = 128) -> None:
+        self.max_body_bytes = max_body_bytes
+        self._slots = threading.BoundedSemaphore(max_connections)
+        host, _, port = listen.rpartition(":")
+        self._httpd = ThreadingHTTPServer((host.strip("[]") or "0.0.0.0", int(port)), _handler_class(self))
+        self._httpd.daemon_threads = True
+        self.port: int = self._httpd.server_address[1]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fusion-http", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop accepting connections (requests in flight finish on their own threads)."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5.0)
+
+    def authorize(self, path: str, authorization: str) -> tuple[Any, str]:
+        """Who calls (what :meth:`post` gets) and the path without a ``/t/<token>`` prefix.
+
+        Raises:
+            HttpRefusal: 401, the caller may not.
+        """
+        raise NotImplementedError
+
+    def post(self, route: str, caller: Any, body: bytes) -> tuple[int, Any]:
+        """The answer to a POST of ``body`` to ``route`` (one of :data:`ROUTES`): a status and
+        a payload (JSON-able, or ``bytes`` that are JSON already)."""
+        raise NotImplementedError
+
+
+class FusionHttpServer(HttpApi):
+    """The HTTP API of one host.
 
     Args:
         runner: does the work.
         tenants: the host's tokens (``None``: no authentication, every caller is the local tenant).
-        listen: ``HOST:PORT`` (port 0: any free one; :attr:`port` tells which).
-        max_body_bytes: largest request body; larger ones are refused unread (413).
-        max_connections: connections served at once; more get 503 at once.
+        listen, max_body_bytes, max_connections: as :class:`HttpApi`.
     """
 
     def __init__(
@@ -88,42 +147,25 @@ class FusionHttpServer:
     ) -> None:
         self.runner = runner
         self.tenants = tenants or None
-        self.max_body_bytes = max_body_bytes
-        self._slots = threading.BoundedSemaphore(max_connections)
-        host, _, port = listen.rpartition(":")
-        self._httpd = ThreadingHTTPServer((host.strip("[]") or "0.0.0.0", int(port)), _handler_class(self))
-        self._httpd.daemon_threads = True
-        self.port: int = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fusion-http", daemon=True)
-        self._thread.start()
+        super().__init__(listen=listen, max_body_bytes=max_body_bytes, max_connections=max_connections)
         log.info("http.started", listen=listen, port=self.port, languages=list(runner.config.languages))
 
     def close(self) -> None:
-        """Stop accepting connections (requests in flight finish on their own threads)."""
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5.0)
+        super().close()
         self.runner.close()
 
-    # -- requests ----------------------------------------------------------------------------
-
-    def tenant(self, path: str, authorization: str) -> tuple[Tenant, str]:
+    def authorize(self, path: str, authorization: str) -> tuple[Tenant, str]:
         """The caller's tenant and the path without a ``/t/<token>`` prefix.
 
         Raises:
-            _BadRequest: 401, no token or a wrong one.
+            HttpRefusal: 401, no token or a wrong one.
         """
-        token = ""
-        if path.startswith("/t/"):
-            token, _, rest = path[3:].partition("/")
-            path = "/" + rest
+        token, path = credential(path, authorization)
         if self.tenants is None:
             return LOCAL_TENANT, path
-        if not token and authorization[:7].lower() == "bearer ":
-            token = authorization[7:]
         tenant = self.tenants.identify(token) if token else None
         if tenant is None:
-            raise _BadRequest(
+            raise HttpRefusal(
                 401,
                 "a valid token is required: send 'Authorization: Bearer <token>' or use the "
                 "endpoint URL http://<host>:<port>/t/<token>",
@@ -131,13 +173,35 @@ class FusionHttpServer:
             )
         return tenant, path
 
+    def post(self, route: str, caller: Tenant, body: bytes) -> tuple[int, Any]:
+        log.debug("http.request", route=route, tenant=caller.id)
+        with self.runner.sessions.buffering(len(body)):  # bodies held in memory count against the budget
+            parsed = parse_body(body)
+            del body
+            return 200, self.dispatch(route, caller, parsed)
+
     def dispatch(self, route: str, tenant: Tenant, body: dict[str, Any]) -> dict[str, Any]:
         if route == "/run_code":
             return _code_response(self.runner.run_code(tenant, _code_request(body)))
         return _jupyter_response(self.runner.run_jupyter(tenant, _jupyter_request(body)))
 
 
-def _handler_class(server: FusionHttpServer) -> type[BaseHTTPRequestHandler]:
+def parse_body(body: bytes) -> dict[str, Any]:
+    """A request's JSON object.
+
+    Raises:
+        HttpRefusal: 400, not JSON or not an object.
+    """
+    try:
+        parsed = json.loads(body)
+    except ValueError as exc:
+        raise HttpRefusal(400, f"the body is not JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise HttpRefusal(400, "the body must be a JSON object")
+    return parsed
+
+
+def _handler_class(server: HttpApi) -> type[BaseHTTPRequestHandler]:
     class Handler(_Handler):
         front = server
 
@@ -145,7 +209,7 @@ def _handler_class(server: FusionHttpServer) -> type[BaseHTTPRequestHandler]:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    front: FusionHttpServer
+    front: HttpApi
     protocol_version = "HTTP/1.1"  # keep-alive (every reply carries Content-Length)
     server_version = "skillopt-sandbox"
     #: Seconds a connection may sit idle or trickle (slow clients hold no slot forever).
@@ -170,7 +234,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             status, payload = work()
             self._send(status, payload)
-        except _BadRequest as exc:
+        except HttpRefusal as exc:
             self._send(exc.status, {"detail": exc.message}, exc.headers)
         except InvalidRequest as exc:
             self._send(400, {"detail": str(exc)})
@@ -186,45 +250,34 @@ class _Handler(BaseHTTPRequestHandler):
             self.front._slots.release()
 
     def _get(self) -> tuple[int, Any]:
-        _, path = self.front.tenant(self.path, self.headers.get("Authorization", ""))
+        _, path = self.front.authorize(self.path, self.headers.get("Authorization", ""))
         if path == "/v1/ping":
             return 200, "pong"
-        raise _BadRequest(404, f"no such resource: {path[:100]} (GET /v1/ping, POST /run_code, /run_jupyter)")
+        raise HttpRefusal(404, f"no such resource: {path[:100]} (GET /v1/ping, POST /run_code, /run_jupyter)")
 
     def _post(self) -> tuple[int, Any]:
-        tenant, path = self.front.tenant(self.path, self.headers.get("Authorization", ""))
+        caller, path = self.front.authorize(self.path, self.headers.get("Authorization", ""))
         route = path.split("?", 1)[0].rstrip("/")
-        if route not in ("/run_code", "/run_jupyter"):
-            raise _BadRequest(404, f"no such resource: {route[:100]} (POST /run_code or /run_jupyter)")
-        body = self._body()
-        sessions = self.front.runner.sessions
-        log.debug("http.request", route=route, tenant=tenant.id)
-        with sessions.buffering(len(body)):  # bodies held in memory count against the host's budget
-            try:
-                parsed = json.loads(body)
-            except ValueError as exc:
-                raise _BadRequest(400, f"the body is not JSON: {exc}") from None
-            del body
-            if not isinstance(parsed, dict):
-                raise _BadRequest(400, "the body must be a JSON object")
-            return 200, self.front.dispatch(route, tenant, parsed)
+        if route not in ROUTES:
+            raise HttpRefusal(404, f"no such resource: {route[:100]} (POST /run_code or /run_jupyter)")
+        return self.front.post(route, caller, self._body())
 
     def _body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() not in ("", "identity"):
             self.close_connection = True
-            raise _BadRequest(411, "send the body with a Content-Length (chunked bodies are not accepted)")
+            raise HttpRefusal(411, "send the body with a Content-Length (chunked bodies are not accepted)")
         raw = self.headers.get("Content-Length")
         if raw is None or not raw.strip().isdigit():
             self.close_connection = True
-            raise _BadRequest(411, "a Content-Length header is required")
+            raise HttpRefusal(411, "a Content-Length header is required")
         size = int(raw)
         if size > self.front.max_body_bytes:
             self.close_connection = True  # the body is never read
-            raise _BadRequest(413, f"a body of {size} bytes exceeds this host's {self.front.max_body_bytes}")
+            raise HttpRefusal(413, f"a body of {size} bytes exceeds this host's {self.front.max_body_bytes}")
         return self.rfile.read(size)
 
     def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode("utf-8")
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode("utf-8")
         try:
             self.send_response(
                 status, HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else ""
@@ -296,6 +349,7 @@ def _code_request(body: dict[str, Any]) -> CodeRequest:
         stdin=stdin.encode("utf-8", "replace") if stdin else b"",
         files=_files_in(body),
         fetch_files=_names(body),
+        memory_limit_mb=_field(body, "memory_limit_MB", int, -1),
     )
 
 

@@ -67,6 +67,9 @@ class CodeRequest:
     stdin: bytes = b""
     files: tuple[tuple[str, bytes], ...] = ()
     fetch_files: tuple[str, ...] = ()
+    #: The compile's and the run's address space, data and stack rlimits (SandboxFusion's
+    #: ``memory_limit_MB``), capped at the container's memory limit; 0: none but the container's.
+    memory_limit_mb: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,14 +139,18 @@ class CodeRunner:
         fetch = self._fetch_names(request.fetch_files)
         files = ((lang.source, request.code), *self._files(request.files))
         lifetime = request.compile_timeout_s + request.run_timeout_s + 60.0
+        limit = self._rlimits(request.memory_limit_mb)
         with self._infra_errors() as failed, self._session(tenant, files, lifetime) as session:
             compiled = None
             if lang.compile:
-                compiled = self._command(session, lang.compile, request.compile_timeout_s, b"")
+                compiled = self._command(session, (*limit, *lang.compile), request.compile_timeout_s, b"")
                 if compiled.status != "Finished" or compiled.return_code != 0:
                     return self._result(compiled, None, session, fetch)
-            python = lang.source if lang.warm_python else ""
-            ran = self._command(session, lang.run, request.run_timeout_s, request.stdin, python=python)
+            # A limited program starts as its argv says (the warm interpreter's fork would
+            # inherit the runner's limits, not the request's).
+            python = lang.source if lang.warm_python and not limit else ""
+            run = (*limit, *lang.run)
+            ran = self._command(session, run, request.run_timeout_s, request.stdin, python=python)
             return self._result(compiled, ran, session, fetch)
         return failed[0]
 
@@ -211,6 +218,14 @@ class CodeRunner:
             raise InvalidRequest(
                 f"{name} must be a number of seconds in (0, {self.config.max_timeout_s:g}], got {value!r}"
             )
+
+    def _rlimits(self, memory_mb: int) -> tuple[str, ...]:
+        """The argv prefix that applies ``memory_mb`` as SandboxFusion does (RLIMIT_AS, DATA and
+        STACK on the compile and the run), never above the container's own memory limit."""
+        if memory_mb <= 0:
+            return ()
+        cap = min(memory_mb * _MiB, self.sessions.policy.base_spec.memory_bytes)
+        return ("prlimit", f"--as={cap}", f"--data={cap}", f"--stack={cap}", "--")
 
     def _check_size(self, size: int) -> None:
         if size > self.config.max_code_bytes:

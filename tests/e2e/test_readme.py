@@ -78,6 +78,10 @@ COMMANDS: dict[str, dict[str, Run | Needs]] = {
             "a host's deployment: /etc/skillopt/token and ports 50051 and 8080 on every interface",
             "tests/sandbox/test_fusion_http.py::test_hello_world_in_every_language",
         ),
+        "skillopt fleet http --endpoints sandbox-1:50051,sandbox-2:50051 --token-file /etc/skillopt/token --listen 0.0.0.0:8080": Needs(
+            "two deployed hosts sandbox-1 and sandbox-2 and /etc/skillopt/token; two local hosts stand in",
+            "tests/controller/test_fleet_http.py::test_one_url_spreads_requests_over_the_hosts_with_their_tokens",
+        ),
     },
     "The two commands": {
         "scripts/demo.sh": Needs(

@@ -1,0 +1,209 @@
+"""The SandboxFusion-compatible HTTP API in front of a fleet (``skillopt fleet http``): one URL
+for a client, every request passed to one host's own ``/run_code`` / ``/run_jupyter``.
+
+Placement is the fleet's (:class:`~controller.fleet.executor.FleetExecutor`: hosts from
+``--endpoints``, ``dns:///`` names re-resolved, health watches, the live host with the most free
+slots first, a host taking at most its ``capacity`` requests at once; more wait here for a
+slot), among the hosts whose HTTP API serves the request's language.
+
+A host that fails is skipped where that is safe: one that refuses the connection, cannot take
+the request whole, answers 429 (full) or 503 (draining) has not run the code, so the request
+goes to another live host. A host that dies after it took the request may have run the code:
+the answer is ``SandboxError`` with a message, never a second run behind the client's back
+(SandboxFusion's client retries a ``SandboxError`` itself, by its ``max_attempts``).
+
+Tokens are the hosts' own: the caller's token (``/t/<token>`` path prefix or
+``Authorization: Bearer``) goes to the host as its bearer header and the host decides, so a
+tenant's caps hold on every host as they do when it calls a host directly.
+"""
+
+from __future__ import annotations
+
+import http.client
+import time
+from typing import Any
+
+import structlog
+
+from controller.fleet.executor import FleetExecutor
+from controller.fleet.hosts import HostState
+from sandbox.server.fusion_http import HttpApi, HttpRefusal, credential, parse_body
+from skillopt.errors import SandboxUnavailable
+
+__all__ = ["FleetHttpFront"]
+
+log = structlog.get_logger("skillopt.controller.fleet.http")
+
+#: Seconds the request may take on a host beyond its own timeouts (container start, copy out).
+_SLACK_S = 120.0
+_CONNECT_TIMEOUT_S = 5.0
+
+
+class _Unsafe(Exception):
+    """The host failed after it took the request whole: the code may have run."""
+
+
+class FleetHttpFront(HttpApi):
+    """The HTTP API of a fleet, serving until :meth:`close`.
+
+    Args:
+        fleet: the hosts (the front's own: it places on it and closes it).
+        listen, max_body_bytes, max_connections: as :class:`~sandbox.server.fusion_http.HttpApi`.
+        wait_s: longest wait for a free slot on a usable host; then 503 with ``Retry-After``.
+    """
+
+    def __init__(
+        self,
+        fleet: FleetExecutor,
+        *,
+        listen: str,
+        max_body_bytes: int = 64 * 1024 * 1024,
+        max_connections: int = 256,
+        wait_s: float = 60.0,
+    ) -> None:
+        self.fleet = fleet
+        self.wait_s = wait_s
+        super().__init__(listen=listen, max_body_bytes=max_body_bytes, max_connections=max_connections)
+        log.info("fleet_http.started", listen=listen, port=self.port, hosts=self.fleet.hosts())
+
+    def close(self) -> None:
+        super().close()
+        self.fleet.close()
+
+    def authorize(self, path: str, authorization: str) -> tuple[str, str]:
+        """The caller's token (checked by the host that takes its request) and the path."""
+        return credential(path, authorization)
+
+    def languages(self) -> list[str]:
+        """Every language some host's HTTP API serves."""
+        hosts = [h for h in list(self.fleet.hosts_state) if not h.gone]
+        return sorted({lang for h in hosts if h.http_port for lang in h.languages})
+
+    def post(self, route: str, caller: str, body: bytes) -> tuple[int, Any]:
+        language, timeout_s = _language_and_timeout(route, parse_body(body))
+        offered = self.languages()
+        if language not in offered:
+            raise HttpRefusal(
+                400,
+                f"language {str(language)[:40]!r} is served by no host of this fleet; they run "
+                f"{', '.join(offered) or 'nothing yet (no host answered)'}",
+            )
+        tried: set[str] = set()
+        until = time.monotonic() + self.wait_s
+        while True:
+            try:
+                host = self.fleet.take(tried, usable=lambda h: _serves(h, language), until=until)
+            except SandboxUnavailable:
+                raise HttpRefusal(
+                    503,
+                    f"no sandbox host of this fleet has been reachable for {self.fleet.down_timeout_s:g} s "
+                    f"({', '.join(self.fleet.hosts())}); retry later",
+                    {"Retry-After": "5"},
+                ) from None
+            if host is None:
+                raise HttpRefusal(
+                    503,
+                    f"no sandbox host could take the request within {self.wait_s:g} s "
+                    f"(tried: {', '.join(sorted(tried)) or 'none free'}); retry shortly",
+                    {"Retry-After": "1"},
+                )
+            tried.add(host.address)
+            answer = self._on(host, route, caller, body, timeout_s)
+            if answer is not None:
+                return answer
+
+    def _on(
+        self, host: HostState, route: str, token: str, body: bytes, timeout_s: float
+    ) -> tuple[int, Any] | None:
+        """The host's answer, or None when it did not run the request (try another)."""
+        try:
+            status, data, retry_after = _forward(host, route, token, body, timeout_s)
+        except _Unsafe as exc:
+            self.fleet.mark_down(host, str(exc))
+            self.fleet.give_back(host)
+            log.warning("fleet_http.host_failed", address=host.address, error=str(exc)[:300])
+            message = (
+                f"sandbox host {host.address} failed while it ran the request ({exc}); the code may "
+                "have run there: send it again to run it on another host"
+            )
+            return 200, _sandbox_error(route, message, host.host_id)
+        except OSError as exc:  # it never took the request whole: safe elsewhere
+            self.fleet.mark_down(host, f"HTTP API: {exc}")
+            self.fleet.give_back(host)
+            log.warning("fleet_http.host_skipped", address=host.address, error=str(exc)[:300])
+            return None
+        if status in (429, 503):  # full, or draining: it ran nothing
+            self.fleet.give_back(host, full=status == 429)
+            if status == 503:
+                self.fleet.mark_down(host, "HTTP API: 503 (draining)", draining=True)
+            log.info("fleet_http.host_refused", address=host.address, status=status, retry_after=retry_after)
+            return None
+        self.fleet.give_back(host, ok=True)
+        return status, data
+
+
+def _sandbox_error(route: str, message: str, executor: str) -> dict[str, Any]:
+    """A ``SandboxError`` answer in the route's shape (``RunCodeResponse``/``RunJupyterResponse``)."""
+    results: dict[str, Any] = (
+        {"driver": None, "cells": []}
+        if route == "/run_jupyter"
+        else {"compile_result": None, "run_result": None}
+    )
+    return {
+        "status": "SandboxError",
+        "message": message,
+        **results,
+        "executor_pod_name": executor,
+        "files": {},
+    }
+
+
+def _language_and_timeout(route: str, body: dict[str, Any]) -> tuple[str, float]:
+    """The language a request needs (a notebook: python) and how long it may take on a host."""
+
+    def seconds(*names: str, default: float) -> float:
+        total = 0.0
+        for name in names:
+            value = body.get(name, default)
+            total += float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+        return total
+
+    if route == "/run_jupyter":
+        return "python", seconds("total_timeout", default=45.0) + _SLACK_S
+    language = body.get("language")
+    if not isinstance(language, str):
+        raise HttpRefusal(400, "code and language are required (language a string)")
+    return language, seconds("compile_timeout", "run_timeout", default=10.0) + _SLACK_S
+
+
+def _serves(host: HostState, language: str) -> bool:
+    return bool(host.http_port) and language in host.languages and not host.address.startswith("unix:")
+
+
+def _forward(
+    host: HostState, route: str, token: str, body: bytes, timeout_s: float
+) -> tuple[int, bytes, str]:
+    """POST ``body`` to the host's HTTP API: its status, body and ``Retry-After``.
+
+    Raises:
+        OSError: it could not be reached or did not take the whole request (nothing ran).
+        _Unsafe: it failed after it took the whole request.
+    """
+    name = host.address.rpartition(":")[0].strip("[]")
+    conn = http.client.HTTPConnection(name, host.http_port, timeout=_CONNECT_TIMEOUT_S)
+    headers = {"Content-Type": "application/json", "Content-Length": str(len(body))}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        conn.connect()
+        conn.request("POST", route, body=body, headers=headers)
+        assert conn.sock is not None
+        conn.sock.settimeout(timeout_s)  # the run's own timeouts, plus slack
+        try:
+            resp = conn.getresponse()
+            data = resp.read()
+        except (OSError, http.client.HTTPException) as exc:
+            raise _Unsafe(f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__) from exc
+        return resp.status, data, resp.getheader("Retry-After") or ""
+    finally:
+        conn.close()
