@@ -92,13 +92,26 @@ class HttpApi:
         listen: ``HOST:PORT`` (port 0: any free one; :attr:`port` tells which).
         max_body_bytes: largest request body; larger ones are refused unread (413).
         max_connections: connections served at once; more get 503 at once.
+        max_buffered_bytes: request bodies held in memory at once, across connections (default
+            4 bodies of the largest size); a body that would exceed it is refused unread (503,
+            ``Retry-After``), so many connections cannot add up to the machine's memory.
 
     Raises:
         OSError, ValueError: ``listen`` cannot be bound.
     """
 
-    def __init__(self, *, listen: str, max_body_bytes: int = 64 * _MiB, max_connections: int = 128) -> None:
+    def __init__(
+        self,
+        *,
+        listen: str,
+        max_body_bytes: int = 64 * _MiB,
+        max_connections: int = 128,
+        max_buffered_bytes: int | None = None,
+    ) -> None:
         self.max_body_bytes = max_body_bytes
+        self.max_buffered_bytes = 4 * max_body_bytes if max_buffered_bytes is None else max_buffered_bytes
+        self._buffered = 0
+        self._buffered_lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(max_connections)
         host, _, port = listen.rpartition(":")
         self._httpd = ThreadingHTTPServer((host.strip("[]") or "0.0.0.0", int(port)), _handler_class(self))
@@ -112,6 +125,18 @@ class HttpApi:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5.0)
+
+    def reserve_body(self, size: int) -> bool:
+        """Room for a body of ``size`` bytes in memory (give it back with :meth:`release_body`)."""
+        with self._buffered_lock:
+            if self._buffered + size > self.max_buffered_bytes:
+                return False
+            self._buffered += size
+            return True
+
+    def release_body(self, size: int) -> None:
+        with self._buffered_lock:
+            self._buffered -= size
 
     def authorize(self, path: str, authorization: str) -> tuple[Any, str]:
         """Who calls (what :meth:`post` gets) and the path without a ``/t/<token>`` prefix.
@@ -214,6 +239,8 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "skillopt-sandbox"
     #: Seconds a connection may sit idle or trickle (slow clients hold no slot forever).
     timeout = 60
+    #: Bytes of this request's body counted against the listener's buffer budget.
+    _reserved = 0
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # structlog lines per request instead of stderr
@@ -247,6 +274,9 @@ class _Handler(BaseHTTPRequestHandler):
             log.exception("http.failed", path=_redacted(self.path))
             self._send(500, {"detail": f"internal error: {exc.__class__.__name__}: {str(exc)[:500]}"})
         finally:
+            if self._reserved:
+                self.front.release_body(self._reserved)
+                self._reserved = 0
             self.front._slots.release()
 
     def _get(self) -> tuple[int, Any]:
@@ -274,6 +304,15 @@ class _Handler(BaseHTTPRequestHandler):
         if size > self.front.max_body_bytes:
             self.close_connection = True  # the body is never read
             raise HttpRefusal(413, f"a body of {size} bytes exceeds this host's {self.front.max_body_bytes}")
+        if not self.front.reserve_body(size):
+            self.close_connection = True  # the body is never read
+            raise HttpRefusal(
+                503,
+                f"this API holds {self.front.max_buffered_bytes} bytes of request bodies already; "
+                "retry shortly",
+                {"Retry-After": "1"},
+            )
+        self._reserved = size
         return self.rfile.read(size)
 
     def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
