@@ -1,6 +1,8 @@
 """The gate modes on a stochastic target, against the truth (figures, not a test).
 
-Run: ``python bench/bench_gate.py [--quick] [--runs N] [--profiles P,...] [--sandbox]``.
+Run: ``python bench/bench_gate.py [--quick] [--runs N] [--profiles P,...] [--modes M,...]
+[--set key=value ...] [--sandbox]`` (``--set``: a config override for every run, e.g. a
+``sequential`` variant).
 
 Per profile and gate mode (``strict``, ``paired``, ``repeat``, ``sequential``), N seeded
 training runs (the same seeds for every mode), 2 epochs, rolled out in this process
@@ -66,6 +68,10 @@ _EPS = 1e-9
 PROFILES = ("noisy", "noisy_100", "deterministic")
 
 
+#: Extra ``key=value`` overrides for every run (``--set``).
+EXTRA: list[str] = []
+
+
 def overrides(mode: str, seed: int, profile: str = "noisy", data_root: Path | None = None) -> list[str]:
     split = (
         [f"env.data_root={data_root}", "env.split_mode=split_file", "evaluation.sel_env_num=100"]
@@ -81,6 +87,7 @@ def overrides(mode: str, seed: int, profile: str = "noisy", data_root: Path | No
         "evaluation.eval_test=false",
         "run.progress=false",
         "run.plot=false",
+        *EXTRA,
     ]
 
 
@@ -190,7 +197,9 @@ def main() -> None:
     ap.add_argument("--min-effect", type=float, default=0.05, help="'truly better' for the false-reject rate")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--sandbox", action="store_true", help="also one run per mode through the real sandbox")
+    ap.add_argument("--set", action="append", default=[], help="extra config override for every run")
     args = ap.parse_args()
+    EXTRA.extend(args.set)
     n = args.runs or (12 if args.quick else 40)
     configure_logging(json=True, level="warning", stream=io.StringIO())
     modes = [m for m in args.modes.split(",") if m]

@@ -28,6 +28,7 @@ Usage::
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -36,6 +37,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "FUTILITY_RULES",
     "SPENDING_FUNCTIONS",
     "Interval",
     "PairedTest",
@@ -48,6 +50,7 @@ __all__ = [
     "format_score",
     "is_binary",
     "items_for_power",
+    "look_information",
     "mean_interval",
     "paired_bootstrap",
     "paired_test",
@@ -56,6 +59,7 @@ __all__ = [
     "sign_test",
     "sign_test_min_p",
     "sign_test_power",
+    "sign_walk_bounds",
     "wilson_interval",
 ]
 
@@ -408,7 +412,21 @@ def alpha_spent(t: float, alpha: float, spending: str) -> float:
 _GRID = 0.02  # step of the numerical integration over the score statistic (in sd units)
 
 
-def sequential_bounds(max_looks: int, *, alpha: float = 0.05, spending: str = "pocock") -> tuple[float, ...]:
+#: How the futility stop (no observed improvement) enters the boundaries: ``binding`` (the
+#: gate always stops there, so the acceptance bounds are computed with it and spend the whole
+#: ``alpha`` on the paths that continue: lower bounds, more power) or ``non_binding`` (the
+#: bounds ignore it: valid even if a look that shows no improvement went on).
+FUTILITY_RULES: tuple[str, ...] = ("binding", "non_binding")
+
+
+def sequential_bounds(
+    max_looks: int,
+    *,
+    alpha: float = 0.05,
+    spending: str = "pocock",
+    futility: str = "non_binding",
+    round_fraction: float = 1.0,
+) -> tuple[float, ...]:
     """Upper z boundaries of a one-sided group-sequential test with ``max_looks`` equally
     spaced looks and Lan-DeMets spending: look ``k`` accepts when ``z_k >= bounds[k - 1]``,
     and the probability under the null of crossing at any look is ``alpha``.
@@ -417,68 +435,156 @@ def sequential_bounds(max_looks: int, *, alpha: float = 0.05, spending: str = "p
     numerically (Armitage, McPherson & Rowe's recursion, Jennison & Turnbull ch. 19): the
     density of the partial sum on the continuation region is carried from look to look, and
     each bound is solved so that the probability of first crossing there is the alpha spent
-    between the looks. A futility stop below never enters: it is non-binding (stopping for
-    futility can only lower the false-accept rate). Deterministic; memoised.
+    between the looks. ``futility``: ``non_binding`` leaves the futility stop out (it can only
+    lower the false-accept rate); ``binding`` cuts the continuation region at ``z <= 0`` at
+    every look but the last (the gate's futility stop on soft scores), so the bounds are lower
+    for the same ``alpha``. ``round_fraction``: each look after the first adds that share of
+    the first look's pairs (:func:`look_information`; 1: equally spaced). Deterministic;
+    memoised.
 
     Raises:
-        ValueError: ``max_looks < 1``, ``alpha`` outside (0, 1), unknown spending.
+        ValueError: ``max_looks < 1``, ``alpha`` outside (0, 1), ``round_fraction`` outside
+            (0, 1], unknown spending or futility.
     """
-    if max_looks < 1 or not 0 < alpha < 1:
-        raise ValueError(f"sequential_bounds: max_looks {max_looks}, alpha {alpha}")
-    return _bounds(int(max_looks), float(alpha), spending)
+    if max_looks < 1 or not 0 < alpha < 1 or not 0 < round_fraction <= 1:
+        raise ValueError(
+            f"sequential_bounds: max_looks {max_looks}, alpha {alpha}, round_fraction {round_fraction}"
+        )
+    if futility not in FUTILITY_RULES:
+        raise ValueError(f"unknown futility rule {futility!r}; expected one of {FUTILITY_RULES}")
+    return _bounds(int(max_looks), float(alpha), spending, futility == "binding", float(round_fraction))
 
 
-_BOUNDS_CACHE: dict[tuple[int, float, str], tuple[float, ...]] = {}
+_BOUNDS_CACHE: dict[tuple[tuple[float, ...], float, str, bool], tuple[float, ...]] = {}
 
 
 _ERFC = np.vectorize(math.erfc)
 
 
-def _exit_prob(bound: float, k: int, density: np.ndarray, grid: np.ndarray) -> float:
-    """The probability of continuing through look ``k - 1`` (``density``: the partial sum's
-    density on the continuation region) and then crossing ``bound`` at look ``k``:
-    ``int f(u) P(N(u, 1) >= bound sqrt(k)) du`` (look 1: ``P(Z >= bound)``)."""
-    if k == 1:
+def look_information(max_looks: int, round_fraction: float = 1.0) -> tuple[float, ...]:
+    """The looks' cumulative information, in units of the first round: round 1 measures every
+    selection item, each later round ``round_fraction`` of that many (``1, 1 + f, 1 + 2f``...).
+    The spending functions' information fraction at look ``k`` is ``info[k - 1] / info[-1]``."""
+    return tuple(1.0 + (k - 1) * round_fraction for k in range(1, max_looks + 1))
+
+
+def _exit_prob(bound: float, info: float, var: float, density: np.ndarray, grid: np.ndarray) -> float:
+    """The probability of continuing through the previous look (``density``: the partial
+    sum's density on its continuation region; ``None`` before look 1) and then crossing
+    ``bound`` at a look with cumulative information ``info``, the sum having grown by a
+    normal increment of variance ``var``: ``int f(u) P(u + N(0, var) >= bound sqrt(info)) du``."""
+    if not density.any():
         return _norm_sf(bound)
-    tail = 0.5 * _ERFC((bound * math.sqrt(k) - grid) / math.sqrt(2))
+    tail = 0.5 * _ERFC((bound * math.sqrt(info) - grid) / math.sqrt(2 * var))
     return float(np.sum(density * tail) * _GRID)
 
 
-def _bounds(max_looks: int, alpha: float, spending: str) -> tuple[float, ...]:
-    key = (max_looks, alpha, spending)
+def _bounds(
+    max_looks: int, alpha: float, spending: str, binding: bool, fraction: float = 1.0
+) -> tuple[float, ...]:
+    info = look_information(max_looks, fraction)
+    key = (info, alpha, spending, binding)
     if key in _BOUNDS_CACHE:
         return _BOUNDS_CACHE[key]
     bounds: list[float] = []
-    # The partial sum s (sd units of one look); its sd at the last look is sqrt(max_looks).
-    half = round((8.0 * math.sqrt(max_looks) + 4.0) / _GRID)
+    # The partial sum s (sd units of round 1); its sd at the last look is sqrt(info[-1]).
+    half = round((8.0 * math.sqrt(info[-1]) + 4.0) / _GRID)
     grid = np.arange(-half, half + 1) * _GRID
     density = np.zeros_like(grid)  # density of s on the continuation region after look k - 1
-    prev_spent = 0.0
+    prev_spent, prev_info = 0.0, 0.0
     for k in range(1, max_looks + 1):
-        step = alpha_spent(k / max_looks, alpha, spending) - prev_spent
+        var = info[k - 1] - prev_info
+        step = alpha_spent(info[k - 1] / info[-1], alpha, spending) - prev_spent
         if step <= 1e-15:
             b = 40.0
         else:
             lo, hi = -10.0, 40.0
             for _ in range(45):  # to 1.5e-12
                 mid = (lo + hi) / 2
-                if _exit_prob(mid, k, density, grid) > step:
+                if _exit_prob(mid, info[k - 1], var, density, grid) > step:
                     lo = mid
                 else:
                     hi = mid
             b = hi
         bounds.append(b)
-        prev_spent += _exit_prob(b, k, density, grid) if step > 1e-15 else 0.0
-        cut = grid < b * math.sqrt(k)
+        prev_spent += _exit_prob(b, info[k - 1], var, density, grid) if step > 1e-15 else 0.0
+        cut = (grid < b * math.sqrt(info[k - 1])) & ((grid > 0) if binding else True)
+        sd = math.sqrt(var)
         if k == 1:
-            density = np.where(cut, _phi(grid), 0.0)
+            density = np.where(cut, _phi(grid / sd) / sd, 0.0)
         else:
-            # f_k(s) = int f_{k-1}(u) phi(s - u) du on the continuation region
-            conv = np.convolve(density, _phi(np.arange(-8.0, 8.0 + _GRID / 2, _GRID)), mode="same") * _GRID
-            density = np.where(cut, conv, 0.0)
+            # f_k(s) = int f_{k-1}(u) phi((s - u) / sd) / sd du on the continuation region
+            kernel = _phi(np.arange(-8.0 * sd, 8.0 * sd + _GRID / 2, _GRID) / sd) / sd
+            density = np.where(cut, np.convolve(density, kernel, mode="same") * _GRID, 0.0)
+        prev_info = info[k - 1]
     out = tuple(bounds)
     _BOUNDS_CACHE[key] = out
     return out
+
+
+def sign_walk_bounds(
+    steps: Sequence[int],
+    *,
+    max_looks: int,
+    alpha: float = 0.05,
+    spending: str = "pocock",
+    futility: str = "binding",
+    round_fraction: float = 1.0,
+) -> tuple[int, ...]:
+    """Exact acceptance thresholds of the group-sequential sign test on pass/fail pairs.
+
+    Look ``k`` adds ``steps[k - 1]`` discordant pairs; under the null each is a win or a loss
+    with probability 1/2 (the candidate and the current skill equally likely to pass each
+    item), so ``S = wins - losses`` is a simple random walk, and its law conditional on the
+    discordant counts is computed exactly on the integer lattice (Armitage, McPherson & Rowe's
+    recursion, with binomial increments instead of normal ones). Look ``k`` accepts when
+    ``S_k >= thresholds[k - 1]``: the smallest integer whose probability of a first crossing
+    there is at most the alpha spent between the looks (Lan-DeMets, at the planned information
+    fraction of look ``k``, :func:`look_information` with ``round_fraction``); what
+    discreteness leaves unspent carries to the next look.
+    ``futility``: ``binding``: the walk stops at ``S_k <= 0`` (no observed improvement) at
+    every look but the last, and the thresholds spend ``alpha`` on the paths that continue.
+    Conditional on any discordant counts the probability of accepting is at most ``alpha``,
+    so it is unconditionally too. A threshold above every reachable ``S`` (nothing to spend)
+    is ``sum(steps) + 1``.
+
+    Raises:
+        ValueError: more looks than ``max_looks``, negative steps, unknown futility.
+    """
+    if len(steps) > max_looks or any(m < 0 for m in steps):
+        raise ValueError(f"sign_walk_bounds: steps {list(steps)} for {max_looks} looks")
+    if futility not in FUTILITY_RULES:
+        raise ValueError(f"unknown futility rule {futility!r}; expected one of {FUTILITY_RULES}")
+    return _walk_bounds(
+        tuple(int(m) for m in steps), int(max_looks), float(alpha), spending, futility, float(round_fraction)
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _walk_bounds(
+    steps: tuple[int, ...], max_looks: int, alpha: float, spending: str, futility: str, round_fraction: float
+) -> tuple[int, ...]:
+    info = look_information(max_looks, round_fraction)
+    total = int(sum(steps))
+    # dist[i]: P(S = i - total, still running); index = S + total.
+    dist = np.zeros(2 * total + 1)
+    dist[total] = 1.0
+    spent, out = 0.0, []
+    for k, m in enumerate(steps, start=1):
+        if m:
+            inc = np.zeros(2 * m + 1)
+            inc[::2] = [math.comb(m, j) / 2**m for j in range(m + 1)]
+            dist = np.convolve(dist, inc)[m : m + 2 * total + 1]
+        allowed = alpha_spent(info[k - 1] / info[-1], alpha, spending) - spent
+        tail = np.cumsum(dist[::-1])[::-1]  # tail[i] = P(S >= i - total, running)
+        ok = np.nonzero((tail <= allowed + 1e-12) & (np.arange(len(dist)) > total))[0]
+        i = int(ok[0]) if len(ok) else len(dist)
+        spent += float(tail[i]) if i < len(dist) else 0.0
+        out.append(i - total)
+        dist[i:] = 0.0
+        if futility == "binding" and k < max_looks:
+            dist[: total + 1] = 0.0
+    return tuple(out)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -502,6 +608,9 @@ class SequentialTest(PairedTest):
             the first exactly (a deterministic target: the means decide).
         spending: The alpha-spending function.
         alpha: The overall false-accept level.
+        futility: How the futility stop entered the bounds (:data:`FUTILITY_RULES`); with
+            ``binding`` on pass/fail pairs the bounds are the exact sign-walk thresholds
+            (:func:`sign_walk_bounds`), shown on ``z``'s scale.
     """
 
     z: float
@@ -512,6 +621,7 @@ class SequentialTest(PairedTest):
     boundary: str
     spending: str
     alpha: float
+    futility: str = "non_binding"
 
     @property
     def decided(self) -> bool:
@@ -540,6 +650,8 @@ def sequential_test(
     min_effect: float = 0.0,
     max_looks: int = 4,
     spending: str = "pocock",
+    futility: str = "non_binding",
+    round_fraction: float = 1.0,
     binary: bool | None = None,
     seed: int = 0,
     with_interval: bool = True,
@@ -551,8 +663,17 @@ def sequential_test(
     every pair so far (:func:`_z`) and stops at the first boundary: ``accept`` when ``z`` is at
     or above the look's bound (:func:`sequential_bounds`), ``futility`` when the mean
     difference so far is at most ``min_effect`` (no observed improvement: the strict gate's
-    reject; non-binding), ``budget`` at look ``max_looks``. Later rounds are ignored, so the
-    same data always stop at the same look with the same decision.
+    reject), ``budget`` at look ``max_looks``. Later rounds are ignored, so the same data
+    always stop at the same look with the same decision.
+
+    ``futility``: ``non_binding`` (bounds from :func:`sequential_bounds` without the futility
+    stop, ``z`` its normal approximation); ``binding``: the bounds count on the futility stop
+    and so are lower for the same ``alpha``: on pass/fail pairs the exact thresholds of the
+    sign walk ``wins - losses`` given each look's discordant pairs (:func:`sign_walk_bounds`,
+    no normal approximation), on soft scores or with ``min_effect`` the normal recursion cut
+    at ``z <= 0`` (which is where the futility stop is when there is no continuity correction).
+    ``round_fraction``: the rounds after the first measure that share of the first round's
+    items (the spending functions' information fractions follow, :func:`look_information`).
 
     Args:
         binary: The differences come from pass/fail pairs (the sign test's continuity
@@ -565,16 +686,29 @@ def sequential_test(
     """
     if not rounds:
         raise ValueError("sequential_test: no rounds")
-    bounds = sequential_bounds(max_looks, alpha=alpha, spending=spending)
     seen: list[float] = []
     if binary is None:
         binary = all(is_binary([abs(d) for d in r]) for r in rounds) and abs(min_effect) < _EPS
-    z, boundary, looks = 0.0, "", 0
+    exact = binary and futility == "binding"
+    if not exact:
+        bounds = sequential_bounds(
+            max_looks, alpha=alpha, spending=spending, futility=futility, round_fraction=round_fraction
+        )
+    z, bound, boundary, looks, discordant = 0.0, 0.0, "", 0, []
     for looks, diffs in enumerate(rounds[:max_looks], start=1):
         seen.extend(float(d) for d in diffs)
         z = _z(seen, min_effect, binary)
         mean = sum(seen) / len(seen) if seen else 0.0
-        if z >= bounds[looks - 1]:
+        if exact:
+            discordant.append(sum(abs(d) > _EPS for d in diffs))
+            c = sign_walk_bounds(
+                discordant, max_looks=max_looks, alpha=alpha, spending=spending, round_fraction=round_fraction
+            )[-1]
+            # S >= c  <=>  z = (S - 1) / sqrt(n_discordant) >= (c - 1) / sqrt(n_discordant)
+            bound = (c - 1) / math.sqrt(sum(discordant)) if sum(discordant) else 40.0
+        else:
+            bound = bounds[looks - 1]
+        if z >= bound - _EPS if exact else z >= bound:
             boundary = "accept"
         elif mean <= min_effect + _EPS:
             boundary = "futility"
@@ -582,7 +716,6 @@ def sequential_test(
             boundary = "budget"
         if boundary:
             break
-    bound = bounds[looks - 1]
     wins = sum(d > _EPS for d in seen)
     losses = sum(d < -_EPS for d in seen)
     effect = sum(seen) / len(seen) if seen else 0.0
@@ -607,4 +740,5 @@ def sequential_test(
         boundary=boundary,
         spending=spending,
         alpha=alpha,
+        futility=futility,
     )

@@ -86,6 +86,7 @@ AppendixSource = Literal["both", "failure_only"]
 GateMetric = Literal["hard", "soft", "mixed"]
 GateMode = Literal["strict", "paired", "repeat", "sequential"]
 GateSpending = Literal["pocock", "obrien_fleming"]
+GateFutility = Literal["binding", "non_binding"]
 SplitMode = Literal["split_file", "ratio"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 Simulate = Literal["auto", "on", "off", "noisy"]
@@ -147,6 +148,7 @@ AppendixSourceField: TypeAlias = Annotated[AppendixSource, Canonical()]
 GateMetricField: TypeAlias = Annotated[GateMetric, Canonical()]
 GateModeField: TypeAlias = Annotated[GateMode, Canonical()]
 GateSpendingField: TypeAlias = Annotated[GateSpending, Canonical()]
+GateFutilityField: TypeAlias = Annotated[GateFutility, Canonical()]
 SplitModeField: TypeAlias = Annotated[SplitMode, Canonical()]
 LogLevelField: TypeAlias = Annotated[LogLevel, Canonical(_RUN_ALIASES["log_level"])]
 SimulateField: TypeAlias = Annotated[Simulate, Canonical(_RUN_ALIASES["simulate"])]
@@ -513,7 +515,7 @@ class EvaluationConfig(_Section):
     at least this (in gate-metric units, e.g. 0.05 = five points)."""
     gate_repeats: Annotated[int, Bounds(ge=1)] = 3
     """Rollouts per selection item and skill in the ``repeat`` gate (at least 2)."""
-    gate_max_rounds: Annotated[int, Bounds(ge=1, le=20)] = 3
+    gate_max_rounds: Annotated[int, Bounds(ge=1, le=20)] = 5
     """``sequential``: the round budget, the most rounds (looks) a decision may take; a
     candidate that crosses no boundary by the last round is rejected (reason
     ``round_budget``)."""
@@ -521,6 +523,15 @@ class EvaluationConfig(_Section):
     """``sequential``: how ``gate_alpha`` is spent over the rounds (Lan-DeMets): ``pocock``
     spends evenly (clear candidates stop at the first round: fewer rollouts), ``obrien_fleming``
     keeps it for the last round (the most power when every round is usually run)."""
+    gate_futility: GateFutilityField = "binding"
+    """``sequential``: ``binding`` = the futility stop (no observed improvement) always stops,
+    so the acceptance bounds are computed with it (exactly, on pass/fail pairs: the sign
+    walk's thresholds) and are lower for the same ``gate_alpha``; ``non_binding`` = the bounds
+    ignore it (the normal approximation of the first release)."""
+    gate_round_fraction: Annotated[float, Bounds(gt=0, le=1)] = 0.5
+    """``sequential``: each round after the first measures this share of the selection items
+    (at least one; 1 = all of them); later rounds take items the selection split holds beyond
+    ``sel_env_num`` first, then repeat selection items, in an order fixed by ``train.seed``."""
     gate_mixed_weight: Annotated[float, Bounds(ge=0, le=1)] = 0.5
     """``w`` of the ``mixed`` gate metric, ``(1 - w) * hard + w * soft`` (in [0, 1]): the weight of
     the soft score."""

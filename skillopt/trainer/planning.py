@@ -72,11 +72,37 @@ class RunPlan:
     #: ``none`` in full-rewrite mode (no edit budget), else ``optimizer.lr_control_mode``.
     lr_mode: str
     full_rewrite: bool
+    #: The selection split's items beyond ``evaluation.sel_env_num`` (the ``sequential`` gate's
+    #: later rounds draw these before repeating selection items).
+    selection_reserve: tuple[TaskItem, ...] = ()
+
+    def round_items(self, round_no: int, *, seed: int, fraction: float = 1.0) -> tuple[TaskItem, ...]:
+        """The items of round ``round_no`` of the ``sequential`` gate: round 1 is the
+        selection items; each later round ``max(1, round(fraction * len(selection)))`` items,
+        taken in turn from one sequence: the reserve, then the selection items over and over,
+        each shuffled by ``seed`` (so the same run seed gives every skill the same rounds,
+        and a round's items are new while the split has new ones)."""
+        if round_no <= 1:
+            return self.selection
+        size = max(1, round(fraction * len(self.selection)))
+        rng = random.Random(f"{seed}:gate-rounds")
+        reserve = list(self.selection_reserve)
+        rng.shuffle(reserve)
+        repeats = list(self.selection)
+        rng.shuffle(repeats)
+        start = (round_no - 2) * size
+        order = [*reserve, *repeats]
+        out = [
+            order[i] if i < len(reserve) else repeats[(i - len(reserve)) % len(repeats)]
+            for i in range(start, start + size)
+        ]
+        return tuple(out)
 
     @classmethod
     def of(cls, config: Config, data: EnvData) -> RunPlan:
         train = data.split("train")
-        selection = first(data.split("selection"), config.evaluation.sel_env_num)
+        whole = data.split("selection")
+        selection = first(whole, config.evaluation.sel_env_num)
         n_train = config.train.train_size or len(train)
         if n_train != len(train):
             raise ConfigError(
@@ -98,6 +124,7 @@ class RunPlan:
             num_epochs=t.num_epochs,
             lr_mode="none" if full_rewrite else config.optimizer.lr_control_mode,
             full_rewrite=full_rewrite,
+            selection_reserve=tuple(whole[len(selection) :]),
         )
 
     def epoch_steps(self, epoch: int) -> range:

@@ -5,12 +5,22 @@ reproducible; and how :func:`skillopt.gate.decide` reads it."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from scipy import stats as sp
 
 from skillopt.gate import decide
-from skillopt.stats import SequentialTest, alpha_spent, sequential_bounds, sequential_test, sign_test
+from skillopt.stats import (
+    SequentialTest,
+    alpha_spent,
+    look_information,
+    sequential_bounds,
+    sequential_test,
+    sign_test,
+    sign_walk_bounds,
+)
 
 ALPHA = 0.05
 N_ITEMS = 25
@@ -199,3 +209,115 @@ def test_decide_reads_the_boundary_the_test_stopped_at():
     # The no-regression check composes with it.
     d = decide(0.7, 0.6, 0.65, test=_seq("accept"), regressed=["a", "b"], max_regressions=1, **kw)
     assert (d.action, d.reason) == ("reject", "regressed_items")
+
+
+# -- the binding futility stop and rounds of a fraction of the items ----------------------------
+
+
+@pytest.mark.parametrize("spending", ["pocock", "obrien_fleming"])
+@pytest.mark.parametrize(("looks", "fraction"), [(3, 1.0), (5, 0.5)])
+def test_with_a_binding_futility_stop_the_normal_model_still_crosses_with_probability_alpha(
+    spending, looks, fraction
+):
+    info = np.asarray(look_information(looks, fraction))
+    bounds = np.asarray(
+        sequential_bounds(looks, spending=spending, futility="binding", round_fraction=fraction)
+    )
+    assert bounds[-1] < sequential_bounds(looks, spending=spending, round_fraction=fraction)[-1]
+    rng = np.random.default_rng(looks)
+    steps = rng.standard_normal((400_000, looks)) * np.sqrt(np.diff(info, prepend=0.0))
+    z = np.cumsum(steps, axis=1) / np.sqrt(info)
+    # A path stops at its first crossing or at its first look at or below 0 (not the last).
+    alive = np.ones(len(z), dtype=bool)
+    crossed = np.zeros(len(z), dtype=bool)
+    for k in range(looks):
+        crossed |= alive & (z[:, k] >= bounds[k])
+        alive &= (z[:, k] < bounds[k]) & (z[:, k] > 0)
+    assert float(crossed.mean()) == pytest.approx(ALPHA, abs=0.002)
+
+
+def _walk_accept_probability(steps: list[int], bounds: tuple[int, ...], looks: int) -> float:
+    """P(accept) of the binding sign walk by brute force over every sequence of signs."""
+    total = 0.0
+    for signs in itertools.product((-1, 1), repeat=sum(steps)):
+        s, start = 0, 0
+        for k, m in enumerate(steps):
+            s += sum(signs[start : start + m])
+            start += m
+            if s >= bounds[k]:
+                total += 0.5 ** len(signs)
+                break
+            if s <= 0 and k < looks - 1:
+                break
+    return total
+
+
+@pytest.mark.parametrize("steps", [[6, 3, 3], [9, 5, 2], [4, 0, 6]])
+def test_the_sign_walk_thresholds_are_exact_and_spend_at_most_alpha(steps):
+    for spending in ("pocock", "obrien_fleming"):
+        bounds = sign_walk_bounds(steps, max_looks=3, alpha=0.1, spending=spending)
+        p = _walk_accept_probability(steps, bounds, 3)
+        assert p <= 0.1 + 1e-12
+        # Each threshold is the lowest that keeps alpha: one lower at the last look spends more.
+        lower = (*bounds[:-1], bounds[-1] - 1)
+        assert _walk_accept_probability(steps, lower, 3) > 0.1 or bounds[-1] <= 1
+
+
+def _binding(p_cand, p_cur, seed, **kw) -> tuple[float, float]:
+    rng = np.random.default_rng(seed)
+    accepts, looks = 0, 0
+    for _ in range(SEQUENCES):
+        rounds = [
+            ((rng.random(N_ITEMS) < p_cand).astype(float) - (rng.random(N_ITEMS) < p_cur)).tolist()
+            for _ in range(kw.get("max_looks", 3))
+        ]
+        t = sequential_test(rounds, alpha=ALPHA, futility="binding", with_interval=False, **kw)
+        accepts += t.boundary == "accept"
+        looks += t.looks
+    return accepts / SEQUENCES, looks / SEQUENCES
+
+
+def test_the_binding_gate_keeps_alpha_under_the_null_and_finds_more_than_the_non_binding_one():
+    p = _items(1)
+    assert _binding(p, p, seed=31)[0] <= ALPHA + 3 * _se(ALPHA)
+    p_cur = np.full(N_ITEMS, 0.5)
+    shift = np.zeros(N_ITEMS)
+    shift[:8], shift[8:16] = 0.3, -0.3
+    assert _binding(p_cur + shift, p_cur, seed=32)[0] <= ALPHA + 3 * _se(ALPHA)
+    p_cand, p_cur = _improved(6, seed=6)
+    binding, _ = _binding(p_cand, p_cur, seed=33)
+    assert binding >= _accept_rate(p_cand, p_cur, seed=33) - 2 * _se(0.5)
+
+
+def test_rounds_of_half_the_items_keep_alpha_and_soft_scores_too():
+    p = _items(3)
+    rng = np.random.default_rng(34)
+    accepts = soft = 0
+    for _ in range(SEQUENCES):
+        idx = [rng.permutation(N_ITEMS)[:12] for _ in range(4)]
+        draws = [((rng.random(N_ITEMS) < p).astype(float) - (rng.random(N_ITEMS) < p))]
+        draws += [(rng.random(12) < p[i]).astype(float) - (rng.random(12) < p[i]) for i in idx]
+        t = sequential_test(
+            [d.tolist() for d in draws],
+            max_looks=5,
+            futility="binding",
+            round_fraction=0.48,
+            with_interval=False,
+        )
+        accepts += t.boundary == "accept"
+        a = rng.uniform(0.5, 4, N_ITEMS)
+        rounds = [(rng.beta(a, 2.0) - rng.beta(a, 2.0)).tolist()]
+        rounds += [(rng.beta(a[i], 2.0) - rng.beta(a[i], 2.0)).tolist() for i in idx]
+        t = sequential_test(rounds, max_looks=5, futility="binding", round_fraction=0.48, with_interval=False)
+        soft += t.boundary == "accept"
+    assert accepts / SEQUENCES <= ALPHA + 3 * _se(ALPHA)
+    assert soft / SEQUENCES <= ALPHA + 3 * _se(ALPHA)
+
+
+def test_a_binding_look_reports_the_exact_threshold_on_the_z_scale():
+    # 6 wins, 1 loss over 7 discordant pairs: S = 5.
+    t = sequential_test([[1.0] * 6 + [-1.0] + [0.0] * 18], max_looks=3, futility="binding")
+    c = sign_walk_bounds([7], max_looks=3)[0]
+    assert t.bound == pytest.approx((c - 1) / 7**0.5) and t.futility == "binding"
+    assert (t.boundary == "accept") == (c <= 5)
+    assert t.to_json()["futility"] == "binding"

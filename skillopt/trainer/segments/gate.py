@@ -229,21 +229,38 @@ def sequential_rounds(
             min_effect=e.gate_min_effect,
             max_looks=e.gate_max_rounds,
             spending=e.gate_spending,
+            futility=e.gate_futility,
+            round_fraction=_round_fraction(ctx),
         )
-        if k == 2 and _same(ev, cand_k) and _same(reference_ev, ref_k):
-            # Both skills scored every item exactly as in round 1: a deterministic target
-            # (temperature 0, a cache) has no noise to test, and a copy of round 1 would only
-            # inflate the statistic (even into an accept). The means decide, as in ``strict``.
-            test = replace(test, boundary="reproduced")
+        if k == 1:
+            first = test
+        elif k == 2 and _reproduced(ev, cand_k) and _reproduced(reference_ev, ref_k):
+            # Both skills scored every repeated item exactly as in round 1: a deterministic
+            # target (temperature 0, a cache) has no noise to test, and a copy of round 1 would
+            # only inflate the statistic (even into an accept). Round 1's means decide, as in
+            # ``strict``.
+            test = replace(first, boundary="reproduced", looks=2)
         if test.decided:
             log.info("gate.sequential", candidate=skill_hash(candidate)[:12], **test.to_json())
             return test
     raise AssertionError("the sequential test stops at its last look")  # pragma: no cover
 
 
-def _same(first: SelectionEval, again: SelectionEval) -> bool:
-    """Every item scored the same in both measurements (and the same items scored)."""
-    return dict(first.item_scores) == dict(again.item_scores)
+def _round_fraction(ctx: RunContext) -> float:
+    """The share of round 1's items a later round measures (as rounded to whole items)."""
+    n = len(ctx.plan.selection)
+    return max(1, round(ctx.cfg.evaluation.gate_round_fraction * n)) / n
+
+
+def _reproduced(first: SelectionEval, again: SelectionEval) -> bool:
+    """``again`` measured only items ``first`` measured (a round of repeats, not of new items
+    from the split's reserve), and scored each of them the same."""
+    shared = [i for i in again.item_scores if i in first.item_scores]
+    return (
+        bool(shared)
+        and len(shared) == len(again.item_scores)
+        and all(again.item_scores[i] == first.item_scores[i] for i in shared)
+    )
 
 
 def _paired(candidate: SelectionEval, current: SelectionEval) -> PairedTest:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from skillopt.envs.base import TaskItem
 from skillopt.gate import gate_key, round_key
 from skillopt.stats import Interval, mean_interval
 from skillopt.trainer.context import RunContext
@@ -31,6 +32,7 @@ __all__ = [
     "measurement",
     "promote",
     "remember",
+    "round_items",
     "score_interval",
 ]
 
@@ -109,8 +111,10 @@ def measurement(ctx: RunContext, skill: str, round_no: int = 1) -> SelectionEval
         items=hit.items,
         soft_items=hit.soft_items,
         n_infra=hit.n_infra,
-        n_rows=len(ctx.plan.selection) * ctx.scoring.repeats,
-        repeats=ctx.scoring.repeats,
+        n_rows=len(ctx.plan.selection) * ctx.scoring.repeats
+        if round_no <= 1
+        else len(round_items(ctx, round_no)),
+        repeats=ctx.scoring.repeats if round_no <= 1 else 1,
         cached=True,
     )
 
@@ -137,8 +141,9 @@ def epoch_record(ctx: RunContext, epoch: int) -> EpochRecord:
 def evaluate_selection(ctx: RunContext, skill: str, rel: str, round_no: int = 1) -> SelectionEval:
     """Selection score of ``skill``: from the cache when measured before with this run's
     protocol, else rolled out into ``rel`` (and, in the ``repeat`` gate, ``rel_r2`` ...).
-    ``round_no`` > 1: round ``k`` of the ``sequential`` gate, one rollout per item into
-    ``rel_r<k>`` (its own draws, cached under :func:`~skillopt.gate.round_key`)."""
+    ``round_no`` > 1: round ``k`` of the ``sequential`` gate, one rollout per item of
+    :func:`round_items` into ``rel_r<k>`` (its own draws, cached under
+    :func:`~skillopt.gate.round_key`)."""
     cached = measurement(ctx, skill, round_no)
     if cached is not None:
         return cached
@@ -148,7 +153,7 @@ def evaluate_selection(ctx: RunContext, skill: str, rel: str, round_no: int = 1)
         if round_no <= 1
         else [layout.repeat_dir(rel, round_no)]
     )
-    lanes = ctx.rollout_repeats(ctx.plan.selection, skill, dirs)
+    lanes = ctx.rollout_repeats(round_items(ctx, round_no), skill, dirs)
     rows = [row for lane in lanes for row in lane]
     s = score_rows(rows)
     if s.n_infra:
@@ -169,6 +174,14 @@ def evaluate_selection(ctx: RunContext, skill: str, rel: str, round_no: int = 1)
         n_rows=len(rows),
         repeats=repeats,
         cached=False,
+    )
+
+
+def round_items(ctx: RunContext, round_no: int) -> tuple[TaskItem, ...]:
+    """The items round ``round_no`` of the ``sequential`` gate measures (round 1: the
+    selection items; :meth:`~skillopt.trainer.planning.RunPlan.round_items`)."""
+    return ctx.plan.round_items(
+        round_no, seed=ctx.cfg.train.seed, fraction=ctx.cfg.evaluation.gate_round_fraction
     )
 
 

@@ -239,9 +239,17 @@ def test_a_paired_gate_that_cannot_reach_alpha_says_so_before_the_run_spends_any
 
 # -- the sequential gate ------------------------------------------------------------------------
 
-#: Seed 8 of the short run: the sequential gate accepts at its second look, rejects at the
-#: round budget and for no improvement, and measures the current skill's later rounds.
-SEQUENTIAL = ("run.simulate=noisy", "train.seed=8", "evaluation.gate_mode=sequential")
+#: Seed 8 of the short run, three rounds of every selection item (the first release's
+#: rounds; the default's half rounds: the tests after): the sequential gate accepts at its
+#: second look, rejects at the round budget and for no improvement, and measures the current
+#: skill's later rounds.
+SEQUENTIAL = (
+    "run.simulate=noisy",
+    "train.seed=8",
+    "evaluation.gate_mode=sequential",
+    "evaluation.gate_max_rounds=3",
+    "evaluation.gate_round_fraction=1",
+)
 
 
 @pytest.fixture(scope="module")
@@ -356,3 +364,52 @@ def test_on_a_deterministic_target_a_reproduced_round_lets_the_means_decide_as_s
     # One more round of both skills for each such decision, nothing else.
     n_sel = len(RunPlan.of(config("run.simulate=on"), load_data(config("run.simulate=on"))).selection)
     assert len(seq_ex.requests) <= len(strict_ex.requests) + 2 * n_sel * len(reproduced)
+
+
+def test_later_rounds_draw_the_splits_unused_items_first_then_repeat_by_seed():
+    plan = RunPlan.of(config("evaluation.sel_env_num=10"), load_data(config("evaluation.sel_env_num=10")))
+    assert len(plan.selection) == 10 and plan.selection_reserve
+    reserve = {it.id for it in plan.selection_reserve}
+    selection = {it.id for it in plan.selection}
+    rounds = [[it.id for it in plan.round_items(k, seed=3, fraction=0.5)] for k in range(1, 6)]
+    assert rounds[0] == [it.id for it in plan.selection]
+    # Five items a round: the reserve first (every item once), then the selection items.
+    drawn = [i for r in rounds[1:] for i in r]
+    assert all(len(r) == 5 and len(set(r)) == 5 for r in rounds[1:])
+    assert set(drawn[: len(reserve)]) == reserve and set(drawn[len(reserve) :]) <= selection
+    assert rounds == [[it.id for it in plan.round_items(k, seed=3, fraction=0.5)] for k in range(1, 6)]
+    assert rounds != [[it.id for it in plan.round_items(k, seed=4, fraction=0.5)] for k in range(1, 6)]
+
+
+def test_a_sequential_run_with_half_rounds_measures_each_round_on_its_items_and_resumes(fit, tmp_path):
+    over = (*SEQUENTIAL[:3], "evaluation.sel_env_num=10")  # the defaults: 5 rounds, later ones of half
+    ref, out = tmp_path / "ref", tmp_path / "run"
+    fit(ref, *over)
+    # Crashed in its first second round (whose items are the split's reserve), then resumed.
+    crash = CrashInRound()
+    with pytest.raises(Crash):
+        fit(out, *over, callbacks=[crash])
+    before = {
+        json.loads(line)["rollout_id"]
+        for p in out.rglob(layout.RESULTS)
+        for line in p.read_text().splitlines()
+    }
+    result, executor = fit(out, *over)
+    assert result.complete and not {r.rollout_id for r in executor.requests} & before
+    assert decisions(out) == decisions(ref)
+    plan = RunPlan.of(config(*over), load_data(config(*over)))
+    measured = 0
+    for rec in _records(out):
+        step = layout.step_dir(rec["step"])
+        for rel in (layout.Step.SELECTION, layout.Step.SELECTION_CURRENT):
+            for k in range(2, 4):
+                path = out / layout.repeat_dir(f"{step}/{rel}", k) / layout.RESULTS
+                if path.is_file():
+                    ids = {json.loads(line)["id"] for line in path.read_text().splitlines()}
+                    assert ids == {it.id for it in plan.round_items(k, seed=8, fraction=0.5)}
+                    measured += 1
+        if rec.get("gate_test"):
+            assert (rec["gate_test"]["futility"], rec["gate_test"]["max_looks"]) == ("binding", 5)
+            assert rec["gate_test"]["n"] <= 10 + 5 * (rec["gate_test"]["looks"] - 1)
+    assert measured
+    assert_no_duplicate_rows(out)
