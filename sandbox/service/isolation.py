@@ -13,25 +13,29 @@ from skillopt.isolation import ISOLATION_RUNTIMES, gives_isolation, unknown_isol
 from skillopt.types import RolloutRequest
 
 if TYPE_CHECKING:
-    from sandbox.service.rollout import RolloutService
+    from sandbox.runtime.base import SandboxRuntime
+    from sandbox.runtime.spec import ContainerSpec
+    from sandbox.service.config import ServiceConfig
 
 __all__ = ["check_isolation", "check_rollout_isolation"]
 
 
-def check_rollout_isolation(service: RolloutService, request: RolloutRequest) -> None:
+def check_rollout_isolation(
+    request: RolloutRequest, *, runtime: SandboxRuntime, config: ServiceConfig, exec_spec: ContainerSpec
+) -> None:
     """Refuse (:func:`check_isolation`) a rollout whose required isolation its container would
-    not get on ``service``'s host: the runtime ``Describe`` reports for its agent (exec agents:
-    the gateway network's)."""
+    not get on this host: the runtime ``Describe`` reports for its agent (exec agents: the
+    gateway network's, ``exec_spec``)."""
     if not request.isolation:
         return
     exec_agent = get_env(request.env).container(request.agent) == "gateway"
     check_isolation(
         request.isolation,
-        runtime=service.runtime.runtime_name(service.exec_spec if exec_agent else service.config.base_spec),
-        host_id=service.config.host_id,
+        runtime=runtime.runtime_name(exec_spec if exec_agent else config.base_spec),
+        host_id=config.host_id,
         what=f"{request.env}/{request.agent}",
-        base_runtime=service.config.base_spec.runtime,
-        available=service.runtime.available_runtimes(),
+        base_runtime=config.base_spec.runtime,
+        available=runtime.available_runtimes(),
     )
 
 

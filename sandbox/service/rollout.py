@@ -165,7 +165,7 @@ class RolloutService:
             raise InvalidRequest(refusal)
         check_model_provider(request, env, self.providers, host_id=self.config.host_id)
         env.validate(request)
-        check_rollout_isolation(self, request)
+        check_rollout_isolation(request, runtime=self.runtime, config=self.config, exec_spec=self.exec_spec)
 
     def check_skill(self, skill: SkillSpec, *, skill_tree: str = "") -> None:
         """Refuse a skill (a session's) this host would refuse in a rollout: SKILL.md too

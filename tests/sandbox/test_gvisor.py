@@ -255,7 +255,13 @@ def test_each_request_says_the_isolation_it_requires_and_a_host_that_cannot_refu
     assert row.infra_error is None and row.container_runtime == "runsc", row.fail_reason
     assert row_to_json(row)["container_runtime"] == "runsc"
     # An exec agent there runs under runsc-net: accepted as well.
-    check_rollout_isolation(gvisor.running.service, replace(req, agent="codex_exec"))
+    service = gvisor.running.service
+    check_rollout_isolation(
+        replace(req, agent="codex_exec"),
+        runtime=service.runtime,
+        config=service.config,
+        exec_spec=service.exec_spec,
+    )
     # The run's rollouts carry sandbox.isolation (controller.session sets it on the spec).
     spec = RolloutSpec(run_id="r", env="spreadsheetbench", agent="codegen_single", model=req.model,
                        limits=req.limits, isolation="gvisor")  # fmt: skip
