@@ -46,10 +46,12 @@ __all__ = [
     "GateCacheEntry",
     "GateDecision",
     "decide",
+    "discordant_round",
     "gate_key",
     "gate_power_notice",
     "gate_score",
     "regressions",
+    "round_draws",
     "round_key",
     "semantic_density",
 ]
@@ -73,6 +75,48 @@ def round_key(skill_hash: str, round_no: int) -> str:
     item): round 1 is the one-rollout measurement every mode shares (:func:`gate_key`), round
     ``k`` another independent one (``<hash>/round=k``)."""
     return gate_key(skill_hash) if round_no <= 1 else f"{skill_hash}/round={round_no}"
+
+
+def round_draws(
+    cache: GateCache, skill_hash: str
+) -> tuple[dict[str, list[float]], dict[str, list[float]], int]:
+    """A skill's later-round draws of the ``sequential`` gate, per item in the order they were
+    taken (hard scores, soft scores), and the next free round number: every ``round_key``
+    entry of the skill, by its number (round 2 first). Any decision may use them, each once:
+    they are independent rollouts of the skill on the item, whichever decision took them."""
+    prefix = f"{skill_hash}/round="
+    batches = sorted(
+        int(k[len(prefix) :]) for k in cache if k.startswith(prefix) and k[len(prefix) :].isdigit()
+    )
+    hard: dict[str, list[float]] = {}
+    soft: dict[str, list[float]] = {}
+    for b in batches:
+        entry = cache.get(round_key(skill_hash, b))
+        assert entry is not None
+        for item, h in entry.items.items():
+            hard.setdefault(item, []).append(float(h))
+            soft.setdefault(item, []).append(float(entry.soft_items.get(item, h)))
+    return hard, soft, (batches[-1] + 1 if batches else 2)
+
+
+def discordant_round(order: Sequence[str], history: Mapping[str, tuple[int, int]], size: int) -> list[str]:
+    """The items of the ``sequential`` gate's next round (``evaluation.gate_round_items:
+    discordant``): the ``size`` items of ``order`` where the candidate and the current skill
+    most often disagreed so far in this decision (``history``: item → pairs measured,
+    pairs discordant), by the smoothed rate ``(discordant + 1/2) / (measured + 1)`` (an item
+    not measured yet counts as one in two), then fewer pairs first, then ``order``.
+
+    Only discordant pairs move the sign test; choosing where the skills disagreed (never who
+    won) spends the next round where the evidence is, and keeps the test exact: under the
+    null each discordant pair is a fair coin whichever items were chosen, because the choice
+    depends on no sign."""
+    rank = {item: k for k, item in enumerate(order)}
+
+    def key(item: str) -> tuple[float, int, int]:
+        measured, discordant = history.get(item, (0, 0))
+        return (-(discordant + 0.5) / (measured + 1), measured, rank[item])
+
+    return sorted(order, key=key)[:size]
 
 
 # The reference's default list (evaluation.leading_words): emphatic words that lead a rule.

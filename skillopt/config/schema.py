@@ -87,6 +87,7 @@ GateMetric = Literal["hard", "soft", "mixed"]
 GateMode = Literal["strict", "paired", "repeat", "sequential"]
 GateSpending = Literal["pocock", "obrien_fleming"]
 GateFutility = Literal["binding", "non_binding"]
+GateRoundItems = Literal["discordant", "fixed"]
 SplitMode = Literal["split_file", "ratio"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 Simulate = Literal["auto", "on", "off", "noisy"]
@@ -149,6 +150,7 @@ GateMetricField: TypeAlias = Annotated[GateMetric, Canonical()]
 GateModeField: TypeAlias = Annotated[GateMode, Canonical()]
 GateSpendingField: TypeAlias = Annotated[GateSpending, Canonical()]
 GateFutilityField: TypeAlias = Annotated[GateFutility, Canonical()]
+GateRoundItemsField: TypeAlias = Annotated[GateRoundItems, Canonical()]
 SplitModeField: TypeAlias = Annotated[SplitMode, Canonical()]
 LogLevelField: TypeAlias = Annotated[LogLevel, Canonical(_RUN_ALIASES["log_level"])]
 SimulateField: TypeAlias = Annotated[Simulate, Canonical(_RUN_ALIASES["simulate"])]
@@ -515,7 +517,7 @@ class EvaluationConfig(_Section):
     at least this (in gate-metric units, e.g. 0.05 = five points)."""
     gate_repeats: Annotated[int, Bounds(ge=1)] = 3
     """Rollouts per selection item and skill in the ``repeat`` gate (at least 2)."""
-    gate_max_rounds: Annotated[int, Bounds(ge=1, le=20)] = 5
+    gate_max_rounds: Annotated[int, Bounds(ge=1, le=20)] = 7
     """``sequential``: the round budget, the most rounds (looks) a decision may take; a
     candidate that crosses no boundary by the last round is rejected (reason
     ``round_budget``)."""
@@ -528,10 +530,16 @@ class EvaluationConfig(_Section):
     so the acceptance bounds are computed with it (exactly, on pass/fail pairs: the sign
     walk's thresholds) and are lower for the same ``gate_alpha``; ``non_binding`` = the bounds
     ignore it (the normal approximation of the first release)."""
-    gate_round_fraction: Annotated[float, Bounds(gt=0, le=1)] = 0.5
+    gate_round_fraction: Annotated[float, Bounds(gt=0, le=1)] = 0.33
     """``sequential``: each round after the first measures this share of the selection items
-    (at least one; 1 = all of them); later rounds take items the selection split holds beyond
-    ``sel_env_num`` first, then repeat selection items, in an order fixed by ``train.seed``."""
+    (at least one; 1 = all of them); which ones: ``gate_round_items``."""
+    gate_round_items: GateRoundItemsField = "discordant"
+    """``sequential``: which items a later round measures. ``discordant`` = the items where the
+    two skills have disagreed most often so far in this decision (pass on one side, fail on the
+    other: the only pairs the sign test counts), then items not yet measured, then the rest;
+    chosen from where the skills disagreed, never from who won, so the test stays exact.
+    ``fixed`` = the same items for every decision (the split's unused items first, then the
+    selection items over and over, in an order fixed by ``train.seed``)."""
     gate_mixed_weight: Annotated[float, Bounds(ge=0, le=1)] = 0.5
     """``w`` of the ``mixed`` gate metric, ``(1 - w) * hard + w * soft`` (in [0, 1]): the weight of
     the soft score."""

@@ -76,27 +76,39 @@ class RunPlan:
     #: later rounds draw these before repeating selection items).
     selection_reserve: tuple[TaskItem, ...] = ()
 
-    def round_items(self, round_no: int, *, seed: int, fraction: float = 1.0) -> tuple[TaskItem, ...]:
-        """The items of round ``round_no`` of the ``sequential`` gate: round 1 is the
-        selection items; each later round ``max(1, round(fraction * len(selection)))`` items,
-        taken in turn from one sequence: the reserve, then the selection items over and over,
-        each shuffled by ``seed`` (so the same run seed gives every skill the same rounds,
-        and a round's items are new while the split has new ones)."""
-        if round_no <= 1:
-            return self.selection
-        size = max(1, round(fraction * len(self.selection)))
+    def round_size(self, fraction: float = 1.0) -> int:
+        """How many items a round after the first measures: ``max(1, round(fraction * n))``
+        of the ``n`` selection items."""
+        return max(1, round(fraction * len(self.selection)))
+
+    def round_order(self, seed: int) -> tuple[TaskItem, ...]:
+        """Every item a later round may measure, in the run's order: the reserve, then the
+        selection items, each shuffled by ``seed`` (the ``fixed`` rounds' sequence, and the
+        ``discordant`` rounds' tie order)."""
         rng = random.Random(f"{seed}:gate-rounds")
         reserve = list(self.selection_reserve)
         rng.shuffle(reserve)
         repeats = list(self.selection)
         rng.shuffle(repeats)
+        return (*reserve, *repeats)
+
+    def round_items(self, round_no: int, *, seed: int, fraction: float = 1.0) -> tuple[TaskItem, ...]:
+        """The items of round ``round_no`` of the ``sequential`` gate with
+        ``evaluation.gate_round_items: fixed``: round 1 is the selection items; each later round
+        :meth:`round_size` items, taken in turn from one sequence: :meth:`round_order`, its
+        selection items over and over (so the same run seed gives every skill the same rounds,
+        and a round's items are new while the split has new ones)."""
+        if round_no <= 1:
+            return self.selection
+        size = self.round_size(fraction)
+        order = self.round_order(seed)
+        n_reserve = len(self.selection_reserve)
+        repeats = order[n_reserve:]
         start = (round_no - 2) * size
-        order = [*reserve, *repeats]
-        out = [
-            order[i] if i < len(reserve) else repeats[(i - len(reserve)) % len(repeats)]
+        return tuple(
+            order[i] if i < n_reserve else repeats[(i - n_reserve) % len(repeats)]
             for i in range(start, start + size)
-        ]
-        return tuple(out)
+        )
 
     @classmethod
     def of(cls, config: Config, data: EnvData) -> RunPlan:

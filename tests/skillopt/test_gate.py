@@ -17,6 +17,8 @@ from skillopt.gate import (
     gate_key,
     gate_score,
     regressions,
+    round_draws,
+    round_key,
     semantic_density,
 )
 from skillopt.skill import SLOW_UPDATE_END, SLOW_UPDATE_START, SkillDocument
@@ -274,3 +276,15 @@ def test_cache_reads_flat_pairs() -> None:
 def test_cache_rejects_malformed(text: str) -> None:
     with pytest.raises(SkillOptError):
         GateCache.from_json(text)
+
+
+def test_a_skills_later_round_draws_are_pooled_per_item_in_round_order():
+    cache = GateCache()
+    assert round_draws(cache, "h") == ({}, {}, 2)
+    cache.put(round_key("h", 3), 0.5, 0.5, {"a": 0.0, "b": 1.0}, soft_items={"a": 0.2, "b": 0.9})
+    cache.put(round_key("h", 2), 1.0, 1.0, {"a": 1.0}, soft_items={"a": 0.8})
+    cache.put(round_key("other", 9), 1.0, 1.0, {"a": 1.0})
+    cache.put(gate_key("h"), 0.0, 0.0, {"a": 0.0})  # round 1: the one-rollout measurement
+    hard, soft, nxt = round_draws(cache, "h")
+    assert hard == {"a": [1.0, 0.0], "b": [1.0]} and soft == {"a": [0.8, 0.2], "b": [0.9]}
+    assert nxt == 4

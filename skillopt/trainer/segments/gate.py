@@ -14,6 +14,7 @@ acceptance with :func:`~.selection.promote`.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from typing import Any
 
@@ -26,7 +27,13 @@ from skillopt.trainer.context import RunContext
 from skillopt.trainer.records import SelectionStats
 from skillopt.trainer.rundir import layout
 from skillopt.trainer.segments.commit import commit_step
-from skillopt.trainer.segments.selection import SelectionEval, evaluate_selection, measurement, remember
+from skillopt.trainer.segments.selection import (
+    SelectionEval,
+    evaluate_round,
+    evaluate_selection,
+    measurement,
+    round_items,
+)
 from skillopt.trainer.segments.state import GateOutcome, StepState
 from skillopt.types import skill_hash
 
@@ -185,13 +192,23 @@ def decide_final_best(
     return {"action": action, "reason": reason, "gate_test": gate_test_record(ctx, test)}, fresh
 
 
-def _differences(candidate: SelectionEval, reference: SelectionEval) -> list[float]:
+def _pairs(candidate: SelectionEval, reference: SelectionEval) -> dict[str, float]:
     """Per item both measured, the gate score's difference (candidate minus reference)."""
-    return [
-        candidate.item_scores[i] - reference.item_scores[i]
+    return {
+        i: candidate.item_scores[i] - reference.item_scores[i]
         for i in candidate.item_scores
         if i in reference.item_scores
-    ]
+    }
+
+
+def _history(rounds: list[dict[str, float]]) -> dict[str, tuple[int, int]]:
+    """Per item, the pairs measured so far in this decision and how many were discordant."""
+    out: dict[str, tuple[int, int]] = {}
+    for pairs in rounds:
+        for item, d in pairs.items():
+            n, k = out.get(item, (0, 0))
+            out[item] = (n + 1, k + (abs(d) > 1e-9))
+    return out
 
 
 def sequential_rounds(
@@ -206,25 +223,30 @@ def sequential_rounds(
 ) -> SequentialTest:
     """The ``sequential`` gate: round 1 is the two skills' one-rollout measurements (``ev``,
     ``reference_ev``); while the group-sequential test (:func:`skillopt.stats.sequential_test`)
-    asks for another look, round ``k`` of each skill is taken from the selection cache (the
-    current skill's rounds from earlier steps count) or rolled out into ``<rel>_r<k>`` (one
-    rollout per item, resumable row by row), up to ``evaluation.gate_max_rounds``.
+    asks for another look, round ``k`` measures both skills on :func:`round_items` (by
+    default where they disagreed most so far), one draw each per item: the skill's next draw
+    this decision has not used, from the selection cache (the current skill's draws from
+    earlier steps count) or rolled out into ``<rel>_r<k>`` (resumable row by row), up to
+    ``evaluation.gate_max_rounds``.
 
-    A round's measurement enters the selection cache as soon as it is taken: it is a fresh,
-    valid measurement whatever the step decides, and a candidate identical to one judged
-    before replays the same rounds to the same look and decision without a rollout.
+    A round's fresh draws enter the selection cache as soon as they are taken: they are
+    valid measurements whatever the step decides, and a candidate identical to one judged
+    before replays the same draws to the same look and decision without a rollout.
     """
     e = ctx.cfg.evaluation
-    rounds = [_differences(ev, reference_ev)]
+    rounds = [_pairs(ev, reference_ev)]
+    used_candidate: Counter[str] = Counter()
+    used_reference: Counter[str] = Counter()
     for k in range(1, e.gate_max_rounds + 1):
         if k > 1:
-            cand_k = evaluate_selection(ctx, candidate, candidate_rel, k)
-            ref_k = evaluate_selection(ctx, reference, reference_rel, k)
-            remember(ctx, cand_k)
-            remember(ctx, ref_k)
-            rounds.append(_differences(cand_k, ref_k))
+            items = round_items(ctx, _history(rounds), k)
+            cand_k = evaluate_round(
+                ctx, candidate, items, used_candidate, layout.repeat_dir(candidate_rel, k)
+            )
+            ref_k = evaluate_round(ctx, reference, items, used_reference, layout.repeat_dir(reference_rel, k))
+            rounds.append(_pairs(cand_k, ref_k))
         test = sequential_test(
-            rounds,
+            [list(r.values()) for r in rounds],
             alpha=e.gate_alpha,
             min_effect=e.gate_min_effect,
             max_looks=e.gate_max_rounds,
@@ -248,8 +270,8 @@ def sequential_rounds(
 
 def _round_fraction(ctx: RunContext) -> float:
     """The share of round 1's items a later round measures (as rounded to whole items)."""
-    n = len(ctx.plan.selection)
-    return max(1, round(ctx.cfg.evaluation.gate_round_fraction * n)) / n
+    plan = ctx.plan
+    return plan.round_size(ctx.cfg.evaluation.gate_round_fraction) / len(plan.selection)
 
 
 def _reproduced(first: SelectionEval, again: SelectionEval) -> bool:
@@ -265,8 +287,8 @@ def _reproduced(first: SelectionEval, again: SelectionEval) -> bool:
 
 def _paired(candidate: SelectionEval, current: SelectionEval) -> PairedTest:
     """The paired test over the items both measurements scored (by the gate's metric)."""
-    ids = [i for i in candidate.item_scores if i in current.item_scores]
-    return paired_test([candidate.item_scores[i] for i in ids], [current.item_scores[i] for i in ids])
+    pairs = _pairs(candidate, current)
+    return paired_test([candidate.item_scores[i] for i in pairs], [current.item_scores[i] for i in pairs])
 
 
 def gate_test_record(ctx: RunContext, test: PairedTest | SequentialTest | None) -> dict[str, Any] | None:

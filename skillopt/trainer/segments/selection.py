@@ -10,13 +10,14 @@ and best.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import structlog
 
 from skillopt.envs.base import TaskItem
-from skillopt.gate import gate_key, round_key
+from skillopt.gate import discordant_round, gate_key, round_draws, round_key
 from skillopt.stats import Interval, mean_interval
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.rundir import layout
@@ -28,6 +29,7 @@ from skillopt.types import RolloutResult, skill_hash
 __all__ = [
     "SelectionEval",
     "epoch_record",
+    "evaluate_round",
     "evaluate_selection",
     "measurement",
     "promote",
@@ -95,10 +97,9 @@ def _evaluation(
     )
 
 
-def measurement(ctx: RunContext, skill: str, round_no: int = 1) -> SelectionEval | None:
-    """The selection measurement of ``skill`` taken earlier in the run (``None``: never);
-    ``round_no`` > 1: that round of the ``sequential`` gate."""
-    key = ctx.scoring.key(skill) if round_no <= 1 else round_key(skill_hash(skill), round_no)
+def measurement(ctx: RunContext, skill: str) -> SelectionEval | None:
+    """The selection measurement of ``skill`` taken earlier in the run (``None``: never)."""
+    key = ctx.scoring.key(skill)
     hit = ctx.selection_cache.get(key)
     if hit is None:
         return None
@@ -111,10 +112,8 @@ def measurement(ctx: RunContext, skill: str, round_no: int = 1) -> SelectionEval
         items=hit.items,
         soft_items=hit.soft_items,
         n_infra=hit.n_infra,
-        n_rows=len(ctx.plan.selection) * ctx.scoring.repeats
-        if round_no <= 1
-        else len(round_items(ctx, round_no)),
-        repeats=ctx.scoring.repeats if round_no <= 1 else 1,
+        n_rows=len(ctx.plan.selection) * ctx.scoring.repeats,
+        repeats=ctx.scoring.repeats,
         cached=True,
     )
 
@@ -138,22 +137,15 @@ def epoch_record(ctx: RunContext, epoch: int) -> EpochRecord:
     )
 
 
-def evaluate_selection(ctx: RunContext, skill: str, rel: str, round_no: int = 1) -> SelectionEval:
+def evaluate_selection(ctx: RunContext, skill: str, rel: str) -> SelectionEval:
     """Selection score of ``skill``: from the cache when measured before with this run's
-    protocol, else rolled out into ``rel`` (and, in the ``repeat`` gate, ``rel_r2`` ...).
-    ``round_no`` > 1: round ``k`` of the ``sequential`` gate, one rollout per item of
-    :func:`round_items` into ``rel_r<k>`` (its own draws, cached under
-    :func:`~skillopt.gate.round_key`)."""
-    cached = measurement(ctx, skill, round_no)
+    protocol, else rolled out into ``rel`` (and, in the ``repeat`` gate, ``rel_r2`` ...)."""
+    cached = measurement(ctx, skill)
     if cached is not None:
         return cached
-    repeats = ctx.scoring.repeats if round_no <= 1 else 1
-    dirs = (
-        [layout.repeat_dir(rel, r) for r in range(1, repeats + 1)]
-        if round_no <= 1
-        else [layout.repeat_dir(rel, round_no)]
-    )
-    lanes = ctx.rollout_repeats(round_items(ctx, round_no), skill, dirs)
+    repeats = ctx.scoring.repeats
+    dirs = [layout.repeat_dir(rel, r) for r in range(1, repeats + 1)]
+    lanes = ctx.rollout_repeats(ctx.plan.selection, skill, dirs)
     rows = [row for lane in lanes for row in lane]
     s = score_rows(rows)
     if s.n_infra:
@@ -165,7 +157,7 @@ def evaluate_selection(ctx: RunContext, skill: str, rel: str, round_no: int = 1)
     return _evaluation(
         ctx,
         skill,
-        key=gate_key(skill_hash(skill), repeats) if round_no <= 1 else round_key(skill_hash(skill), round_no),
+        key=gate_key(skill_hash(skill), repeats),
         hard=s.hard,
         soft=s.soft,
         items={i: sum(r.hard for r in rs) / len(rs) for i, rs in per_item.items()},
@@ -177,12 +169,76 @@ def evaluate_selection(ctx: RunContext, skill: str, rel: str, round_no: int = 1)
     )
 
 
-def round_items(ctx: RunContext, round_no: int) -> tuple[TaskItem, ...]:
-    """The items round ``round_no`` of the ``sequential`` gate measures (round 1: the
-    selection items; :meth:`~skillopt.trainer.planning.RunPlan.round_items`)."""
-    return ctx.plan.round_items(
-        round_no, seed=ctx.cfg.train.seed, fraction=ctx.cfg.evaluation.gate_round_fraction
+def evaluate_round(
+    ctx: RunContext, skill: str, items: Sequence[TaskItem], used: Counter[str], rel: str
+) -> SelectionEval:
+    """A later round of the ``sequential`` gate: one draw of ``skill`` per item of ``items``,
+    each the skill's next draw on that item this decision has not used yet (``used``: draws
+    used so far, per item; updated). Draws taken by earlier decisions come from the selection
+    cache (:func:`skillopt.gate.round_draws`); the missing ones are rolled out into ``rel``
+    (resumable row by row) and cached at once as the skill's next round (its own draws, under
+    :func:`~skillopt.gate.round_key`). Items lost to infrastructure are left out."""
+    h = skill_hash(skill)
+    pool_hard, pool_soft, batch = round_draws(ctx.selection_cache, h)
+    hard: dict[str, float] = {}
+    soft: dict[str, float] = {}
+    missing: list[TaskItem] = []
+    for it in items:
+        k = used[it.id]
+        if k < len(pool_hard.get(it.id, ())):
+            hard[it.id], soft[it.id] = pool_hard[it.id][k], pool_soft[it.id][k]
+            used[it.id] += 1
+        else:
+            missing.append(it)
+    n_infra = 0
+    if missing:
+        (rows,) = ctx.rollout_repeats(missing, skill, [rel])
+        s = score_rows(rows)
+        n_infra = s.n_infra
+        if n_infra:
+            log.warning("selection.infra_rows", dir=rel, n_infra=n_infra, n=len(rows))
+        fresh = [r for r in rows if r.infra_error is None]
+        ctx.selection_cache.put(
+            round_key(h, batch),
+            s.hard,
+            s.soft,
+            {r.id: r.hard for r in fresh},
+            n_infra=n_infra,
+            soft_items={r.id: r.soft for r in fresh},
+        )
+        for r in fresh:
+            hard[r.id], soft[r.id] = r.hard, r.soft
+            used[r.id] += 1
+    return _evaluation(
+        ctx,
+        skill,
+        key=round_key(h, batch),
+        hard=sum(hard.values()) / len(hard) if hard else 0.0,
+        soft=sum(soft.values()) / len(soft) if soft else 0.0,
+        items=hard,
+        soft_items=soft,
+        n_infra=n_infra,
+        n_rows=len(items),
+        repeats=1,
+        cached=True,  # its fresh draws are cached already; remember() has nothing to add
     )
+
+
+def round_items(
+    ctx: RunContext, history: Mapping[str, tuple[int, int]], round_no: int
+) -> tuple[TaskItem, ...]:
+    """The items round ``round_no`` (> 1) of the ``sequential`` gate measures
+    (``evaluation.gate_round_items``): ``discordant``, where the two skills disagreed most
+    so far in this decision (``history``: item → pairs measured, discordant;
+    :func:`skillopt.gate.discordant_round`); ``fixed``, the run's fixed sequence
+    (:meth:`~skillopt.trainer.planning.RunPlan.round_items`)."""
+    e, plan, seed = ctx.cfg.evaluation, ctx.plan, ctx.cfg.train.seed
+    if e.gate_round_items == "fixed":
+        return plan.round_items(round_no, seed=seed, fraction=e.gate_round_fraction)
+    order = plan.round_order(seed)
+    by_id = {it.id: it for it in order}
+    chosen = discordant_round([it.id for it in order], history, plan.round_size(e.gate_round_fraction))
+    return tuple(by_id[i] for i in chosen)
 
 
 def remember(ctx: RunContext, ev: SelectionEval) -> None:

@@ -381,11 +381,15 @@ def test_later_rounds_draw_the_splits_unused_items_first_then_repeat_by_seed():
     assert rounds != [[it.id for it in plan.round_items(k, seed=4, fraction=0.5)] for k in range(1, 6)]
 
 
-def test_a_sequential_run_with_half_rounds_measures_each_round_on_its_items_and_resumes(fit, tmp_path):
-    over = (*SEQUENTIAL[:3], "evaluation.sel_env_num=10")  # the defaults: 5 rounds, later ones of half
+@pytest.mark.parametrize("choice", ["discordant", "fixed"])
+def test_a_sequential_run_with_short_rounds_measures_each_round_on_its_items_and_resumes(
+    choice, fit, tmp_path
+):
+    # The defaults: 7 rounds, later ones of a third of the items, chosen where the skills disagreed.
+    over = (*SEQUENTIAL[:3], "evaluation.sel_env_num=10", f"evaluation.gate_round_items={choice}")
     ref, out = tmp_path / "ref", tmp_path / "run"
     fit(ref, *over)
-    # Crashed in its first second round (whose items are the split's reserve), then resumed.
+    # Crashed in its first second round, then resumed.
     crash = CrashInRound()
     with pytest.raises(Crash):
         fit(out, *over, callbacks=[crash])
@@ -397,19 +401,28 @@ def test_a_sequential_run_with_half_rounds_measures_each_round_on_its_items_and_
     result, executor = fit(out, *over)
     assert result.complete and not {r.rollout_id for r in executor.requests} & before
     assert decisions(out) == decisions(ref)
-    plan = RunPlan.of(config(*over), load_data(config(*over)))
+    cfg = config(*over)
+    plan = RunPlan.of(cfg, load_data(cfg))
+    e = cfg.evaluation
+    size = plan.round_size(e.gate_round_fraction)
+    assert (e.gate_max_rounds, size) == (7, 3)
     measured = 0
     for rec in _records(out):
         step = layout.step_dir(rec["step"])
         for rel in (layout.Step.SELECTION, layout.Step.SELECTION_CURRENT):
-            for k in range(2, 4):
+            for k in range(2, e.gate_max_rounds + 1):
                 path = out / layout.repeat_dir(f"{step}/{rel}", k) / layout.RESULTS
                 if path.is_file():
                     ids = {json.loads(line)["id"] for line in path.read_text().splitlines()}
-                    assert ids == {it.id for it in plan.round_items(k, seed=8, fraction=0.5)}
+                    if choice == "fixed":
+                        assert ids == {
+                            it.id for it in plan.round_items(k, seed=8, fraction=e.gate_round_fraction)
+                        }
+                    else:  # the draws this decision lacked, of the round's items
+                        assert 0 < len(ids) <= size and ids <= {it.id for it in plan.round_order(8)}
                     measured += 1
         if rec.get("gate_test"):
-            assert (rec["gate_test"]["futility"], rec["gate_test"]["max_looks"]) == ("binding", 5)
-            assert rec["gate_test"]["n"] <= 10 + 5 * (rec["gate_test"]["looks"] - 1)
+            assert (rec["gate_test"]["futility"], rec["gate_test"]["max_looks"]) == ("binding", 7)
+            assert rec["gate_test"]["n"] <= 10 + size * (rec["gate_test"]["looks"] - 1)
     assert measured
     assert_no_duplicate_rows(out)
