@@ -39,6 +39,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,6 +108,17 @@ def hello_sequential(
     return {"n": n, "p50_ms": round(statistics.median(times), 1), "p95_ms": round(pct(times, 0.95), 1)}
 
 
+def _in_threads(loop: Callable[[], None], count: int) -> float:
+    """Run ``loop`` in ``count`` threads at once; the seconds until the last one ended."""
+    threads = [threading.Thread(target=loop) for _ in range(count)]
+    t0 = time.monotonic()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return time.monotonic() - t0
+
+
 def clients(endpoint: str, count: int, seconds: float) -> dict[str, float]:
     from sandbox_fusion import RunCodeRequest, run_code
 
@@ -130,13 +142,7 @@ def clients(endpoint: str, count: int, seconds: float) -> dict[str, float]:
             with lock:
                 (lat.append((time.perf_counter() - t) * 1000) if ok else errors.append(str(resp)[:200]))
 
-    threads = [threading.Thread(target=loop) for _ in range(count)]
-    t0 = time.monotonic()
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    elapsed = time.monotonic() - t0
+    elapsed = _in_threads(loop, count)
     return {
         "clients": count,
         "seconds": round(elapsed, 1),
@@ -163,13 +169,7 @@ def engine_containers(image: str, count: int, seconds: float) -> dict[str, float
             with lock:
                 done.append((time.perf_counter() - t) * 1000)
 
-    threads = [threading.Thread(target=loop) for _ in range(count)]
-    t0 = time.monotonic()
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    elapsed = time.monotonic() - t0
+    elapsed = _in_threads(loop, count)
     return {
         "loops": count,
         "containers_per_min": round(len(done) / elapsed * 60, 1),

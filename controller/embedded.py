@@ -130,12 +130,7 @@ def embedded_sandbox(
             with contextlib.suppress(OSError):
                 if proc.stdin is not None:
                     proc.stdin.close()
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        stop_service(proc)
         log_fh.close()
         shutil.rmtree(state, ignore_errors=True)
         log.info("embedded.stopped", host=host_id, exit_code=proc.returncode)
@@ -220,6 +215,19 @@ def spawn_service(
         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         start_new_session=new_session,
     )
+
+
+def stop_service(proc: subprocess.Popen, timeout_s: float = 60) -> None:
+    """End a spawned service: SIGTERM (it drains and exits), SIGKILL if it has not exited
+    within ``timeout_s``. Nothing to do when it has exited already."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
 
 
 def wait_listening(proc: subprocess.Popen, timeout_s: float, log_path: Path | None = None) -> int:

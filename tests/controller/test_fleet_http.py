@@ -25,7 +25,7 @@ from sandbox_fusion import RunCodeRequest, RunJupyterRequest, run_code, run_jupy
 from sandbox_fusion.models import RunStatus
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
-from controller.embedded import spawn_service, wait_listening
+from controller.embedded import spawn_service, stop_service, wait_listening
 from sandbox.runtime.labels import LABEL_HOST
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,16 +38,6 @@ class Fleet:
     token: str
     hosts: dict[str, subprocess.Popen]  # host id → its process
     grpc: dict[str, str]  # host id → its gRPC address
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +74,7 @@ def fleet(docker_client) -> Iterator[Fleet]:
         yield Fleet(url=f"{bare}/t/{token}", bare=bare, token=token, hosts=procs, grpc=grpc)
     finally:
         for proc in ([front] if front else []) + list(procs.values()):
-            _stop(proc)
+            stop_service(proc)
         for host_id in procs:  # what a killed host left behind (its own containers only)
             for c in docker_client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={host_id}"}):
                 c.remove(force=True)

@@ -21,7 +21,7 @@ from sandbox_fusion import RunCodeRequest, RunJupyterRequest, run_code, run_jupy
 from sandbox_fusion.models import CommandRunStatus, RunStatus
 
 from controller.client.sandbox_client import ChannelConfig, SandboxClient
-from controller.embedded import spawn_service, wait_listening
+from controller.embedded import spawn_service, stop_service, wait_listening
 from sandbox.service.languages import POLYGLOT_IMAGE
 
 HELLO = {
@@ -72,12 +72,7 @@ def host(docker_client) -> Iterator[Host]:
         bare = f"http://127.0.0.1:{http}"
         yield Host(url=f"{bare}/t/{token}", bare=bare, token=token, grpc=f"127.0.0.1:{port}")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_service(proc)
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
 
 
