@@ -42,11 +42,13 @@ class Hostile:
         name: test id.
         code: the program (Python), as the model would write it.
         report: keys of the program's REPORT and the value each must have.
-        fail: the rollout's ``fail_reason`` must start with this ("" = not checked; it is
-            always a typed reason when the row has no infra error).
+        fail: the rollout's ``fail_reason`` must start with this, or with one of a tuple of
+            them ("" = not checked; it is always a typed reason when the row has no infra
+            error).
         fail_contains: ... and contain this.
         infra: the typed infrastructure error kind expected (``None``: the row is scored), or
-            a tuple of kinds any one of which is (a race the runtime decides, said where used).
+            a tuple of outcomes any one of which is (a race the runtime decides, said where
+            used; ``None`` in it: a scored row is one of them).
         execution: attributes the first execution record must have (``timed_out``,
             ``oom_killed``).
         limits: per-request limits (``skillopt.types.Limits`` fields).
@@ -59,9 +61,9 @@ class Hostile:
     name: str
     code: str
     report: dict[str, Any] = field(default_factory=dict)
-    fail: str = ""
+    fail: str | tuple[str, ...] = ""
     fail_contains: str = ""
-    infra: str | tuple[str, ...] | None = None
+    infra: str | tuple[str | None, ...] | None = None
     execution: dict[str, Any] = field(default_factory=dict)
     limits: dict[str, Any] = field(default_factory=dict)
     where: str = "codegen"
@@ -460,8 +462,13 @@ HOSTILE: tuple[Hostile, ...] = (
         # gVisor: each thread is a host thread of its kernel (and, under the ptrace platform, a
         # traced stub) with its own memory: the bomb meets the memory limit (an OOM ends the whole
         # sandbox) or the pids limit (the sandbox stops answering until the exec deadline kills
-        # it) first, depending on the host's load. Either is typed and contained.
-        runsc={"report": {}, "fail": "infra-", "infra": ("timeout", "oom_killed")},
+        # it, or the runner still answers and reports the script's own timeout) first,
+        # depending on the host's load. Each is typed and contained.
+        runsc={
+            "report": {},
+            "fail": ("infra-", "exec-error: timeout"),
+            "infra": ("timeout", "oom_killed", None),
+        },
     ),
     Hostile(
         "memory_bomb",
