@@ -55,12 +55,9 @@ def conformance(request, runtime) -> Iterator[Conformance]:
 
 
 #: Checks gVisor cannot pass, and why (strict: one that starts passing fails, to be removed).
-RUNSC_EXPECTED_FAILURES = {
-    # Debian's runsc (2022-12-19) answers every statx(2) with EINVAL, and Debian 12's coreutils
-    # (ls, stat) use statx: they fail anywhere inside gVisor (stat(2)/fstatat work: Python's
-    # os.stat). Needs a newer gVisor; docker/README.md says so.
-    "a_skill_package_runs_read_only": "statx(2) answers EINVAL in this gVisor release",
-}
+#: None now: the one there was (Debian's runsc rejects statx's AT_NO_AUTOMOUNT, so ls and stat
+#: failed) is met by the runtime image's statx fallback (docker/runtime/statx_fallback.c).
+RUNSC_EXPECTED_FAILURES: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("name", sorted(CHECKS))

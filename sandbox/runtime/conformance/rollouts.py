@@ -117,6 +117,25 @@ def check_output_keeps_the_tail(c: Conformance) -> None:
 
 
 @_check
+def check_the_shell_tools_agents_run_see_files(c: Conformance) -> None:
+    """The commands an agent CLI runs first in a workspace list and inspect files under every
+    runtime: coreutils' ls and stat (statx with AT_NO_AUTOMOUNT: this gVisor release rejects
+    the flag, and the runtime image's preloaded statx fallback retries without it), cp -a, du
+    and find."""
+    with c.box() as box:
+        box.write_file("dir/a.txt", b"alpha\n")
+        script = (
+            "set -e; ls -la dir; stat -c '%s %n' dir/a.txt; cp -a dir copy; "
+            "du -s copy >/dev/null; find . -name a.txt | sort"
+        )
+        out = box.run_command(["sh", "-c", script], timeout_s=30)
+        assert out.exit_code == 0, out
+        lines = out.stdout_tail.splitlines()
+        assert any(line.endswith(" a.txt") for line in lines), out
+        assert "6 dir/a.txt" in lines and lines[-2:] == ["./copy/a.txt", "./dir/a.txt"], out
+
+
+@_check
 def check_listing_shows_regular_files_only(c: Conformance) -> None:
     with c.box() as box:
         box.write_file("x/one.txt", b"1")
