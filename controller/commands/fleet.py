@@ -84,6 +84,14 @@ def _register_http(fsub: argparse._SubParsersAction) -> None:
         default=60.0,
         help="longest wait of a request for a free host before a 503 with Retry-After (s, default 60)",
     )
+    h.add_argument(
+        "--isolation",
+        choices=["", "gvisor"],
+        default=None,
+        help="require this isolation of every request's container: placed only on hosts whose code runs "
+        "run under it, and checked again by the host (default: sandbox.isolation of --config, else none; "
+        "a request may also send its own 'isolation')",
+    )
     h.add_argument("--insecure", action="store_true", help="allow a non-loopback --listen without a token")
     h.set_defaults(func=run_http)
 
@@ -105,9 +113,10 @@ def run_http(args: argparse.Namespace) -> int:
     try:
         channels = _channels(args)
         check_listen_address(args.listen, token="set" if channels[0].token else None, insecure=args.insecure)
+        isolation = args.isolation if args.isolation is not None else _config_isolation(args)
         fleet = FleetExecutor(channels, workers=1)
         try:
-            front = FleetHttpFront(fleet, listen=args.listen, wait_s=args.wait)
+            front = FleetHttpFront(fleet, listen=args.listen, wait_s=args.wait, isolation=isolation)
         except (OSError, ValueError) as exc:
             fleet.close()
             print(f"skillopt fleet http: cannot listen on {args.listen}: {exc}", file=sys.stderr)
@@ -126,6 +135,12 @@ def run_http(args: argparse.Namespace) -> int:
     finally:
         front.close()
     return 0
+
+
+def _config_isolation(args: argparse.Namespace) -> str:
+    from skillopt.config import load_config
+
+    return load_config(args.config, list(args.set)).sandbox.isolation if args.config else ""
 
 
 def _channels(args: argparse.Namespace):

@@ -65,6 +65,8 @@ class HostState:
     agent_image_digests: dict[str, str] = field(default_factory=dict)
     #: The OCI runtime each ``env/agent`` it can run runs under (``runc``, ``runsc``, ``runsc-net``).
     agent_runtimes: dict[str, str] = field(default_factory=dict)
+    #: The OCI runtime its containers without a network run under (sessions, code runs).
+    container_runtime: str = ""
     version: str = ""
     service_build: str = ""
     image_labels: dict[str, str] = field(default_factory=dict)
@@ -86,6 +88,7 @@ class HostState:
         self.image_digests = dict(info.image_digests)
         self.agent_image_digests = dict(info.agent_image_digests)
         self.agent_runtimes = dict(info.agent_runtimes)
+        self.container_runtime = info.container_runtime
         self.version, self.service_build = info.version, info.service_build
         self.image_labels = dict(info.image_labels)
         self.skill_package_max_files = info.skill_package_max_files

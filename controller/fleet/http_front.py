@@ -12,6 +12,11 @@ goes to another live host. A host that dies after it took the request may have r
 the answer is ``SandboxError`` with a message, never a second run behind the client's back
 (SandboxFusion's client retries a ``SandboxError`` itself, by its ``max_attempts``).
 
+Isolation: a request's ``isolation`` (``"gvisor"``), or the front's own (``--isolation``: every
+request, for clients that cannot add the field), places it only on hosts whose code-run
+containers run under it (``Describe``'s ``container_runtime``) and is passed on, so the host
+checks it again; none such: 412 naming each host's runtime.
+
 Tokens are the hosts' own: the caller's token (``/t/<token>`` path prefix or
 ``Authorization: Bearer``) goes to the host as its bearer header and the host decides, so a
 tenant's caps hold on every host as they do when it calls a host directly.
@@ -20,6 +25,7 @@ tenant's caps hold on every host as they do when it calls a host directly.
 from __future__ import annotations
 
 import http.client
+import json
 import time
 from typing import Any
 
@@ -29,6 +35,7 @@ from controller.fleet.executor import FleetExecutor
 from controller.fleet.hosts import HostState
 from sandbox.server.fusion_http import HttpApi, HttpRefusal, credential, parse_body
 from skillopt.errors import SandboxUnavailable
+from skillopt.isolation import gives_isolation, unknown_isolation
 
 __all__ = ["FleetHttpFront"]
 
@@ -50,6 +57,7 @@ class FleetHttpFront(HttpApi):
         fleet: the hosts (the front's own: it places on it and closes it).
         listen, max_body_bytes, max_connections: as :class:`~sandbox.server.fusion_http.HttpApi`.
         wait_s: longest wait for a free slot on a usable host; then 503 with ``Retry-After``.
+        isolation: the isolation every request requires ("" = only what a request asks for).
     """
 
     def __init__(
@@ -60,11 +68,17 @@ class FleetHttpFront(HttpApi):
         max_body_bytes: int = 64 * 1024 * 1024,
         max_connections: int = 256,
         wait_s: float = 60.0,
+        isolation: str = "",
     ) -> None:
+        if unknown_isolation(isolation):
+            raise ValueError(unknown_isolation(isolation))
         self.fleet = fleet
         self.wait_s = wait_s
+        self.isolation = isolation
         super().__init__(listen=listen, max_body_bytes=max_body_bytes, max_connections=max_connections)
-        log.info("fleet_http.started", listen=listen, port=self.port, hosts=self.fleet.hosts())
+        log.info(
+            "fleet_http.started", listen=listen, port=self.port, hosts=self.fleet.hosts(), isolation=isolation
+        )
 
     def close(self) -> None:
         super().close()
@@ -80,7 +94,8 @@ class FleetHttpFront(HttpApi):
         return sorted({lang for h in hosts if h.http_port for lang in h.languages})
 
     def post(self, route: str, caller: str, body: bytes) -> tuple[int, Any]:
-        language, timeout_s = _language_and_timeout(route, parse_body(body))
+        parsed = parse_body(body)
+        language, timeout_s = _language_and_timeout(route, parsed)
         offered = self.languages()
         if language not in offered:
             raise HttpRefusal(
@@ -88,11 +103,16 @@ class FleetHttpFront(HttpApi):
                 f"language {str(language)[:40]!r} is served by no host of this fleet; they run "
                 f"{', '.join(offered) or 'nothing yet (no host answered)'}",
             )
+        isolation = self._isolation(parsed, language)
+        if isolation and parsed.get("isolation") != isolation:  # the host checks it again
+            body = json.dumps({**parsed, "isolation": isolation}).encode("utf-8")
+        del parsed
         tried: set[str] = set()
+        refused: tuple[int, Any] | None = None  # a host's 412: its Describe was out of date
         until = time.monotonic() + self.wait_s
         while True:
             try:
-                host = self.fleet.take(tried, usable=lambda h: _serves(h, language), until=until)
+                host = self.fleet.take(tried, usable=lambda h: _serves(h, language, isolation), until=until)
             except SandboxUnavailable:
                 raise HttpRefusal(
                     503,
@@ -100,6 +120,8 @@ class FleetHttpFront(HttpApi):
                     f"({', '.join(self.fleet.hosts())}); retry later",
                     {"Retry-After": "5"},
                 ) from None
+            if host is None and refused is not None:
+                return refused
             if host is None:
                 raise HttpRefusal(
                     503,
@@ -109,8 +131,33 @@ class FleetHttpFront(HttpApi):
                 )
             tried.add(host.address)
             answer = self._on(host, route, caller, body, timeout_s)
-            if answer is not None:
+            if answer is not None and answer[0] == 412:
+                refused = answer
+            elif answer is not None:
                 return answer
+
+    def _isolation(self, body: dict[str, Any], language: str) -> str:
+        """The isolation the request requires (its own, or the front's), checked against the
+        hosts that serve ``language``.
+
+        Raises:
+            HttpRefusal: 400, not a level; 412, no host of the fleet gives it.
+        """
+        asked = body.get("isolation", "")
+        if not isinstance(asked, str) or unknown_isolation(asked):
+            raise HttpRefusal(400, unknown_isolation(str(asked)) or "isolation must be a string")
+        isolation = asked or self.isolation
+        if self.isolation and asked and asked != self.isolation:
+            raise HttpRefusal(400, f"this front requires isolation={self.isolation}, the request {asked!r}")
+        hosts = [h for h in list(self.fleet.hosts_state) if not h.gone and _serves(h, language)]
+        if isolation and not any(gives_isolation(isolation, h.container_runtime) for h in hosts):
+            runtimes = ", ".join(f"{h.address}: {h.container_runtime or 'the engine default'}" for h in hosts)
+            raise HttpRefusal(
+                412,
+                f"no host of this fleet serving {language!r} runs code under isolation={isolation} "
+                f"({runtimes}); start one with: skillopt serve --runtime runsc --http-listen ...",
+            )
+        return isolation
 
     def _on(
         self, host: HostState, route: str, token: str, body: bytes, timeout_s: float
@@ -155,6 +202,7 @@ def _sandbox_error(route: str, message: str, executor: str) -> dict[str, Any]:
         **results,
         "executor_pod_name": executor,
         "files": {},
+        "container_runtime": "",
     }
 
 
@@ -176,8 +224,13 @@ def _language_and_timeout(route: str, body: dict[str, Any]) -> tuple[str, float]
     return language, seconds("compile_timeout", "run_timeout", default=10.0) + _SLACK_S
 
 
-def _serves(host: HostState, language: str) -> bool:
-    return bool(host.http_port) and language in host.languages and not host.address.startswith("unix:")
+def _serves(host: HostState, language: str, isolation: str = "") -> bool:
+    return (
+        bool(host.http_port)
+        and language in host.languages
+        and not host.address.startswith("unix:")
+        and gives_isolation(isolation, host.container_runtime)
+    )
 
 
 def _forward(

@@ -17,11 +17,19 @@ Who may call (the host's tenant tokens, as on gRPC):
 * A host without tokens (loopback only, as its gRPC port) lets every caller in as the local
   tenant.
 
+Beyond SandboxFusion's fields (its clients send none of these and ignore the extra answer):
+
+* request ``isolation``: ``""`` (any, the default) or ``"gvisor"``: the container must run
+  under gVisor, else 412 before any container starts, saying what this host has and how to
+  get it (the levels: :mod:`skillopt.isolation`);
+* answer ``container_runtime``: the OCI runtime the container actually ran under (``runc``,
+  ``runsc``; "" when no container was had).
+
 Status codes: 200 with ``status`` Success / Failed / SandboxError (the sandbox's own failure,
 with a message); 400 a request this host will not run (unknown language: the message names
-the host's languages; bad timeouts, base64, names); 401 no valid token; 404, 405; 411/413 no
-or too large a body (refused before it is read); 429 no room now (``Retry-After``); 503 draining
-or too many connections.
+the host's languages; bad timeouts, base64, names, isolation); 401 no valid token; 404, 405;
+411/413 no or too large a body (refused before it is read); 412 an isolation this host cannot
+give; 429 no room now (``Retry-After``); 503 draining or too many connections.
 """
 
 from __future__ import annotations
@@ -51,7 +59,7 @@ from sandbox.service.coderun import (
 from sandbox.service.languages import image_languages
 from sandbox.service.sessions import SessionManager
 from sandbox.service.tenants import LOCAL_TENANT, Tenant, TenantTokens
-from skillopt.errors import ConfigError, Draining, InvalidRequest, SessionLimit
+from skillopt.errors import ConfigError, Draining, InvalidRequest, IsolationUnavailable, SessionLimit
 
 __all__ = ["FusionHttpServer", "HttpApi", "HttpRefusal", "credential", "start_http_api"]
 
@@ -265,6 +273,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(exc.status, {"detail": exc.message}, exc.headers)
         except InvalidRequest as exc:
             self._send(400, {"detail": str(exc)})
+        except IsolationUnavailable as exc:  # nothing ran; another host may give it
+            self._send(412, {"detail": str(exc)})
         except SessionLimit as exc:
             retry = str(max(1, math.ceil(exc.retry_after_s or 1.0)))
             self._send(429, {"detail": str(exc)}, {"Retry-After": retry})
@@ -389,6 +399,7 @@ def _code_request(body: dict[str, Any]) -> CodeRequest:
         files=_files_in(body),
         fetch_files=_names(body),
         memory_limit_mb=_field(body, "memory_limit_MB", int, -1),
+        isolation=_field(body, "isolation", str, ""),
     )
 
 
@@ -405,6 +416,7 @@ def _jupyter_request(body: dict[str, Any]) -> JupyterRequest:
         total_timeout_s=_seconds(body, "total_timeout", 45.0),
         files=_files_in(body),
         fetch_files=_names(body),
+        isolation=_field(body, "isolation", str, ""),
     )
 
 
@@ -433,6 +445,7 @@ def _code_response(result: CodeResult) -> dict[str, Any]:
         "run_result": _command(result.run),
         "executor_pod_name": result.executor,
         "files": _files_out(result.files),
+        "container_runtime": result.container_runtime,
     }
 
 
@@ -444,6 +457,7 @@ def _jupyter_response(result: CodeResult) -> dict[str, Any]:
         "cells": result.cells,
         "executor_pod_name": result.executor,
         "files": _files_out(result.files),
+        "container_runtime": result.container_runtime,
     }
 
 

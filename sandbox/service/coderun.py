@@ -28,7 +28,14 @@ from sandbox.service.session_policy import SessionRequest
 from sandbox.service.sessions import Session, SessionManager
 from sandbox.service.tenants import Tenant
 from skillopt.agents.sandbox import ExecOutcome
-from skillopt.errors import Draining, InfraError, InvalidRequest, SandboxFileError, SessionLimit
+from skillopt.errors import (
+    Draining,
+    InfraError,
+    InvalidRequest,
+    IsolationUnavailable,
+    SandboxFileError,
+    SessionLimit,
+)
 from skillopt.files import check_relative_name
 
 __all__ = ["CodeRequest", "CodeResult", "CodeRunConfig", "CodeRunner", "CommandResult", "JupyterRequest"]
@@ -70,6 +77,9 @@ class CodeRequest:
     #: The compile's and the run's address space, data and stack rlimits (SandboxFusion's
     #: ``memory_limit_MB``), capped at the container's memory limit; 0: none but the container's.
     memory_limit_mb: int = 0
+    #: The isolation the caller requires of the container ("" = any, ``gvisor``): refused
+    #: before any container is taken when this host's would not give it.
+    isolation: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +90,8 @@ class JupyterRequest:
     total_timeout_s: float = 45.0
     files: tuple[tuple[str, bytes], ...] = ()
     fetch_files: tuple[str, ...] = ()
+    #: As :attr:`CodeRequest.isolation`.
+    isolation: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,6 +119,9 @@ class CodeResult:
     cells: list[dict[str, object]] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)
     executor: str = ""
+    #: The OCI runtime the container actually ran under (``runc``, ``runsc``); "" when no
+    #: container was had.
+    container_runtime: str = ""
 
 
 class CodeRunner:
@@ -131,6 +146,7 @@ class CodeRunner:
             InvalidRequest: a language this host lacks (naming the ones it has), bad
                 timeouts, too much code, bad file names, too many files.
             SessionLimit, Draining: no room on this host now.
+            IsolationUnavailable: the request requires an isolation this host cannot give.
         """
         lang = self._language(request.language)
         self._check_timeout(request.compile_timeout_s, "compile_timeout")
@@ -140,7 +156,10 @@ class CodeRunner:
         files = ((lang.source, request.code), *self._files(request.files))
         lifetime = request.compile_timeout_s + request.run_timeout_s + 60.0
         limit = self._rlimits(request.memory_limit_mb)
-        with self._infra_errors() as failed, self._session(tenant, files, lifetime) as session:
+        with (
+            self._infra_errors() as failed,
+            self._session(tenant, files, lifetime, request.isolation) as session,
+        ):
             compiled = None
             if lang.compile:
                 compiled = self._command(session, (*limit, *lang.compile), request.compile_timeout_s, b"")
@@ -158,7 +177,7 @@ class CodeRunner:
         """Run ``request.cells`` in order in one Python process; a cell's error stops the run.
 
         Raises:
-            InvalidRequest, SessionLimit, Draining: as :meth:`run_code`.
+            InvalidRequest, SessionLimit, Draining, IsolationUnavailable: as :meth:`run_code`.
         """
         self._check_timeout(request.total_timeout_s, "total_timeout")
         if request.cell_timeout_s:
@@ -177,7 +196,7 @@ class CodeRunner:
         }
         with (
             self._infra_errors() as failed,
-            self._session(tenant, files, request.total_timeout_s + 60.0) as session,
+            self._session(tenant, files, request.total_timeout_s + 60.0, request.isolation) as session,
         ):
             session.box.write_path(_DRIVER_PATH, _DRIVER.encode("utf-8"))
             argv = ("python3", _DRIVER_PATH)
@@ -196,6 +215,7 @@ class CodeRunner:
                 cells=cells,
                 files=self._fetch(session, fetch),
                 executor=self.host_id,
+                container_runtime=self._runtime_of(session),
             )
         return failed[0]
 
@@ -246,11 +266,12 @@ class CodeRunner:
     @contextlib.contextmanager
     def _infra_errors(self) -> Iterator[list[CodeResult]]:
         """Turns the sandbox's own failures into a ``SandboxError`` result (appended to the
-        yielded list); refusals (InvalidRequest, SessionLimit, Draining) go to the caller."""
+        yielded list); refusals (InvalidRequest, SessionLimit, Draining, IsolationUnavailable)
+        go to the caller: nothing ran."""
         failed: list[CodeResult] = []
         try:
             yield failed
-        except (SessionLimit, Draining):
+        except (SessionLimit, Draining, IsolationUnavailable):
             raise
         except InfraError as exc:
             log.warning("coderun.sandbox_error", host=self.host_id, error=str(exc)[:300])
@@ -264,7 +285,7 @@ class CodeRunner:
 
     @contextlib.contextmanager
     def _session(
-        self, tenant: Tenant, files: Sequence[tuple[str, bytes]], lifetime_s: float
+        self, tenant: Tenant, files: Sequence[tuple[str, bytes]], lifetime_s: float, isolation: str
     ) -> Iterator[Session]:
         request = SessionRequest(
             image=self.config.image,
@@ -273,6 +294,7 @@ class CodeRunner:
             idle_ttl_s=lifetime_s,
             labels={"api": "coderun"},
             workspace_exec=True,  # compiled programs run from it
+            isolation=isolation,
         )
         session = self.sessions.create(tenant, request)
         try:
@@ -321,7 +343,11 @@ class CodeRunner:
             run=ran,
             files=self._fetch(session, fetch),
             executor=self.host_id,
+            container_runtime=self._runtime_of(session),
         )
+
+    def _runtime_of(self, session: Session) -> str:
+        return self.sessions.runtime.runtime_name(session.spec)
 
     def _fetch(self, session: Session, names: tuple[str, ...]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}

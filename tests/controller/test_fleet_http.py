@@ -115,6 +115,55 @@ def test_one_url_spreads_requests_over_the_hosts_with_their_tokens(fleet):
     assert r.status_code == 400 and "run_timeout" in r.text
 
 
+def test_isolation_places_on_gvisor_hosts_and_each_answer_says_its_runtime(fleet, tmp_path):
+    """A request's ``isolation`` (or the front's ``--isolation``) goes only to hosts whose code
+    runs run under gVisor; a runc host refuses it (412) before anything runs; every answer says
+    the runtime its container ran under."""
+    a = sorted(fleet.hosts)[0]
+    with SandboxClient(ChannelConfig(address=fleet.grpc[a], token=fleet.token)) as client:
+        runc_http = f"http://127.0.0.1:{client.describe(timeout_s=10).http_port}/t/{fleet.token}"
+    body = {"code": "print(1)", "language": "python"}
+    r = requests.post(f"{runc_http}/run_code", json=body, timeout=60)
+    assert r.status_code == 200 and r.json()["container_runtime"] == "runc", r.text
+    r = requests.post(f"{runc_http}/run_code", json={**body, "isolation": "gvisor"}, timeout=60)
+    assert r.status_code == 412 and "skillopt serve --runtime runsc" in r.json()["detail"], r.text
+    r = requests.post(f"{fleet.url}/run_code", json={**body, "isolation": "gvisor"}, timeout=60)
+    assert r.status_code == 412 and "no host of this fleet serving 'python'" in r.text, r.text
+    r = requests.post(f"{fleet.url}/run_jupyter", json={"cells": ["1"], "isolation": "kvm"}, timeout=60)
+    assert r.status_code == 400 and "isolation must be" in r.text, r.text
+
+    (tmp_path / "token").write_text(fleet.token)
+    gvisor = spawn_service(
+        [
+            "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--runtime", "runsc",
+            "--code-image", "skillopt-runtime:latest", "--token-file", str(tmp_path / "token"),
+            "--host-id", f"fhg-{uuid.uuid4().hex[:4]}", "--state-dir", str(tmp_path / "state"),
+            "--capacity", "2", "--pool-size", "1", "--exec-agents", "off",
+        ]
+    )  # fmt: skip
+    front = None
+    try:
+        endpoints = f"{fleet.grpc[a]},127.0.0.1:{wait_listening(gvisor, 120)}"
+        front = subprocess.Popen(
+            [sys.executable, "-m", "controller.cli", "fleet", "http", "--endpoints", endpoints,
+             "--token-file", str(tmp_path / "token"), "--listen", "127.0.0.1:0", "--isolation", "gvisor"],
+            stdout=subprocess.PIPE, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+        url = f"http://127.0.0.1:{wait_listening(front, 60)}/t/{fleet.token}"
+        for _ in range(3):  # the runc host has the most free slots, yet never takes one
+            resp = run_code(
+                RunCodeRequest(code='print("g")', language="python"), endpoint=url, max_attempts=1
+            )
+            assert resp.status == RunStatus.Success and resp.run_result.stdout == "g\n", resp
+            assert resp.executor_pod_name != a
+        r = requests.post(f"{url}/run_jupyter", json={"cells": ["6 * 7"]}, timeout=60)
+        assert r.status_code == 200 and r.json()["container_runtime"] == "runsc", r.text
+    finally:
+        for proc in [front, gvisor]:
+            if proc is not None:
+                stop_service(proc)
+
+
 def test_a_host_killed_mid_run_is_a_sandbox_error_and_the_fleet_goes_on(fleet):
     (a, b) = sorted(fleet.hosts)
     # Two slow runs at once: one on each host (the most free slots first).
