@@ -522,10 +522,13 @@ def _tree_cpu_s(pid: int) -> float:
 
 def _container_start(runtimes: list[str], n: int) -> dict[str, list[float]]:
     """Per runtime: ``docker run true`` (create, start, exit, remove) and a rollout container's
-    creation up to its runner's hello (``DockerRuntime.create``: openpyxl preimported), then its
+    creation up to its runner's hello (``DockerRuntime.create``: openpyxl preimported); in that
+    container, 3 times each: a file read sent the moment an execution answered (what grading
+    does) and an execution sent the moment one answered (a back-to-back session); then its
     removal; alternating runtimes."""
     client = docker.from_env()
-    out: dict[str, list[float]] = {f"{rt}/{k}": [] for rt in runtimes for k in ("run_true", "to_hello")}
+    kinds = ("run_true", "to_hello", "read_after_exec", "exec_after_exec")
+    out: dict[str, list[float]] = {f"{rt}/{k}": [] for rt in runtimes for k in kinds}
     state = tempfile.mkdtemp(prefix="so-bench-rt-", dir="/tmp")
     rt_obj = DockerRuntime(
         RuntimeConfig(host_id=f"benchrt-{uuid.uuid4().hex[:6]}", state_dir=state, pool_size=0)
@@ -542,6 +545,19 @@ def _container_start(runtimes: list[str], n: int) -> dict[str, list[float]]:
                 t0 = time.perf_counter()
                 handle = rt_obj.create(ContainerSpec(runtime=_RUNTIME_ARG.get(rt, rt)))
                 out[f"{rt}/to_hello"].append((time.perf_counter() - t0) * 1000)
+                box = rt_obj.lease(handle, f"bench/{uuid.uuid4().hex}")
+                box.write_file("w.py", b"open('out.txt', 'w').write('x')\n")
+                for _ in range(3):
+                    time.sleep(0.3)  # idle: the runner's next child is ready (eager or idle fork)
+                    box.run_python("w.py", timeout_s=60)
+                    t0 = time.perf_counter()
+                    box.read_file("out.txt", max_bytes=16)
+                    out[f"{rt}/read_after_exec"].append((time.perf_counter() - t0) * 1000)
+                    time.sleep(0.3)
+                    box.run_python("w.py", timeout_s=60)
+                    t0 = time.perf_counter()
+                    box.run_python("w.py", timeout_s=60)
+                    out[f"{rt}/exec_after_exec"].append((time.perf_counter() - t0) * 1000)
                 rt_obj.destroy(handle)
     finally:
         rt_obj.close()
@@ -581,6 +597,12 @@ def compare_runtimes(runtimes: list[str], waves: int, starts: int) -> int:
         )
         rows.setdefault("container start: create -> runner hello, p50 ms", {})[rt] = pct(
             starts_ms[f"{rt}/to_hello"], 50
+        )
+        rows.setdefault("a file read sent as an execution answers, p50 ms", {})[rt] = pct(
+            starts_ms[f"{rt}/read_after_exec"], 50
+        )
+        rows.setdefault("an execution sent as one answers, p50 ms", {})[rt] = pct(
+            starts_ms[f"{rt}/exec_after_exec"], 50
         )
     print(f"  (container starts done; uptime: {_uptime()})")
     sample = SpreadsheetBenchData(SAMPLE_ROOT)
