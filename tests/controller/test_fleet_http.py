@@ -52,24 +52,13 @@ def fleet(docker_client) -> Iterator[Fleet]:
     try:
         for name in ("a", "b"):
             host_id = f"fh{name}-{uuid.uuid4().hex[:4]}"
-            procs[host_id] = spawn_service(
-                [
-                    "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
-                    "--code-image", "skillopt-runtime:latest", "--token-file", str(tmp / "token"),
-                    "--host-id", host_id, "--state-dir", str(tmp / host_id),
-                    "--capacity", "2", "--pool-size", "1", "--exec-agents", "off",
-                ]
-            )  # fmt: skip
+            procs[host_id] = _host(host_id, tmp / "token", tmp / host_id)
         for host_id, proc in procs.items():
             grpc[host_id] = f"127.0.0.1:{wait_listening(proc, 120)}"
         # One host by a dns:/// name (as a Kubernetes headless Service is given), one by address.
         first, second = grpc.values()
         endpoints = f"dns:///localhost:{first.rsplit(':', 1)[1]},{second}"
-        front = subprocess.Popen(
-            [sys.executable, "-m", "controller.cli", "fleet", "http", "--endpoints", endpoints,
-             "--token-file", str(tmp / "token"), "--listen", "127.0.0.1:0", "--wait", "20"],
-            stdout=subprocess.PIPE, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
+        front = _front(endpoints, tmp / "token", "--wait", "20")
         bare = f"http://127.0.0.1:{wait_listening(front, 60)}"
         yield Fleet(url=f"{bare}/t/{token}", bare=bare, token=token, hosts=procs, grpc=grpc)
     finally:
@@ -79,6 +68,27 @@ def fleet(docker_client) -> Iterator[Fleet]:
             for c in docker_client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={host_id}"}):
                 c.remove(force=True)
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
+
+
+def _host(host_id: str, token_file: Path, state: Path, *extra: str) -> subprocess.Popen:
+    """A real ``skillopt serve`` with its HTTP API (python code runs from the runtime image)."""
+    return spawn_service(
+        [
+            "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+            "--code-image", "skillopt-runtime:latest", "--token-file", str(token_file),
+            "--host-id", host_id, "--state-dir", str(state),
+            "--capacity", "2", "--pool-size", "1", "--exec-agents", "off", *extra,
+        ]
+    )  # fmt: skip
+
+
+def _front(endpoints: str, token_file: Path, *extra: str) -> subprocess.Popen:
+    """A real ``skillopt fleet http`` before ``endpoints``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "fleet", "http", "--endpoints", endpoints,
+         "--token-file", str(token_file), "--listen", "127.0.0.1:0", *extra],
+        stdout=subprocess.PIPE, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
 
 
 def _hello(fleet: Fleet, code: str = 'print("hello")', **kw):
@@ -133,22 +143,13 @@ def test_isolation_places_on_gvisor_hosts_and_each_answer_says_its_runtime(fleet
     assert r.status_code == 400 and "isolation must be" in r.text, r.text
 
     (tmp_path / "token").write_text(fleet.token)
-    gvisor = spawn_service(
-        [
-            "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--runtime", "runsc",
-            "--code-image", "skillopt-runtime:latest", "--token-file", str(tmp_path / "token"),
-            "--host-id", f"fhg-{uuid.uuid4().hex[:4]}", "--state-dir", str(tmp_path / "state"),
-            "--capacity", "2", "--pool-size", "1", "--exec-agents", "off",
-        ]
-    )  # fmt: skip
+    gvisor = _host(
+        f"fhg-{uuid.uuid4().hex[:4]}", tmp_path / "token", tmp_path / "state", "--runtime", "runsc"
+    )
     front = None
     try:
         endpoints = f"{fleet.grpc[a]},127.0.0.1:{wait_listening(gvisor, 120)}"
-        front = subprocess.Popen(
-            [sys.executable, "-m", "controller.cli", "fleet", "http", "--endpoints", endpoints,
-             "--token-file", str(tmp_path / "token"), "--listen", "127.0.0.1:0", "--isolation", "gvisor"],
-            stdout=subprocess.PIPE, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
+        front = _front(endpoints, tmp_path / "token", "--isolation", "gvisor")
         url = f"http://127.0.0.1:{wait_listening(front, 60)}/t/{fleet.token}"
         for _ in range(3):  # the runc host has the most free slots, yet never takes one
             resp = run_code(
