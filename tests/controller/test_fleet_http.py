@@ -125,7 +125,7 @@ def test_one_url_spreads_requests_over_the_hosts_with_their_tokens(fleet):
     assert r.status_code == 400 and "run_timeout" in r.text
 
 
-def test_isolation_places_on_gvisor_hosts_and_each_answer_says_its_runtime(fleet, tmp_path):
+def test_isolation_places_on_gvisor_hosts_and_each_answer_says_its_runtime(fleet, short_tmp):
     """A request's ``isolation`` (or the front's ``--isolation``) goes only to hosts whose code
     runs run under gVisor; a runc host refuses it (412) before anything runs; every answer says
     the runtime its container ran under."""
@@ -142,14 +142,14 @@ def test_isolation_places_on_gvisor_hosts_and_each_answer_says_its_runtime(fleet
     r = requests.post(f"{fleet.url}/run_jupyter", json={"cells": ["1"], "isolation": "kvm"}, timeout=60)
     assert r.status_code == 400 and "isolation must be" in r.text, r.text
 
-    (tmp_path / "token").write_text(fleet.token)
+    (short_tmp / "token").write_text(fleet.token)
     gvisor = _host(
-        f"fhg-{uuid.uuid4().hex[:4]}", tmp_path / "token", tmp_path / "state", "--runtime", "runsc"
+        f"fhg-{uuid.uuid4().hex[:4]}", short_tmp / "token", short_tmp / "state", "--runtime", "runsc"
     )
     front = None
     try:
         endpoints = f"{fleet.grpc[a]},127.0.0.1:{wait_listening(gvisor, 120)}"
-        front = _front(endpoints, tmp_path / "token", "--isolation", "gvisor")
+        front = _front(endpoints, short_tmp / "token", "--isolation", "gvisor")
         url = f"http://127.0.0.1:{wait_listening(front, 60)}/t/{fleet.token}"
         for _ in range(3):  # the runc host has the most free slots, yet never takes one
             resp = run_code(
