@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import os
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -237,21 +239,37 @@ def test_every_host_gone_mid_run_stops_the_batch_with_a_clear_error(docker_clien
         _stop(host, docker_client)
 
 
+HOSTS_LOCK = Path(tempfile.gettempdir()) / "skillopt-tests-etc-hosts.lock"
+
+
+def _edit_hosts(name: str, ips: list[str]) -> None:
+    """Give ``name`` exactly ``ips`` in /etc/hosts. Tests on other xdist workers edit the file
+    too: each edit holds a lock, keeps every other line as it is now (not as it was when the
+    test began), and replaces the file in one rename so a lookup never reads it half written."""
+    path = Path("/etc/hosts")
+    with HOSTS_LOCK.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        kept = [line for line in path.read_text().splitlines() if line.split()[1:] != [name]]
+        text = "\n".join([*kept, *(f"{ip} {name}" for ip in ips)]) + "\n"
+        tmp = path.with_name(f".hosts.{name}")
+        tmp.write_text(text)
+        tmp.chmod(0o644)
+        try:
+            os.replace(tmp, path)
+        except OSError:  # /etc/hosts is a bind mount (a container): rewrite it in place
+            tmp.unlink()
+            path.write_text(text)
+
+
 @contextlib.contextmanager
 def _hosts_file_name() -> Iterator[tuple[str, Callable[[list[str]], None]]]:
     """A fresh DNS name in /etc/hosts (glibc reads the file on every lookup); yields the name
-    and a setter of its addresses; the file is restored afterwards."""
-    path = Path("/etc/hosts")
-    original = path.read_text()
+    and a setter of its addresses; the name is removed afterwards."""
     name = f"so-fleet-{uuid.uuid4().hex[:8]}.test"
-
-    def set_addresses(ips: list[str]) -> None:
-        path.write_text(original.rstrip("\n") + "\n" + "".join(f"{ip} {name}\n" for ip in ips))
-
     try:
-        yield name, set_addresses
+        yield name, lambda ips: _edit_hosts(name, ips)
     finally:
-        path.write_text(original)
+        _edit_hosts(name, [])
 
 
 def _free_port(ips: list[str]) -> int:
