@@ -13,7 +13,7 @@
 #
 # Each image carries the label org.skillopt.build-hash, a sha256 of its build inputs:
 #   base     this machine's docker/base/bootstrap.sh (the package list lives there)
-#   runtime  docker/runtime/{Dockerfile,requirements.txt,statx_fallback.c} + the agent CLIs' pinned versions
+#   runtime  docker/runtime/{Dockerfile,requirements.txt,gvisor_compat.c} + the agent CLIs' pinned versions
 #            (docker/agents/versions.env) and staged layout + the base image ID
 #   service  docker/service/Dockerfile + the project's packaged source (pyproject.toml,
 #            skillopt/, sandbox/, controller/) + the base image ID
@@ -341,7 +341,7 @@ agents_layout() {  # the pinned packages and the staged layout: part of the runt
 # --- runtime -------------------------------------------------------------------------------------
 if want runtime; then
   read_agent_versions
-  runtime_hash="$( { (cd "$here/runtime" && sha256sum Dockerfile requirements.txt statx_fallback.c); agents_layout; echo "base $base_id"; } | sha)"
+  runtime_hash="$( { (cd "$here/runtime" && sha256sum Dockerfile requirements.txt gvisor_compat.c); agents_layout; echo "base $base_id"; } | sha)"
   if ! forced runtime && [[ "$(image_hash "$runtime_tag")" == "$runtime_hash" ]]; then
     log "runtime: $runtime_tag up to date"
   else
@@ -358,11 +358,11 @@ if want runtime; then
     rm -rf "$ctx"
     mkdir -p "$ctx/pydeps" "$ctx/agents" "$ctx/shim"
     cp "$here/runtime/Dockerfile" "$here/runtime/requirements.txt" "$ctx/"
-    # The statx fallback for gVisor (statx_fallback.c): the image has no compiler, the host's gcc
+    # The gVisor compatibility shim (gvisor_compat.c): the image has no compiler, the host's gcc
     # builds it (a bookworm glibc on both sides; it needs only syscall and errno).
-    command -v gcc >/dev/null || die "runtime: gcc not found: the image's statx fallback is compiled on the host (scripts/setup.sh installs gcc; or apt-get install gcc libc6-dev)"
-    gcc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$ctx/shim/libskillopt-statx.so" "$here/runtime/statx_fallback.c" \
-      || die "runtime: compiling docker/runtime/statx_fallback.c failed"
+    command -v gcc >/dev/null || die "runtime: gcc not found: the image's gVisor compatibility shim is compiled on the host (scripts/setup.sh installs gcc; or apt-get install gcc libc6-dev)"
+    gcc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$ctx/shim/libskillopt-gvisor.so" "$here/runtime/gvisor_compat.c" \
+      || die "runtime: compiling docker/runtime/gvisor_compat.c failed"
     : >"$ctx/pydeps/.keep"
     for name in codex claude; do agent_stage "$name" "$ctx/agents"; done
     if ! docker run --rm --network none "$base_ref" python3 -c 'import openpyxl, pandas' >/dev/null 2>&1; then

@@ -26,11 +26,13 @@
 #              prometheus and the polyglot image (scripts/test.sh and .ci/run pass it)
 #   --agents   accepted for compatibility and otherwise ignored: the agent CLIs are now always
 #              part of the runtime image (the tests need them).
-#   --gvisor   also install gVisor (Debian's runsc) and register it with Docker as the runtimes
-#              "runsc" (no network) and "runsc-net" (for exec agents and sessions on the gateway
-#              network), for `skillopt serve --runtime runsc`. .ci/run
-#              passes it (CI runs the security suites under both runc and runsc).
-# Environment: SKILLOPT_PYTHON (interpreter for .venv), plus docker/build.sh's SKILLOPT_* variables.
+#   --gvisor   also install gVisor (Debian's runsc, 2024-07 or newer: from bookworm-backports on
+#              Debian 12) and register it with Docker as the runtimes "runsc" (no network) and
+#              "runsc-net" (for exec agents and sessions on the gateway network), for `skillopt
+#              serve --runtime runsc`. .ci/run passes it (CI runs the security suites under both
+#              runc and runsc).
+# Environment: SKILLOPT_PYTHON (interpreter for .venv), SKILLOPT_RUNSC_PLATFORM (gVisor's
+# platform, default ptrace), plus docker/build.sh's SKILLOPT_* variables.
 # Runs from any directory; uses sudo for apt-get/dockerd when not root.
 set -euo pipefail
 
@@ -224,24 +226,48 @@ fi
 # Two runtimes (docker/README.md, "Isolation levels"): runsc for the network-less rollout
 # containers, runsc-net for exec agents and sessions on the gateway network. runsc-net uses
 # --network=host: gVisor passes socket calls to the host kernel inside the container's own
-# network namespace, so the gateway network's firewall applies as under runc (gVisor's own
-# stack, --network=sandbox, does not start under this Docker/runsc pair: "cannot run with
-# network enabled in root network namespace"). --host-uds=all: the runner connects to the service's
-# unix socket on a bind mount. No --oci-seccomp: in Debian's gVisor release it makes select(2)
-# fail with EPERM (and clone3 EPERM, not ENOSYS, which breaks glibc's posix_spawn), so the
-# container's seccomp profile is not loaded; gVisor's kernel serves every system call and its own
-# host filter replaces it (docker/README.md, "Isolation levels").
+# network namespace, so the gateway network's firewall applies as under runc. --host-uds=all: the
+# runner connects to the service's unix socket on a bind mount. No --oci-seccomp: gVisor's kernel
+# serves every system call and its own host filter replaces the profile (docker/README.md).
+#
+# gVisor's release: bookworm's own runsc (0.0~20221219) loses wake-ups (an agent CLI's command
+# sometimes never reports back: Codex CLI 16 of 46 rollouts) and rejects statx's
+# AT_NO_AUTOMOUNT; bookworm-backports carries 0.0~20240729, which has neither fault. We install
+# that one (the backports suite is added to apt's sources when missing; apt takes nothing else
+# from it) and require at least RUNSC_MIN.
+#
+# Platform: ptrace. No KVM here; the other KVM-less platform, systrap, starts a container faster
+# (874 vs 1276 ms to the runner's hello) but runs each execution slower (136 vs 56 ms for one sent
+# as the last answered), and rollouts take their containers from a warm pool (bench/README.md).
+# SKILLOPT_RUNSC_PLATFORM=systrap (or kvm, on a host with /dev/kvm) registers another.
+RUNSC_MIN=20240729
+RUNSC_PLATFORM="${SKILLOPT_RUNSC_PLATFORM:-ptrace}"
+runsc_date() { runsc --version 2>/dev/null | sed -n 's/^runsc version 0\.0~\([0-9]\{8\}\).*/\1/p'; }
 if [[ $gvisor -eq 1 ]]; then
   step "gvisor"
-  command -v runsc >/dev/null || apt_install runsc
+  if [[ "$(runsc_date)" < "$RUNSC_MIN" ]]; then
+    codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-}")"
+    if [[ "$codename" == bookworm ]]; then
+      if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+        echo "deb http://deb.debian.org/debian bookworm-backports main" \
+          | "${sudo[@]}" tee /etc/apt/sources.list.d/skillopt-bookworm-backports.list >/dev/null
+        apt_updated=0  # the new suite's index must be fetched
+      fi
+      apt_install -t bookworm-backports runsc
+    else
+      apt_install runsc
+    fi
+    [[ ! "$(runsc_date)" < "$RUNSC_MIN" ]] \
+      || die "runsc $(runsc_date) is older than $RUNSC_MIN, which agent CLIs need (docker/README.md, \"Isolation levels\"); install a newer runsc and rerun"
+  fi
   # (not `docker info | grep -q`: grep's early exit fails the pipe under pipefail)
   registered() { [[ "$(docker info --format '{{json .Runtimes}}' 2>/dev/null)" == *'"runsc-net"'* ]]; }
   cfg=/etc/docker/daemon.json
-  merged="$(python3 - "$cfg" <<'PY'
+  merged="$(RUNSC_PLATFORM=$RUNSC_PLATFORM python3 - "$cfg" <<'PY'
 import json, os, sys
 path = sys.argv[1]
 cfg = json.load(open(path)) if os.path.exists(path) else {}
-common = ["--platform=ptrace", "--host-uds=all"]
+common = [f"--platform={os.environ['RUNSC_PLATFORM']}", "--host-uds=all"]
 want = {"runsc": ["--network=none", *common], "runsc-net": ["--network=host", *common]}
 runtimes = cfg.setdefault("runtimes", {})
 if all(runtimes.get(n, {}).get("runtimeArgs") == a for n, a in want.items()):
@@ -252,7 +278,7 @@ print(json.dumps(cfg, indent=2))
 PY
 )" || die "cannot read $cfg"
   if [[ -z "$merged" ]] && registered; then
-    done_ "registered (runsc, runsc-net)"
+    done_ "registered (runsc $(runsc_date), runsc-net; platform $RUNSC_PLATFORM)"
   else
     if [[ -n "$merged" ]]; then
       "${sudo[@]}" mkdir -p /etc/docker
@@ -262,7 +288,7 @@ PY
     "${sudo[@]}" pkill -HUP -x dockerd || die "could not signal dockerd to reload $cfg"
     for _ in $(seq 20); do registered && break; sleep 0.5; done
     registered || die "dockerd did not pick up runsc/runsc-net from $cfg"
-    done_ "installed and registered runsc, runsc-net"
+    done_ "installed and registered runsc $(runsc_date), runsc-net (platform $RUNSC_PLATFORM)"
   fi
 fi
 

@@ -111,7 +111,7 @@ HOSTILE: tuple[Hostile, ...] = (
     Hostile(
         "egress_public_tcp",
         _p("""
-        report(ifaces=sorted(os.listdir("/sys/class/net")),
+        report(ifaces=sorted(name for _, name in socket.if_nameindex()),
                public=[tcp("1.1.1.1", 443), tcp("8.8.8.8", 53), tcp("93.184.216.34", 80)])
         """),
         report={"ifaces": ["lo"], "public": ["blocked"] * 3},

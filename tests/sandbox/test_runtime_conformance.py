@@ -55,8 +55,8 @@ def conformance(request, runtime) -> Iterator[Conformance]:
 
 
 #: Checks gVisor cannot pass, and why (strict: one that starts passing fails, to be removed).
-#: None now: the one there was (Debian's runsc rejects statx's AT_NO_AUTOMOUNT, so ls and stat
-#: failed) is met by the runtime image's statx fallback (docker/runtime/statx_fallback.c).
+#: None now: the one there was (bookworm's own runsc rejects statx's AT_NO_AUTOMOUNT, so ls and
+#: stat failed) is met by a newer gVisor and the runtime image's docker/runtime/gvisor_compat.c.
 RUNSC_EXPECTED_FAILURES: dict[str, str] = {}
 
 
