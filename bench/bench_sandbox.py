@@ -722,9 +722,9 @@ def _cpu_per_rollout(
 
 def _print_table(rows: dict[str, dict[str, float]], runtimes: list[str]) -> None:
     base = runtimes[0]
-    head = " | ".join(runtimes[1:])
-    print(f"| figure | {' | '.join(runtimes)} | {head} / {base} |")
-    print("|---" * (len(runtimes) + 2) + "|")
+    ratio_heads = " | ".join(f"{rt} / {base}" for rt in runtimes[1:])
+    print(f"| figure | {' | '.join(runtimes)} | {ratio_heads} |")
+    print("|---" * (2 * len(runtimes)) + "|")
     for name, vals in rows.items():
         ratios = " | ".join(f"{vals[rt] / vals[base]:.2f}x" if vals[base] else "-" for rt in runtimes[1:])
         print(f"| {name} | {' | '.join(f'{vals[rt]:.1f}' for rt in runtimes)} | {ratios} |")
