@@ -242,7 +242,8 @@ fi
 # SKILLOPT_RUNSC_PLATFORM=systrap (or kvm, on a host with /dev/kvm) registers another.
 RUNSC_MIN=20240729
 RUNSC_PLATFORM="${SKILLOPT_RUNSC_PLATFORM:-ptrace}"
-runsc_date() { runsc --version 2>/dev/null | sed -n 's/^runsc version 0\.0~\([0-9]\{8\}\).*/\1/p'; }
+# The release date: Debian's "runsc version 0.0~20240729.0", upstream's "release-20240729.0".
+runsc_date() { runsc --version 2>/dev/null | sed -n 's/^runsc version \(0\.0~\|release-\)\([0-9]\{8\}\).*/\2/p'; }
 if [[ $gvisor -eq 1 ]]; then
   step "gvisor"
   if [[ "$(runsc_date)" < "$RUNSC_MIN" ]]; then
@@ -263,17 +264,18 @@ if [[ $gvisor -eq 1 ]]; then
   # (not `docker info | grep -q`: grep's early exit fails the pipe under pipefail)
   registered() { [[ "$(docker info --format '{{json .Runtimes}}' 2>/dev/null)" == *'"runsc-net"'* ]]; }
   cfg=/etc/docker/daemon.json
-  merged="$(RUNSC_PLATFORM=$RUNSC_PLATFORM python3 - "$cfg" <<'PY'
+  merged="$(RUNSC_PLATFORM=$RUNSC_PLATFORM RUNSC_PATH="$(command -v runsc)" python3 - "$cfg" <<'PY'
 import json, os, sys
 path = sys.argv[1]
 cfg = json.load(open(path)) if os.path.exists(path) else {}
 common = [f"--platform={os.environ['RUNSC_PLATFORM']}", "--host-uds=all"]
 want = {"runsc": ["--network=none", *common], "runsc-net": ["--network=host", *common]}
 runtimes = cfg.setdefault("runtimes", {})
-if all(runtimes.get(n, {}).get("runtimeArgs") == a for n, a in want.items()):
+runsc_path = os.environ["RUNSC_PATH"]
+if all(runtimes.get(n, {}) == {"path": runsc_path, "runtimeArgs": a} for n, a in want.items()):
     sys.exit(0)  # up to date: print nothing
 for name, args in want.items():
-    runtimes[name] = {"path": "/usr/bin/runsc", "runtimeArgs": args}
+    runtimes[name] = {"path": runsc_path, "runtimeArgs": args}
 print(json.dumps(cfg, indent=2))
 PY
 )" || die "cannot read $cfg"
@@ -288,7 +290,7 @@ PY
     "${sudo[@]}" pkill -HUP -x dockerd || die "could not signal dockerd to reload $cfg"
     for _ in $(seq 20); do registered && break; sleep 0.5; done
     registered || die "dockerd did not pick up runsc/runsc-net from $cfg"
-    done_ "installed and registered runsc $(runsc_date), runsc-net (platform $RUNSC_PLATFORM)"
+    done_ "registered runsc $(runsc_date), runsc-net (platform $RUNSC_PLATFORM; $cfg updated)"
   fi
 fi
 
