@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -70,3 +71,4 @@ def remote_service(name: str, *, pool_size: int) -> Iterator[list[str]]:
         finally:
             proc.terminate()
             proc.wait(60)
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -9,6 +9,7 @@ sleeping past the deadline.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -197,3 +198,10 @@ def test_a_hanging_candidate_in_a_trace_mode_suite_is_a_timeout(fresh):
     v = grade(fresh, item, "import math\ndef find_zero(xs):\n    while True:\n        pass\n")
     assert v.metrics["grading_mode"] == "trace"
     assert v.fail_reason.startswith("timeout: the tests ran more than "), v.fail_reason
+
+
+def test_local_grading_sandboxes_leave_no_state_dir_behind(docker_client):
+    with local_grading_sandboxes() as factory, factory() as box:
+        state = Path(box.runtime.state_dir)
+        assert state.is_dir()
+    assert not state.exists(), state
