@@ -151,6 +151,13 @@ class RuntimeConfig:
     #: waiting rollout do not count: those are bounded by the host's capacity.
     max_idle_containers: int = 0
     docker_base_url: str = ""
+    #: A container goes back to its tenant's pool after an execution (a rollout, a session's
+    #: end, a code run), reset to a verified clean slate, until it has served this many
+    #: executions; 0: never reused (every execution gets a fresh container). See
+    #: ``docs/recycling.md``.
+    reuse_max_executions: int = 64
+    #: ... and only while younger than this (seconds since its creation).
+    reuse_max_age_s: float = 600.0
 
     def __post_init__(self) -> None:
         if not self.host_id or not all(c.isalnum() or c in "-_." for c in self.host_id):
@@ -161,6 +168,13 @@ class RuntimeConfig:
             raise ConfigError(f"refill_delay_s must be in [0, 60], got {self.refill_delay_s}")
         if self.max_warm_pools < 1 or self.max_idle_containers < 0:
             raise ConfigError("max_warm_pools must be >= 1 and max_idle_containers >= 0")
+        if self.reuse_max_executions < 0:
+            raise ConfigError(f"reuse_max_executions must be >= 0 (0: never reuse), got {self.reuse_max_executions}")
+        if not 0 < self.reuse_max_age_s <= self.max_container_lifetime_s:
+            raise ConfigError(
+                f"reuse_max_age_s must be in (0, {self.max_container_lifetime_s:g}] (the containers' hard "
+                f"lifetime), got {self.reuse_max_age_s}"
+            )
 
     @property
     def idle_cap(self) -> int:
