@@ -52,7 +52,9 @@ retries from that alone (``controller.fleet.policy``). Unmarked errors are final
     │   │                           says so)
     │   ├── GatewayError         L
     │   ├── GraderFailed         L  the trusted grader's worker died or overran its time
-    │   └── OutputLimitExceeded  F
+    │   ├── OutputLimitExceeded  F
+    │   └── SandboxResetFailed   F  a used sandbox could not be proven clean: it is destroyed,
+    │                               never reused (the pool's; never ends a rollout)
     └── SystemicFailure          F  every row failed before any model reply: stop the run
 
 Errors carry ``rollout_id``, ``host`` and ``phase`` where known. Errors of dependencies
@@ -397,6 +399,20 @@ class OutputLimitExceeded(InfraError):
 
     kind = InfraErrorKind.INTERNAL
     outcome = WorkOutcome.FINAL
+
+
+class SandboxResetFailed(InfraError):
+    """A used sandbox could not be brought back to a verified clean slate
+    (:meth:`sandbox.runtime.base.SandboxRuntime.reset`): it must be destroyed, never reused.
+    ``reason`` is one short word for metrics (``processes``, ``files``, ``ipc``, ``runner``,
+    ``unresettable``, ``unreachable``, ``pids``, ``oom``); the message says what was found."""
+
+    kind = InfraErrorKind.SANDBOX_UNAVAILABLE
+    outcome = WorkOutcome.FINAL
+
+    def __init__(self, message: str, *, reason: str = "other") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class SystemicFailure(SkillOptError):

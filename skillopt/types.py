@@ -482,3 +482,7 @@ class HostDescription:
     #: ``()`` and 0: it serves none.
     languages: tuple[str, ...] = ()
     http_port: int = 0
+    #: Container recycling: most executions per container (one tenant's, reset between them)
+    #: and its oldest age; 0: never reused.
+    reuse_max_executions: int = 0
+    reuse_max_age_s: float = 0.0

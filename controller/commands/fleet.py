@@ -177,6 +177,14 @@ def _packages(r) -> str:
     return f"{r.skill_package_max_files} files, {r.skill_package_max_bytes / (1024 * 1024):g} MiB"
 
 
+def _reuse(r: HostReport) -> str:
+    """The host's container recycling policy, e.g. "64 x, 600 s"; "off" (a fresh container per
+    execution)."""
+    if r.reuse_max_executions <= 0:
+        return "off"
+    return f"{r.reuse_max_executions} x, {r.reuse_max_age_s:g} s"
+
+
 def _table(reports) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -192,6 +200,7 @@ def _table(reports) -> None:
         "sessions",
         "packages",
         "languages",
+        "reuse",
         "runtime",
         "gVisor",
         "runtime image",
@@ -213,6 +222,7 @@ def _table(reports) -> None:
             f"{r.sessions}/{r.max_sessions}" if r.host else "-",
             _packages(r) if r.host else "-",
             (",".join(r.languages) + f" :{r.http_port}" if r.languages else "none") if r.host else "-",
+            _reuse(r) if r.host else "-",
             _runtimes(r),
             ("yes" if r.gvisor else "no") if r.host else "-",
             digest or "-",

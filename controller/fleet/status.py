@@ -56,6 +56,10 @@ class HostReport:
     #: Languages of its SandboxFusion-compatible HTTP API and that API's port (none, 0: off).
     languages: tuple[str, ...] = ()
     http_port: int = 0
+    #: Container recycling: most executions per container (one tenant's) and its oldest age
+    #: (0: never reused).
+    reuse_max_executions: int = 0
+    reuse_max_age_s: float = 0.0
 
     @property
     def gvisor(self) -> bool:
@@ -111,6 +115,8 @@ def _report(address: str, health: str, d) -> HostReport:
         skill_package_max_bytes=d.skill_package_max_bytes,
         languages=tuple(d.languages),
         http_port=d.http_port,
+        reuse_max_executions=d.reuse_max_executions,
+        reuse_max_age_s=d.reuse_max_age_s,
     )
 
 

@@ -452,6 +452,8 @@ def description_to_proto(d: HostDescription) -> pb.DescribeResponse:
         skill_package_max_bytes=d.skill_package_max_bytes,
         languages=list(d.languages),
         http_port=d.http_port,
+        reuse_max_executions=d.reuse_max_executions,
+        reuse_max_age_s=d.reuse_max_age_s,
     )
 
 
@@ -482,4 +484,6 @@ def description_from_proto(m: pb.DescribeResponse) -> HostDescription:
         skill_package_max_bytes=m.skill_package_max_bytes,
         languages=tuple(m.languages),
         http_port=m.http_port,
+        reuse_max_executions=m.reuse_max_executions,
+        reuse_max_age_s=m.reuse_max_age_s,
     )

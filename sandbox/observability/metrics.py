@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from sandbox.runtime.pool import RESET_BUCKETS_S
 from skillopt.errors import ConfigError
 from skillopt.types import RolloutRequest, RolloutResult, Usage
 
@@ -300,16 +301,60 @@ class _HostCollector:
         created = core.CounterMetricFamily(
             "skillopt_pool_containers_created", "Containers created", labels=("image", "spec")
         )
+        reused = core.CounterMetricFamily(
+            "skillopt_pool_reuses",
+            "Acquisitions served by a tenant's reset container",
+            labels=("image", "spec"),
+        )
         for p in self.state.pools.stats():
             key = [p.image, p.spec_key[:12]]
-            for state, n in (("idle", p.idle), ("leased", p.leased), ("starting", p.creating)):
+            for state, n in (
+                ("idle", p.idle),
+                ("recycled", p.recycled),
+                ("leased", p.leased),
+                ("starting", p.creating),
+            ):
                 containers.add_metric([*key, state], n)
             target.add_metric(key, p.target)
             waiters.add_metric(key, p.waiters)
             acquired.add_metric([*key, "true"], p.acquired_warm)
             acquired.add_metric([*key, "false"], p.acquired_total - p.acquired_warm)
             created.add_metric(key, p.created_total)
-        yield from (containers, target, waiters, acquired, created)
+            reused.add_metric(key, p.reused_total)
+        yield from (containers, target, waiters, acquired, created, reused)
+        yield from self._recycling()
+
+    def _recycling(self) -> Iterator[Any]:
+        """Container recycling: the policy, resets (count and duration), failed resets and
+        containers destroyed instead of reset, each by its reason (a bounded set)."""
+        core, r = self.core, self.state.pools.recycle_stats()
+        yield core.GaugeMetricFamily(
+            "skillopt_container_reuse_max_executions",
+            "Most executions a container serves for its tenant (0: recycling off)",
+            value=r.max_executions,
+        )
+        bounds = [*(f"{b:g}" for b in RESET_BUCKETS_S), "+Inf"]
+        yield core.HistogramMetricFamily(
+            "skillopt_container_reset_seconds",
+            "Resets of a used container to a verified clean slate, and their duration",
+            buckets=list(zip(bounds, r.reset_buckets, strict=True)),
+            sum_value=r.reset_seconds_sum,
+        )
+        failures = core.CounterMetricFamily(
+            "skillopt_container_reset_failures",
+            "Resets that failed (the container destroyed)",
+            labels=("reason",),
+        )
+        for reason, n in sorted(r.reset_failures.items()):
+            failures.add_metric([reason], n)
+        skipped = core.CounterMetricFamily(
+            "skillopt_containers_not_reused",
+            "Used containers destroyed instead of reset, by why (what spoiled them, or the policy)",
+            labels=("reason",),
+        )
+        for reason, n in sorted(r.not_reused.items()):
+            skipped.add_metric([reason], n)
+        yield from (failures, skipped)
 
     def _sessions(self) -> Iterator[Any]:
         core, sessions = self.core, self.state.sessions

@@ -10,9 +10,9 @@ Three levels:
 
 * :class:`SandboxRuntime` — the lifecycle on one host: ``create`` a sandbox for a
   :class:`~sandbox.runtime.spec.ContainerSpec` (a :class:`SandboxHandle`), ``lease`` it to one
-  rollout or session, ``kill`` / ``destroy`` it, ``reap`` what a crashed predecessor left,
-  ``close``. The warm pool (``pool.PoolManager``), the rollout service and the session manager
-  only use this interface.
+  rollout or session, ``reset`` it to a verified clean slate for its tenant's next execution,
+  ``kill`` / ``destroy`` it, ``reap`` what a crashed predecessor left, ``close``. The warm pool
+  (``pool.PoolManager``), the rollout service and the session manager only use this interface.
 * :class:`RolloutSandbox` — one leased sandbox as the trusted side drives it for a rollout:
   execute, read, write, list in the workspace, with typed errors. A failing program is data
   (``ExecOutcome``); a dead sandbox, a timeout or a cancellation is an exception.
@@ -25,7 +25,8 @@ Errors (all in :mod:`skillopt.errors`): ``SandboxFileMissing`` (no such file),
 ``OutputLimitExceeded`` (larger than asked for), ``InvalidRequest`` (a path outside the
 workspace), ``SandboxPermissionDenied``, ``SandboxIsADirectory``, ``SandboxFileTooLarge``
 (sessions' file errors), ``SandboxUnavailable`` (the sandbox died), ``RolloutTimeout`` (the rollout's wall
-time ran out), ``Cancelled``, ``OOMKilled``, ``ImageMissing``, ``ContainerStartFailed``.
+time ran out), ``Cancelled``, ``OOMKilled``, ``ImageMissing``, ``ContainerStartFailed``,
+``SandboxResetFailed`` (a used sandbox could not be proven clean).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from skillopt.types import SkillSpec
 
 __all__ = [
     "ReapReport",
+    "ResetReport",
     "RolloutSandbox",
     "SandboxHandle",
     "SandboxRuntime",
@@ -77,6 +79,20 @@ class SandboxHandle:
     state: SlotState = SlotState.IDLE
     #: Seconds its creation took.
     start_s: float = 0.0
+    #: The tenant it serves (bound at its first lease: a sandbox never serves another); "" =
+    #: none yet, or a holder without a tenant (then it is never reused).
+    tenant: str = ""
+    #: Executions (leases: a rollout, a session, a code run) it has served.
+    executions: int = 0
+    #: Why it must not be reused ("" = nothing against it so far): see :meth:`spoil`.
+    taint: str = ""
+
+    def spoil(self, reason: str) -> None:
+        """Mark it never to be reused (a kill, a timeout, an out-of-memory kill, an output cap,
+        a runner or engine error): the first reason is kept. Set by the runtime and its leased
+        sandboxes; read by the pool when the sandbox comes back."""
+        if not self.taint:
+            self.taint = reason
 
 
 @dataclass(frozen=True)
@@ -87,6 +103,20 @@ class ReapReport:
     containers: tuple[str, ...]
     #: Host directories removed (of sandboxes gone before).
     directories: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ResetReport:
+    """What one :meth:`SandboxRuntime.reset` did."""
+
+    #: Seconds the reset took, as the host saw it (request to verified).
+    duration_s: float
+    #: Files and folders removed from the places the sandbox's user may write.
+    files_removed: int = 0
+    #: System V IPC objects removed.
+    ipc_removed: int = 0
+    #: Items of the runner's own state a program had changed and the reset put back.
+    restored: tuple[str, ...] = ()
 
 
 class Sweep(enum.Enum):
@@ -296,6 +326,26 @@ class SandboxRuntime(abc.ABC):
 
         Raises:
             SandboxUnavailable: the lease cannot be recorded (the host's disk).
+        """
+
+    @abc.abstractmethod
+    def reset(self, handle: SandboxHandle) -> ResetReport:
+        """Bring a used sandbox back to a verified clean slate, for the next execution of the
+        same tenant (never another's: the pool's policy). Afterwards the next execution cannot
+        observe or be influenced by the ones before: no process but the sandbox's own runner
+        (whatever its session, group or state), every place the sandbox's user may write
+        (workspace, ``/tmp``, ``/dev/shm``, home, message queues) empty with its start's modes
+        and free room, no System V IPC object, no skill package placed, the runner's own state
+        (limits, priority, affinity, descriptors, dumpability) as at its start. The runtime
+        checks its own result; what it cannot restore or confirm fails the reset.
+
+        Timing within a tenant is not covered (a page cache warmed, a module imported by the
+        runner on demand): a tenant may observe its own earlier executions' speed.
+
+        Raises:
+            SandboxResetFailed: the sandbox was spoiled (:meth:`SandboxHandle.spoil`), is
+                unreachable, or something could not be restored or confirmed (``reason``
+                says which); the caller destroys it.
         """
 
     @abc.abstractmethod

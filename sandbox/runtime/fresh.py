@@ -1,8 +1,9 @@
-"""Fresh grading containers without a sandbox service: for ``skillopt score`` and tests.
+"""Clean grading containers without a sandbox service: for ``skillopt score`` and tests.
 
 The service gives agents ``ctx.grading_sandbox`` from its pool; outside a service, this module
 gives the same thing straight from a :class:`~sandbox.runtime.docker.runtime.DockerRuntime`
-(one hardened, network-less container per call, destroyed afterwards).
+(one hardened, network-less container per call: with a warm pool, a container reset to a
+verified clean slate after each call and reused; without, a new one destroyed afterwards).
 
 Usage::
 
@@ -26,6 +27,9 @@ from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 
 __all__ = ["local_grading_sandboxes"]
 
+#: Everything graded through one factory is one caller's: its containers are recycled for it.
+_LOCAL_TENANT = "local-grading"
+
 
 @contextlib.contextmanager
 def local_grading_sandboxes(
@@ -36,7 +40,9 @@ def local_grading_sandboxes(
     Args:
         spec: the containers' spec (default: the hardened default, no network).
         output_limit_bytes: stdout/stderr tail kept per execution.
-        warm: keep this many idle containers started ahead (a pool; each still used once).
+        warm: keep this many idle containers started ahead (a pool, whose used containers are
+            reset for the next call and reused, ``docs/recycling.md``); 0: a new container
+            per call, destroyed afterwards.
 
     Raises:
         SandboxUnavailable: the Docker engine cannot be reached (the message says how to
@@ -58,7 +64,11 @@ def local_grading_sandboxes(
 
     @contextlib.contextmanager
     def fresh() -> Iterator[LeasedSandbox]:
-        handle = pools.acquire(spec, timeout_s=180.0) if pools is not None else runtime.create(spec)
+        handle = (
+            pools.acquire(spec, timeout_s=180.0, tenant=_LOCAL_TENANT)
+            if pools is not None
+            else runtime.create(spec)
+        )
         try:
             yield LeasedSandbox(runtime, handle, rollout_id="grading", output_limit_bytes=output_limit_bytes)
         finally:

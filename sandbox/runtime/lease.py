@@ -108,13 +108,18 @@ class LeasedSandbox:
 
     def run_python(self, path: str, **kwargs: Any) -> ExecOutcome:
         self.settle()
-        with tracing.span("sandbox.exec", {"skillopt.exec.kind": "python"}) as span:
+        with tracing.span("sandbox.exec", self._span_attributes("python")) as span:
             return _traced(span, self.box.run_python(path, **kwargs))
 
     def run_command(self, argv: Sequence[str], **kwargs: Any) -> ExecOutcome:
         self.settle()
-        with tracing.span("sandbox.exec", {"skillopt.exec.kind": "command"}) as span:
+        with tracing.span("sandbox.exec", self._span_attributes("command")) as span:
             return _traced(span, self.box.run_command(argv, **kwargs))
+
+    def _span_attributes(self, kind: str) -> dict[str, Any]:
+        """An execution span's attributes: its kind, and how many executions (leases) its
+        container has served, this one included (above 1: a recycled container)."""
+        return {"skillopt.exec.kind": kind, "skillopt.container.executions": self.handle.executions}
 
     def kill(self) -> None:
         self.box.kill()  # at once: never after a placement

@@ -1,11 +1,21 @@
-"""Warm pools of pre-started, single-use rollout containers.
+"""Warm pools of pre-started rollout containers, recycled within a tenant.
 
 A cold container costs ~0.2 s of wall time to create and start plus ~0.1 s for the runner's
 imports here, and creations serialize badly under concurrency, so each :class:`ContainerSpec`
-in use keeps ``pool_size`` idle containers ready. A container serves exactly one rollout and is
-then destroyed; a background maintainer refills the pool, with at most
-``max_concurrent_creations`` creations in flight across all pools (concurrent creations slow
-each other down: moby#42096).
+in use keeps ``pool_size`` idle containers ready; a background maintainer refills the pool, with
+at most ``max_concurrent_creations`` creations in flight across all pools (concurrent creations
+slow each other down: moby#42096).
+
+Recycling (``docs/recycling.md``): a fresh container is bound to the tenant of its first lease.
+When it comes back it is reset to a verified clean slate (:meth:`SandboxRuntime.reset`, on a
+worker thread) and kept idle for that tenant alone, under the runtime's policy: at most
+``reuse_max_executions`` executions and ``reuse_max_age_s`` of age, never after anything spoiled
+it (a kill, a timeout, an out-of-memory kill, an output cap, a runner or engine error), never
+without a tenant. A tenant's acquisition takes its own reset container first, waits for one
+whose reset is in flight (a few milliseconds) rather than take a fresh one, and takes a fresh
+one otherwise. Anything else is destroyed, as every container was before recycling: the
+engine's create/remove churn (~390 containers/min at most on this 2-core machine) then caps
+only a tenant's first executions.
 
 Acquisition never creates a container itself: it registers demand and waits, and the maintainer
 creates for ``idle target + waiters``. That keeps the creation cap global. Waiters are served
@@ -27,6 +37,7 @@ host with nothing running stops within seconds.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import contextlib
 import threading
@@ -38,9 +49,17 @@ import structlog
 
 from sandbox.runtime.base import SandboxHandle, SandboxRuntime, SlotState
 from sandbox.runtime.spec import ContainerSpec
-from skillopt.errors import ContainerStartFailed, Draining, ImageMissing, InfraError, RolloutTimeout
+from skillopt.errors import (
+    Cancelled,
+    ContainerStartFailed,
+    Draining,
+    ImageMissing,
+    InfraError,
+    RolloutTimeout,
+    SandboxResetFailed,
+)
 
-__all__ = ["PoolManager", "PoolStats"]
+__all__ = ["RESET_BUCKETS_S", "PoolManager", "PoolStats", "RecycleStats"]
 
 log = structlog.get_logger("skillopt.sandbox.pool")
 
@@ -52,7 +71,14 @@ _FAIL_FAST_AFTER = 3
 @dataclass
 class _Pool:
     spec: ContainerSpec
+    #: Fresh containers, bound to no tenant yet (first come, first served).
     idle: collections.deque[SandboxHandle] = field(default_factory=collections.deque)
+    #: Reset containers kept for their tenant, by tenant id (the most recently reset last).
+    recycled: dict[str, collections.deque[SandboxHandle]] = field(default_factory=dict)
+    #: Resets in flight, by tenant id: an acquisition of that tenant waits for one.
+    resetting: collections.Counter[str] = field(default_factory=collections.Counter)
+    #: Acquisitions served by a reset container.
+    reused_total: int = 0
     creating: int = 0
     #: One ticket per acquisition waiting, oldest first: only the oldest takes a container.
     queue: collections.deque[object] = field(default_factory=collections.deque)
@@ -72,6 +98,10 @@ class _Pool:
         """Acquisitions waiting, and those announced: the maintainer creates for both."""
         return len(self.queue) + self.expected
 
+    @property
+    def recycled_count(self) -> int:
+        return sum(len(q) for q in self.recycled.values())
+
 
 @dataclass(frozen=True)
 class PoolStats:
@@ -86,6 +116,32 @@ class PoolStats:
     #: Containers acquired and not released yet; idle containers the pool keeps ready.
     leased: int = 0
     target: int = 0
+    #: Reset containers idle for their tenants; acquisitions they served.
+    recycled: int = 0
+    reused_total: int = 0
+
+
+@dataclass(frozen=True)
+class RecycleStats:
+    """The recycling of every pool of a host, for metrics and ``fleet status``."""
+
+    #: The policy (0 executions: recycling off).
+    max_executions: int
+    max_age_s: float
+    #: Resets that succeeded, and their durations' histogram (cumulative counts per bound of
+    #: :data:`RESET_BUCKETS_S`, the last one +Inf).
+    resets_total: int
+    reset_seconds_sum: float
+    reset_buckets: tuple[int, ...]
+    #: Resets that failed, by reason (:class:`~skillopt.errors.SandboxResetFailed`).
+    reset_failures: dict[str, int]
+    #: Containers given back and destroyed instead of reset, by reason (what spoiled them, or
+    #: the policy: ``max-executions``, ``max-age``, ``off``, ``no-tenant``, ``closing``).
+    not_reused: dict[str, int]
+
+
+#: Upper bounds (seconds) of the reset-duration histogram.
+RESET_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0)
 
 
 class PoolManager:
@@ -103,6 +159,13 @@ class PoolManager:
         )
         self._destroyers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pool-destroy")
         self._destroying = 0  # released containers whose removal has not finished
+        # Resets wait on a runner a few milliseconds each: never behind a slow removal.
+        self._resetters = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pool-reset")
+        self._resets_total = 0
+        self._reset_seconds = 0.0
+        self._reset_buckets = [0] * (len(RESET_BUCKETS_S) + 1)
+        self._reset_failures: collections.Counter[str] = collections.Counter()
+        self._not_reused: collections.Counter[str] = collections.Counter()
         #: Container creations that failed (all specs): the metrics' engine errors.
         self.create_failures = 0
         self._in_flight = 0
@@ -122,70 +185,209 @@ class PoolManager:
         timeout_s: float,
         cancel: threading.Event | None = None,
         expected: bool = False,
+        tenant: str = "",
     ) -> SandboxHandle:
-        """Take an idle container for ``spec``, waiting for one if none is ready; ``expected``:
-        this acquisition was announced with :meth:`expect` and takes the announcement's place.
+        """Take a container for ``spec``: for a ``tenant``, one of its own reset containers
+        when there is one (or when one's reset is in flight, that one), else an idle fresh one,
+        waiting for one if none is ready. ``expected``: this acquisition was announced with
+        :meth:`expect` and takes the announcement's place. The container is bound to
+        ``tenant`` (""; never reused) and counts one more execution.
 
         Raises:
             RolloutTimeout: none became ready within ``timeout_s``.
             ImageMissing / ContainerStartFailed: creation keeps failing for this spec.
             Draining: the pool manager is shutting down.
+            Cancelled: ``cancel`` was set while it waited.
         """
         deadline = time.monotonic() + timeout_s
         with self._cond:
             pool = self._pool(spec)
             pool.last_used = time.monotonic()
             pool.acquired_total += 1
-            warm = len(pool.idle) > len(pool.queue)
-            ticket = object()
-            pool.queue.append(ticket)
             if expected:
                 pool.expected = max(0, pool.expected - 1)
-            self._cond.notify_all()
-            try:
-                while True:
-                    if self._closing:
-                        raise Draining("sandbox host is shutting down")
-                    while pool.idle and pool.queue[0] is ticket:
-                        handle = pool.idle.popleft()
-                        if self.runtime.alive(handle):
-                            pool.queue.popleft()
-                            handle.state = SlotState.LEASED
-                            if warm:
-                                pool.acquired_warm += 1
-                            pool.leased += 1
-                            now = time.monotonic()
-                            self._burst = (self._burst[0] if self._burst else now, now)
-                            self._cond.notify_all()  # the next waiter's turn; refill
-                            return handle
-                        self._destroy_async(handle)
-                    if pool.last_error is not None and pool.consecutive_failures >= _FAIL_FAST_AFTER:
-                        raise pool.last_error
-                    if cancel is not None and cancel.is_set():
-                        from skillopt.errors import Cancelled
+            handle = self._take_recycled(pool, tenant)
+            while handle is None and pool.resetting[tenant] and tenant:
+                # Its own container is milliseconds from ready: a fresh one would cost the
+                # engine a whole container to replace.
+                self._check_waiting(pool, deadline, timeout_s, cancel)
+                self._cond.wait(min(max(deadline - time.monotonic(), 0.001), 1.0))
+                handle = self._take_recycled(pool, tenant)
+            if handle is None:
+                handle = self._take_fresh(pool, deadline, timeout_s, cancel, tenant)
+            handle.state = SlotState.LEASED
+            handle.tenant = handle.tenant or tenant
+            handle.executions += 1
+            pool.leased += 1
+            return handle
 
-                        raise Cancelled("rollout cancelled while waiting for a container")
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise RolloutTimeout(
-                            f"no rollout container became ready within {timeout_s:.1f}s "
-                            f"({pool.creating} being created)"
-                        )
-                    # Woken by every creation result; the bound only covers cancellation.
-                    self._cond.wait(min(remaining, 1.0))
-            finally:
-                if ticket in pool.queue:  # gave up (timeout, cancel, failure): next in line
-                    pool.queue.remove(ticket)
-                    self._cond.notify_all()
+    def _take_recycled(self, pool: _Pool, tenant: str) -> SandboxHandle | None:
+        """One of ``tenant``'s reset containers, the most recently reset first (its runner's
+        pages are the warmest), or None."""
+        queue = pool.recycled.get(tenant) if tenant else None
+        while queue:
+            handle = queue.pop()
+            if not queue:
+                del pool.recycled[tenant]
+            if self.runtime.alive(handle):
+                pool.acquired_warm += 1
+                pool.reused_total += 1
+                self._cond.notify_all()  # the idle count changed: refills may start
+                return handle
+            self._not_reused["dead"] += 1
+            self._destroy_async(handle)
+            queue = pool.recycled.get(tenant)
+        return None
+
+    def _take_fresh(
+        self,
+        pool: _Pool,
+        deadline: float,
+        timeout_s: float,
+        cancel: threading.Event | None,
+        tenant: str,
+    ) -> SandboxHandle:
+        """An idle fresh container, first come first served, waiting for one (a reset
+        container of ``tenant`` that becomes ready meanwhile is taken instead)."""
+        warm = len(pool.idle) > len(pool.queue)
+        ticket = object()
+        pool.queue.append(ticket)
+        self._cond.notify_all()
+        try:
+            while True:
+                while pool.idle and pool.queue[0] is ticket:
+                    handle = pool.idle.popleft()
+                    if self.runtime.alive(handle):
+                        pool.queue.popleft()
+                        if warm:
+                            pool.acquired_warm += 1
+                        now = time.monotonic()
+                        self._burst = (self._burst[0] if self._burst else now, now)
+                        self._cond.notify_all()  # the next waiter's turn; refill
+                        return handle
+                    self._destroy_async(handle)
+                recycled = self._take_recycled(pool, tenant)
+                if recycled is not None:
+                    return recycled
+                self._check_waiting(pool, deadline, timeout_s, cancel)
+                # Woken by every creation and reset; the bound only covers cancellation.
+                self._cond.wait(min(max(deadline - time.monotonic(), 0.001), 1.0))
+        finally:
+            if ticket in pool.queue:  # took one, gave up (timeout, cancel, failure): next in line
+                pool.queue.remove(ticket)
+                self._cond.notify_all()
+
+    def _check_waiting(
+        self, pool: _Pool, deadline: float, timeout_s: float, cancel: threading.Event | None
+    ) -> None:
+        """Raise what ends a wait for a container (closing, a broken image, cancel, timeout)."""
+        if self._closing:
+            raise Draining("sandbox host is shutting down")
+        if pool.last_error is not None and pool.consecutive_failures >= _FAIL_FAST_AFTER:
+            raise pool.last_error
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("rollout cancelled while waiting for a container")
+        if deadline - time.monotonic() <= 0:
+            raise RolloutTimeout(
+                f"no rollout container became ready within {timeout_s:.1f}s ({pool.creating} being created)"
+            )
 
     def release(self, handle: SandboxHandle) -> None:
-        """Give a used container back: it is destroyed in the background, never reused."""
-        self._destroy_async(handle)
+        """Give a used container back: reset for its tenant in the background when the
+        recycling policy allows (see the module), else destroyed in the background."""
+        why = self._why_not_reuse(handle)
         with self._cond:
             pool = self._pools.get(handle.spec.key)
             if pool is not None:
                 pool.leased = max(0, pool.leased - 1)
+                if not why:
+                    pool.resetting[handle.tenant] += 1
             self._cond.notify_all()
+        if why or pool is None:
+            self._not_reused[why or "forgotten"] += 1
+            self._destroy_async(handle)
+            return
+        handle.state = SlotState.DRAINING  # not idle until its reset is verified
+        try:
+            self._resetters.submit(self._reset_one, pool, handle)
+        except RuntimeError:  # closing
+            self._reset_done(pool, handle, ok=False)
+
+    def _why_not_reuse(self, handle: SandboxHandle) -> str:
+        """Why the policy destroys ``handle`` rather than reset it ("" = reset it)."""
+        config = self.config
+        if config.reuse_max_executions == 0:
+            return "off"
+        if handle.taint:
+            return handle.taint
+        if not handle.tenant:
+            return "no-tenant"
+        if self._closing:
+            return "closing"
+        if handle.executions >= config.reuse_max_executions:
+            return "max-executions"
+        if time.time() - handle.created_at >= config.reuse_max_age_s:
+            return "max-age"
+        return ""
+
+    def _reset_one(self, pool: _Pool, handle: SandboxHandle) -> None:
+        try:
+            report = self.runtime.reset(handle)
+        except SandboxResetFailed as exc:
+            self._reset_failures[exc.reason] += 1
+            log.warning(
+                "pool.reset_failed",
+                container=handle.name,
+                tenant=handle.tenant,
+                executions=handle.executions,
+                reason=exc.reason,
+                error=exc.message[:500],
+            )
+            self._reset_done(pool, handle, ok=False)
+            return
+        except Exception:  # never let a reset worker die silently; the container goes
+            self._reset_failures["crashed"] += 1
+            log.exception("pool.reset_crashed", container=handle.name)
+            self._reset_done(pool, handle, ok=False)
+            return
+        if report.restored:
+            log.info(
+                "pool.reset_restored", container=handle.name, tenant=handle.tenant, restored=report.restored
+            )
+        self._reset_done(pool, handle, ok=True, seconds=report.duration_s)
+
+    def _reset_done(self, pool: _Pool, handle: SandboxHandle, *, ok: bool, seconds: float = 0.0) -> None:
+        with self._cond:
+            pool.resetting[handle.tenant] -= 1
+            if pool.resetting[handle.tenant] <= 0:
+                del pool.resetting[handle.tenant]
+            if ok:
+                self._resets_total += 1
+                self._reset_seconds += seconds
+                self._reset_buckets[bisect.bisect_left(RESET_BUCKETS_S, seconds)] += 1
+            keep = ok and not self._closing and handle.spec.key in self._pools
+            if keep:
+                handle.state = SlotState.IDLE
+                pool.recycled.setdefault(handle.tenant, collections.deque()).append(handle)
+            self._cond.notify_all()
+        if not keep:
+            self._destroy_async(handle)
+
+    def recycle_stats(self) -> RecycleStats:
+        with self._cond:
+            buckets, total = [], 0
+            for n in self._reset_buckets:
+                total += n
+                buckets.append(total)
+            return RecycleStats(
+                max_executions=self.config.reuse_max_executions,
+                max_age_s=self.config.reuse_max_age_s,
+                resets_total=self._resets_total,
+                reset_seconds_sum=self._reset_seconds,
+                reset_buckets=tuple(buckets),
+                reset_failures=dict(self._reset_failures),
+                not_reused=dict(self._not_reused),
+            )
 
     def expect(self, spec: ContainerSpec, count: int = 1) -> None:
         """Announce ``count`` acquisitions of ``spec`` to come (a negative count withdraws
@@ -227,9 +429,9 @@ class PoolManager:
             pools = list(self._pools.values())
             return (
                 self._in_flight == 0
-                and not any(p.waiters for p in pools)
+                and not any(p.waiters or p.resetting for p in pools)
                 and len(pools) <= self.config.max_warm_pools
-                and sum(len(p.idle) for p in pools) <= self.config.idle_cap
+                and sum(len(p.idle) + p.recycled_count for p in pools) <= self.config.idle_cap
             )
 
         with self._cond:
@@ -250,6 +452,8 @@ class PoolManager:
                     acquired_warm=p.acquired_warm,
                     leased=p.leased,
                     target=(self.config.pool_size if k in warm else 0) + p.expected,
+                    recycled=p.recycled_count,
+                    reused_total=p.reused_total,
                 )
                 for k, p in self._pools.items()
             ]
@@ -259,9 +463,14 @@ class PoolManager:
         ones are the caller's), in parallel and within about ``timeout_s``."""
         with self._cond:
             self._closing = True
-            idle = [h for p in self._pools.values() for h in p.idle]
+            idle = [
+                h
+                for p in self._pools.values()
+                for h in (*p.idle, *(h for q in p.recycled.values() for h in q))
+            ]
             for p in self._pools.values():
                 p.idle.clear()
+                p.recycled.clear()
             self._cond.notify_all()
         self.runtime.abort_creations()  # a creation waiting for its runner gives up now
         deadline = time.monotonic() + timeout_s
@@ -269,6 +478,9 @@ class PoolManager:
         for h in idle:
             self._destroy_async(h)
         self._creators.shutdown(wait=False, cancel_futures=True)
+        self._resetters.shutdown(wait=False, cancel_futures=False)  # each ends in a removal
+        for t in list(getattr(self._resetters, "_threads", ())):
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
         self._destroyers.shutdown(wait=False, cancel_futures=False)
         for ex in (self._creators, self._destroyers):
             for t in list(getattr(ex, "_threads", ())):
@@ -400,25 +612,23 @@ class PoolManager:
                 warm = self._warm_keys(now)
                 stale: list[SandboxHandle] = []
                 for key, pool in list(self._pools.items()):
-                    keep: collections.deque[SandboxHandle] = collections.deque()
-                    for h in pool.idle:
-                        age = time.time() - h.created_at
-                        if age > self.config.max_idle_s or not self.runtime.alive(h):
-                            stale.append(h)
-                        elif key not in warm and pool.waiters == 0:
-                            stale.append(h)  # not a warm pool (any more): give memory back
+                    keep_warm = key in warm or pool.waiters > 0
+                    pool.idle = self._fresh_kept(pool.idle, keep_warm, stale)
+                    for tenant, queue in list(pool.recycled.items()):
+                        kept = self._fresh_kept(
+                            queue, keep_warm, stale, max_age_s=self.config.reuse_max_age_s
+                        )
+                        if kept:
+                            pool.recycled[tenant] = kept
                         else:
-                            keep.append(h)
-                    pool.idle = keep
-                    if key not in warm and not pool.idle and not pool.creating and not pool.waiters:
+                            del pool.recycled[tenant]
+                    busy = pool.idle or pool.recycled or pool.resetting or pool.leased
+                    if key not in warm and not busy and not pool.creating and not pool.waiters:
                         del self._pools[key]  # forgotten; a later acquire starts it again
-                # The host-wide idle cap: drop the least recently used pools' idle first.
-                excess = sum(len(p.idle) for p in self._pools.values()) - self.config.idle_cap
-                for pool in sorted(self._pools.values(), key=lambda p: p.last_used):
-                    while excess > 0 and pool.idle and pool.waiters == 0:
-                        stale.append(pool.idle.pop())
-                        excess -= 1
-                idle_room = self.config.idle_cap - sum(len(p.idle) + p.creating for p in self._pools.values())
+                stale += self._over_idle_cap()
+                idle_room = self.config.idle_cap - sum(
+                    len(p.idle) + p.recycled_count + p.creating for p in self._pools.values()
+                )
                 refill_at = self._refill_at()
                 refill = now >= refill_at
                 if refill:
@@ -442,6 +652,51 @@ class PoolManager:
                 self._cond.wait(timeout=5.0 if refill else max(0.01, refill_at - now))
             for h in stale:
                 self._destroy_async(h)
+
+    def _fresh_kept(
+        self,
+        idle: collections.deque[SandboxHandle],
+        keep_warm: bool,
+        stale: list[SandboxHandle],
+        *,
+        max_age_s: float | None = None,
+    ) -> collections.deque[SandboxHandle]:
+        """The idle containers of ``idle`` still worth keeping; the others go to ``stale``:
+        too old (``max_idle_s``, and ``max_age_s`` for reset ones), dead, or of a pool that is
+        not warm any more (its memory given back)."""
+        keep: collections.deque[SandboxHandle] = collections.deque()
+        limit = min(self.config.max_idle_s, max_age_s if max_age_s is not None else self.config.max_idle_s)
+        for h in idle:
+            if time.time() - h.created_at > limit or not keep_warm or not self.runtime.alive(h):
+                stale.append(h)
+            else:
+                keep.append(h)
+        return keep
+
+    def _over_idle_cap(self) -> list[SandboxHandle]:
+        """Idle containers beyond the host-wide cap, which go: tenants' reset ones first (the
+        oldest first: each serves one tenant only), then fresh ones of the least recently used
+        pools."""
+        pools = list(self._pools.values())
+        excess = sum(len(p.idle) + p.recycled_count for p in pools) - self.config.idle_cap
+        out: list[SandboxHandle] = []
+        if excess <= 0:
+            return out
+        recycled = sorted(
+            ((h, p, t) for p in pools for t, q in p.recycled.items() for h in q),
+            key=lambda x: x[0].created_at,
+        )
+        for h, p, t in recycled[:excess]:
+            p.recycled[t].remove(h)
+            if not p.recycled[t]:
+                del p.recycled[t]
+            out.append(h)
+        excess -= len(out)
+        for pool in sorted(pools, key=lambda p: p.last_used):
+            while excess > 0 and pool.idle and pool.waiters == 0:
+                out.append(pool.idle.pop())
+                excess -= 1
+        return out
 
     def _create_one(self, pool: _Pool) -> None:
         handle: SandboxHandle | None = None

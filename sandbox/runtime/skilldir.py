@@ -34,7 +34,7 @@ from skillopt.files import check_relative_name
 from skillopt.skill.package import DEFAULT_SKILL_NAME, SKILL_MD
 from skillopt.types import SkillSpec
 
-__all__ = ["PlacedPackages", "place_skill"]
+__all__ = ["PlacedPackages", "clear_placed", "place_skill"]
 
 log = structlog.get_logger("skillopt.sandbox.runtime")
 
@@ -73,6 +73,14 @@ def _clear(folder: Path) -> None:
             shutil.rmtree(child)
         else:
             child.unlink()
+
+
+def clear_placed(package_dir: Path, skills_dir: Path | None) -> None:
+    """Empty a sandbox's skill folders (its reset: the next execution sees no package until
+    its own is placed)."""
+    _clear(package_dir)
+    if skills_dir is not None and skills_dir.exists():
+        _clear(skills_dir)
 
 
 def _mkdirs(root: Path, rel: str, made: set[Path]) -> None:

@@ -169,7 +169,9 @@ class RuntimeConfig:
         if self.max_warm_pools < 1 or self.max_idle_containers < 0:
             raise ConfigError("max_warm_pools must be >= 1 and max_idle_containers >= 0")
         if self.reuse_max_executions < 0:
-            raise ConfigError(f"reuse_max_executions must be >= 0 (0: never reuse), got {self.reuse_max_executions}")
+            raise ConfigError(
+                f"reuse_max_executions must be >= 0 (0: never reuse), got {self.reuse_max_executions}"
+            )
         if not 0 < self.reuse_max_age_s <= self.max_container_lifetime_s:
             raise ConfigError(
                 f"reuse_max_age_s must be in (0, {self.max_container_lifetime_s:g}] (the containers' hard "

@@ -183,10 +183,6 @@ class FusionHttpServer(HttpApi):
         super().__init__(listen=listen, max_body_bytes=max_body_bytes, max_connections=max_connections)
         log.info("http.started", listen=listen, port=self.port, languages=list(runner.config.languages))
 
-    def close(self) -> None:
-        super().close()
-        self.runner.close()
-
     def authorize(self, path: str, authorization: str) -> tuple[Tenant, str]:
         """The caller's tenant and the path without a ``/t/<token>`` prefix.
 

@@ -83,7 +83,8 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
     def Run(self, request: pb.RunRequest, context: grpc.ServicerContext):
         try:
             with tracing.span("sandbox.admission") as span:
-                domain = convert.request_from_proto(request, self.blobs.resolver(self._tenant(context).id))
+                tenant = self._tenant(context).id
+                domain = convert.request_from_proto(request, self.blobs.resolver(tenant))
                 span.set_attributes(tracing.rollout_attributes(domain))
                 skill_tree = request.skill.tree_sha256.lower()  # checked against the files by convert
                 self.service.validate(domain, skill_tree=skill_tree)
@@ -100,7 +101,7 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
             self._abort(context, exc)
         if is_new:  # the worker's spans nest under this call's (a no-op while tracing is off)
             execute = tracing.in_context(self._execute)
-            self._workers.submit(execute, handle, domain, context.time_remaining(), skill_tree)
+            self._workers.submit(execute, handle, domain, context.time_remaining(), skill_tree, tenant)
         stop = threading.Event()
         context.add_callback(lambda: self._on_rpc_end(handle, stop))
         log.info("run.stream", rollout_id=domain.rollout_id, new=is_new)
@@ -129,7 +130,12 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
             self._abort(context, error)
 
     def _execute(
-        self, handle: RolloutHandle, request: RolloutRequest, deadline_s: float | None, skill_tree: str = ""
+        self,
+        handle: RolloutHandle,
+        request: RolloutRequest,
+        deadline_s: float | None,
+        skill_tree: str = "",
+        tenant: str = "",
     ) -> None:
         def set_killer(kill) -> None:
             handle.on_cancel = kill
@@ -146,6 +152,7 @@ class SandboxServicer(SessionRpcs, pb_grpc.SandboxServicer):
                     deadline_s=deadline_s,
                     set_killer=set_killer,
                     skill_tree=skill_tree,
+                    tenant=tenant,
                 )
                 span.set_attributes(tracing.result_attributes(result))
                 handle.finish(result)

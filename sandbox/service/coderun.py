@@ -1,5 +1,6 @@
 """Code runs: one program (``run_code``) or one notebook (``run_jupyter``) per request, each in a
-fresh hardened container, for the SandboxFusion-compatible HTTP API
+clean hardened container (fresh, or one of the tenant's reset to a verified clean slate:
+``docs/recycling.md``), for the SandboxFusion-compatible HTTP API
 (:mod:`sandbox.server.fusion_http` translates its JSON; this module takes domain values).
 
 A code run is a short-lived session of its tenant: it is created, driven and destroyed through
@@ -17,7 +18,6 @@ import json
 import math
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -130,10 +130,6 @@ class CodeRunner:
     def __init__(self, config: CodeRunConfig, sessions: SessionManager) -> None:
         self.config = config
         self.sessions = sessions
-        # A used container is killed and removed after the answer has left: the engine's kill
-        # is a round trip the caller need not wait for (the session counts against the caps
-        # until it is gone, and nothing runs in it any more: its commands have ended).
-        self._ender = ThreadPoolExecutor(max_workers=2, thread_name_prefix="coderun-end")
 
     @property
     def host_id(self) -> str:
@@ -300,15 +296,9 @@ class CodeRunner:
         try:
             yield session
         finally:
-            try:
-                self._ender.submit(self.sessions.destroy, tenant, session.id)
-            except RuntimeError:  # closing: end it here
-                self.sessions.destroy(tenant, session.id)
-
-    def close(self) -> None:
-        """Wait for the used containers' removal to be under way (the sessions end them all
-        at the host's close in any case)."""
-        self._ender.shutdown(wait=True)
+            # Costs the caller nothing: the pool resets (or removes) the container on a
+            # thread of its own, and the tenant's next code run takes it once it is clean.
+            self.sessions.destroy(tenant, session.id)
 
     def _command(
         self, session: Session, argv: Sequence[str], timeout_s: float, stdin: bytes, *, python: str = ""

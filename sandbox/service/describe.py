@@ -66,4 +66,8 @@ def describe_host(service: RolloutService, admission: RolloutAdmission) -> HostD
         image_labels=service.runtime.image_labels(image),
         skill_package_max_files=service.config.package_limits.max_files,
         skill_package_max_bytes=service.config.package_limits.max_bytes,
+        reuse_max_executions=service.runtime.config.reuse_max_executions,
+        reuse_max_age_s=service.runtime.config.reuse_max_age_s
+        if service.runtime.config.reuse_max_executions
+        else 0.0,
     )

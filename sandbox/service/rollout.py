@@ -79,6 +79,8 @@ class _Rollout:
     expected: ContainerSpec | None = None
     #: The tree hash its skill package was verified against on the wire ("" = none known).
     skill_tree: str = ""
+    #: Who asked (a hash of the caller's token): its containers are reused for it alone.
+    tenant: str = ""
 
 
 def _logged_failure(exc: BaseException) -> InfraFailure:
@@ -245,6 +247,7 @@ class RolloutService:
         deadline_s: float | None = None,
         set_killer=None,
         skill_tree: str = "",
+        tenant: str = "",
     ) -> RolloutResult:
         """Run a validated request to a result. Never raises for infrastructure failures:
         those come back as a result with ``infra_error`` set.
@@ -256,6 +259,8 @@ class RolloutService:
             set_killer: receives a callable that kills this rollout's container.
             skill_tree: the tree hash the skill package was verified against on the wire: the
                 runtime places a version it placed before by reference (hard links).
+            tenant: the caller's tenant id: the rollout's containers are recycled for it alone
+                (``docs/recycling.md``); "" = never reused.
         """
         with structlog.contextvars.bound_contextvars(
             rollout_id=request.rollout_id, host=self.config.host_id, env=request.env, agent=request.agent
@@ -267,13 +272,14 @@ class RolloutService:
                 deadline_s=deadline_s,
                 set_killer=set_killer,
                 skill_tree=skill_tree,
+                tenant=tenant,
             )
 
     def _run(
-        self, request: RolloutRequest, *, emit, cancel, deadline_s, set_killer, skill_tree: str
+        self, request: RolloutRequest, *, emit, cancel, deadline_s, set_killer, skill_tree: str, tenant: str
     ) -> RolloutResult:
         ro = self._plan(request, emit=emit, cancel=cancel, deadline_s=deadline_s)
-        ro.skill_tree = skill_tree
+        ro.skill_tree, ro.tenant = skill_tree, tenant
         if set_killer is not None:
 
             def kill_all() -> None:
@@ -352,7 +358,7 @@ class RolloutService:
         wait = min(self.config.acquire_timeout_s, max(0.1, ro.deadline - t0))
         try:
             with tracing.span("sandbox.container.acquire", {"container.image.name": ro.spec.image}):
-                handle = self.pools.acquire(ro.spec, timeout_s=wait, cancel=ro.cancel)
+                handle = self.pools.acquire(ro.spec, timeout_s=wait, cancel=ro.cancel, tenant=ro.tenant)
         except RolloutTimeout as exc:
             if ro.deadline_bound and wait < self.config.acquire_timeout_s:
                 raise DeadlineExceeded(
@@ -375,7 +381,8 @@ class RolloutService:
         if ro.skill_tree and skill.files:
             version = f"{ro.skill_tree[:32]}-{hashlib.sha256(skill.content.encode('utf-8')).hexdigest()[:32]}"
         ro.sandbox.place_skill(skill, version=version)  # while the agent's first model call runs
-        detail = f"container {handle.name} in {ro.timings['acquire'] * 1000:.1f} ms"
+        reused = f", execution {handle.executions}" if handle.executions > 1 else ""
+        detail = f"container {handle.name} in {ro.timings['acquire'] * 1000:.1f} ms{reused}"
         ro.emit(ProgressEvent(phase="sandbox_ready", detail=detail))
 
     def _lease(self, ro: _Rollout, handle, holder: str) -> LeasedSandbox:
@@ -420,7 +427,8 @@ class RolloutService:
         )
 
     def _release(self, ro: _Rollout) -> None:
-        """Close the rollout's gateway session and give its container back (destroyed)."""
+        """Close the rollout's gateway session and give its container back (reset for the
+        tenant's next rollout, or destroyed: the pool's policy)."""
         if ro.session is not None:
             self.gateway.close_session(ro.session)
         if ro.sandbox is not None:
@@ -465,8 +473,9 @@ class RolloutService:
         )
 
     def _grading_factory(self, ro: _Rollout):
-        """``ctx.grading_sandbox``: leases a fresh container of :meth:`grading_spec`, used for
-        one grading run and released (destroyed) afterwards.
+        """``ctx.grading_sandbox``: leases a container of :meth:`grading_spec` in a clean
+        state (fresh, or reset and verified for this tenant), used for one grading run and
+        released afterwards.
 
         An agent with its own image grades in a fresh container of it when its episode ends
         (TextWorld's trusted replay): a second container of the pool's spec per rollout, which
@@ -481,7 +490,9 @@ class RolloutService:
         def fresh() -> Iterator[LeasedSandbox]:
             wait = min(self.config.acquire_timeout_s, max(0.1, ro.deadline - time.monotonic()))
             announced, ro.expected = ro.expected is not None, None
-            handle = self.pools.acquire(spec, timeout_s=wait, cancel=ro.cancel, expected=announced)
+            handle = self.pools.acquire(
+                spec, timeout_s=wait, cancel=ro.cancel, expected=announced, tenant=ro.tenant
+            )
             try:
                 box = self._lease(ro, handle, f"{request.rollout_id}#grading")
                 try:

@@ -190,7 +190,9 @@ class SessionManager:
         session_id = "s-" + uuid.uuid4().hex
         handle: SandboxHandle | None = None
         try:
-            handle = self.pools.acquire(granted.spec, timeout_s=self.config.acquire_timeout_s)
+            handle = self.pools.acquire(
+                granted.spec, timeout_s=self.config.acquire_timeout_s, tenant=tenant.id
+            )
             box = self.runtime.lease(
                 handle, f"session/{session_id}", output_limit_bytes=int(granted.limits.output_bytes or 0)
             )
@@ -411,8 +413,12 @@ class SessionManager:
         return round(min(finite), 3) if finite else 1.0
 
     def _remove(self, session: Session, why: str) -> None:
+        """End ``session``: its container back to the pool, which resets it for the tenant's
+        next session or code run (every process the session left is killed then) or removes
+        it. A command still running is killed first, and its container is not reused."""
         handle = session.box.handle
-        self.runtime.kill(handle)
+        if session.busy:
+            self.runtime.kill(handle)
         self.pools.release(handle)
         log.info("session.ended", session=session.id, tenant=session.tenant.id, reason=why)
 

@@ -351,7 +351,7 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("host", "version", "capacity", "free_slots", "running", "draining", "agents", "image_digests", "pool_idle", "container_runtime", "providers", "runner_sha256", "agent_runtimes", "unavailable_agents", "available_runtimes", "engine_version", "service_build", "image_labels", "sessions", "max_sessions", "agent_image_digests", "skill_package_max_files", "skill_package_max_bytes", "languages", "http_port")
+    __slots__ = ("host", "version", "capacity", "free_slots", "running", "draining", "agents", "image_digests", "pool_idle", "container_runtime", "providers", "runner_sha256", "agent_runtimes", "unavailable_agents", "available_runtimes", "engine_version", "service_build", "image_labels", "sessions", "max_sessions", "agent_image_digests", "skill_package_max_files", "skill_package_max_bytes", "languages", "http_port", "reuse_max_executions", "reuse_max_age_s")
     class ImageDigestsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -419,6 +419,8 @@ class DescribeResponse(_message.Message):
     SKILL_PACKAGE_MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     LANGUAGES_FIELD_NUMBER: _ClassVar[int]
     HTTP_PORT_FIELD_NUMBER: _ClassVar[int]
+    REUSE_MAX_EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
+    REUSE_MAX_AGE_S_FIELD_NUMBER: _ClassVar[int]
     host: str
     version: str
     capacity: int
@@ -444,7 +446,9 @@ class DescribeResponse(_message.Message):
     skill_package_max_bytes: int
     languages: _containers.RepeatedScalarFieldContainer[str]
     http_port: int
-    def __init__(self, host: _Optional[str] = ..., version: _Optional[str] = ..., capacity: _Optional[int] = ..., free_slots: _Optional[int] = ..., running: _Optional[int] = ..., draining: _Optional[bool] = ..., agents: _Optional[_Iterable[str]] = ..., image_digests: _Optional[_Mapping[str, str]] = ..., pool_idle: _Optional[_Mapping[str, int]] = ..., container_runtime: _Optional[str] = ..., providers: _Optional[_Iterable[str]] = ..., runner_sha256: _Optional[str] = ..., agent_runtimes: _Optional[_Mapping[str, str]] = ..., unavailable_agents: _Optional[_Mapping[str, str]] = ..., available_runtimes: _Optional[_Iterable[str]] = ..., engine_version: _Optional[str] = ..., service_build: _Optional[str] = ..., image_labels: _Optional[_Mapping[str, str]] = ..., sessions: _Optional[int] = ..., max_sessions: _Optional[int] = ..., agent_image_digests: _Optional[_Mapping[str, str]] = ..., skill_package_max_files: _Optional[int] = ..., skill_package_max_bytes: _Optional[int] = ..., languages: _Optional[_Iterable[str]] = ..., http_port: _Optional[int] = ...) -> None: ...
+    reuse_max_executions: int
+    reuse_max_age_s: float
+    def __init__(self, host: _Optional[str] = ..., version: _Optional[str] = ..., capacity: _Optional[int] = ..., free_slots: _Optional[int] = ..., running: _Optional[int] = ..., draining: _Optional[bool] = ..., agents: _Optional[_Iterable[str]] = ..., image_digests: _Optional[_Mapping[str, str]] = ..., pool_idle: _Optional[_Mapping[str, int]] = ..., container_runtime: _Optional[str] = ..., providers: _Optional[_Iterable[str]] = ..., runner_sha256: _Optional[str] = ..., agent_runtimes: _Optional[_Mapping[str, str]] = ..., unavailable_agents: _Optional[_Mapping[str, str]] = ..., available_runtimes: _Optional[_Iterable[str]] = ..., engine_version: _Optional[str] = ..., service_build: _Optional[str] = ..., image_labels: _Optional[_Mapping[str, str]] = ..., sessions: _Optional[int] = ..., max_sessions: _Optional[int] = ..., agent_image_digests: _Optional[_Mapping[str, str]] = ..., skill_package_max_files: _Optional[int] = ..., skill_package_max_bytes: _Optional[int] = ..., languages: _Optional[_Iterable[str]] = ..., http_port: _Optional[int] = ..., reuse_max_executions: _Optional[int] = ..., reuse_max_age_s: _Optional[float] = ...) -> None: ...
 
 class ErrorDetail(_message.Message):
     __slots__ = ("reason", "retryable", "host", "retry_after_s", "missing_sha256", "outcome", "skill_problems")

@@ -14,7 +14,7 @@ of known failures (empty for Docker)::
 Nothing here knows Docker: a remote VM or Kubernetes pod runtime is checked the same way.
 """
 
-from sandbox.runtime.conformance import rollouts, sessions  # noqa: F401 - their checks register
+from sandbox.runtime.conformance import recycling, rollouts, sessions  # noqa: F401 - their checks register
 from sandbox.runtime.conformance.core import CHECKS, Check, Conformance
 
 __all__ = ["CHECKS", "Check", "Conformance"]

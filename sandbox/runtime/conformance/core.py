@@ -20,7 +20,8 @@ class Conformance:
     settings, in a fresh workspace directory of its own; ``fresh(**lease_kw)`` creates (and
     afterwards destroys) a sandbox of its own, for checks that kill or exhaust it;
     ``session()`` does the same for a sandbox driven as a session (its background processes
-    and files outside the workspace must not meet other checks). ``close()`` removes the
+    and files outside the workspace must not meet other checks); ``own()`` gives a sandbox of
+    its own as a handle, for checks that lease it again after a reset. ``close()`` removes the
     shared one.
     """
 
@@ -43,6 +44,16 @@ class Conformance:
         handle = self.runtime.create(self.spec)
         try:
             yield self.runtime.lease(handle, "conformance/fresh", **kw)
+        finally:
+            self.runtime.destroy(handle)
+
+    @contextlib.contextmanager
+    def own(self) -> Iterator[SandboxHandle]:
+        """A sandbox of its own, as a handle (checks that lease it several times, with a reset
+        between), destroyed afterwards."""
+        handle = self.runtime.create(self.spec)
+        try:
+            yield handle
         finally:
             self.runtime.destroy(handle)
 

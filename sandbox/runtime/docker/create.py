@@ -22,7 +22,7 @@ from docker.types import LogConfig, Mount, Ulimit
 
 from sandbox.runtime.docker.connection import RunnerConnection
 from sandbox.runtime.docker.engine import Engine
-from sandbox.runtime.docker.handle import ContainerHandle, memory_cgroup
+from sandbox.runtime.docker.handle import ContainerHandle, memory_cgroup, pids_cgroup
 from sandbox.runtime.docker.images import ImageCache
 from sandbox.runtime.docker.statedir import StateDir
 from sandbox.runtime.labels import (
@@ -127,6 +127,7 @@ class ContainerCreator:
             hello = self._hello(conn_sock, name)
             # The one inspect of a creation: the container's host PID, for its memory cgroup.
             state = self.engine.client.api.inspect_container(container_id).get("State") or {}
+            pid = state.get("Pid", 0)
             return ContainerHandle(
                 name=name,
                 id=container_id,
@@ -136,7 +137,9 @@ class ContainerCreator:
                 image_digest=digest,
                 created_at=time.time(),
                 hello=hello,
-                memory_cgroup=memory_cgroup(state.get("Pid", 0)),
+                memory_cgroup=memory_cgroup(pid),
+                # Under gVisor the cgroup holds the sandbox kernel, not the container's programs.
+                pids_cgroup=None if self.engine.runtime_name(spec).startswith("runsc") else pids_cgroup(pid),
                 start_s=time.monotonic() - t0,
             )
         except BaseException as exc:

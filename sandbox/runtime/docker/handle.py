@@ -9,7 +9,7 @@ from sandbox.runtime.base import SandboxHandle
 from sandbox.runtime.docker.connection import RunnerConnection
 from sandbox.runtime.runner.protocol import Hello
 
-__all__ = ["ContainerHandle", "memory_cgroup"]
+__all__ = ["ContainerHandle", "memory_cgroup", "pids_cgroup"]
 
 
 @dataclass(eq=False, kw_only=True)
@@ -25,6 +25,11 @@ class ContainerHandle(SandboxHandle):
     hello: Hello
     #: Its memory cgroup on the host (``None``: not visible; the runner's reading is used).
     memory_cgroup: Path | None
+    #: Its pids cgroup on the host (``None``: not visible, or not the container's own
+    #: processes: under gVisor it counts the sandbox kernel's).
+    pids_cgroup: Path | None = None
+    #: A skill package was placed in its folders since its last reset.
+    skill_placed: bool = False
 
     @property
     def skill_dir(self) -> Path:
@@ -41,11 +46,33 @@ class ContainerHandle(SandboxHandle):
         when the service cannot see it)."""
         return None if self.memory_cgroup is None else _read_oom_kill(self.memory_cgroup)
 
+    def processes(self) -> int | None:
+        """Processes (tasks) in the container, from its pids cgroup on the host (``None`` when
+        the service cannot see it)."""
+        if self.pids_cgroup is None:
+            return None
+        try:
+            return int((self.pids_cgroup / "pids.current").read_text())
+        except (OSError, ValueError):
+            return None
+
 
 def memory_cgroup(pid: int) -> Path | None:
     """Host path of a process's memory cgroup (v1 ``memory`` controller or the v2 unified
     hierarchy). ``None`` when the host's /proc or /sys/fs/cgroup is not visible (the service
     runs in a container without them): the runner's own reading is used then."""
+    return _cgroup(pid, "memory", ("memory.oom_control", "memory.events"))
+
+
+def pids_cgroup(pid: int) -> Path | None:
+    """Host path of a process's pids cgroup (v1 ``pids`` controller or the v2 unified
+    hierarchy); ``None`` when not visible."""
+    return _cgroup(pid, "pids", ("pids.current",))
+
+
+def _cgroup(pid: int, controller: str, probes: tuple[str, ...]) -> Path | None:
+    """Host path of ``pid``'s cgroup for ``controller`` (v1) or of its unified (v2) cgroup,
+    whichever holds one of the ``probes`` files."""
     if pid <= 0:
         return None
     try:
@@ -54,14 +81,15 @@ def memory_cgroup(pid: int) -> Path | None:
         return None
     for line in lines:
         _, controllers, path = line.split(":", 2)
-        if "memory" in controllers.split(","):
-            candidate = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
-            if (candidate / "memory.oom_control").exists():
-                return candidate
-        if controllers == "":
-            candidate = Path("/sys/fs/cgroup") / path.lstrip("/")
-            if (candidate / "memory.events").exists():
-                return candidate
+        if controller in controllers.split(","):
+            root = Path("/sys/fs/cgroup") / controller
+        elif controllers == "":
+            root = Path("/sys/fs/cgroup")
+        else:
+            continue
+        candidate = root / path.lstrip("/")
+        if any((candidate / probe).exists() for probe in probes):
+            return candidate
     return None
 
 

@@ -1,11 +1,12 @@
 """Hardened rollout containers on a local Docker engine: the Docker implementation of
 :class:`sandbox.runtime.base.SandboxRuntime`.
 
-A container here is single-use: created with every hardening default of :class:`ContainerSpec`
-(``create.py``), used by one rollout or session (``sandbox.py``, over its runner connection:
-``connection.py``), then removed. The façade below holds the pieces, each in its own module: the
-engine (``engine.py``), the state directory (``statedir.py``), the image cache (``images.py``),
-the creator and the reaper (``reaper.py``).
+A container is created with every hardening default of :class:`ContainerSpec` (``create.py``),
+used by one rollout or session at a time (``sandbox.py``, over its runner connection:
+``connection.py``), and between two executions of its tenant reset to a verified clean slate
+(:meth:`DockerRuntime.reset`; the runner's half is ``runner/reset.py``) or removed. The façade
+below holds the pieces, each in its own module: the engine (``engine.py``), the state directory
+(``statedir.py``), the image cache (``images.py``), the creator and the reaper (``reaper.py``).
 """
 
 from __future__ import annotations
@@ -13,13 +14,21 @@ from __future__ import annotations
 import contextlib
 import shutil
 import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import docker.errors
 import structlog
 
-from sandbox.runtime.base import ReapReport, SandboxHandle, SandboxRuntime, SessionSandbox, SlotState
+from sandbox.runtime.base import (
+    ReapReport,
+    ResetReport,
+    SandboxHandle,
+    SandboxRuntime,
+    SessionSandbox,
+    SlotState,
+)
 from sandbox.runtime.docker.create import ContainerCreator
 from sandbox.runtime.docker.engine import Engine
 from sandbox.runtime.docker.handle import ContainerHandle
@@ -28,12 +37,18 @@ from sandbox.runtime.docker.reaper import Reaper
 from sandbox.runtime.docker.sandbox import DockerSandbox
 from sandbox.runtime.docker.statedir import StateDir
 from sandbox.runtime.owner import Owner, current_owner
-from sandbox.runtime.skilldir import PlacedPackages
+from sandbox.runtime.runner.protocol import ResetReply, ResetRequest, RunnerError
+from sandbox.runtime.skilldir import PlacedPackages, clear_placed
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
+from skillopt.errors import SandboxResetFailed
 
 __all__ = ["DockerRuntime"]
 
 log = structlog.get_logger("skillopt.sandbox.runtime")
+
+#: Longest a reset may take before the container is given up (a clean one takes milliseconds;
+#: emptying a workspace of 30,000 files a few hundred).
+_RESET_TIMEOUT_S = 20.0
 
 
 class DockerRuntime(SandboxRuntime):
@@ -173,6 +188,66 @@ class DockerRuntime(SandboxRuntime):
             packages=self.packages,
         )
 
+    def reset(self, handle: SandboxHandle) -> ResetReport:
+        """Reset a used container for its tenant's next execution (the contract:
+        :meth:`SandboxRuntime.reset`). The runner empties and checks the inside
+        (``runner/reset.py``); from the host this checks the container's pids cgroup (only its
+        runner left) and OOM counter (never a kill), and empties its skill folders.
+
+        Raises:
+            SandboxResetFailed: as in the contract.
+        """
+        container = _container(handle)
+        if container.taint:
+            raise SandboxResetFailed(
+                f"container {container.name} is spoiled: {container.taint}", reason="spoiled"
+            )
+        t0 = time.monotonic()
+        try:
+            reply, _ = container.conn.call(ResetRequest(), reply=ResetReply, timeout_s=_RESET_TIMEOUT_S)
+        except (TimeoutError, EOFError, OSError, RunnerError) as exc:
+            container.spoil("runner-error")
+            raise SandboxResetFailed(
+                f"container {container.name}: its runner did not reset: {exc}", reason="unreachable"
+            ) from None
+        problems = [*reply.problems, *self._host_problems(container)]
+        if problems:
+            container.spoil("reset")
+            reason = problems[0].partition(":")[0] if ":" in problems[0] else "other"
+            raise SandboxResetFailed(
+                f"container {container.name}: {'; '.join(problems)}"[:2000], reason=reason
+            )
+        if container.skill_placed:
+            try:
+                clear_placed(container.skill_dir, container.skills_dir)
+            except OSError as exc:
+                container.spoil("host-error")
+                raise SandboxResetFailed(
+                    f"container {container.name}: cannot empty its skill folders: {exc.strerror or exc}",
+                    reason="files",
+                ) from None
+            container.skill_placed = False
+        container.state = SlotState.IDLE
+        return ResetReport(
+            duration_s=time.monotonic() - t0,
+            files_removed=reply.files_removed,
+            ipc_removed=reply.ipc_removed,
+            restored=tuple(reply.restored),
+        )
+
+    @staticmethod
+    def _host_problems(container: ContainerHandle) -> list[str]:
+        """What the host sees against reusing ``container``: more processes in its cgroup than
+        its runner (and Docker's init), an out-of-memory kill in its life."""
+        problems = []
+        expected = 2 if container.spec.docker_init else 1
+        processes = container.processes()
+        if processes is not None and processes != expected:
+            problems.append(f"pids: {processes} tasks in its cgroup, {expected} expected")
+        if (container.oom_kills() or 0) > 0:
+            problems.append("oom: an out-of-memory kill happened in it")
+        return problems
+
     def alive(self, handle: SandboxHandle) -> bool:
         """Whether an idle container's runner is still connected."""
         return _container(handle).conn.is_alive()
@@ -183,6 +258,7 @@ class DockerRuntime(SandboxRuntime):
     def kill(self, handle: SandboxHandle) -> None:
         """Kill a container now (cancellation, backstop timeout); removal happens in destroy."""
         container = _container(handle)
+        container.spoil("killed")
         container.conn.abort()
         with contextlib.suppress(docker.errors.DockerException):
             self.client.api.kill(container.id)

@@ -182,6 +182,7 @@ class DockerSandbox(SessionSandbox):
         seen before is hard-linked from the runtime's package store, see
         :mod:`sandbox.runtime.skilldir`)."""
         skills_dir = self.handle.skills_dir if self.handle.spec.skills_roots else None
+        self.handle.skill_placed = True  # emptied again at the container's reset
         try:
             if version and self.packages is not None:
                 self.packages.place(skill, version, self.handle.skill_dir, skills_dir)
@@ -272,6 +273,7 @@ class DockerSandbox(SessionSandbox):
         elapsed = time.monotonic() - t0
         oom = self._oom_count() > oom_before
         timed_out = timeout_confirmed(reply.timed_out, elapsed, timeout_s)
+        self._spoil_if_killed(reply, timed_out=timed_out, oom=oom)
         if timed_out and clipped:
             raise RolloutTimeout(f"rollout wall time ran out during an execution ({timeout_s:.1f}s left)")
         if reply.leftover_processes > 0 and request.sweep == Sweep.ALWAYS.value:
@@ -279,6 +281,19 @@ class DockerSandbox(SessionSandbox):
             self.kill()
             raise SandboxUnavailable("processes survived the post-execution sweep; container killed")
         return _outcome(reply, timed_out=timed_out, oom_killed=oom)
+
+    def _spoil_if_killed(self, reply: ExecReply, *, timed_out: bool, oom: bool) -> None:
+        """An execution the runner had to kill (or that claims it did) ends this container's
+        reuse: the recycling policy keeps only containers whose executions all ended by
+        themselves (``docs/recycling.md``)."""
+        if timed_out or reply.timed_out:
+            self.handle.spoil("timeout")
+        elif oom:
+            self.handle.spoil("oom")
+        elif reply.output_limit_exceeded:
+            self.handle.spoil("output-cap")
+        elif reply.cancelled:
+            self.handle.spoil("cancelled")
 
     def _exec_reply(
         self,
@@ -357,6 +372,7 @@ class DockerSandbox(SessionSandbox):
             Cancelled, RolloutTimeout, SandboxUnavailable: as in the contract.
         """
         if self.cancel.is_set():
+            self.handle.spoil("cancelled")
             raise Cancelled("rollout cancelled")
         bound: dict[str, Any] = (
             {} if max_reply_bytes is None else {"max_reply_bytes": max(max_reply_bytes, 0)}
@@ -377,6 +393,7 @@ class DockerSandbox(SessionSandbox):
                 f"container {self.handle.name} did not answer {request.op} within {timeout_s:.0f}s; killed"
             ) from None
         except (EOFError, OSError) as exc:
+            self.handle.spoil("runner-error")
             if self.cancel.is_set():
                 raise Cancelled("rollout cancelled") from None
             raise SandboxUnavailable(f"container {self.handle.name} went away: {exc}") from None
@@ -385,6 +402,7 @@ class DockerSandbox(SessionSandbox):
                 raise
             if exc.code == ErrorCode.BAD_PATH:
                 raise InvalidRequest(exc.message or "bad path") from None
+            self.handle.spoil("runner-error")
             raise SandboxUnavailable(f"runner error: {exc.message}") from None
 
 

@@ -78,11 +78,16 @@ def set_dumpable(on: bool) -> bool:
     children turn it back on for themselves, so the code they run sees an ordinary process.
     Returns whether the call succeeded."""
     try:
-        if not _LIBC:  # once, in the runner: every forked child inherits the handle
-            _LIBC.append(ctypes.CDLL(None, use_errno=True))
-        return _LIBC[0].prctl(_PR_SET_DUMPABLE, 1 if on else 0, 0, 0, 0) == 0
+        return libc().prctl(_PR_SET_DUMPABLE, 1 if on else 0, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def libc() -> ctypes.CDLL:
+    """The C library, loaded once in the runner (every forked child inherits the handle)."""
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
 
 
 _LIBC: list[ctypes.CDLL] = []

@@ -9,7 +9,8 @@ Conversation over one unix-socket connection, opened by the runner:
 
 1. the runner sends :class:`Hello`;
 2. the service sends one request at a time (:class:`WriteRequest`, :class:`ReadRequest`,
-   :class:`ListRequest`, :class:`ExecRequest`, :data:`Op.OOM`, :data:`Op.PING`), each with an
+   :class:`ListRequest`, :class:`ExecRequest`, :class:`ResetRequest`, :data:`Op.OOM`,
+   :data:`Op.PING`), each with an
    ``id`` that its reply echoes; a reply is ``{"ok": true, ...}`` (the request's reply type)
    or ``{"ok": false, "error": <ErrorCode>, "message": ...}`` (:class:`RunnerError`);
 3. a streaming execution sends ``{"type": "out", "fd": 1|2}`` messages (:func:`output_header`)
@@ -72,6 +73,7 @@ class Op:
     CANCEL = "cancel"
     OOM = "oom"
     PING = "ping"
+    RESET = "reset"
 
 
 class Sweep:
@@ -423,9 +425,33 @@ class PingReply(Message):
     pid: int = 0
 
 
+@dataclass(repr=False, eq=False)
+class ResetRequest(Message):
+    """Bring the container back to how it was before any program ran, and check it: every
+    process but the runner killed, every place the sandbox's user may write emptied, System V
+    IPC removed, the runner's own state restored (``reset.py``). Sent between two executions
+    of one tenant, never while one runs."""
+
+    op = Op.RESET
+
+
+@dataclass(repr=False, eq=False)
+class ResetReply(Message):
+    """What a reset did, and what it could not restore or confirm (``problems``: empty only
+    when every item held; one problem and the container must not be reused)."""
+
+    problems: list[str] = field(default_factory=list)
+    files_removed: int = 0
+    ipc_removed: int = 0
+    #: Items of the runner's own state a program had changed and the reset put back.
+    restored: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+
+
 #: The request type of each operation (the runner's decoding).
 REQUESTS: dict[str, type[Message]] = {
-    cls.op: cls for cls in (WriteRequest, ReadRequest, ListRequest, OomRequest, ExecRequest, PingRequest)
+    cls.op: cls
+    for cls in (WriteRequest, ReadRequest, ListRequest, OomRequest, ExecRequest, PingRequest, ResetRequest)
 }
 #: A cancel of the streaming execution in flight (no reply).
 CANCEL = {"op": Op.CANCEL}

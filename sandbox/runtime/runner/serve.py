@@ -28,6 +28,7 @@ from .protocol import (
     PingRequest,
     ReadReply,
     ReadRequest,
+    ResetRequest,
     RunnerError,
     WriteRequest,
     decode_request,
@@ -35,6 +36,7 @@ from .protocol import (
     recv_message,
     send_message,
 )
+from .reset import Baseline, reset
 from .sweep import kill_everything_else
 
 
@@ -62,9 +64,11 @@ def start(connect: str, *, preimports: list[str], on_demand: list[str]) -> int:
         preimport_s=preimport_s,
         non_dumpable=dumpable_off,
     )
+    # The container as it is before any program ran: what a reset brings it back to.
+    baseline = Baseline()
     send_message(sock, hello.encode())
     try:
-        serve(sock, on_demand)
+        serve(sock, on_demand, baseline)
     finally:
         kill_everything_else()
     return 0
@@ -79,10 +83,11 @@ def start(connect: str, *, preimports: list[str], on_demand: list[str]) -> int:
 PREFORK_WHEN_IDLE_S = 0.05
 
 
-def serve(sock: socket.socket, on_demand: list[str] | None = None) -> None:
+def serve(sock: socket.socket, on_demand: list[str] | None = None, baseline: Baseline | None = None) -> None:
     child = PreforkedChild(sock.fileno(), on_demand)
     child.prefork()
     fork_when_idle = False
+    runner = _Runner(child, baseline)
     try:
         while True:
             if fork_when_idle and not select.select([sock], [], [], PREFORK_WHEN_IDLE_S)[0]:
@@ -95,40 +100,50 @@ def serve(sock: socket.socket, on_demand: list[str] | None = None) -> None:
             op = header.get("op")
             if op == Op.CANCEL:  # arrived after its execution ended: nothing to do
                 continue
-            reply, data = _answer(header, payload, sock, child)
+            reply, data = runner.answer(header, payload, sock)
             send_message(sock, reply, data)
-            fork_when_idle = fork_when_idle or op == Op.EXEC
+            fork_when_idle = fork_when_idle or op in (Op.EXEC, Op.RESET)
     finally:
         child.discard()
 
 
-def _answer(header: dict, payload: bytes, sock: socket.socket, child: PreforkedChild) -> tuple[dict, bytes]:
-    """The reply (header and payload) to one request; a refusal or a failure is a reply too."""
-    data = b""
-    try:
-        request = decode_request(header)
-        reply: Message
+class _Runner:
+    """What the serve loop answers with: the warm child and the container's baseline."""
+
+    def __init__(self, child: PreforkedChild, baseline: Baseline | None) -> None:
+        self.child, self.baseline = child, baseline
+
+    def answer(self, header: dict, payload: bytes, sock: socket.socket) -> tuple[dict, bytes]:
+        """The reply (header and payload) to one request; a refusal or a failure is a reply too."""
+        try:
+            reply, data = self._reply(decode_request(header), payload, sock)
+            return encode_reply(reply, header.get("id")), data
+        except RunnerError as exc:
+            refused = exc.encode()
+        except Exception as exc:  # report, keep serving
+            refused = RunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}").encode()
+        refused["id"] = header.get("id")
+        return refused, b""
+
+    def _reply(self, request: Message, payload: bytes, sock: socket.socket) -> tuple[Message, bytes]:
         if isinstance(request, ExecRequest):
-            reply = child.run(request, payload, sock)
-        elif isinstance(request, WriteRequest):
-            reply = files.write(request, payload)
-        elif isinstance(request, ReadRequest):
-            data, reply = files.read(request), ReadReply()
-        elif isinstance(request, ListRequest):
-            reply = files.list_files(request)
-        elif isinstance(request, OomRequest):
-            reply = _oom_count()
-        elif isinstance(request, PingRequest):
-            reply = PingReply(pid=os.getpid())
-        else:  # pragma: no cover - decode_request knows no other
-            raise RunnerError(ErrorCode.BAD_OP, f"unhandled op {header.get('op')!r}")
-        return encode_reply(reply, header.get("id")), data
-    except RunnerError as exc:
-        refused = exc.encode()
-    except Exception as exc:  # report, keep serving
-        refused = RunnerError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}").encode()
-    refused["id"] = header.get("id")
-    return refused, b""
+            return self.child.run(request, payload, sock), b""
+        if isinstance(request, ResetRequest):
+            if self.baseline is None:
+                raise RunnerError(ErrorCode.BAD_OP, "this runner recorded no baseline: it cannot reset")
+            self.child.discard()  # the warm child goes too; the next is forked from a clean runner
+            return reset(self.baseline), b""
+        if isinstance(request, WriteRequest):
+            return files.write(request, payload), b""
+        if isinstance(request, ReadRequest):
+            return ReadReply(), files.read(request)
+        if isinstance(request, ListRequest):
+            return files.list_files(request), b""
+        if isinstance(request, OomRequest):
+            return _oom_count(), b""
+        if isinstance(request, PingRequest):
+            return PingReply(pid=os.getpid()), b""
+        raise RunnerError(ErrorCode.BAD_OP, f"unhandled op {request.op!r}")  # pragma: no cover
 
 
 def _oom_count() -> OomReply:

@@ -51,7 +51,7 @@ def kill_everything_else(deadline_s: float = SWEEP_DEADLINE_S) -> int:
     wake = child_wakeup_fd()
     end = time.monotonic() + deadline_s
     while True:
-        survivors = [p for p in _other_pids() if _is_alive(p)]
+        survivors = [p for p in other_pids() if _is_alive(p)]
         if not survivors:
             _reap_all()
             drain_wakeups(wake)
@@ -80,7 +80,8 @@ def reap_children() -> None:
             return
 
 
-def _other_pids() -> list[int]:
+def other_pids() -> list[int]:
+    """Every process of the container but init (PID 1) and the runner."""
     me = os.getpid()
     pids = []
     for name in os.listdir("/proc"):
