@@ -300,13 +300,12 @@ class PoolManager:
             pool = self._pools.get(handle.spec.key)
             if pool is not None:
                 pool.leased = max(0, pool.leased - 1)
-                if not why:
-                    pool.resetting[handle.tenant] += 1
             self._cond.notify_all()
-        if why or pool is None:
-            self._not_reused[why or "forgotten"] += 1
-            self._destroy_async(handle)
-            return
+            if why or pool is None:
+                self._not_reused[why or "forgotten"] += 1
+                self._destroy_async(handle)
+                return
+            pool.resetting[handle.tenant] += 1
         handle.state = SlotState.DRAINING  # not idle until its reset is verified
         try:
             self._resetters.submit(self._reset_one, pool, handle)
@@ -365,13 +364,12 @@ class PoolManager:
                 self._resets_total += 1
                 self._reset_seconds += seconds
                 self._reset_buckets[bisect.bisect_left(RESET_BUCKETS_S, seconds)] += 1
-            keep = ok and not self._closing and handle.spec.key in self._pools
-            if keep:
+            if ok and not self._closing and handle.spec.key in self._pools:
                 handle.state = SlotState.IDLE
                 pool.recycled.setdefault(handle.tenant, collections.deque()).append(handle)
+            else:  # counted as being removed before it stops counting as reset (wait_released)
+                self._destroy_async(handle)
             self._cond.notify_all()
-        if not keep:
-            self._destroy_async(handle)
 
     def recycle_stats(self) -> RecycleStats:
         with self._cond:
@@ -536,16 +534,28 @@ class PoolManager:
             self._cond.notify_all()
 
     def wait_released(self, *, timeout_s: float) -> bool:
-        """Block until every container given back so far is removed (container and host
-        directories). Returns False if some removal is still running after ``timeout_s``."""
+        """Block until every container given back so far is reset (and idle for its tenant)
+        or removed (container and host directories). Returns False if some reset or removal is
+        still running after ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
-            while self._destroying:
+            while self._destroying or any(p.resetting for p in self._pools.values()):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
                 self._cond.wait(remaining)
             return True
+
+    def holds(self, name: str) -> str:
+        """Where the pool holds container ``name``: ``idle`` (fresh), ``recycled`` (reset, kept
+        for its tenant) or "" (leased, being reset or removed, or not the pool's)."""
+        with self._cond:
+            for pool in self._pools.values():
+                if any(h.name == name for h in pool.idle):
+                    return "idle"
+                if any(h.name == name for q in pool.recycled.values() for h in q):
+                    return "recycled"
+            return ""
 
     def _warm_keys(self, now: float) -> set[str]:
         """Specs that keep warm containers: the default and the most recently used others."""

@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import pytest
@@ -31,6 +32,7 @@ from skillopt.envs.base import ProgressEvent
 from skillopt.types import Limits, RolloutResult
 from tests.sandbox.conftest import RUNTIMES, Service, fenced, request_for, start_service
 from tests.sandbox.hostile_programs import HOSTILE, Hostile
+from tests.sandbox.hostile_seam import CLEAN, PROBE, SEAM, Seam
 
 TASK = "32255"  # one test case: each program runs once
 SECRET = f"skillopt-hostile-secret-{uuid.uuid4().hex}"
@@ -101,12 +103,17 @@ def _wait_destroyed(client: docker.DockerClient, name: str, since: float, timeou
 
 
 def _assert_contained(h: Hostility, docker_client: docker.DockerClient, container: str, since: float) -> None:
-    """The service is healthy, idle, and the program's container and its directory are gone."""
+    """The service is healthy, idle, and the program's container is either gone with its
+    directory, or reset to a verified clean slate and kept for the tenant's next rollout (the
+    seam tests below show what the next rollout sees of it)."""
     svc = h.service
     assert svc.client.healthy()
     desc = svc.client.describe()
     assert desc.running == 0 and desc.free_slots == desc.capacity
-    assert svc.running.service.pools.wait_released(timeout_s=60)
+    pools = svc.running.service.pools
+    assert pools.wait_released(timeout_s=60)
+    if pools.holds(container) == "recycled":
+        return
     _wait_destroyed(docker_client, container, since)
     state_dir = svc.running.service.runtime.state_dir
     short = container.rsplit("-", 1)[-1]
@@ -117,9 +124,17 @@ def _assert_contained(h: Hostility, docker_client: docker.DockerClient, containe
 
 
 def _run_codegen(h: Hostility, scripts, sample, prog: Hostile) -> tuple[RolloutResult, str]:
-    marker = f"HOSTILE-{prog.name}-{uuid.uuid4().hex[:6]}"
-    scripts.scripts[marker] = [fenced(prog.program(h.values))]
-    limits = Limits(**{"wall_time_s": 120, "exec_timeout_s": 30, **prog.limits})
+    return _rollout(h, scripts, sample, prog.name, prog.program(h.values), prog.limits)
+
+
+def _rollout(
+    h: Hostility, scripts, sample, name: str, code: str, limits_kw: dict[str, Any] | None = None
+) -> tuple[RolloutResult, str]:
+    """``code`` as the solution of a codegen rollout over gRPC (the scripted model answers
+    with it); the row and the name of the container it ran in."""
+    marker = f"HOSTILE-{name}-{uuid.uuid4().hex[:6]}"
+    scripts.scripts[marker] = [fenced(code)]
+    limits = Limits(**{"wall_time_s": 120, "exec_timeout_s": 30, **(limits_kw or {})})
     service = h.service.running.service
     # Start from a warm container, as a loaded host would (a cold start under load can eat a
     # short wall time before the program even runs).
@@ -231,3 +246,31 @@ def test_the_suite_is_systematic():
         "exec_egress_bridge_and_host",
     ):
         assert family in names, family
+
+
+@pytest.mark.parametrize("seam", SEAM, ids=[s.name for s in SEAM])
+def test_the_tenants_next_rollout_sees_nothing_of_the_last(hostility, scripts, sample, seam: Seam):
+    """Container recycling's seam (issue 47): a program tries to leave something for the
+    tenant's next rollout, or to make its verdict wrong; the next rollout (the probe) runs in
+    the recycled container when the reset held (or in another one when it refused), sees
+    nothing of the program, and is graded as in a new container (it writes no output: nothing
+    to grade, whatever the program planted)."""
+    seam = seam.under(hostility.runtime)
+    row, _ = _rollout(hostility, scripts, sample, seam.name, seam.program())
+    left = _report(row.trace.executions[0].stdout_tail) if row.trace.executions else {}
+    detail = (row.fail_reason, row.infra_error, [e.stderr_tail[-1500:] for e in row.trace.executions])
+    if seam.infra:  # the program's rollout itself failed, typed (its container goes)
+        assert row.infra_error is not None and row.infra_error.kind.value == seam.infra, detail
+    else:
+        assert left.get("left"), detail
+    assert hostility.service.running.service.pools.wait_released(timeout_s=60)  # its reset is done
+    probe_row, _ = _rollout(hostility, scripts, sample, f"probe-after-{seam.name}", PROBE)
+    execs = probe_row.trace.executions
+    probe = _report(execs[0].stdout_tail) if execs else {}
+    detail = (probe_row.fail_reason, probe_row.infra_error, [e.stderr_tail[-1500:] for e in execs])
+    assert probe, detail
+    assert (probe["container"] == left.get("container")) is seam.reuse, (left, probe)
+    assert {k: probe[k] for k in CLEAN} == CLEAN, probe
+    assert probe["nofile"] == 1024 and probe["cpus"] == len(os.sched_getaffinity(0)), probe
+    assert not probe["json_from"].startswith("/workspace"), probe
+    assert probe_row.infra_error is None and probe_row.fail_reason.startswith("output-not-found"), detail

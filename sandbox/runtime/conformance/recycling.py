@@ -57,12 +57,12 @@ for place in ("/workspace", "/tmp", "/dev/shm"):
     names = sorted(os.listdir(place))
     vfs = os.statvfs(place)
     seen[place] = {"names": names, "used_blocks": vfs.f_blocks - vfs.f_bfree}
-ipc = {}
-for kind in ("shm", "sem", "msg"):
-    try:
-        ipc[kind] = len(open(f"/proc/sysvipc/{kind}").read().splitlines()[1:])
-    except OSError:
-        ipc[kind] = "unreadable"
+import ctypes, struct
+libc, buf = ctypes.CDLL(None), ctypes.create_string_buffer(512)
+libc.shmctl(0, 14, buf); shm = struct.unpack_from("@iL", buf.raw)[1]  # SHM_INFO: pages in use
+libc.semctl(0, 0, 19, buf); sem = struct.unpack_from("@10i", buf.raw)[7]  # SEM_INFO: sets
+libc.msgctl(0, 12, buf); msg = struct.unpack_from("@i", buf.raw)[0]  # MSG_INFO: queues
+ipc = {"shm": shm, "sem": sem, "msg": msg}
 print("PROBE " + json.dumps({"procs": procs, "places": seen, "ipc": ipc, "nofile": __import__("resource").getrlimit(__import__("resource").RLIMIT_NOFILE)[0], "nice": os.getpriority(os.PRIO_PROCESS, 0)}))
 """
 
@@ -119,7 +119,7 @@ def check_a_reset_puts_back_or_refuses_what_a_program_did_to_the_runner(c: Confo
     priority (``nice``): the reset puts back what it can (the limit), refuses what it cannot
     (a raised nice value), and the next execution never inherits either."""
     lower_nofile = (
-        "import ctypes, resource\n"
+        "import resource\n"
         "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
         "print(resource.prlimit(1, resource.RLIMIT_NOFILE, (64, hard)))\n"
     )
@@ -128,8 +128,8 @@ def check_a_reset_puts_back_or_refuses_what_a_program_did_to_the_runner(c: Confo
         _stream(box, ["python3", "-c", lower_nofile])
         try:
             c.runtime.reset(handle)
-        except SandboxResetFailed as exc:  # a runtime may refuse rather than restore
-            assert exc.reason == "runner", exc
+        except SandboxResetFailed as refused:  # a runtime may refuse rather than restore
+            assert refused.reason == "runner", refused
         else:
             assert _probe(c, handle)["nofile"] == c.spec.nofile
     renice = "import os\nos.setpriority(os.PRIO_PROCESS, 1, 10)\nprint(os.getpriority(os.PRIO_PROCESS, 1))\n"

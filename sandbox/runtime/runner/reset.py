@@ -33,6 +33,7 @@ import ctypes
 import os
 import resource
 import stat
+import struct
 import sys
 import time
 
@@ -226,37 +227,67 @@ def _check_place(place: _Place) -> list[str]:
 
 # -- System V IPC ----------------------------------------------------------------------------------
 
-_SYSVIPC = (("shm", "shmctl"), ("sem", "semctl"), ("msg", "msgctl"))
+_IPC_STAT = 2
+_SHM_INFO, _SEM_INFO, _MSG_INFO = 14, 19, 12
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+#: Highest id scanned where ``/proc/sysvipc`` is missing (gVisor numbers its objects 1, 2, ...):
+#: objects beyond it are not found, and the reset then fails (the counts stay above 0).
+_SCAN_IDS = 1 << 15
+_KINDS = ("shm", "sem", "msg")
 
 
-def _ipc_ids(kind: str) -> list[int] | None:
-    """Ids of the container's System V IPC objects of ``kind`` (its own IPC namespace), from
-    ``/proc/sysvipc``; ``None`` when that cannot be read."""
+def _ipc_left(kind: str, buf: ctypes.Array) -> int:
+    """How much of ``kind`` exists in the container's IPC namespace, from the kernel's own
+    summary (both runtimes): shared memory pages in use, semaphore sets, message queues. (gVisor's
+    count of shared memory segments never goes down; its page count does.)"""
+    c = libc()
+    if kind == "shm":
+        c.shmctl(0, _SHM_INFO, buf)
+        return int(struct.unpack_from("@iL", buf.raw)[1])  # shm_info.shm_tot
+    if kind == "sem":
+        c.semctl(0, 0, _SEM_INFO, buf)
+        return int(struct.unpack_from("@10i", buf.raw)[7])  # seminfo.semusz
+    c.msgctl(0, _MSG_INFO, buf)
+    return int(struct.unpack_from("@i", buf.raw)[0])  # msginfo.msgpool
+
+
+def _ipc_ids(kind: str, buf: ctypes.Array) -> list[int]:
+    """Ids of the container's System V IPC objects of ``kind``: from ``/proc/sysvipc`` where
+    the kernel has it (Linux), else by asking for each id in turn (gVisor)."""
     try:
         with open(f"/proc/sysvipc/{kind}") as fh:
-            lines = fh.read().splitlines()[1:]
+            return [int(line.split()[1]) for line in fh.read().splitlines()[1:] if line.split()]
     except OSError:
-        return None
-    return [int(line.split()[1]) for line in lines if line.split()]
+        pass
+    if not _ipc_left(kind, buf):
+        return []
+    c = libc()
+    found = []
+    for ipc_id in range(_SCAN_IDS):
+        ok = (
+            c.semctl(ipc_id, 0, _IPC_STAT, buf)
+            if kind == "sem"
+            else getattr(c, f"{kind}ctl")(ipc_id, _IPC_STAT, buf)
+        ) == 0
+        if ok:
+            found.append(ipc_id)
+    return found
 
 
 def _remove_ipc() -> tuple[int, list[str]]:
+    """Remove every System V IPC object of the container; checked by the kernel's counts."""
     removed, problems = 0, []
     c = libc()
-    for kind, call in _SYSVIPC:
-        ids = _ipc_ids(kind)
-        if ids is None:
-            problems.append(
-                f"ipc: /proc/sysvipc/{kind} cannot be read: System V IPC objects cannot be checked"
-            )
-            continue
-        for ipc_id in ids:
-            fn = getattr(c, call)
-            ok = (fn(ipc_id, 0, _IPC_RMID) if call == "semctl" else fn(ipc_id, _IPC_RMID, None)) == 0
-            removed += ok
-        left = _ipc_ids(kind)
+    buf = ctypes.create_string_buffer(512)
+    for kind in _KINDS:
+        for ipc_id in _ipc_ids(kind, buf):
+            if kind == "sem":
+                removed += c.semctl(ipc_id, 0, _IPC_RMID) == 0
+            else:
+                removed += getattr(c, f"{kind}ctl")(ipc_id, _IPC_RMID, None) == 0
+        left = _ipc_left(kind, buf)
         if left:
-            problems.append(f"ipc: {len(left)} System V {kind} objects could not be removed")
+            problems.append(f"ipc: System V {kind} objects remain ({left} in the kernel's count)")
     return removed, problems
 
 
