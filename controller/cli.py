@@ -13,6 +13,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from controller.commands.flags import CommandParser
+
 __all__ = ["build_parser", "main", "start_tracing"]
 
 # Order is the order shown in ``skillopt --help``.
@@ -41,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
             "every rollout runs in a hardened Docker sandbox reached over gRPC."
         ),
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     sub.required = True
     for name in _COMMANDS:
         try:

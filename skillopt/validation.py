@@ -23,12 +23,14 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 import annotated_types
 from pydantic import BeforeValidator, ValidationError
 
+from skillopt.errors import ConfigError
 from skillopt.logs import redact
 
 __all__ = [
     "Bounds",
     "Canonical",
     "Choices",
+    "FieldError",
     "Int",
     "Words",
     "base_type",
@@ -38,6 +40,18 @@ __all__ = [
     "type_name",
     "unwrap_optional",
 ]
+
+
+class FieldError(ConfigError):
+    """A :class:`ConfigError` about one key; ``key`` lets a loader add where the value came from
+    (``origin``: a file, a ``--set``)."""
+
+    def __init__(self, key: str, problem: str, *, origin: str = "") -> None:
+        where = f" (from {origin})" if origin else ""
+        super().__init__(f"{key}{where}: {problem}")
+        self.key = key
+        self.problem = problem
+        self.origin = origin
 
 
 def show(value: Any, key: str) -> str:
@@ -126,6 +140,8 @@ class Bounds(annotated_types.GroupedMetadata):
         ge, gt, le, lt: the bounds.
         unit: said after the bound, ``must be > 0{unit}, got 0.0`` (`` seconds``, `` or null``).
         note: said after the value, ``must be >= 0, got -1{note}`` (`` (0 = no limit)``).
+        said: the bound in words, said instead of the symbols: ``said="0 or more"`` reads
+            ``must be 0 or more, got -1``.
     """
 
     ge: float | None = None
@@ -134,6 +150,7 @@ class Bounds(annotated_types.GroupedMetadata):
     lt: float | None = None
     unit: str = ""
     note: str = ""
+    said: str = ""
 
     def __iter__(self) -> Iterator[object]:
         # The bounds before the BeforeValidator: pydantic then puts them in the field's own
@@ -212,7 +229,9 @@ def _bound_problem(value: Any, key: str, hint: Any) -> str | None:
     ge, gt, le, lt = bounds.ge, bounds.gt, bounds.le, bounds.lt
     low = ge if ge is not None else gt
     high = le if le is not None else lt
-    if low is not None and high is not None:
+    if bounds.said:
+        bound = bounds.said
+    elif low is not None and high is not None:
         bound = f"in {'[' if ge is not None else '('}{low}, {high}{']' if le is not None else ')'}"
     elif low is not None:
         bound = f"{'>=' if ge is not None else '>'} {low}"

@@ -1,4 +1,5 @@
-"""Flag spellings shared by the sub-commands, and old spellings kept as deprecated aliases.
+"""Flag spellings shared by the sub-commands, old spellings kept as deprecated aliases, and the
+sub-commands' parser (:class:`CommandParser`, whose flags may be added when first used).
 
 One spelling per idea across commands (issue 34): ``--memory-mb`` for a memory limit in MiB,
 ``--out`` for an output directory, ``--endpoints``/``--token-file``/``--tls-*`` for the fleet
@@ -10,10 +11,40 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["add_deprecated_alias"]
+__all__ = ["CommandParser", "add_deprecated_alias"]
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A sub-command's parser, whose arguments may be added when it is first used
+    (:meth:`add_arguments_later`): ``skillopt serve`` makes its flags from the host's pydantic
+    model, and importing pydantic and building that model (~0.3 s here) would otherwise slow
+    the start of every other command."""
+
+    _later: Callable[[argparse.ArgumentParser], None] | None = None
+
+    def add_arguments_later(self, add: Callable[[argparse.ArgumentParser], None]) -> None:
+        """Call ``add(self)`` before this parser first parses or shows its help."""
+        self._later = add
+
+    def _ready(self) -> None:
+        add, self._later = self._later, None
+        if add is not None:
+            add(self)
+
+    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
+        self._ready()
+        return super().parse_known_args(*args, **kwargs)
+
+    def format_usage(self, *args: Any, **kwargs: Any) -> str:
+        self._ready()
+        return super().format_usage(*args, **kwargs)
+
+    def format_help(self, *args: Any, **kwargs: Any) -> str:
+        self._ready()
+        return super().format_help(*args, **kwargs)
 
 
 class _DeprecatedAlias(argparse.Action):

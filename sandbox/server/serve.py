@@ -59,7 +59,8 @@ MiB = 1024 * 1024
 
 @dataclass(frozen=True, kw_only=True)
 class ServerConfig:
-    """Everything ``skillopt serve`` needs."""
+    """Everything a sandbox service runs with. ``skillopt serve`` builds it from the host's
+    configuration (:func:`sandbox.server.host_config.server_config`), with every file read."""
 
     listen: str = "127.0.0.1:50051"
     token: str | None = None
@@ -232,14 +233,7 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
         metrics_port = metrics_listener(
             config.metrics_listen, host, servicer, watch, cleanup
         )  # stops after the drain
-        try:
-            port = (
-                server.add_secure_port(config.listen, creds)
-                if creds
-                else server.add_insecure_port(config.listen)
-            )
-        except RuntimeError as exc:
-            raise ConfigError(f"cannot listen on {config.listen}: {exc}") from exc
+        port = _bind(server, config.listen, creds)
         health_server, health_port = health_listener(
             config.health_listen, health_servicer
         )  # bound, not started
@@ -287,6 +281,18 @@ def serve(config: ServerConfig) -> Iterator[RunningServer]:
         )
         yield running
     log.info("server.stopped", host=config.runtime.host_id)
+
+
+def _bind(server: grpc.Server, listen: str, creds: grpc.ServerCredentials | None) -> int:
+    """Bind ``server`` to ``listen`` (TLS with ``creds``) and return the port it got.
+
+    Raises:
+        ConfigError: the address cannot be bound (taken, malformed, not this host's).
+    """
+    try:
+        return server.add_secure_port(listen, creds) if creds else server.add_insecure_port(listen)
+    except RuntimeError as exc:
+        raise ConfigError(f"cannot listen on {listen}: {exc}") from exc
 
 
 @dataclass

@@ -16,9 +16,16 @@ does the look-ups (the env and its agent and options, the paths that must exist)
 config built in Python is resolved with ``resolve_config(Config(...))`` before it runs.
 """
 
+from skillopt.config._keys import unknown_key_message
 from skillopt.config._resolve import resolve_config
 from skillopt.config.builtin import builtin_config, list_builtin_configs
-from skillopt.config.loader import config_from_dict, explain_config, load_config, with_overrides
+from skillopt.config.loader import (
+    config_from_dict,
+    explain_config,
+    load_config,
+    read_yaml_mapping,
+    with_overrides,
+)
 from skillopt.config.schema import (
     SECTIONS,
     Config,
@@ -50,6 +57,8 @@ __all__ = [
     "explain_config",
     "list_builtin_configs",
     "load_config",
+    "read_yaml_mapping",
     "resolve_config",
+    "unknown_key_message",
     "with_overrides",
 ]

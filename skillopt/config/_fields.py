@@ -1,27 +1,16 @@
 """What the config's messages are made of: :class:`FieldError` (a :class:`ConfigError` about one
-key, to which the loader adds where the value came from) and the type predicates ``--set``
-parsing needs. The coercion itself is pydantic's (:mod:`skillopt.config.schema`), its errors
-worded by :mod:`skillopt.validation`."""
+key, to which the loader adds where the value came from; defined in :mod:`skillopt.validation`,
+which the host's configuration shares) and the type predicates ``--set`` parsing needs. The
+coercion itself is pydantic's (:mod:`skillopt.config.schema`), its errors worded by
+:mod:`skillopt.validation`."""
 
 from __future__ import annotations
 
 from typing import Any, Literal, get_origin
 
-from skillopt.errors import ConfigError
-from skillopt.validation import base_type, describe_type, show
+from skillopt.validation import FieldError, base_type, describe_type, show
 
 __all__ = ["FieldError", "describe_type", "is_list_type", "is_str_type", "show"]
-
-
-class FieldError(ConfigError):
-    """A :class:`ConfigError` about one key; ``key`` lets the loader add where it was set."""
-
-    def __init__(self, key: str, problem: str, *, origin: str = "") -> None:
-        where = f" (from {origin})" if origin else ""
-        super().__init__(f"{key}{where}: {problem}")
-        self.key = key
-        self.problem = problem
-        self.origin = origin
 
 
 def is_str_type(hint: Any) -> bool:

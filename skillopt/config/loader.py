@@ -14,7 +14,7 @@ from skillopt.config.builtin import builtin_config, builtin_dir, list_builtin_co
 from skillopt.config.schema import Config
 from skillopt.errors import ConfigError
 
-__all__ = ["config_from_dict", "explain_config", "load_config", "with_overrides"]
+__all__ = ["config_from_dict", "explain_config", "load_config", "read_yaml_mapping", "with_overrides"]
 
 
 def config_from_dict(data: Mapping[str, Any], *, source: str = "config") -> Config:
@@ -164,7 +164,7 @@ def _read_chain(path: Path, *, fallback_base: Path | None, chain: tuple[Path, ..
         names = [_label(p) for p in (*chain, identity)]
         raise ConfigError(f"circular _base_ inheritance: {' -> '.join(names)}")
     label = _label(path)
-    data = _read_file(path, label)
+    data = read_yaml_mapping(path, label)
     base_spec = data.pop("_base_", None)
     base_file: Path | None = fallback_base
     if base_spec is not None:
@@ -183,7 +183,19 @@ def _read_chain(path: Path, *, fallback_base: Path | None, chain: tuple[Path, ..
     return [*parents, _Layer(label, data)]
 
 
-def _read_file(path: Path, label: str) -> dict[str, Any]:
+def read_yaml_mapping(path: Path, label: str, *, expected: str = "a mapping of sections") -> dict[str, Any]:
+    """The mapping a YAML file holds, read in the config's dialect (:mod:`skillopt.config._yaml`);
+    an empty file is ``{}``. Also the host's configuration file (``skillopt serve --config``).
+
+    Args:
+        path: the file.
+        label: how messages name it.
+        expected: what the top level must be, in words, for the message when it is not a mapping.
+
+    Raises:
+        ConfigError: unreadable, not UTF-8, invalid YAML (line and column, never the line's
+            text: it may hold a secret), or not a mapping.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -197,7 +209,5 @@ def _read_file(path: Path, label: str) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(
-            f"{label}: expected a mapping of sections at the top level, got {type(data).__name__}"
-        )
+        raise ConfigError(f"{label}: expected {expected} at the top level, got {type(data).__name__}")
     return data

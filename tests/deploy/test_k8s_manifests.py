@@ -16,6 +16,7 @@ import yaml
 from kubernetes import client as k8s
 
 from controller.cli import build_parser
+from sandbox.server.host_config import HostConfig, load_host_config
 
 K8S = Path(__file__).resolve().parents[2] / "docker" / "k8s"
 README = Path(__file__).resolve().parents[2] / "docker" / "README.md"
@@ -91,12 +92,14 @@ def test_the_service_arguments_are_real_serve_flags(pod):
         for a in sandbox.args
     ]
     args = build_parser().parse_args(["serve", *argv])
-    assert args.host_id == "skillopt-sandbox-0" and args.listen == "0.0.0.0:50051"
+    # ... and their values are a valid host configuration (every bound checked).
+    host, _ = load_host_config(None, {name: getattr(args, name) for name in HostConfig.model_fields})
+    assert host.host_id == "skillopt-sandbox-0" and host.listen == "0.0.0.0:50051"
     env = {e.name: e for e in sandbox.env}
     assert env["POD_NAME"].value_from.field_ref.field_path == "metadata.name"  # one host id per pod
     # Listening beyond loopback: token and mTLS, both from Secrets.
-    assert args.token_file and args.tls_cert and args.tls_key and args.tls_client_ca
-    assert not args.insecure
+    assert host.token_file and host.tls_cert_file and host.tls_key_file and host.tls_client_ca_file
+    assert not host.insecure
 
 
 def test_probes_use_grpc_health_on_the_health_only_listener(pod):

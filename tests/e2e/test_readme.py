@@ -121,6 +121,10 @@ COMMANDS: dict[str, dict[str, Run | Needs]] = {
             "a host's deployment: /etc/skillopt/token and port 50051 on every interface",
             "tests/e2e/test_fleet_e2e.py::test_training_over_two_remote_hosts",
         ),
+        "skillopt serve --config host.yaml --print-config": Needs(
+            "a host.yaml of one's own (docs/host.md has one); the same path with a file of the test's",
+            "tests/sandbox/test_host_config.py::test_print_config_reads_back_to_the_same_config_and_never_shows_the_token",
+        ),
         "skillopt train --config ... --endpoints host1:50051,host2:50051": Needs(
             "a config of one's own and the hosts host1, host2",
             "tests/e2e/test_fleet_e2e.py::test_training_over_two_remote_hosts",

@@ -245,7 +245,7 @@ def test_services_on_one_machine_get_different_default_host_ids(docker_client, s
     and the port, or a random suffix with port 0), and Describe, rows and fleet status agree."""
     import socket
 
-    from controller.commands.serve import default_host_id
+    from sandbox.server.host_config import default_host_id
 
     name = socket.gethostname()
     assert default_host_id("0.0.0.0:50051") == f"{name}-50051"
