@@ -86,6 +86,9 @@ class SandboxHandle:
     executions: int = 0
     #: Why it must not be reused ("" = nothing against it so far): see :meth:`spoil`.
     taint: str = ""
+    #: ``time.monotonic()`` when it last became idle in its pool (the pool's; the least
+    #: recently used idle containers go first when there are too many).
+    idle_since: float = 0.0
 
     def spoil(self, reason: str) -> None:
         """Mark it never to be reused (a kill, a timeout, an out-of-memory kill, an output cap,

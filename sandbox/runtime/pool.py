@@ -325,9 +325,14 @@ class PoolManager:
             return "closing"
         if handle.executions >= config.reuse_max_executions:
             return "max-executions"
-        if time.time() - handle.created_at >= config.reuse_max_age_s:
+        if time.time() - handle.created_at >= self._max_age_s():
             return "max-age"
         return ""
+
+    def _max_age_s(self) -> float:
+        """The oldest a container may be to be reset and reused: the policy's bound, never past
+        the containers' hard lifetime (the reaper's)."""
+        return min(self.config.reuse_max_age_s, self.config.max_container_lifetime_s)
 
     def _reset_one(self, pool: _Pool, handle: SandboxHandle) -> None:
         try:
@@ -366,6 +371,7 @@ class PoolManager:
                 self._reset_buckets[bisect.bisect_left(RESET_BUCKETS_S, seconds)] += 1
             if ok and not self._closing and handle.spec.key in self._pools:
                 handle.state = SlotState.IDLE
+                handle.idle_since = time.monotonic()
                 pool.recycled.setdefault(handle.tenant, collections.deque()).append(handle)
             else:  # counted as being removed before it stops counting as reset (wait_released)
                 self._destroy_async(handle)
@@ -625,9 +631,7 @@ class PoolManager:
                     keep_warm = key in warm or pool.waiters > 0
                     pool.idle = self._fresh_kept(pool.idle, keep_warm, stale)
                     for tenant, queue in list(pool.recycled.items()):
-                        kept = self._fresh_kept(
-                            queue, keep_warm, stale, max_age_s=self.config.reuse_max_age_s
-                        )
+                        kept = self._fresh_kept(queue, keep_warm, stale, max_age_s=self._max_age_s())
                         if kept:
                             pool.recycled[tenant] = kept
                         else:
@@ -636,6 +640,8 @@ class PoolManager:
                     if key not in warm and not busy and not pool.creating and not pool.waiters:
                         del self._pools[key]  # forgotten; a later acquire starts it again
                 stale += self._over_idle_cap()
+                for h in stale:  # counted as being removed while still under the lock (wait_released)
+                    self._destroy_async(h)
                 idle_room = self.config.idle_cap - sum(
                     len(p.idle) + p.recycled_count + p.creating for p in self._pools.values()
                 )
@@ -660,8 +666,6 @@ class PoolManager:
                             started = True
                 self._cond.notify_all()  # pools trimmed or forgotten: tell wait_settled
                 self._cond.wait(timeout=5.0 if refill else max(0.01, refill_at - now))
-            for h in stale:
-                self._destroy_async(h)
 
     def _fresh_kept(
         self,
@@ -684,28 +688,21 @@ class PoolManager:
         return keep
 
     def _over_idle_cap(self) -> list[SandboxHandle]:
-        """Idle containers beyond the host-wide cap, which go: tenants' reset ones first (the
-        oldest first: each serves one tenant only), then fresh ones of the least recently used
-        pools."""
+        """Idle containers beyond the host-wide cap, which go: the least recently used first,
+        fresh or reset (a fresh one only from a pool nobody waits on)."""
         pools = list(self._pools.values())
         excess = sum(len(p.idle) + p.recycled_count for p in pools) - self.config.idle_cap
-        out: list[SandboxHandle] = []
         if excess <= 0:
-            return out
-        recycled = sorted(
-            ((h, p, t) for p in pools for t, q in p.recycled.items() for h in q),
-            key=lambda x: x[0].created_at,
-        )
-        for h, p, t in recycled[:excess]:
-            p.recycled[t].remove(h)
-            if not p.recycled[t]:
-                del p.recycled[t]
+            return []
+        idle = [(h, p, "") for p in pools if p.waiters == 0 for h in p.idle]
+        idle += [(h, p, t) for p in pools for t, q in p.recycled.items() for h in q]
+        out = []
+        for h, p, tenant in sorted(idle, key=lambda x: x[0].idle_since)[:excess]:
+            queue = p.recycled[tenant] if tenant else p.idle
+            queue.remove(h)
+            if tenant and not queue:
+                del p.recycled[tenant]
             out.append(h)
-        excess -= len(out)
-        for pool in sorted(pools, key=lambda p: p.last_used):
-            while excess > 0 and pool.idle and pool.waiters == 0:
-                out.append(pool.idle.pop())
-                excess -= 1
         return out
 
     def _create_one(self, pool: _Pool) -> None:
@@ -730,6 +727,7 @@ class PoolManager:
                     handle_to_drop: SandboxHandle | None = handle
                 else:
                     handle_to_drop = None
+                    handle.idle_since = time.monotonic()
                     pool.idle.append(handle)
             else:
                 handle_to_drop = None

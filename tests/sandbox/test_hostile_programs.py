@@ -115,6 +115,7 @@ def _assert_contained(h: Hostility, docker_client: docker.DockerClient, containe
     if pools.holds(container) == "recycled":
         return
     _wait_destroyed(docker_client, container, since)
+    assert pools.wait_released(timeout_s=60)  # its removal may have begun after the first wait
     state_dir = svc.running.service.runtime.state_dir
     short = container.rsplit("-", 1)[-1]
     assert not (state_dir / "c" / short).exists(), "the container's host directory leaked"

@@ -202,7 +202,7 @@ def test_prometheus_scrapes_the_host_state(scraped):
     _poll(
         q,
         "sum by (state) (skillopt_pool_containers)",
-        lambda got: len(got) == 3 and got['{"state": "leased"}'] >= 1.0,  # the live session's container
+        lambda got: len(got) == 4 and got['{"state": "leased"}'] >= 1.0,  # the live session's container
     )
     for present in (
         "skillopt_blob_cache_bytes",
