@@ -17,6 +17,10 @@ One ``skillopt serve --http-listen`` subprocess (code runs from
 4. ``fleet_front_python_hello``: 1 through ``skillopt fleet http`` in front of the same host
    (one hop more), alternating with 1's requests, as a ratio to 1.
 
+1 and 2 also on a second host with container recycling off (``--reuse-max-executions 0``: a
+fresh container per request, as before issue 47), alternating with the first
+(``*_fresh_containers``).
+
 SandboxFusion's own server, side by side in the same run and JSON (1, alternating with ours,
 and 2 right after ours, with the same client): ``--sandboxfusion-dir DIR`` starts it from a checkout the way its README
 does (``make run``: ``uvicorn sandbox.server.server:app``, its default config
@@ -261,6 +265,25 @@ def start_front(grpc_address: str, tmp: Path) -> tuple[subprocess.Popen, str]:
     return proc, f"http://127.0.0.1:{wait_listening(proc, 60)}"
 
 
+def _spawn_host(tmp: Path, name: str, reuse: int | None) -> tuple[subprocess.Popen, str, tuple[str, str]]:
+    """One ``skillopt serve --http-listen`` host (``reuse``: its ``--reuse-max-executions``,
+    None: the default); its process, HTTP endpoint and (gRPC address, code image)."""
+    from controller.embedded import spawn_service, wait_listening
+    from sandbox.service.languages import POLYGLOT_IMAGE
+
+    (tmp / name).mkdir()
+    proc = spawn_service(
+        [
+            "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--http-port-file", str(tmp / name / "hp"),
+            "--host-id", f"bench-{name}-{uuid.uuid4().hex[:4]}", "--state-dir", str(tmp / name / "state"),
+            "--capacity", "8", "--pool-size", "8", "--exec-agents", "off",
+            *(["--reuse-max-executions", str(reuse)] if reuse is not None else []),
+        ]
+    )  # fmt: skip
+    port = wait_listening(proc, 120)
+    return proc, f"http://127.0.0.1:{(tmp / name / 'hp').read_text()}", (f"127.0.0.1:{port}", POLYGLOT_IMAGE)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -275,43 +298,46 @@ def main() -> None:
         help="the venv with its dependencies (bench/README.md)",
     )
     args = parser.parse_args()
-    from controller.embedded import spawn_service, wait_listening
     from sandbox.service.languages import POLYGLOT_IMAGE
 
     n = 10 if args.quick else 40
     seconds = 20.0 if args.quick else args.seconds
     tmp = Path(tempfile.mkdtemp(prefix="so-bf-"))
-    proc = spawn_service(
-        [
-            "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--http-port-file", str(tmp / "hp"),
-            "--host-id", f"bench-{uuid.uuid4().hex[:4]}", "--state-dir", str(tmp / "state"),
-            "--capacity", "8", "--pool-size", "8", "--exec-agents", "off",
-        ]
-    )  # fmt: skip
     out: dict[str, object] = {"machine_cpus": os.cpu_count(), "load_avg_1m_at_start": os.getloadavg()[0]}
-    sf_proc = front = None
+    procs: list[subprocess.Popen] = []
+    sf_proc = None
     try:
+        # Two hosts side by side: recycling on (the default) and off (a fresh container per
+        # request, as before issue 47).
+        proc, endpoint, warm = _spawn_host(tmp, "recycling", None)
+        procs.append(proc)
+        proc, fresh_endpoint, fresh_warm = _spawn_host(tmp, "fresh", 0)
+        procs.append(proc)
         sf_url = args.sandboxfusion
         if args.sandboxfusion_dir:
             sf_proc, sf_url = start_sandboxfusion(Path(args.sandboxfusion_dir), Path(args.sandboxfusion_venv))
-        port = wait_listening(proc, 120)
-        endpoint = f"http://127.0.0.1:{(tmp / 'hp').read_text()}"
-        warm = (f"127.0.0.1:{port}", POLYGLOT_IMAGE)
         front, front_url = start_front(warm[0], tmp)
+        procs.append(front)
         # One at a time, alternating (the load of this shared machine drifts by the minute):
-        # direct, through the fleet front, SandboxFusion's server.
-        ours, via, sf_hello = [], [], []
+        # recycling on, through the fleet front, recycling off, SandboxFusion's server.
+        ours, via, fresh, sf_hello = [], [], [], []
         for _ in range(n):
             ours.append(hello_sequential(endpoint, 1, 0.0, warm)["p50_ms"])
             via.append(hello_sequential(front_url, 1, 0.0, warm)["p50_ms"])
+            fresh.append(hello_sequential(fresh_endpoint, 1, 0.0, fresh_warm)["p50_ms"])
             if sf_url:
                 sf_hello.append(hello_sequential(sf_url, 1, 0.0)["p50_ms"])
         out["python_hello"] = summary(ours)
+        out["python_hello_fresh_containers"] = {**summary(fresh), "ratio_to_recycling": ratio(fresh, ours)}
         out["fleet_front_python_hello"] = {**summary(via), "ratio_to_direct": ratio(via, ours)}
         if sf_url:
             out["sandboxfusion_python_hello"] = {**summary(sf_hello), "ratio_to_ours": ratio(sf_hello, ours)}
         wait_warm(*warm, idle=8)
         out["clients_8"] = clients(endpoint, 8, seconds)
+        wait_warm(*fresh_warm, idle=8)
+        fresh8 = clients(fresh_endpoint, 8, seconds)
+        per_min = out["clients_8"]["requests_per_min"] / max(fresh8["requests_per_min"], 0.1)  # type: ignore[index]
+        out["clients_8_fresh_containers"] = {**fresh8, "recycling_over_fresh_req_per_min": round(per_min, 2)}
         if sf_url:
             sf8 = clients(sf_url, 8, seconds)
             per_min = out["clients_8"]["requests_per_min"] / sf8["requests_per_min"]  # type: ignore[index]
@@ -320,10 +346,9 @@ def main() -> None:
         wait_warm(*warm, idle=2)
         out["cpp_50_lines"] = cpp_side_by_side(endpoint, POLYGLOT_IMAGE, 3 if args.quick else 10)
     finally:
-        for p in (front, proc):
-            if p is not None:
-                p.terminate()
-                p.wait(60)
+        for p in procs:
+            p.terminate()
+            p.wait(60)
         if sf_proc is not None:
             os.killpg(sf_proc.pid, signal.SIGTERM)
             sf_proc.wait(60)
