@@ -500,6 +500,13 @@ def same_script(n_tasks: int) -> dict[str, float]:
 
 #: A rollout's host-side name for each runtime: runc is the engine default ("").
 _RUNTIME_ARG = {"runc": ""}
+#: A runtime named ``<runtime>-fresh`` is that runtime with container recycling off.
+_FRESH = "-fresh"
+
+
+def _base_runtime(name: str) -> str:
+    """The OCI runtime of a ``--runtimes`` entry (``runsc-fresh`` -> ``runsc``)."""
+    return name.removesuffix(_FRESH)
 
 
 def _tree_cpu_s(pid: int) -> float:
@@ -525,9 +532,10 @@ def _container_start(runtimes: list[str], n: int) -> dict[str, list[float]]:
     creation up to its runner's hello (``DockerRuntime.create``: openpyxl preimported); in that
     container, 3 times each: a file read sent the moment an execution answered (what grading
     does) and an execution sent the moment one answered (a back-to-back session); then its
-    removal; alternating runtimes."""
+    removal; a reset of the container for its tenant's next execution (recycling) after each;
+    alternating runtimes."""
     client = docker.from_env()
-    kinds = ("run_true", "to_hello", "read_after_exec", "exec_after_exec")
+    kinds = ("run_true", "to_hello", "read_after_exec", "exec_after_exec", "reset")
     out: dict[str, list[float]] = {f"{rt}/{k}": [] for rt in runtimes for k in kinds}
     state = tempfile.mkdtemp(prefix="so-bench-rt-", dir="/tmp")
     rt_obj = DockerRuntime(
@@ -558,6 +566,11 @@ def _container_start(runtimes: list[str], n: int) -> dict[str, list[float]]:
                     t0 = time.perf_counter()
                     box.run_python("w.py", timeout_s=60)
                     out[f"{rt}/exec_after_exec"].append((time.perf_counter() - t0) * 1000)
+                    t0 = time.perf_counter()
+                    rt_obj.reset(handle)  # recycling: execution end -> ready again, verified
+                    out[f"{rt}/reset"].append((time.perf_counter() - t0) * 1000)
+                    box = rt_obj.lease(handle, f"bench/{uuid.uuid4().hex}")
+                    box.write_file("w.py", b"open('out.txt', 'w').write('x')\n")
                 rt_obj.destroy(handle)
     finally:
         rt_obj.close()
@@ -590,20 +603,18 @@ def compare_runtimes(runtimes: list[str], waves: int, starts: int) -> int:
     process tree, and the whole machine from ``/proc/stat``, refills of the warm pool included)."""
     print(f"== runtimes side by side: {', '.join(runtimes)} (uptime: {_uptime()}) ==")
     rows: dict[str, dict[str, float]] = {}
-    starts_ms = _container_start(runtimes, starts)
+    bases = list(dict.fromkeys(_base_runtime(rt) for rt in runtimes))
+    starts_ms = _container_start(bases, starts)
     for rt in runtimes:
-        rows.setdefault("container start: docker run true, p50 ms", {})[rt] = pct(
-            starts_ms[f"{rt}/run_true"], 50
-        )
-        rows.setdefault("container start: create -> runner hello, p50 ms", {})[rt] = pct(
-            starts_ms[f"{rt}/to_hello"], 50
-        )
-        rows.setdefault("a file read sent as an execution answers, p50 ms", {})[rt] = pct(
-            starts_ms[f"{rt}/read_after_exec"], 50
-        )
-        rows.setdefault("an execution sent as one answers, p50 ms", {})[rt] = pct(
-            starts_ms[f"{rt}/exec_after_exec"], 50
-        )
+        base = _base_runtime(rt)
+        for label, kind in (
+            ("container start: docker run true, p50 ms", "run_true"),
+            ("container start: create -> runner hello, p50 ms", "to_hello"),
+            ("a file read sent as an execution answers, p50 ms", "read_after_exec"),
+            ("an execution sent as one answers, p50 ms", "exec_after_exec"),
+            ("reset: execution end -> ready again, verified, p50 ms", "reset"),
+        ):
+            rows.setdefault(label, {})[rt] = pct(starts_ms[f"{base}/{kind}"], 50)
     print(f"  (container starts done; uptime: {_uptime()})")
     sample = SpreadsheetBenchData(SAMPLE_ROOT)
     task, grading = build_task(sample.task("32255"))
@@ -619,8 +630,11 @@ def compare_runtimes(runtimes: list[str], waves: int, starts: int) -> int:
                 "--provider", f"code=openai_compatible,base_url={code_url},max_retries=0",
                 "--provider", f"fail=openai_compatible,base_url={fail_url},max_retries=0",
             ]  # fmt: skip
-            if _RUNTIME_ARG.get(rt, rt):
-                extra += ["--runtime", _RUNTIME_ARG.get(rt, rt)]
+            base = _base_runtime(rt)
+            if _RUNTIME_ARG.get(base, base):
+                extra += ["--runtime", _RUNTIME_ARG.get(base, base)]
+            if rt.endswith(_FRESH):  # recycling off: a fresh container per rollout (before issue 47)
+                extra += ["--reuse-max-executions", "0"]
             hosts[rt] = stack.enter_context(host(first_url, 8, host_id=f"bench-{rt}", extra=extra))
         for rt in runtimes:  # channel set-up and first-use imports are not what we measure
             _, client, _ = hosts[rt]
@@ -645,6 +659,10 @@ def compare_runtimes(runtimes: list[str], waves: int, starts: int) -> int:
             rows.setdefault("multi-turn rollout wall (4 executions), c=1, p50 ms", {})[rt] = pct(
                 res[rt]["wall_ms"], 50
             )
+        rate = _sustained(hosts, runtimes, kinds["codegen"], 15.0 * max(1, waves // 2))
+        for rt in runtimes:
+            rows.setdefault("codegen rollouts per minute, c=8 sustained", {})[rt] = rate[rt]
+        print(f"  (sustained rate done; uptime: {_uptime()})")
         cpu = _cpu_per_rollout(hosts, runtimes, kinds["codegen"], waves)
         for rt in runtimes:
             rows.setdefault("CPU per codegen rollout, host process tree, ms", {})[rt] = cpu[rt][0]
@@ -698,6 +716,31 @@ def _wait_all_idle(hosts: dict) -> None:
         _wait_idle(client, 8)
 
 
+def _sustained(
+    hosts: dict, runtimes: list[str], kind: tuple[str, RolloutRequest], seconds: float
+) -> dict[str, float]:
+    """Rollouts per minute with 8 clients each starting its next rollout the moment one ends,
+    for ``seconds`` per runtime (one after the other, from a full warm pool): what a training
+    run's steady state gets."""
+    out = {}
+    for rt in runtimes:
+        _, client, _ = hosts[rt]
+        _wait_all_idle(hosts)
+        end = time.monotonic() + seconds
+        done = [0] * 8
+
+        def loop(i: int, c: SandboxClient = client, end: float = end, done: list[int] = done) -> None:
+            while time.monotonic() < end:
+                _one(c, *kind)
+                done[i] += 1
+
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(loop, range(8)))
+        out[rt] = sum(done) / (time.monotonic() - t0) * 60
+    return out
+
+
 def _cpu_per_rollout(
     hosts: dict, runtimes: list[str], kind: tuple[str, RolloutRequest], waves: int
 ) -> dict[str, tuple[float, float]]:
@@ -744,7 +787,8 @@ def main() -> int:
     parser.add_argument(
         "--runtimes",
         default="",
-        help="only runc vs runsc side by side (comma-separated registered runtimes, the first the base)",
+        help="only runc vs runsc side by side (comma-separated registered runtimes, the first the base; "
+        "<runtime>-fresh: that runtime with container recycling off)",
     )
     parser.add_argument("--starts", type=int, default=10, help="container starts per runtime (--runtimes)")
     args = parser.parse_args()
