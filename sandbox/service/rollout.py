@@ -357,8 +357,9 @@ class RolloutService:
         t0 = time.monotonic()
         wait = min(self.config.acquire_timeout_s, max(0.1, ro.deadline - t0))
         try:
-            with tracing.span("sandbox.container.acquire", {"container.image.name": ro.spec.image}):
+            with tracing.span("sandbox.container.acquire", {"container.image.name": ro.spec.image}) as span:
                 handle = self.pools.acquire(ro.spec, timeout_s=wait, cancel=ro.cancel, tenant=ro.tenant)
+                span.set_attribute("skillopt.container.executions", handle.executions)  # 1: a fresh one
         except RolloutTimeout as exc:
             if ro.deadline_bound and wait < self.config.acquire_timeout_s:
                 raise DeadlineExceeded(
