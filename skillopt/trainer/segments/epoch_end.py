@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from skillopt.gate import gate_key
+from skillopt.gate import ci_json, gate_key
 from skillopt.reflection import (
     Pair,
     comparison_pairs,
@@ -28,7 +28,6 @@ from skillopt.reflection import (
 )
 from skillopt.reflection.cache import cache_key, memoized
 from skillopt.skill.document import inject_empty_slow_update_field
-from skillopt.stats import ci_json
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.planning import sample_items
 from skillopt.trainer.rundir.layout import Epoch, epoch_dir

@@ -20,8 +20,7 @@ from typing import Any
 
 import structlog
 
-from skillopt.gate import decide, regressions
-from skillopt.stats import PairedTest, SequentialTest, paired_test, sequential_test
+from skillopt.gate import PairedTest, SequentialTest, decide, paired_test, regressions, sequential_test
 from skillopt.trainer.callbacks import GateEvent
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.records import SelectionStats
@@ -222,7 +221,7 @@ def sequential_rounds(
     reference_rel: str,
 ) -> SequentialTest:
     """The ``sequential`` gate: round 1 is the two skills' one-rollout measurements (``ev``,
-    ``reference_ev``); while the group-sequential test (:func:`skillopt.stats.sequential_test`)
+    ``reference_ev``); while the group-sequential test (:func:`skillopt.gate.sequential_test`)
     asks for another look, round ``k`` measures both skills on :func:`round_items` (by
     default where they disagreed most so far), one draw each per item: the skill's next draw
     this decision has not used, from the selection cache (the current skill's draws from

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from skillopt.gate import mean_interval
 from skillopt.reflection import RawPatch
-from skillopt.stats import mean_interval
 from skillopt.trainer.planning import Batch
 from skillopt.trainer.records import BatchStats, ProposalStats, RolloutStats, SelectionStats
 from skillopt.trainer.scoring import score_rows

@@ -1,4 +1,4 @@
-"""The ``sequential`` gate's test (skillopt.stats.sequential_test) checked by simulation: many
+"""The ``sequential`` gate's test (skillopt.gate.sequential_test) checked by simulation: many
 seeded sequences of rounds under the null (a candidate no better, items whose effects differ)
 and under alternatives, no containers; its boundaries against the normal model; its decisions
 reproducible; and how :func:`skillopt.gate.decide` reads it."""
@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from scipy import stats as sp
 
-from skillopt.gate import decide, discordant_round
-from skillopt.stats import (
+from skillopt.gate import (
     SequentialTest,
     alpha_spent,
+    decide,
+    discordant_round,
     look_information,
     sequential_bounds,
     sequential_test,
