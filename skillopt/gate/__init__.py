@@ -5,6 +5,8 @@ Pure functions and values over numbers; the trainer's gate segment
 (:mod:`skillopt.trainer.segments.gate`) takes the rollouts, keeps the cache on disk and applies
 the decision. The modules, and what each decides:
 
+* :mod:`~skillopt.gate.modes`: how the gate decides (:class:`GateMode`) and what it decided
+  (:class:`GateAction`);
 * :mod:`~skillopt.gate.decision`: accept (a new best or not) or reject a candidate, with the
   opt-in no-regression check;
 * :mod:`~skillopt.gate.score`: the score the gate compares (``evaluation.gate_metric``, the
@@ -25,7 +27,7 @@ Usage::
 """
 
 from skillopt.gate.cache import GateCache, GateCacheEntry, gate_key, round_draws, round_key
-from skillopt.gate.decision import GATE_MODES, GateAction, GateDecision, decide, regressions
+from skillopt.gate.decision import GateDecision, decide, decide_final, regressions
 from skillopt.gate.intervals import (
     Interval,
     bootstrap_interval,
@@ -36,6 +38,7 @@ from skillopt.gate.intervals import (
     mean_interval,
     wilson_interval,
 )
+from skillopt.gate.modes import GateAction, GateMode
 from skillopt.gate.paired import PairedTest, paired_bootstrap, paired_test, sign_test
 from skillopt.gate.power import (
     detectable_effect,
@@ -44,7 +47,7 @@ from skillopt.gate.power import (
     sign_test_min_p,
     sign_test_power,
 )
-from skillopt.gate.rounds import discordant_round
+from skillopt.gate.rounds import discordance, discordant_round, paired_differences, reproduced
 from skillopt.gate.score import DEFAULT_LEADING_WORDS, GATE_METRICS, gate_score, semantic_density
 from skillopt.gate.selection import SelectionScoring
 from skillopt.gate.sequential import (
@@ -62,12 +65,12 @@ __all__ = [
     "DEFAULT_LEADING_WORDS",
     "FUTILITY_RULES",
     "GATE_METRICS",
-    "GATE_MODES",
     "SPENDING_FUNCTIONS",
     "GateAction",
     "GateCache",
     "GateCacheEntry",
     "GateDecision",
+    "GateMode",
     "Interval",
     "PairedTest",
     "SelectionScoring",
@@ -77,7 +80,9 @@ __all__ = [
     "ci_json",
     "ci_of",
     "decide",
+    "decide_final",
     "detectable_effect",
+    "discordance",
     "discordant_round",
     "format_score",
     "gate_key",
@@ -88,8 +93,10 @@ __all__ = [
     "look_information",
     "mean_interval",
     "paired_bootstrap",
+    "paired_differences",
     "paired_test",
     "regressions",
+    "reproduced",
     "round_draws",
     "round_key",
     "semantic_density",

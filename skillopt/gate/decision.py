@@ -25,19 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from skillopt.errors import ConfigError
+from skillopt.gate.modes import GateAction
 from skillopt.gate.paired import PairedTest
 from skillopt.gate.sequential import SequentialTest
 
-__all__ = ["GATE_MODES", "GateAction", "GateDecision", "decide", "regressions"]
+__all__ = ["GateDecision", "decide", "decide_final", "regressions"]
 
-GateAction = Literal["accept_new_best", "accept", "reject"]
-#: ``strict``: the mean strictly above; ``paired``: a significant paired test; ``repeat``:
-#: every item rolled out ``gate_repeats`` times, then ``paired``; ``sequential``: rounds over
-#: the selection items until a group-sequential test stops (:func:`skillopt.gate.sequential.sequential_test`).
-GATE_MODES: tuple[str, ...] = ("strict", "paired", "repeat", "sequential")
 # Matches ``RolloutResult.ok``: a fractional hard score counts as a pass only when it is 1.
 _PASS = 1.0 - 1e-9
 
@@ -70,7 +65,7 @@ class GateDecision:
     """Outcome of :func:`decide`: the action and the gate state after it.
 
     Attributes:
-        action: ``accept_new_best`` | ``accept`` | ``reject``.
+        action: ``accept_new_best`` | ``accept`` | ``reject`` (:class:`GateAction`).
         current_score: Current score after the decision.
         best_score: Best score after the decision.
         best_step: Step of the best skill after the decision.
@@ -90,7 +85,7 @@ class GateDecision:
 
     @property
     def accepted(self) -> bool:
-        return self.action != "reject"
+        return self.action.accepted
 
 
 def decide(
@@ -159,12 +154,61 @@ def decide(
         better = significant and test.effect >= min_effect
         why_not = "below_min_effect" if significant else "not_significant"
         accept_reason = best_reason = "significant"
+    reject = GateAction.REJECT
     if not better:
-        return GateDecision("reject", current_score, best_score, best_step, why_not, checked)
+        return GateDecision(reject, current_score, best_score, best_step, why_not, checked)
     if max_regressions is not None and len(checked) > max_regressions:
-        return GateDecision("reject", current_score, best_score, best_step, "regressed_items", checked)
+        return GateDecision(reject, current_score, best_score, best_step, "regressed_items", checked)
     if candidate_score > best_score:
         return GateDecision(
-            "accept_new_best", candidate_score, candidate_score, global_step, best_reason, checked
+            GateAction.ACCEPT_NEW_BEST, candidate_score, candidate_score, global_step, best_reason, checked
         )
-    return GateDecision("accept", candidate_score, best_score, best_step, accept_reason, checked)
+    return GateDecision(GateAction.ACCEPT, candidate_score, best_score, best_step, accept_reason, checked)
+
+
+def decide_final(
+    final_score: float,
+    best_score: float,
+    *,
+    global_step: int,
+    best_step: int,
+    test: PairedTest | SequentialTest | None = None,
+    regressed: Sequence[str] = (),
+    max_regressions: int | None = None,
+    alpha: float = 0.05,
+    min_effect: float = 0.0,
+) -> GateDecision:
+    """Whether the run's final skill replaces the best one (the final check), by the run's
+    gate with the best skill in the current skill's place.
+
+    * Without ``test`` (``strict``, and the gate off): its score strictly above the best score
+      replaces it (reason ``new_best``); otherwise ``reject``, reason ``not_above_best``
+      (earlier skills win ties).
+    * With ``test``: :func:`decide` of final against best. Only ``accept_new_best`` replaces the
+      best skill: a final skill the test accepts but whose score is not above the best score is
+      rejected, reason ``not_above_best``.
+
+    Returns:
+        ``accept_new_best`` or ``reject``.
+    """
+    if test is None:
+        if final_score > best_score:
+            return GateDecision(GateAction.ACCEPT_NEW_BEST, final_score, final_score, global_step, "new_best")
+        return GateDecision(GateAction.REJECT, best_score, best_score, best_step, "not_above_best")
+    d = decide(
+        final_score,
+        best_score,
+        best_score,
+        global_step=global_step,
+        best_step=best_step,
+        regressed=regressed,
+        max_regressions=max_regressions,
+        test=test,
+        alpha=alpha,
+        min_effect=min_effect,
+    )
+    if d.action is GateAction.ACCEPT:
+        return GateDecision(
+            GateAction.REJECT, best_score, best_score, best_step, "not_above_best", d.regressed
+        )
+    return d

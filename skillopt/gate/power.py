@@ -19,6 +19,8 @@ import math
 
 import numpy as np
 
+from skillopt.gate.modes import GateMode
+
 __all__ = ["detectable_effect", "gate_power_notice", "items_for_power", "sign_test_min_p", "sign_test_power"]
 
 
@@ -96,7 +98,7 @@ def detectable_effect(n: int, *, base: float = 0.5, alpha: float = 0.05, power: 
 
 
 def gate_power_notice(
-    *, mode: str, metric: str, n_items: int, alpha: float, semantic_density: bool = False
+    *, mode: GateMode, metric: str, n_items: int, alpha: float, semantic_density: bool = False
 ) -> tuple[str, bool] | None:
     """What the ``paired`` gate's exact sign test can detect over ``n_items`` selection items,
     said before a run spends anything: the smallest p-value it can reach (every item won) and
@@ -109,7 +111,7 @@ def gate_power_notice(
         and metrics that do not use the sign test (``strict``; ``repeat`` and the soft, mixed
         or density-weighted scores use a paired bootstrap, which has no such floor).
     """
-    if mode != "paired" or metric != "hard" or semantic_density:
+    if mode is not GateMode.PAIRED or metric != "hard" or semantic_density:
         return None
     min_p = sign_test_min_p(n_items)
     effect = detectable_effect(n_items, alpha=alpha)

@@ -60,7 +60,7 @@ class SelectionScoring:
     def repeats(self) -> int:
         """Rollouts per selection item and skill: ``evaluation.gate_repeats`` in the ``repeat``
         gate, else 1."""
-        return self.e.gate_repeats if self.e.gate_mode == "repeat" else 1
+        return self.e.gate_mode.rollouts_per_item(self.e.gate_repeats)
 
     def key(self, skill: str) -> str:
         """The selection cache's key of ``skill`` measured with this run's protocol."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from skillopt.gate import ci_json, gate_key
+from skillopt.gate import GateAction, ci_json, gate_key
 from skillopt.reflection import (
     Pair,
     comparison_pairs,
@@ -183,7 +183,7 @@ class SlowUpdateSegment:
         else:
             # The reference's default: into the current skill without a gate. No test supports
             # it, so it never becomes the best skill (the final check's gate may make it so).
-            action, accepted = "force_accept", True
+            action, accepted = GateAction.FORCE_ACCEPT, True
             gate_reason = "forced (optimizer.slow_update_gate_with_selection: false)"
         n = max(1, len(comp.pairs))
         result = {
@@ -233,7 +233,7 @@ class SlowUpdateSegment:
                     o.evaluation.score,
                     step=state.last_step,
                     origin=origin,
-                    may_become_best=o.action != "force_accept",
+                    may_become_best=o.action != GateAction.FORCE_ACCEPT,
                 )
         ctx.run.save_skill(state.last_step, st.current_skill)
         st.epoch_stages[f"{self.name}_{state.epoch}"] = o.action

@@ -1,19 +1,53 @@
-"""The gate's decision (skillopt.gate.decision): strict and paired rules, the no-regression option."""
+"""The gate's decision (skillopt.gate.decision, .modes): its modes and actions, the strict and
+paired rules, the no-regression option, the final check."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
+import yaml
 
+from skillopt.config.schema import EvaluationConfig
 from skillopt.errors import ConfigError
 from skillopt.gate import (
+    GateAction,
     GateDecision,
+    GateMode,
     PairedTest,
     decide,
+    decide_final,
     paired_test,
     regressions,
 )
+
+# ── modes and actions ─────────────────────────────────────────────────────────────────────
+
+
+def test_the_config_parses_the_mode_strings_into_the_enum_and_writes_them_back() -> None:
+    assert [m.value for m in GateMode] == ["strict", "paired", "repeat", "sequential"]
+    e = EvaluationConfig(gate_mode=" Sequential ")  # type: ignore[arg-type]
+    assert e.gate_mode is GateMode.SEQUENTIAL and EvaluationConfig().gate_mode is GateMode.STRICT
+    # Written as the plain string users write (JSON and YAML alike).
+    plain = e.to_dict()["gate_mode"]
+    assert type(plain) is str and plain == "sequential"
+    assert yaml.safe_dump({"gate_mode": plain}) == "gate_mode: sequential\n"
+    with pytest.raises(ConfigError) as info:
+        EvaluationConfig(gate_mode="sequentail")  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "evaluation.gate_mode: unknown value 'sequentail'; allowed: strict, paired, repeat, sequential"
+    )
+
+
+def test_what_each_mode_measures_and_what_each_action_means() -> None:
+    assert [m.tests for m in GateMode] == [False, True, True, True]
+    assert [m.rollouts_per_item(3) for m in GateMode] == [1, 1, 3, 1]
+    assert [a.accepted for a in GateAction] == [True, True, False, True]
+    # A record holds the plain string; one read back compares equal to the member.
+    assert json.dumps({"action": GateAction.FORCE_ACCEPT}) == '{"action": "force_accept"}'
+    assert json.loads('"accept_new_best"') == GateAction.ACCEPT_NEW_BEST
+
 
 # ── decide ────────────────────────────────────────────────────────────────────────────────
 
@@ -164,3 +198,27 @@ def test_paired_gate_on_real_item_scores() -> None:
     t = paired_test(cand, curr)
     assert t.p_value == pytest.approx(106 / 16384)
     assert decide(sum(cand) / 20, sum(curr) / 20, 0.5, global_step=2, best_step=1, test=t).accepted
+
+
+# ── the final check ───────────────────────────────────────────────────────────────────────
+
+
+def test_without_a_test_the_final_skill_replaces_the_best_only_strictly_above_it() -> None:
+    d = decide_final(0.8, 0.7, global_step=9, best_step=4)
+    assert (d.action, d.reason, d.best_score, d.best_step) == ("accept_new_best", "new_best", 0.8, 9)
+    d = decide_final(0.7, 0.7, global_step=9, best_step=4)  # earlier skills win ties
+    assert (d.action, d.reason, d.best_score, d.best_step) == ("reject", "not_above_best", 0.7, 4)
+
+
+def test_with_a_test_the_final_skill_needs_it_and_a_higher_score() -> None:
+    d = decide_final(0.8, 0.7, global_step=9, best_step=4, test=_test(0.01, 0.1))
+    assert (d.action, d.reason) == ("accept_new_best", "significant")
+    d = decide_final(0.8, 0.7, global_step=9, best_step=4, test=_test(0.3, 0.1))
+    assert (d.action, d.reason) == ("reject", "not_significant")
+    # The test accepts, but the score is not above the best one: the best skill stays.
+    d = decide_final(0.7, 0.7, global_step=9, best_step=4, test=_test(0.01, 0.1))
+    assert (d.action, d.reason, d.best_step) == ("reject", "not_above_best", 4)
+    d = decide_final(
+        0.8, 0.7, global_step=9, best_step=4, test=_test(0.01, 0.1), regressed=["a"], max_regressions=0
+    )
+    assert (d.action, d.reason, d.regressed) == ("reject", "regressed_items", ("a",))
