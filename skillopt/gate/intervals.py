@@ -9,7 +9,10 @@ its interval says how much.
   score with its interval as the console and the WebUI print it.
 
 Every function is deterministic: a bootstrap draws from a seeded generator (``seed``), so the
-same scores always give the same interval.
+same scores always give the same interval. Wilson's interval is scipy's
+(``scipy.stats.binomtest``); the bootstrap is ours, not ``scipy.stats.bootstrap``, because it
+sorts the values first: a measurement read back from disk lists its items in another order
+than when it was taken, and must give the same interval (and the same gate decision).
 
 Usage::
 
@@ -19,7 +22,6 @@ Usage::
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -41,8 +43,6 @@ __all__ = [
 
 Interval = tuple[float, float]
 
-#: The standard normal quantile of 0.975.
-Z95 = 1.959963984540054
 #: Resamples of an interval's bootstrap (the interval's bounds move by < 0.01 between seeds).
 INTERVAL_RESAMPLES = 2000
 #: Two scores closer than this are equal (a pass is a hard score of 1 within it).
@@ -55,8 +55,8 @@ def is_binary(values: Sequence[float]) -> bool:
     return all(abs(v) < EPS or abs(v - 1.0) < EPS for v in values)
 
 
-def wilson_interval(successes: float, n: int, *, z: float = Z95) -> Interval:
-    """Wilson's score interval of a proportion (``successes`` of ``n``); ``(0, 1)`` when
+def wilson_interval(successes: int, n: int) -> Interval:
+    """Wilson's 95% score interval of a proportion (``successes`` of ``n``); ``(0, 1)`` when
     ``n`` is 0. Unlike the normal approximation it stays inside [0, 1] and is not empty at
     0 or n successes.
 
@@ -65,13 +65,12 @@ def wilson_interval(successes: float, n: int, *, z: float = Z95) -> Interval:
     """
     if n <= 0:
         return (0.0, 1.0)
-    if not -EPS <= successes <= n + EPS:
+    if not 0 <= successes <= n:
         raise ValueError(f"wilson_interval: {successes} successes of {n}")
-    p = min(1.0, max(0.0, successes / n))
-    z2 = z * z
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    from scipy import stats  # imported on first use: seconds, which a CLI start should not pay
+
+    ci = stats.binomtest(int(successes), n).proportion_ci(confidence_level=0.95, method="wilson")
+    return (float(ci.low), float(ci.high))
 
 
 def resampled_means(values: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:

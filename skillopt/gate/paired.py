@@ -2,9 +2,9 @@
 
 Every gate decision compares two means on the same items. :func:`paired_test` is the
 one-sided test the ``paired`` and ``repeat`` gates decide by (and every decision records): the
-exact sign test (McNemar's exact test) on pass/fail pairs (:func:`sign_test`), a paired
-bootstrap on anything else (:func:`paired_bootstrap`). It returns the p-value, the effect (the
-mean paired difference) and the effect's 95% interval.
+exact sign test (McNemar's exact test) on pass/fail pairs (:func:`sign_test`, the binomial
+tail from ``scipy.stats``), a paired bootstrap on anything else (:func:`paired_bootstrap`). It
+returns the p-value, the effect (the mean paired difference) and the effect's 95% interval.
 
 Deterministic: the bootstrap draws from a seeded generator (``seed``), so the same scores
 always give the same p-value and decision.
@@ -17,7 +17,6 @@ Usage::
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -37,13 +36,11 @@ def sign_test(wins: int, losses: int) -> float:
     ``wins + losses`` fair coin flips (ties are left out before). On pass/fail pairs this is
     McNemar's exact test; 1.0 when there is no discordant pair."""
     n = wins + losses
-    if n <= 0:
+    if n <= 0 or wins <= 0:
         return 1.0
-    if wins <= 0:
-        return 1.0
-    # Exact in integers, then one division: no underflow for any n we meet.
-    tail = sum(math.comb(n, k) for k in range(wins, n + 1))
-    return min(1.0, tail / 2**n)
+    from scipy import stats  # imported on first use: seconds, which a CLI start should not pay
+
+    return min(1.0, float(stats.binom.sf(wins - 1, n, 0.5)))
 
 
 def paired_bootstrap(

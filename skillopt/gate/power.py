@@ -15,7 +15,7 @@ Usage::
 
 from __future__ import annotations
 
-import math
+import functools
 
 import numpy as np
 
@@ -24,17 +24,16 @@ from skillopt.gate.modes import GateMode
 __all__ = ["detectable_effect", "gate_power_notice", "items_for_power", "sign_test_min_p", "sign_test_power"]
 
 
-def _log_factorials(n: int) -> np.ndarray:
-    return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n + 1)))])
+@functools.lru_cache(maxsize=8192)
+def _wins_needed(discordant: int, alpha: float) -> int:
+    """The fewest wins among ``discordant`` pairs that the one-sided sign test at ``alpha``
+    calls significant: the smallest ``c`` with ``P(W >= c) <= alpha``, ``W`` binomial with
+    probability 1/2 (``discordant + 1`` when no ``c`` is)."""
+    from scipy import stats  # imported on first use: seconds, which a CLI start should not pay
 
-
-def _binom_pmfs(n: int, p: float, logf: np.ndarray) -> np.ndarray:
-    """``P(X = k)`` for ``k = 0..n``, ``X ~ Binomial(n, p)`` (``logf``: log k! up to n)."""
-    k = np.arange(n + 1)
-    if p <= 0.0 or p >= 1.0:
-        return (k == (0 if p <= 0.0 else n)).astype(float)
-    log = logf[n] - logf[k] - logf[n - k] + k * math.log(p) + (n - k) * math.log1p(-p)
-    return np.exp(log)
+    tails = stats.binom.sf(np.arange(discordant + 1) - 1, discordant, 0.5)  # P(W >= c), c = 0..d
+    significant = np.nonzero(tails <= alpha * (1 + 1e-12))[0]
+    return int(significant[0]) if len(significant) else discordant + 1
 
 
 def sign_test_power(base: float, effect: float, n: int, *, alpha: float = 0.05) -> float:
@@ -45,20 +44,16 @@ def sign_test_power(base: float, effect: float, n: int, *, alpha: float = 0.05) 
     a, b = p1 * (1 - p0), p0 * (1 - p1)  # P(candidate wins), P(current wins) on an item
     if a + b <= 0 or n <= 0:
         return 0.0
-    logf = _log_factorials(n)
-    p_discordant = _binom_pmfs(n, a + b, logf)
-    power = 0.0
-    for d in range(1, n + 1):
-        if p_discordant[d] < 1e-15:
-            continue
-        # Wins needed among d discordant pairs: the smallest c with P(W >= c | fair) <= alpha.
-        null_tail = np.cumsum(_binom_pmfs(d, 0.5, logf)[::-1])[::-1]
-        significant = np.nonzero(null_tail <= alpha * (1 + 1e-12))[0]
-        if len(significant) == 0:
-            continue
-        c = int(significant[0])
-        power += p_discordant[d] * float(_binom_pmfs(d, a / (a + b), logf)[c:].sum())
-    return power
+    from scipy import stats  # imported on first use: seconds, which a CLI start should not pay
+
+    # Given d discordant pairs (a binomial count), the test finds the improvement when the
+    # candidate wins at least the wins it needs (each pair the candidate's with a / (a + b)).
+    d = np.arange(1, n + 1)
+    needed = np.array([_wins_needed(int(k), alpha) for k in d])
+    p_discordant = stats.binom.pmf(d, n, a + b)
+    p_enough = stats.binom.sf(needed - 1, d, a / (a + b))
+    likely = p_discordant >= 1e-15
+    return float(np.sum(p_discordant[likely] * p_enough[likely]))
 
 
 def items_for_power(

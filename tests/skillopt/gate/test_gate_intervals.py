@@ -1,5 +1,5 @@
-"""Intervals (skillopt.gate.intervals) against hand-computed cases, with scipy as the oracle
-where it has the same statistic."""
+"""Intervals (skillopt.gate.intervals) against hand-computed cases (Wilson's interval is scipy's own:
+the cases check it is called as meant), and the bootstrap against scipy's."""
 
 from __future__ import annotations
 
