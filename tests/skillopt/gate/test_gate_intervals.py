@@ -3,6 +3,9 @@ the cases check it is called as meant), and the bootstrap against scipy's."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -54,3 +57,14 @@ def test_mean_interval_picks_wilson_for_pass_fail_and_bootstrap_otherwise():
     lo, hi = mean_interval([0.5, 0.75, 1.0, 0.25])
     assert 0.25 <= lo < 0.625 < hi <= 1.0
     assert mean_interval([0.5, 0.5]) == (0.5, 0.5)
+
+
+def test_scipy_is_imported_when_a_statistic_needs_it_not_with_the_gate():
+    # scipy.stats takes seconds to import: the CLI's commands that load the config (which reads
+    # gate.modes) or format scores must not pay it.
+    code = (
+        "import sys, skillopt.config, skillopt.gate; loaded = 'scipy' in sys.modules; "
+        "skillopt.gate.mean_interval([1, 0]); print(loaded, 'scipy.stats' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "True"]
