@@ -19,6 +19,10 @@ the decision. The modules, and what each decides:
   measures; :mod:`~skillopt.gate.power`: what a sign test over ``n`` items can detect;
 * :mod:`~skillopt.gate.intervals`: the 95% interval of every score, and how it is written.
 
+The distributions come from ``scipy.stats``, imported inside the functions that use them,
+not at a module's top: scipy takes seconds to load, which the commands that only read the config
+or print scores should not pay (``tests/skillopt/gate/test_gate_intervals.py`` checks it).
+
 Usage::
 
     cand = gate_score(0.62, 0.70, metric="hard")

@@ -67,7 +67,7 @@ def wilson_interval(successes: int, n: int) -> Interval:
         return (0.0, 1.0)
     if not 0 <= successes <= n:
         raise ValueError(f"wilson_interval: {successes} successes of {n}")
-    from scipy import stats  # imported on first use: seconds, which a CLI start should not pay
+    from scipy import stats  # here, not at the top: see the package docstring
 
     ci = stats.binomtest(int(successes), n).proportion_ci(confidence_level=0.95, method="wilson")
     return (float(ci.low), float(ci.high))

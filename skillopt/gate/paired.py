@@ -38,7 +38,7 @@ def sign_test(wins: int, losses: int) -> float:
     n = wins + losses
     if n <= 0 or wins <= 0:
         return 1.0
-    from scipy import stats  # imported on first use: seconds, which a CLI start should not pay
+    from scipy import stats  # here, not at the top: see the package docstring
 
     return min(1.0, float(stats.binom.sf(wins - 1, n, 0.5)))
 

@@ -29,7 +29,7 @@ def _wins_needed(discordant: int, alpha: float) -> int:
     """The fewest wins among ``discordant`` pairs that the one-sided sign test at ``alpha``
     calls significant: the smallest ``c`` with ``P(W >= c) <= alpha``, ``W`` binomial with
     probability 1/2 (``discordant + 1`` when no ``c`` is)."""
-    from scipy import stats  # imported on first use: seconds, which a CLI start should not pay
+    from scipy import stats  # here, not at the top: see the package docstring
 
     tails = stats.binom.sf(np.arange(discordant + 1) - 1, discordant, 0.5)  # P(W >= c), c = 0..d
     significant = np.nonzero(tails <= alpha * (1 + 1e-12))[0]
@@ -44,7 +44,7 @@ def sign_test_power(base: float, effect: float, n: int, *, alpha: float = 0.05) 
     a, b = p1 * (1 - p0), p0 * (1 - p1)  # P(candidate wins), P(current wins) on an item
     if a + b <= 0 or n <= 0:
         return 0.0
-    from scipy import stats  # imported on first use: seconds, which a CLI start should not pay
+    from scipy import stats  # here, not at the top: see the package docstring
 
     # Given d discordant pairs (a binomial count), the test finds the improvement when the
     # candidate wins at least the wins it needs (each pair the candidate's with a / (a + b)).

@@ -13,13 +13,13 @@ and the probability that a no-better candidate is accepted at *any* look stays a
 * :func:`sequential_test`: one decision's looks, stopped at the first boundary
   (:class:`SequentialTest`).
 
-The distributions (normal, binomial) are ``scipy.stats``', each boundary is solved with
-``scipy.optimize.brentq``. The one computation written here is the integration of the looks'
-joint normal law (Armitage, McPherson & Rowe's recursion on a grid, as gsDesign and rpact do):
-scipy has no group-sequential design, and its multivariate normal CDF (Genz's quasi-Monte
-Carlo) took 0.7 s per evaluation at 1e-5 and 13 s at 1e-6 for 7 looks (measured 2026-12, 2
-cores), so solving 7 boundaries to the grid's precision would take minutes; the grid takes
-milliseconds.
+The normal and binomial distributions come from ``scipy.stats``, and each boundary is solved
+by ``scipy.optimize.brentq``. The one computation written here is the integration of the
+looks' joint normal law (Armitage, McPherson & Rowe's recursion on a grid, Jennison & Turnbull
+ch. 19, as gsDesign does it): scipy has no group-sequential design, and its multivariate
+normal CDF (Genz's quasi-Monte Carlo) took 0.7 s per evaluation at 1e-5 and 13 s at 1e-6 for
+7 looks (measured 2026-12-07 on the 2-core test machine), so solving 7 boundaries to the
+grid's precision would take minutes; the grid takes milliseconds.
 
 Deterministic and memoised: the same rounds always stop at the same look with the same
 decision. docs/gate.md ("The sequential gate") explains the test and its checks.
@@ -69,7 +69,7 @@ def alpha_spent(t: float, alpha: float, spending: str) -> float:
     if spending == "obrien_fleming":
         if t <= 0:
             return 0.0
-        from scipy import stats  # imported on first use: seconds, which a CLI start should not pay
+        from scipy import stats  # here, not at the top: see the package docstring
 
         return min(alpha, 2 * float(stats.norm.sf(stats.norm.isf(alpha / 2) / math.sqrt(t))))
     raise ValueError(f"unknown spending function {spending!r}; expected one of {SPENDING_FUNCTIONS}")
@@ -146,7 +146,7 @@ def _exit_excess(
 
 @functools.lru_cache(maxsize=256)
 def _bounds(max_looks: int, alpha: float, spending: str, binding: bool, fraction: float) -> tuple[float, ...]:
-    from scipy import optimize, stats  # imported on first use: seconds, which a CLI start should not pay
+    from scipy import optimize, stats  # here, not at the top: see the package docstring
 
     info = look_information(max_looks, fraction)
     bounds: list[float] = []
@@ -217,7 +217,7 @@ def sign_walk_bounds(
 def _walk_bounds(
     steps: tuple[int, ...], max_looks: int, alpha: float, spending: str, futility: str, round_fraction: float
 ) -> tuple[int, ...]:
-    from scipy import stats  # imported on first use: seconds, which a CLI start should not pay
+    from scipy import stats  # here, not at the top: see the package docstring
 
     info = look_information(max_looks, round_fraction)
     total = int(sum(steps))
