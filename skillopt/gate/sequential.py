@@ -322,13 +322,11 @@ def sequential_test(
     always stop at the same look with the same decision.
 
     ``futility``: ``non_binding`` (bounds from :func:`sequential_bounds` without the futility
-    stop, ``z`` its normal approximation); ``binding``: the bounds count on the futility stop
-    and so are lower for the same ``alpha``: on pass/fail pairs the exact thresholds of the
-    sign walk ``wins - losses`` given each look's discordant pairs (:func:`sign_walk_bounds`,
-    no normal approximation), on soft scores or with ``min_effect`` the normal recursion cut
-    at ``z <= 0`` (which is where the futility stop is when there is no continuity correction).
-    ``round_fraction``: the rounds after the first measure that share of the first round's
-    items (the spending functions' information fractions follow, :func:`look_information`).
+    stop, ``z`` its normal approximation); ``binding``: the bounds count on the futility stop,
+    so are lower for the same ``alpha``: on pass/fail pairs the sign walk's exact thresholds
+    (:func:`sign_walk_bounds`), on soft scores or with ``min_effect`` the normal recursion cut
+    at ``z <= 0``. ``round_fraction``: the rounds after the first measure that share of the
+    first round's items (the information fractions follow, :func:`look_information`).
 
     Args:
         binary: The differences come from pass/fail pairs (the sign test's continuity
@@ -353,8 +351,6 @@ def sequential_test(
         round_fraction=round_fraction,
         binary=binary,
     )
-    wins = sum(d > EPS for d in seen)
-    losses = sum(d < -EPS for d in seen)
     effect = sum(seen) / len(seen) if seen else 0.0
     ci = (
         paired_bootstrap(seen, seed=seed, n_resamples=INTERVAL_RESAMPLES)[1]
@@ -369,8 +365,8 @@ def sequential_test(
         effect=effect,
         ci95=ci,
         n=len(seen),
-        wins=wins,
-        losses=losses,
+        wins=sum(d > EPS for d in seen),
+        losses=sum(d < -EPS for d in seen),
         z=z,
         bound=bound,
         nominal_alpha=float(stats.norm.sf(bound)),
