@@ -55,13 +55,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from skillopt.config import load_config  # noqa: E402
+from skillopt.gate import GateMode  # noqa: E402
 from skillopt.logs import configure_logging  # noqa: E402
 from skillopt.testing.inprocess import simulated_trainer  # noqa: E402
 from skillopt.testing.simulation import COPY_MARK, simulation_server  # noqa: E402
 from skillopt.testing.truth import gate_truths, read_truth  # noqa: E402
 from skillopt.trainer.rundir import layout  # noqa: E402
 
-MODES = ("strict", "paired", "repeat", "sequential")
+MODES = tuple(m.value for m in GateMode)
 _EPS = 1e-9
 
 

@@ -6,14 +6,15 @@ like a secret): ``train.batch_size: expected an integer, got string 'x'``. pydan
 coercion (lax mode: ``"10"`` → 10, ``3.0`` → 3, ``"yes"`` → True); the few conversions it does
 not make the way a YAML file means them are the :data:`Int`, :class:`Bounds`, :data:`Words` and
 :class:`Canonical` annotations here. Bounds and choices are declared in the field types
-(:class:`Bounds`, ``Literal``), so pydantic enforces them and the JSON Schema shows them; how the
-message reads is declared with them, and :func:`problems` is the one place that turns pydantic's
-constraint errors into our wording (``must be >= 1, got 0``).
+(:class:`Bounds`, ``Literal`` or a string enum), so pydantic enforces them and the JSON Schema
+shows them; how the message reads is declared with them, and :func:`problems` is the one place
+that turns pydantic's constraint errors into our wording (``must be >= 1, got 0``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,8 @@ from types import MappingProxyType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import annotated_types
-from pydantic import BeforeValidator, ValidationError
+from pydantic import BeforeValidator, GetCoreSchemaHandler, ValidationError
+from pydantic_core import CoreSchema, core_schema
 
 from skillopt.errors import ConfigError
 from skillopt.logs import redact
@@ -34,6 +36,7 @@ __all__ = [
     "Int",
     "Words",
     "base_type",
+    "choices",
     "describe_type",
     "problems",
     "show",
@@ -82,14 +85,30 @@ def base_type(hint: Any) -> Any:
     return get_args(inner)[0] if get_origin(inner) is Annotated else inner
 
 
+def choices(hint: Any) -> tuple[Any, ...] | None:
+    """The values a choice field allows (a ``Literal``'s, or a string enum's, under
+    ``Optional`` and ``Annotated``); ``None`` for any other type."""
+    inner = base_type(hint)
+    if get_origin(inner) is Literal:
+        return get_args(inner)
+    if isinstance(inner, type) and issubclass(inner, enum.Enum):
+        return tuple(m.value for m in inner)
+    return None
+
+
+def _said(values: Sequence[Any]) -> str:
+    return ", ".join(repr(c) if c == "" else str(c) for c in values)
+
+
 def describe_type(hint: Any) -> str:
     """Human name of a field type, for messages (``an integer``, ``one of: a, b``...)."""
     inner, optional = unwrap_optional(hint)
     origin = get_origin(inner)
     if origin is Annotated:
         return describe_type(get_args(inner)[0]) + (", or null" if optional else "")
-    if origin is Literal:
-        text = "one of: " + ", ".join(repr(c) if c == "" else str(c) for c in get_args(inner))
+    allowed = choices(inner)
+    if allowed is not None:
+        text = "one of: " + _said(allowed)
     elif origin is tuple:
         text = "a list of strings (YAML list or comma-separated string)"
     elif origin is not None and isinstance(origin, type) and issubclass(origin, Mapping):
@@ -159,15 +178,30 @@ class Bounds(annotated_types.GroupedMetadata):
         yield BeforeValidator(_no_bool)
 
 
+class _EnumValues:
+    """A string enum read as the ``Literal`` of its values, then made the member: the same
+    JSON Schema (``enum``, inline) and the same errors as a ``Literal`` field (any other type
+    is left as it is)."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        if isinstance(source, type) and issubclass(source, enum.Enum):
+            values = core_schema.literal_schema([m.value for m in source])
+            return core_schema.no_info_after_validator_function(source, values)
+        return handler(source)
+
+
 class Canonical(annotated_types.GroupedMetadata):
-    """A ``Literal`` field's spelling, ``Annotated[Literal["a", "b"], Canonical({"x": "a"})]``:
-    matched case-insensitively, ``aliases`` (alternative spelling → canonical value) resolved,
-    a YAML boolean read as ``"true"``/``"false"``."""
+    """A choice field's spelling, ``Annotated[Literal["a", "b"], Canonical({"x": "a"})]`` or
+    ``Annotated[SomeStrEnum, Canonical()]``: matched case-insensitively, ``aliases``
+    (alternative spelling → canonical value) resolved, a YAML boolean read as
+    ``"true"``/``"false"``. An enum field holds the member, and is shown and refused as the
+    ``Literal`` of its values would be."""
 
     def __init__(self, aliases: Mapping[str, str] | None = None) -> None:
         self.aliases: Mapping[str, str] = MappingProxyType(dict(aliases or {}))
 
     def __iter__(self) -> Iterator[object]:
+        yield _EnumValues()
         yield BeforeValidator(self._canonical)
 
     def _canonical(self, value: Any) -> Any:
@@ -260,8 +294,7 @@ def _problem(err: Mapping[str, Any], key: str, hint: Any, aliases: Mapping[str, 
         said = _declared(hint, Choices)
         if said is not None:
             return f"must be {said.said}, got {show(value, key)}"
-        choices = get_args(base_type(hint))
-        allowed = ", ".join(repr(c) if c == "" else str(c) for c in choices) if choices else ""
+        allowed = _said(choices(hint) or ())
         alias_text = "; aliases: " + ", ".join(f"{a}→{c}" for a, c in aliases.items()) if aliases else ""
         return f"unknown value {show(value, key)}; allowed: {allowed}{alias_text}"
     if kind == "finite_number":
@@ -269,7 +302,7 @@ def _problem(err: Mapping[str, Any], key: str, hint: Any, aliases: Mapping[str, 
     if kind in _TYPE_ERRORS or (kind.endswith("_type") and hint is not None):
         inner = base_type(hint)
         if value is None:
-            extra = '; use "" for an empty string' if inner is str or get_origin(inner) is Literal else ""
+            extra = '; use "" for an empty string' if inner is str or choices(inner) is not None else ""
             return f"expected {describe_type(hint)}, got null{extra}"
         quote = (
             "; quote it in YAML" if kind == "string_type" and not isinstance(value, Mapping | list) else ""

@@ -180,3 +180,38 @@ def test_the_runner_package_imports_nothing_of_the_project():
         if not t.startswith(runner)
     )
     assert wrong == []
+
+
+#: What the gate package may import from the rest of the project. It decides on numbers: the
+#: trainer's gate segment takes the rollouts and the run directory, and calls it.
+GATE_MAY_IMPORT = {
+    "skillopt.errors": "ConfigError and SkillOptError",
+    "skillopt.types": "skill_hash, the selection cache's keys",
+    "skillopt.skill.document": "the protected regions that semantic density leaves out",
+    "skillopt.config.schema": "EvaluationConfig, for the type checker only (SelectionScoring's settings)",
+}
+GATE = "skillopt.gate"
+
+
+def test_the_gate_decides_on_numbers_and_is_reached_through_its_face():
+    """``skillopt.gate`` imports nothing that runs rollouts, calls models or writes files, and
+    the rest of the project imports its face (``skillopt/gate/__init__.py``). The one exception
+    is the config, which parses ``evaluation.gate_mode`` into ``gate.modes.GateMode``: the face
+    would close a circle through ``gate.selection``, so ``gate.modes`` imports nothing at all."""
+    graph = _graph()
+    inside = {name for name in graph if name == GATE or name.startswith(GATE + ".")}
+    wrong = sorted(
+        f"{name} imports {t}"
+        for name in inside
+        for t in graph[name]
+        if t not in inside and t not in GATE_MAY_IMPORT
+    )
+    wrong += [f"{GATE}.modes imports {t}" for t in sorted(graph[f"{GATE}.modes"])]
+    wrong += sorted(
+        f"{name} imports {t}"
+        for name, targets in graph.items()
+        if name not in inside
+        for t in targets
+        if t in inside and t != GATE and (name, t) != ("skillopt.config.schema", f"{GATE}.modes")
+    )
+    assert wrong == [], "\n".join(wrong)

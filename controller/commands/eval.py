@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from controller.fleet.access import add_fleet_arguments
 from skillopt.errors import ConfigError, SkillOptError
-from skillopt.stats import format_score
+from skillopt.gate import format_score
 
 if TYPE_CHECKING:
     from skillopt.config import Config

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from skillopt.errors import ConfigError
-from skillopt.stats import format_score
+from skillopt.gate import format_score
 
 __all__ = ["register"]
 

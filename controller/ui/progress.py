@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from skillopt.stats import format_score
+from skillopt.gate import format_score
 from skillopt.trainer.callbacks import (
     Callback,
     EpochEndEvent,

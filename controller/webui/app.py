@@ -57,7 +57,7 @@ from controller.webui.launch import Launcher, eval_argv, resume_argv, train_argv
 from controller.webui.security import COOKIE, SecurityMiddleware, session_value
 from controller.webui.snapshot import RunsList, run_signature, run_snapshot, runs_signature
 from skillopt.errors import ConfigError, SkillOptError
-from skillopt.stats import format_score
+from skillopt.gate import format_score
 from skillopt.trainer.rundir import layout
 
 __all__ = ["create_app"]

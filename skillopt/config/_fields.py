@@ -6,17 +6,16 @@ coercion itself is pydantic's (:mod:`skillopt.config.schema`), its errors worded
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_origin
+from typing import Any, get_origin
 
-from skillopt.validation import FieldError, base_type, describe_type, show
+from skillopt.validation import FieldError, base_type, choices, describe_type, show
 
 __all__ = ["FieldError", "describe_type", "is_list_type", "is_str_type", "show"]
 
 
 def is_str_type(hint: Any) -> bool:
     """Whether the field holds a string (plain or enum), possibly optional."""
-    inner = base_type(hint)
-    return inner is str or get_origin(inner) is Literal
+    return base_type(hint) is str or choices(hint) is not None
 
 
 def is_list_type(hint: Any) -> bool:

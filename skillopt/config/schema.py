@@ -22,6 +22,7 @@ No field holds a secret: model keys come from environment variables named by pro
 from __future__ import annotations
 
 import contextlib
+import enum
 import math
 import re
 from collections.abc import Mapping
@@ -42,6 +43,7 @@ from pydantic import (
 from skillopt.config._fields import FieldError
 from skillopt.config._keys import unknown_key_message
 from skillopt.errors import ConfigError
+from skillopt.gate.modes import GateMode
 from skillopt.logs import redact
 from skillopt.validation import Bounds, Canonical, Choices, Int, Words, problems, show
 
@@ -84,7 +86,6 @@ SkillUpdateMode = Literal["patch", "rewrite_from_suggestions", "full_rewrite_min
 PairPolicy = Literal["mixed", "changed", "unchanged"]
 AppendixSource = Literal["both", "failure_only"]
 GateMetric = Literal["hard", "soft", "mixed"]
-GateMode = Literal["strict", "paired", "repeat", "sequential"]
 GateSpending = Literal["pocock", "obrien_fleming"]
 GateFutility = Literal["binding", "non_binding"]
 GateRoundItems = Literal["discordant", "fixed"]
@@ -250,6 +251,8 @@ def _field_error(cls: type[_Section], exc: ValidationError) -> FieldError:
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
     if isinstance(value, _Section):
         return value.to_dict()
     if isinstance(value, ModelPrice):
@@ -500,7 +503,7 @@ class EvaluationConfig(_Section):
     """Accept a candidate only if it beats the current skill on the selection split."""
     gate_metric: GateMetricField = "hard"
     """Score the gate compares: hard accuracy, soft score, or a weighted mix."""
-    gate_mode: GateModeField = "strict"
+    gate_mode: GateModeField = GateMode.STRICT
     """How the gate decides: ``strict`` = the candidate's mean is strictly above the current
     skill's (the reference's rule); ``paired`` = a one-sided paired test over the selection
     items is significant at ``gate_alpha`` (exact sign/McNemar test on pass/fail scores, paired
@@ -567,7 +570,7 @@ class EvaluationConfig(_Section):
         for i, word in enumerate(self.leading_words):
             if not word:
                 raise FieldError(f"{self._key('leading_words')}[{i}]", "must not be empty")
-        if self.gate_mode == "repeat" and self.gate_repeats < 2:
+        if self.gate_mode is GateMode.REPEAT and self.gate_repeats < 2:
             raise FieldError(
                 self._key("gate_repeats"),
                 f"must be >= 2 with gate_mode: repeat, got {self.gate_repeats} (one rollout per item is "

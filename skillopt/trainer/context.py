@@ -24,7 +24,7 @@ import structlog
 
 from skillopt.config import Config
 from skillopt.envs.base import EnvData, TaskItem
-from skillopt.gate import GateCache
+from skillopt.gate import GateCache, SelectionScoring
 from skillopt.models.prefix import prefix_report
 from skillopt.models.roles import PriceTable, RoleModel, UsageTracker
 from skillopt.observability import tracing
@@ -39,7 +39,7 @@ from skillopt.trainer.planning import RunPlan
 from skillopt.trainer.records import StepRecord
 from skillopt.trainer.rollouts import BatchProgress, Rollouts
 from skillopt.trainer.rundir import RunDirectory, layout, target_prefix_on_disk, target_usage_on_disk
-from skillopt.trainer.scoring import SelectionScoring, too_many_infra
+from skillopt.trainer.scoring import too_many_infra
 from skillopt.trainer.state import RunMode, TrainerState, refuse_mode_change
 from skillopt.types import RolloutResult, SkillSpec
 

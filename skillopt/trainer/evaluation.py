@@ -25,8 +25,7 @@ from typing import Any
 
 from skillopt.config import Config
 from skillopt.envs.base import TaskItem
-from skillopt.gate import gate_score
-from skillopt.stats import Interval, PairedTest, ci_json, ci_of, mean_interval
+from skillopt.gate import Interval, PairedTest, ci_json, ci_of, gate_score, mean_interval
 from skillopt.trainer.rollouts import Rollouts
 from skillopt.trainer.scoring import paired_rows, score_rows, too_many_infra
 from skillopt.types import RolloutResult, SkillSpec

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from skillopt.stats import Interval, ci_json, ci_of
+from skillopt.gate import Interval, ci_json, ci_of
 
 __all__ = [
     "SCHEMA_VERSION",

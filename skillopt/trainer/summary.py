@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from skillopt.stats import Interval, ci_json, ci_of
+from skillopt.gate import Interval, ci_json, ci_of
 from skillopt.trainer.records import SCHEMA_VERSION, StepRecord, pick_fields
 
 __all__ = ["EpochRecord", "FitResult", "TestScores"]

@@ -38,7 +38,7 @@ from controller.cli import build_parser
 from controller.embedded import spawn_service, wait_listening
 from skillopt.config import Config, list_builtin_configs
 from skillopt.envs.registry import env_dir
-from skillopt.gate import GATE_MODES
+from skillopt.gate import GateMode
 from skillopt.models.profiles import load_profiles
 
 REPO = Path(__file__).resolve().parents[2]
@@ -439,7 +439,7 @@ def test_the_providers_file_shown_is_one_the_model_commands_can_use(tmp_path):
 def test_the_readmes_gate_modes_are_the_schemas():
     evaluation = Config.model_json_schema()["$defs"]["EvaluationConfig"]["properties"]
     modes, default = evaluation["gate_mode"]["enum"], evaluation["gate_mode"]["default"]
-    assert tuple(modes) == GATE_MODES
+    assert tuple(modes) == tuple(GateMode)
     text = README.read_text(encoding="utf-8")
     (paragraph,) = [
         p for p in text.split("\n\n") if p.startswith("The gate decides by `evaluation.gate_mode`:")
@@ -633,7 +633,7 @@ def own_files(work: Workdir) -> None:
     assert re.search(r"^  batch_size: 10\s+# --set", shown, flags=re.M), shown
     work.run(using, "skillopt config schema > skillopt.schema.json")
     schema = json.loads((work.path / "skillopt.schema.json").read_text())
-    assert schema["$defs"]["EvaluationConfig"]["properties"]["gate_mode"]["enum"] == list(GATE_MODES)
+    assert schema["$defs"]["EvaluationConfig"]["properties"]["gate_mode"]["enum"] == list(GateMode)
 
     item = sample("math500", "test.jsonl")[0]
     work.write("item.json", json.dumps(item))

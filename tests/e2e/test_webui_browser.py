@@ -25,7 +25,7 @@ import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from controller.rundir.reader import RunStatus, run_status
-from skillopt.stats import format_score
+from skillopt.gate import format_score
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("SKILLOPT_TEST_ARTIFACTS", REPO / "test-artifacts")) / "webui"

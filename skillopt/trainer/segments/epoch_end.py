@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from skillopt.gate import gate_key
+from skillopt.gate import GateAction, ci_json, gate_key
 from skillopt.reflection import (
     Pair,
     comparison_pairs,
@@ -28,7 +28,6 @@ from skillopt.reflection import (
 )
 from skillopt.reflection.cache import cache_key, memoized
 from skillopt.skill.document import inject_empty_slow_update_field
-from skillopt.stats import ci_json
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.planning import sample_items
 from skillopt.trainer.rundir.layout import Epoch, epoch_dir
@@ -184,7 +183,7 @@ class SlowUpdateSegment:
         else:
             # The reference's default: into the current skill without a gate. No test supports
             # it, so it never becomes the best skill (the final check's gate may make it so).
-            action, accepted = "force_accept", True
+            action, accepted = GateAction.FORCE_ACCEPT, True
             gate_reason = "forced (optimizer.slow_update_gate_with_selection: false)"
         n = max(1, len(comp.pairs))
         result = {
@@ -234,7 +233,7 @@ class SlowUpdateSegment:
                     o.evaluation.score,
                     step=state.last_step,
                     origin=origin,
-                    may_become_best=o.action != "force_accept",
+                    may_become_best=o.action != GateAction.FORCE_ACCEPT,
                 )
         ctx.run.save_skill(state.last_step, st.current_skill)
         st.epoch_stages[f"{self.name}_{state.epoch}"] = o.action

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from skillopt import __version__
+from skillopt.gate import GateAction
 from skillopt.skill.document import inject_empty_slow_update_field
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.evaluation import EvalSummary, evaluate_split
@@ -67,7 +68,7 @@ class FinalCheckSegment:
                 step=st.last_completed_step,
                 origin=st.current_origin,
                 make_current=False,
-                may_become_best=final.verdict["action"] == "accept_new_best",
+                may_become_best=final.verdict["action"] == GateAction.ACCEPT_NEW_BEST,
             )
         st.stop_reason = "" if state.complete else state.stop_reason or "stopped"
         ctx.persist()

@@ -1,15 +1,15 @@
 """The gate segment: a step's candidate measured on the selection split (the ``evaluate``
 stage), the gate's decision on it, and the step's commit.
 
-:func:`decide_gate` is the gate's rule, used by a step and by the slow update: the gate off
-force-accepts; a measurement that lost too much to infrastructure rejects; otherwise
-:func:`skillopt.gate.decide` by ``evaluation.gate_mode`` (``strict``: strictly above the
-current score; ``paired``/``repeat``: a significant paired test over the selection items;
-``sequential``: a group-sequential paired test over rounds of the selection items),
-optionally with no more than ``evaluation.max_regressions`` items flipped from pass to fail.
-Every decision records the paired test (``gate_test``), also in ``strict`` mode, where it
-informs and the means decide. Deciding changes nothing: the step's commit applies an
-acceptance with :func:`~.selection.promote`.
+The rules and the statistics are the gate package's (:mod:`skillopt.gate`); this segment
+takes the measurements they need (rollouts, the selection cache, the run directory) and
+announces the decisions. :func:`decide_gate`, used by a step and by the slow update: the gate
+off force-accepts; a measurement that lost too much to infrastructure rejects; otherwise
+:func:`skillopt.gate.decide` by ``evaluation.gate_mode``, the ``sequential`` gate after its
+rounds (:func:`sequential_rounds`). :func:`decide_final_best`: the final check
+(:func:`skillopt.gate.decide_final`). Every decision records the paired test (``gate_test``),
+also in ``strict`` mode, where it informs and the means decide. Deciding changes nothing: the
+step's commit applies an acceptance with :func:`~.selection.promote`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,20 @@ from typing import Any
 
 import structlog
 
-from skillopt.gate import decide, regressions
-from skillopt.stats import PairedTest, SequentialTest, paired_test, sequential_test
+from skillopt.gate import (
+    GateAction,
+    GateMode,
+    PairedTest,
+    SequentialTest,
+    decide,
+    decide_final,
+    discordance,
+    paired_differences,
+    paired_test,
+    regressions,
+    reproduced,
+    sequential_test,
+)
 from skillopt.trainer.callbacks import GateEvent
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.records import SelectionStats
@@ -72,15 +84,11 @@ def decide_gate(
     assert st.current_score is not None and st.best_score is not None
     current = measurement(ctx, st.current_skill)
     fresh_current = None
-    if current is None and e.use_gate and e.gate_mode != "strict":
+    if current is None and e.use_gate and e.gate_mode.tests:
         current = fresh_current = evaluate_selection(ctx, st.current_skill, current_rel)
     test: PairedTest | SequentialTest | None = _paired(ev, current) if current is not None else None
-    if (
-        e.use_gate
-        and e.gate_mode == "sequential"
-        and current is not None
-        and not ctx.too_many_infra(ev.n_infra, ev.n_rows)
-    ):
+    lost = ctx.too_many_infra(ev.n_infra, ev.n_rows)
+    if e.use_gate and e.gate_mode is GateMode.SEQUENTIAL and current is not None and not lost:
         test = sequential_rounds(
             ctx,
             candidate,
@@ -91,9 +99,9 @@ def decide_gate(
             reference_rel=current_rel,
         )
     if not e.use_gate:
-        action, reason = "force_accept", "gate disabled"
-    elif ctx.too_many_infra(ev.n_infra, ev.n_rows):
-        action, reason = "reject", f"{ev.n_infra} selection rollouts failed on infrastructure"
+        action, reason = GateAction.FORCE_ACCEPT, "gate disabled"
+    elif lost:
+        action, reason = GateAction.REJECT, f"{ev.n_infra} selection rollouts failed on infrastructure"
     else:
         d = decide(
             ev.score,
@@ -103,12 +111,12 @@ def decide_gate(
             best_step=st.best_step,
             regressed=regressions(dict(current.items) if current else {}, ev.items),
             max_regressions=e.max_regressions,
-            test=test if e.gate_mode != "strict" else None,
+            test=test if e.gate_mode.tests else None,
             alpha=e.gate_alpha,
             min_effect=e.gate_min_effect,
         )
         action, reason = d.action, d.reason
-    accepted = action != "reject"
+    accepted = action.accepted
     record = gate_test_record(ctx, test)
     outcome = GateOutcome(
         origin=origin,
@@ -121,23 +129,29 @@ def decide_gate(
         current_evaluation=fresh_current,
         gate_test=record,
     )
+    _announce(ctx, step, outcome)
+    return outcome
+
+
+def _announce(ctx: RunContext, step: int, outcome: GateOutcome) -> None:
+    """The decision to the callbacks (``on_gate_decision``), before anything changed."""
+    ev = outcome.evaluation
     ctx.hooks(
         "on_gate_decision",
         GateEvent(
             step=step,
-            origin=origin,
-            action=action,
+            origin=outcome.origin,
+            action=outcome.action,
             candidate_score=ev.score,
             current_score=outcome.current_score_after,
             best_score=outcome.best_score_after,
-            reason=reason,
-            candidate_skill=candidate,
-            current_skill=st.current_skill,
+            reason=outcome.reason,
+            candidate_skill=outcome.candidate,
+            current_skill=ctx.state.current_skill,
             candidate_ci95=ev.score_ci95,
-            gate_test=record,
+            gate_test=outcome.gate_test,
         ),
     )
-    return outcome
 
 
 def decide_final_best(
@@ -160,55 +174,32 @@ def decide_final_best(
     assert st.best_score is not None
     if ctx.too_many_infra(ev.n_infra, ev.n_rows):
         reason = f"{ev.n_infra} selection rollouts failed on infrastructure"
-        return {"action": "reject", "reason": reason, "gate_test": None}, None
-    if not e.use_gate or e.gate_mode == "strict":
-        better = ev.score > st.best_score
-        action = "accept_new_best" if better else "reject"
-        reason = "new_best" if better else "not_above_best"
-        return {"action": action, "reason": reason, "gate_test": None}, None
+        return {"action": GateAction.REJECT, "reason": reason, "gate_test": None}, None
+    step, best_step = st.last_completed_step, st.best_step
+    if not e.use_gate or not e.gate_mode.tests:
+        d = decide_final(ev.score, st.best_score, global_step=step, best_step=best_step)
+        return {"action": d.action, "reason": d.reason, "gate_test": None}, None
     best = measurement(ctx, st.best_skill)
     fresh = None if best is not None else evaluate_selection(ctx, st.best_skill, best_rel)
     best = best or fresh
     assert best is not None
     test: PairedTest | SequentialTest = _paired(ev, best)
-    if e.gate_mode == "sequential":
+    if e.gate_mode is GateMode.SEQUENTIAL:
         test = sequential_rounds(
             ctx, st.current_skill, ev, st.best_skill, best, candidate_rel=final_rel, reference_rel=best_rel
         )
-    d = decide(
+    d = decide_final(
         ev.score,
         st.best_score,
-        st.best_score,
-        global_step=st.last_completed_step,
-        best_step=st.best_step,
+        global_step=step,
+        best_step=best_step,
+        test=test,
         regressed=regressions(dict(best.items), ev.items),
         max_regressions=e.max_regressions,
-        test=test,
         alpha=e.gate_alpha,
         min_effect=e.gate_min_effect,
     )
-    action = "accept_new_best" if d.action == "accept_new_best" else "reject"
-    reason = d.reason if action == "reject" or d.action == "accept_new_best" else "not_above_best"
-    return {"action": action, "reason": reason, "gate_test": gate_test_record(ctx, test)}, fresh
-
-
-def _pairs(candidate: SelectionEval, reference: SelectionEval) -> dict[str, float]:
-    """Per item both measured, the gate score's difference (candidate minus reference)."""
-    return {
-        i: candidate.item_scores[i] - reference.item_scores[i]
-        for i in candidate.item_scores
-        if i in reference.item_scores
-    }
-
-
-def _history(rounds: list[dict[str, float]]) -> dict[str, tuple[int, int]]:
-    """Per item, the pairs measured so far in this decision and how many were discordant."""
-    out: dict[str, tuple[int, int]] = {}
-    for pairs in rounds:
-        for item, d in pairs.items():
-            n, k = out.get(item, (0, 0))
-            out[item] = (n + 1, k + (abs(d) > 1e-9))
-    return out
+    return {"action": d.action, "reason": d.reason, "gate_test": gate_test_record(ctx, test)}, fresh
 
 
 def sequential_rounds(
@@ -222,7 +213,7 @@ def sequential_rounds(
     reference_rel: str,
 ) -> SequentialTest:
     """The ``sequential`` gate: round 1 is the two skills' one-rollout measurements (``ev``,
-    ``reference_ev``); while the group-sequential test (:func:`skillopt.stats.sequential_test`)
+    ``reference_ev``); while the group-sequential test (:func:`skillopt.gate.sequential_test`)
     asks for another look, round ``k`` measures both skills on :func:`round_items` (by
     default where they disagreed most so far), one draw each per item: the skill's next draw
     this decision has not used, from the selection cache (the current skill's draws from
@@ -234,17 +225,17 @@ def sequential_rounds(
     before replays the same draws to the same look and decision without a rollout.
     """
     e = ctx.cfg.evaluation
-    rounds = [_pairs(ev, reference_ev)]
+    rounds = [paired_differences(ev.item_scores, reference_ev.item_scores)]
     used_candidate: Counter[str] = Counter()
     used_reference: Counter[str] = Counter()
     for k in range(1, e.gate_max_rounds + 1):
         if k > 1:
-            items = round_items(ctx, _history(rounds), k)
+            items = round_items(ctx, discordance(rounds), k)
             cand_k = evaluate_round(
                 ctx, candidate, items, used_candidate, layout.repeat_dir(candidate_rel, k)
             )
             ref_k = evaluate_round(ctx, reference, items, used_reference, layout.repeat_dir(reference_rel, k))
-            rounds.append(_pairs(cand_k, ref_k))
+            rounds.append(paired_differences(cand_k.item_scores, ref_k.item_scores))
         test = sequential_test(
             [list(r.values()) for r in rounds],
             alpha=e.gate_alpha,
@@ -256,7 +247,11 @@ def sequential_rounds(
         )
         if k == 1:
             first = test
-        elif k == 2 and _reproduced(ev, cand_k) and _reproduced(reference_ev, ref_k):
+        elif (
+            k == 2
+            and reproduced(ev.item_scores, cand_k.item_scores)
+            and reproduced(reference_ev.item_scores, ref_k.item_scores)
+        ):
             # Both skills scored every repeated item exactly as in round 1: a deterministic
             # target (temperature 0, a cache) has no noise to test, and a copy of round 1 would
             # only inflate the statistic (even into an accept). Round 1's means decide, as in
@@ -274,20 +269,9 @@ def _round_fraction(ctx: RunContext) -> float:
     return plan.round_size(ctx.cfg.evaluation.gate_round_fraction) / len(plan.selection)
 
 
-def _reproduced(first: SelectionEval, again: SelectionEval) -> bool:
-    """``again`` measured only items ``first`` measured (a round of repeats, not of new items
-    from the split's reserve), and scored each of them the same."""
-    shared = [i for i in again.item_scores if i in first.item_scores]
-    return (
-        bool(shared)
-        and len(shared) == len(again.item_scores)
-        and all(again.item_scores[i] == first.item_scores[i] for i in shared)
-    )
-
-
 def _paired(candidate: SelectionEval, current: SelectionEval) -> PairedTest:
     """The paired test over the items both measurements scored (by the gate's metric)."""
-    pairs = _pairs(candidate, current)
+    pairs = paired_differences(candidate.item_scores, current.item_scores)
     return paired_test([candidate.item_scores[i] for i in pairs], [current.item_scores[i] for i in pairs])
 
 

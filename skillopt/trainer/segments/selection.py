@@ -17,8 +17,7 @@ from dataclasses import dataclass
 import structlog
 
 from skillopt.envs.base import TaskItem
-from skillopt.gate import discordant_round, gate_key, round_draws, round_key
-from skillopt.stats import Interval, mean_interval
+from skillopt.gate import Interval, discordant_round, gate_key, mean_interval, round_draws, round_key
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.rundir import layout
 from skillopt.trainer.scoring import score_rows
@@ -45,7 +44,7 @@ log = structlog.get_logger("skillopt.trainer")
 class SelectionEval:
     """A skill's selection scores: means over the scored rows, the gate's score, per item the
     hard and soft scores (means over the repeats) and the gate's score, rows lost to
-    infrastructure, and 95% intervals of the three means (:func:`skillopt.stats.mean_interval`
+    infrastructure, and 95% intervals of the three means (:func:`skillopt.gate.mean_interval`
     over the items)."""
 
     key: str  # the gate cache's key (skillopt.gate.gate_key)

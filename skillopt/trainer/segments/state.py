@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from skillopt.gate import GateAction, mean_interval
 from skillopt.reflection import RawPatch
-from skillopt.stats import mean_interval
 from skillopt.trainer.planning import Batch
 from skillopt.trainer.records import BatchStats, ProposalStats, RolloutStats, SelectionStats
 from skillopt.trainer.scoring import score_rows
@@ -91,7 +91,7 @@ class GateOutcome:
     """What the gate decided on a candidate, and the scores after it."""
 
     origin: str
-    action: str  # accept_new_best | accept | reject | force_accept
+    action: GateAction
     reason: str
     candidate: str
     evaluation: SelectionEval
@@ -104,7 +104,7 @@ class GateOutcome:
 
     @property
     def accepted(self) -> bool:
-        return self.action != "reject"
+        return self.action.accepted
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -203,6 +203,7 @@ def test_unknown_update_mode_is_an_error_not_patch() -> None:
         (lambda: OptimizerConfig(lr_scheduler="exp"), "allowed: constant, linear, cosine, autonomous"),  # type: ignore[arg-type]
         (lambda: OptimizerConfig(lr_control_mode="x"), "allowed: fixed, autonomous, none"),  # type: ignore[arg-type]
         (lambda: EvaluationConfig(gate_metric="avg"), "allowed: hard, soft, mixed"),  # type: ignore[arg-type]
+        (lambda: EvaluationConfig(gate_mode="fast"), "allowed: strict, paired, repeat, sequential"),  # type: ignore[arg-type]
         (lambda: ModelConfig(reasoning_effort="huge"), "allowed: '', none, low, medium, high, xhigh, max"),  # type: ignore[arg-type]
         (lambda: OptimizerConfig(skill_aware_appendix_source="x"), "allowed: both, failure_only"),  # type: ignore[arg-type]
         (lambda: RunConfig(simulate="maybe"), "allowed: auto, on, off"),  # type: ignore[arg-type]

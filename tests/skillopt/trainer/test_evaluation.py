@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from skillopt.config import load_config
+from skillopt.gate import PairedTest
 from skillopt.models.openai_chat import OpenAIChatModel
-from skillopt.stats import PairedTest
 from skillopt.testing.inprocess import InProcessExecutor
 from skillopt.testing.simulation import SIM_PROVIDER, sim_models
 from skillopt.trainer.evaluation import EvalSummary, compare_rows, evaluate_split

@@ -1,4 +1,5 @@
-"""Gate: metric projection, semantic density, decisions, no-regression option, cache."""
+"""The gate's decision (skillopt.gate.decision, .modes): its modes and actions, the strict and
+paired rules, the no-regression option, the final check."""
 
 from __future__ import annotations
 
@@ -6,76 +7,46 @@ import dataclasses
 import json
 
 import pytest
+import yaml
 
-from skillopt.errors import ConfigError, SkillOptError
+from skillopt.config.schema import EvaluationConfig
+from skillopt.errors import ConfigError
 from skillopt.gate import (
-    DEFAULT_LEADING_WORDS,
-    GateCache,
-    GateCacheEntry,
+    GateAction,
     GateDecision,
+    GateMode,
+    PairedTest,
     decide,
-    gate_key,
-    gate_score,
+    decide_final,
+    paired_test,
     regressions,
-    round_draws,
-    round_key,
-    semantic_density,
 )
-from skillopt.skill import SLOW_UPDATE_END, SLOW_UPDATE_START, SkillDocument
-from skillopt.stats import PairedTest, paired_test
 
-# ── gate_score ────────────────────────────────────────────────────────────────────────────
+# ── modes and actions ─────────────────────────────────────────────────────────────────────
 
 
-def test_metric_projection() -> None:
-    assert gate_score(0.5, 0.9) == 0.5
-    assert gate_score(0.5, 0.9, metric="soft") == 0.9
-    assert gate_score(0.5, 0.9, metric="mixed") == pytest.approx(0.7)
-    assert gate_score(0.5, 0.9, metric="mixed", mixed_weight=0.25) == pytest.approx(0.6)
-    assert gate_score(0.5, 0.9, metric=" Mixed ", mixed_weight=0.0) == 0.5
+def test_the_config_parses_the_mode_strings_into_the_enum_and_writes_them_back() -> None:
+    assert [m.value for m in GateMode] == ["strict", "paired", "repeat", "sequential"]
+    e = EvaluationConfig(gate_mode=" Sequential ")  # type: ignore[arg-type]
+    assert e.gate_mode is GateMode.SEQUENTIAL and EvaluationConfig().gate_mode is GateMode.STRICT
+    # Written as the plain string users write (JSON and YAML alike).
+    plain = e.to_dict()["gate_mode"]
+    assert type(plain) is str and plain == "sequential"
+    assert yaml.safe_dump({"gate_mode": plain}) == "gate_mode: sequential\n"
+    with pytest.raises(ConfigError) as info:
+        EvaluationConfig(gate_mode="sequentail")  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "evaluation.gate_mode: unknown value 'sequentail'; allowed: strict, paired, repeat, sequential"
+    )
 
 
-@pytest.mark.parametrize(("weight", "expected"), [(-3.0, 0.5), (7.0, 0.9), (1.0, 0.9)])
-def test_mixed_weight_is_clamped(weight: float, expected: float) -> None:
-    assert gate_score(0.5, 0.9, metric="mixed", mixed_weight=weight) == pytest.approx(expected)
-
-
-def test_unknown_metric_raises_naming_allowed() -> None:
-    with pytest.raises(ConfigError, match="hard, soft, mixed"):
-        gate_score(0.5, 0.5, metric="f1")
-
-
-# ── semantic density ──────────────────────────────────────────────────────────────────────
-
-
-def test_density_is_leading_word_fraction() -> None:
-    # tokens: always verify the header never guess -> 3 of 6 are leading words
-    assert semantic_density("Always VERIFY the header; never guess!") == pytest.approx(0.5)
-    assert semantic_density("") == 0.0
-    assert semantic_density("x y", leading_words={"X"}) == pytest.approx(0.5)
-
-
-def test_density_excludes_protected_regions() -> None:
-    body = "alpha beta"
-    skill = f"{body}\n\n{SLOW_UPDATE_START}\nalways always always\n{SLOW_UPDATE_END}\n"
-    assert semantic_density(skill) == 0.0
-    assert "always" in DEFAULT_LEADING_WORDS
-
-
-def test_density_bonus_added_only_when_weighted_and_skill_given() -> None:
-    skill = "always verify"
-    assert gate_score(0.5, 0.0, skill_content=skill) == 0.5
-    assert gate_score(0.5, 0.0, semantic_density_weight=0.1) == 0.5
-    assert gate_score(0.5, 0.0, skill_content=skill, semantic_density_weight=0.1) == pytest.approx(0.6)
-
-
-def test_density_bonus_can_flip_a_tie_to_accept() -> None:
-    plain, directive = "the header row", "always check the header row"
-    current = gate_score(0.6, 0.0, skill_content=plain, semantic_density_weight=0.05)
-    tie = gate_score(0.6, 0.0)
-    assert decide(tie, current, current, global_step=2, best_step=1).action == "reject"
-    cand = gate_score(0.6, 0.0, skill_content=directive, semantic_density_weight=0.05)
-    assert decide(cand, current, current, global_step=2, best_step=1).action == "accept_new_best"
+def test_what_each_mode_measures_and_what_each_action_means() -> None:
+    assert [m.tests for m in GateMode] == [False, True, True, True]
+    assert [m.rollouts_per_item(3) for m in GateMode] == [1, 1, 3, 1]
+    assert [a.accepted for a in GateAction] == [True, True, False, True]
+    # A record holds the plain string; one read back compares equal to the member.
+    assert json.dumps({"action": GateAction.FORCE_ACCEPT}) == '{"action": "force_accept"}'
+    assert json.loads('"accept_new_best"') == GateAction.ACCEPT_NEW_BEST
 
 
 # ── decide ────────────────────────────────────────────────────────────────────────────────
@@ -229,62 +200,25 @@ def test_paired_gate_on_real_item_scores() -> None:
     assert decide(sum(cand) / 20, sum(curr) / 20, 0.5, global_step=2, best_step=1, test=t).accepted
 
 
-# ── cache ─────────────────────────────────────────────────────────────────────────────────
+# ── the final check ───────────────────────────────────────────────────────────────────────
 
 
-def test_cache_keys_carry_the_measurement_protocol_and_round_trip() -> None:
-    assert gate_key("abc") == "abc" and gate_key("abc", 3) == "abc/repeats=3"
-    cache = GateCache()
-    cache.put(gate_key("abc", 3), 0.5, 0.6, {"t1": 2 / 3}, soft_items={"t1": 0.7}, repeats=3, n_infra=1)
-    restored = GateCache.from_json(cache.to_json())
-    assert restored == cache
-    entry = restored.get("abc/repeats=3")
-    assert entry is not None and (entry.repeats, entry.soft_items, entry.n_infra) == (3, {"t1": 0.7}, 1)
-    assert restored.get("abc") is None  # one rollout per item is another measurement
+def test_without_a_test_the_final_skill_replaces_the_best_only_strictly_above_it() -> None:
+    d = decide_final(0.8, 0.7, global_step=9, best_step=4)
+    assert (d.action, d.reason, d.best_score, d.best_step) == ("accept_new_best", "new_best", 0.8, 9)
+    d = decide_final(0.7, 0.7, global_step=9, best_step=4)  # earlier skills win ties
+    assert (d.action, d.reason, d.best_score, d.best_step) == ("reject", "not_above_best", 0.7, 4)
 
 
-def test_cache_put_get_and_json_round_trip() -> None:
-    doc = SkillDocument("# Skill\n")
-    cache = GateCache()
-    assert cache.get(doc.hash) is None and doc.hash not in cache
-    cache.put(doc.hash, 0.6, 0.7)
-    cache.put("other", 1, 0, items={"t1": 1.0, "t2": 0.0})
-    assert cache.get(doc.hash) == GateCacheEntry(0.6, 0.7)
-    assert len(cache) == 2 and set(cache) == {doc.hash, "other"}
-    text = cache.to_json()
-    assert json.loads(text)["version"] == 1
-    restored = GateCache.from_json(text)
-    assert restored == cache
-    assert restored.get("other") == GateCacheEntry(1.0, 0.0, {"t1": 1.0, "t2": 0.0})
-
-
-def test_cache_reads_flat_pairs() -> None:
-    cache = GateCache.from_json('{"abc": [0.5, 0.25]}')
-    assert cache.get("abc") == GateCacheEntry(0.5, 0.25)
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "not json",
-        "[1, 2]",
-        '{"abc": [0.5]}',
-        '{"abc": {"hard": "x", "soft": 0}}',
-        '{"version": 1, "entries": []}',
-    ],
-)
-def test_cache_rejects_malformed(text: str) -> None:
-    with pytest.raises(SkillOptError):
-        GateCache.from_json(text)
-
-
-def test_a_skills_later_round_draws_are_pooled_per_item_in_round_order():
-    cache = GateCache()
-    assert round_draws(cache, "h") == ({}, {}, 2)
-    cache.put(round_key("h", 3), 0.5, 0.5, {"a": 0.0, "b": 1.0}, soft_items={"a": 0.2, "b": 0.9})
-    cache.put(round_key("h", 2), 1.0, 1.0, {"a": 1.0}, soft_items={"a": 0.8})
-    cache.put(round_key("other", 9), 1.0, 1.0, {"a": 1.0})
-    cache.put(gate_key("h"), 0.0, 0.0, {"a": 0.0})  # round 1: the one-rollout measurement
-    hard, soft, nxt = round_draws(cache, "h")
-    assert hard == {"a": [1.0, 0.0], "b": [1.0]} and soft == {"a": [0.8, 0.2], "b": [0.9]}
-    assert nxt == 4
+def test_with_a_test_the_final_skill_needs_it_and_a_higher_score() -> None:
+    d = decide_final(0.8, 0.7, global_step=9, best_step=4, test=_test(0.01, 0.1))
+    assert (d.action, d.reason) == ("accept_new_best", "significant")
+    d = decide_final(0.8, 0.7, global_step=9, best_step=4, test=_test(0.3, 0.1))
+    assert (d.action, d.reason) == ("reject", "not_significant")
+    # The test accepts, but the score is not above the best one: the best skill stays.
+    d = decide_final(0.7, 0.7, global_step=9, best_step=4, test=_test(0.01, 0.1))
+    assert (d.action, d.reason, d.best_step) == ("reject", "not_above_best", 4)
+    d = decide_final(
+        0.8, 0.7, global_step=9, best_step=4, test=_test(0.01, 0.1), regressed=["a"], max_regressions=0
+    )
+    assert (d.action, d.reason, d.regressed) == ("reject", "regressed_items", ("a",))

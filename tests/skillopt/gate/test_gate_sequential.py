@@ -1,4 +1,4 @@
-"""The ``sequential`` gate's test (skillopt.stats.sequential_test) checked by simulation: many
+"""The ``sequential`` gate's test (skillopt.gate.sequential_test) checked by simulation: many
 seeded sequences of rounds under the null (a candidate no better, items whose effects differ)
 and under alternatives, no containers; its boundaries against the normal model; its decisions
 reproducible; and how :func:`skillopt.gate.decide` reads it."""
@@ -11,11 +11,15 @@ import numpy as np
 import pytest
 from scipy import stats as sp
 
-from skillopt.gate import decide, discordant_round
-from skillopt.stats import (
+from skillopt.gate import (
     SequentialTest,
     alpha_spent,
+    decide,
+    discordance,
+    discordant_round,
     look_information,
+    paired_differences,
+    reproduced,
     sequential_bounds,
     sequential_test,
     sign_test,
@@ -392,3 +396,14 @@ def test_the_next_round_takes_the_most_discordant_items_then_new_ones_then_by_or
     # No history: the order itself; equal rates: fewer pairs first.
     assert discordant_round(order, {}, 3) == ["a", "b", "c"]
     assert discordant_round(["x", "y"], {"x": (2, 1), "y": (0, 0)}, 1) == ["y"]
+
+
+def test_a_rounds_pairs_their_discordance_and_a_reproduced_round():
+    first = paired_differences({"a": 1.0, "b": 0.0, "c": 1.0}, {"a": 0.0, "b": 0.0, "d": 1.0})
+    assert first == {"a": 1.0, "b": 0.0}  # the items both scored, in the candidate's order
+    second = paired_differences({"a": 0.0, "c": 1.0}, {"a": 1.0, "c": 0.0})
+    assert discordance([first, second]) == {"a": (2, 2), "b": (1, 0), "c": (1, 1)}
+    assert reproduced({"a": 1.0, "b": 0.0}, {"b": 0.0})
+    assert not reproduced({"a": 1.0, "b": 0.0}, {"b": 1.0})  # scored differently
+    assert not reproduced({"a": 1.0}, {"a": 1.0, "z": 0.0})  # a new item from the reserve
+    assert not reproduced({"a": 1.0}, {})
