@@ -18,7 +18,8 @@ Three levels:
   (``ExecOutcome``); a dead sandbox, a timeout or a cancellation is an exception.
 * :class:`SessionSandbox` — the same sandbox driven by its owner command by command (the
   sandbox API's sessions): streaming execution with cancel, files at any path the sandbox's
-  user may use, and background processes that outlive a command (:class:`Sweep`).
+  user may use, and background processes that outlive a command (:class:`Sweep`, defined
+  with the runner's protocol, which reads it).
 
 Errors (all in :mod:`skillopt.errors`): ``SandboxFileMissing`` (no such file),
 ``SandboxFileRefused`` (a link, directory or special file: never followed or read),
@@ -37,6 +38,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from sandbox.runtime.runner.protocol import Sweep
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from skillopt.agents.sandbox import ExecOutcome, FileEntry
 from skillopt.types import SkillSpec
@@ -120,16 +122,6 @@ class ResetReport:
     ipc_removed: int = 0
     #: Items of the runner's own state a program had changed and the reset put back.
     restored: tuple[str, ...] = ()
-
-
-class Sweep(enum.Enum):
-    """What goes when an execution ends."""
-
-    #: Every process the execution started (rollouts: nothing outlives an execution).
-    ALWAYS = "always"
-    #: Background processes outlive the command, unless it was killed (timeout, cancel, output
-    #: cap): then every process of the sandbox goes (sessions).
-    ON_KILL = "on_kill"
 
 
 class RolloutSandbox(abc.ABC):
