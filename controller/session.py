@@ -154,81 +154,10 @@ def open_session(
     mode = mode or decide_simulation(cfg)
     simulated = mode.simulated
     with contextlib.ExitStack() as stack:
-        tracker = UsageTracker()
-        m = cfg.model
-        if simulated:
-            from skillopt.envs.registry import get_env
-            from skillopt.testing.simulation import (
-                SIM_PROVIDER,
-                sim_models,
-                simulation_profiles,
-                simulation_server,
-                simulation_target_provider,
-            )
-
-            # The optimizer is simulated here; the target by the sandbox hosts (the embedded one
-            # gets this server as its providers; remote hosts run `skillopt serve --simulate`).
-            sim = stack.enter_context(simulation_server())
-            provider_specs = simulation_profiles(sim)
-            sim_target, sim_optimizer = sim_models(noisy=mode.noisy)
-            optimizer_model = OpenAIChatModel(SIM_PROVIDER, base_url=sim.base_url, api_key="", max_retries=0)
-            optimizer = RoleModel(
-                optimizer_model, ModelSpec(provider=SIM_PROVIDER, model=sim_optimizer), tracker
-            )
-            api = getattr(get_env(cfg.env.name), "agent_apis", {}).get(cfg.env.agent, "openai")
-            target = ModelSpec(
-                provider=simulation_target_provider(api), model=sim_target, prompt_caching=m.prompt_caching
-            )
-        else:
-            profiles = load_profiles(file=m.providers_file or None)
-            # Fail now, with what to set, rather than at the first call of a long run.
-            models = validate_profiles(profiles, [m.optimizer_provider, m.target_provider])
-            optimizer = RoleModel(
-                models[m.optimizer_provider],
-                ModelSpec(
-                    provider=m.optimizer_provider,
-                    model=m.optimizer,
-                    temperature=m.optimizer_temperature,
-                    max_output_tokens=m.max_completion_tokens,
-                    reasoning_effort=m.reasoning_effort or None,
-                ),
-                tracker,
-            )
-            target = ModelSpec(
-                provider=m.target_provider,
-                model=m.target,
-                temperature=m.target_temperature,
-                max_output_tokens=m.max_completion_tokens,
-                reasoning_effort=m.reasoning_effort or None,
-                prompt_caching=m.prompt_caching,
-            )
-            provider_specs = []
+        optimizer, target, provider_specs = _models(cfg, mode, stack)
         # The optimizer's calls share one prompt-caching key per run (each stage adds its name).
-        optimizer.cache_key = f"{run_id_for(out_dir)}:optimizer" if m.prompt_caching else ""
-        if cfg.sandbox.endpoints:
-            channels = sandbox_channels(cfg)
-            address = ",".join(cfg.sandbox.endpoints)
-        else:
-            capacity = cfg.sandbox.embedded_capacity or max(
-                2, min(cfg.env.workers, 2 * (os.cpu_count() or 2))
-            )
-            emb = stack.enter_context(
-                embedded_sandbox(
-                    capacity=capacity,
-                    # 0 (auto): the service's default for its runtime (larger under gVisor).
-                    pool_size=cfg.sandbox.embedded_pool_size or None,
-                    providers=provider_specs,
-                    providers_file=m.providers_file,
-                    image=cfg.sandbox.image,
-                    runtime=cfg.sandbox.runtime or ("runsc" if cfg.sandbox.isolation == "gvisor" else ""),
-                    memory_mb=cfg.env.memory_mb,
-                    cpus=cfg.env.cpus,
-                    log_dir=out_dir,
-                    cache_dir=cfg.sandbox.model_cache_dir,
-                )
-            )
-            channels = [ChannelConfig(address=emb.address, token=emb.token)]
-            address = emb.address
+        optimizer.cache_key = f"{run_id_for(out_dir)}:optimizer" if cfg.model.prompt_caching else ""
+        channels, address = _sandbox_hosts(cfg, stack, provider_specs, out_dir)
         executor = stack.enter_context(
             FleetExecutor(
                 channels,
@@ -258,6 +187,94 @@ def open_session(
             sandbox_address=address,
             environment=environment,
         )
+
+
+def _models(
+    cfg: Config, mode: RunMode, stack: contextlib.ExitStack
+) -> tuple[RoleModel, ModelSpec, list[str]]:
+    """``(the optimizer, the target's spec, --provider specs for an embedded host)``: the
+    configured providers, or the simulation server (started on ``stack``) when ``mode`` is
+    simulated.
+
+    Raises:
+        ConfigError: a provider setting is missing or wrong (says what to set).
+    """
+    tracker = UsageTracker()
+    m = cfg.model
+    if mode.simulated:
+        from skillopt.envs.registry import env_spec
+        from skillopt.testing.simulation import (
+            SIM_PROVIDER,
+            sim_models,
+            simulation_profiles,
+            simulation_server,
+            simulation_target_provider,
+        )
+
+        # The optimizer is simulated here; the target by the sandbox hosts (the embedded one
+        # gets this server as its providers; remote hosts run `skillopt serve --simulate`).
+        sim = stack.enter_context(simulation_server())
+        sim_target, sim_optimizer = sim_models(noisy=mode.noisy)
+        optimizer_model = OpenAIChatModel(SIM_PROVIDER, base_url=sim.base_url, api_key="", max_retries=0)
+        optimizer = RoleModel(optimizer_model, ModelSpec(provider=SIM_PROVIDER, model=sim_optimizer), tracker)
+        api = env_spec(cfg.env.name).agent(cfg.env.agent).api or "openai"
+        target = ModelSpec(
+            provider=simulation_target_provider(api), model=sim_target, prompt_caching=m.prompt_caching
+        )
+        return optimizer, target, simulation_profiles(sim)
+    profiles = load_profiles(file=m.providers_file or None)
+    # Fail now, with what to set, rather than at the first call of a long run.
+    models = validate_profiles(profiles, [m.optimizer_provider, m.target_provider])
+    optimizer = RoleModel(
+        models[m.optimizer_provider],
+        ModelSpec(
+            provider=m.optimizer_provider,
+            model=m.optimizer,
+            temperature=m.optimizer_temperature,
+            max_output_tokens=m.max_completion_tokens,
+            reasoning_effort=m.reasoning_effort or None,
+        ),
+        tracker,
+    )
+    target = ModelSpec(
+        provider=m.target_provider,
+        model=m.target,
+        temperature=m.target_temperature,
+        max_output_tokens=m.max_completion_tokens,
+        reasoning_effort=m.reasoning_effort or None,
+        prompt_caching=m.prompt_caching,
+    )
+    return optimizer, target, []
+
+
+def _sandbox_hosts(
+    cfg: Config, stack: contextlib.ExitStack, provider_specs: list[str], out_dir: Path
+) -> tuple[list[ChannelConfig], str]:
+    """``(channels, address for messages)`` of the run's sandbox hosts: the configured
+    endpoints, or an embedded host started on ``stack`` (with ``provider_specs``).
+
+    Raises:
+        ConfigError: a token or TLS file cannot be read.
+    """
+    if cfg.sandbox.endpoints:
+        return sandbox_channels(cfg), ",".join(cfg.sandbox.endpoints)
+    capacity = cfg.sandbox.embedded_capacity or max(2, min(cfg.env.workers, 2 * (os.cpu_count() or 2)))
+    emb = stack.enter_context(
+        embedded_sandbox(
+            capacity=capacity,
+            # 0 (auto): the service's default for its runtime (larger under gVisor).
+            pool_size=cfg.sandbox.embedded_pool_size or None,
+            providers=provider_specs,
+            providers_file=cfg.model.providers_file,
+            image=cfg.sandbox.image,
+            runtime=cfg.sandbox.runtime or ("runsc" if cfg.sandbox.isolation == "gvisor" else ""),
+            memory_mb=cfg.env.memory_mb,
+            cpus=cfg.env.cpus,
+            log_dir=out_dir,
+            cache_dir=cfg.sandbox.model_cache_dir,
+        )
+    )
+    return [ChannelConfig(address=emb.address, token=emb.token)], emb.address
 
 
 def _agent_image_pin(executor: FleetExecutor, cfg: Config, pinned: str, refuse: bool) -> tuple[str, str]:

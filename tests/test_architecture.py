@@ -215,3 +215,31 @@ def test_the_gate_decides_on_numbers_and_is_reached_through_its_face():
         if t in inside and t != GATE and (name, t) != ("skillopt.config.schema", f"{GATE}.modes")
     )
     assert wrong == [], "\n".join(wrong)
+
+
+#: Public class names defined in more than one module today, each a debt to pay by renaming
+#: one of them (the list may only shrink). Two meanings under one name send a reader to the
+#: wrong file (issue 48: two ``SessionSandbox``, ``Sweep`` defined twice).
+SHARED_CLASS_NAMES = {
+    "ExecResult": {"controller.client.sessions", "skillopt.testing.fixtures.spreadsheetbench.verify"},
+    "HostState": {"controller.fleet.hosts", "sandbox.observability.metrics"},
+    "Message": {"sandbox.runtime.runner.protocol", "skillopt.types"},
+    "Refused": {"sandbox.gateway.connection", "skillopt.agents.corpus_tools_program"},
+    "RunInfo": {"controller.rundir.reader", "skillopt.tracking._base"},
+    "Session": {"controller.session", "sandbox.service.sessions"},
+}
+
+
+def test_a_public_class_name_has_one_definition():
+    """A public (module-level) class name is defined in one module: re-export it elsewhere,
+    never define it again."""
+    where: dict[str, set[str]] = {}
+    for name, path in _modules().items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                where.setdefault(node.name, set()).add(name)
+    shared = {cls: modules for cls, modules in where.items() if len(modules) > 1}
+    assert shared == SHARED_CLASS_NAMES, (
+        "a class name defined twice: rename one (or, if one was renamed, drop it from "
+        f"SHARED_CLASS_NAMES):\n{shared}"
+    )

@@ -18,10 +18,17 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controller.signals import unwinds_on_sigterm
 from skillopt.errors import InfraError, SkillOptError
+
+if TYPE_CHECKING:
+    from sandbox.runtime.docker.runtime import DockerRuntime
+    from sandbox.runtime.spec import ContainerSpec
+    from skillopt.agents.sandbox import ExecOutcome, FileEntry, Sandbox
 
 __all__ = ["register"]
 
@@ -116,9 +123,7 @@ def run_exec(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from sandbox.runtime.docker.runtime import DockerRuntime
     from sandbox.runtime.lease import LeasedSandbox
-    from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
     from skillopt.logs import configure_logging
 
     configure_logging(json=True, level="warning")
@@ -139,26 +144,10 @@ def run_exec(args: argparse.Namespace) -> int:
         "outputs": [],
     }
     state = Path(tempfile.mkdtemp(prefix="skillopt-exec-", dir=_state_root()))
-    host_id = f"cli-{socket.gethostname()[:20]}-{uuid.uuid4().hex[:8]}"
     t0 = time.monotonic()
     runtime = None
     try:
-        spec = ContainerSpec(
-            image=args.image,
-            memory_bytes=args.memory_mb * MiB,
-            cpus=args.cpus,
-            pids_limit=args.pids,
-            runtime=args.runtime,
-        )
-        runtime = DockerRuntime(
-            RuntimeConfig(
-                host_id=host_id,
-                state_dir=str(state),
-                pool_size=0,
-                # Any reaper removes this container soon after its run could possibly end.
-                max_container_lifetime_s=args.timeout + 300.0,
-            )
-        )
+        runtime, spec = _local_runtime(args, state)
         handle = runtime.create(spec)
         try:
             box = LeasedSandbox(runtime, handle, output_limit_bytes=args.output_bytes)
@@ -168,38 +157,9 @@ def run_exec(args: argparse.Namespace) -> int:
                 box.write_file("input.xlsx", data)
                 inputs.add("input.xlsx")
             outcome = box.run_python(script, timeout_s=args.timeout)
-            result.update(
-                exit_code=outcome.exit_code,
-                signal=outcome.signal,
-                stdout_tail=outcome.stdout_tail,
-                stderr_tail=outcome.stderr_tail,
-                stdout_bytes=outcome.stdout_bytes,
-                stderr_bytes=outcome.stderr_bytes,
-                duration_s=round(outcome.duration_s, 4),
-                image_digest=handle.image_digest,
-            )
-            if outcome.oom_killed:
-                result["infra_error"] = {
-                    "kind": "oom_killed",
-                    "message": f"killed: memory limit {args.memory_mb} MiB exceeded",
-                }
-            elif outcome.timed_out:
-                result["infra_error"] = {"kind": "timeout", "message": f"killed after {args.timeout:g} s"}
+            result.update(_outcome_fields(outcome, args), image_digest=handle.image_digest)
             produced = [f for f in box.list_files() if f.path not in inputs]
-            out_dir = Path(args.out) if args.out else None
-            if out_dir is not None:
-                out_dir.mkdir(parents=True, exist_ok=True)
-            for f in produced:
-                entry = {"path": f.path, "size_bytes": f.size_bytes}
-                if out_dir is not None:
-                    target = _safe_target(out_dir, f.path)
-                    content = box.read_file(f.path, max_bytes=_MAX_OUTPUT_FILE) if target else None
-                    if target is not None and content is not None:
-                        target.parent.mkdir(parents=True, exist_ok=True)
-                        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-                        with os.fdopen(fd, "wb") as fh:
-                            fh.write(content)
-                        entry["copied_to"] = str(target)
+            for entry in _copy_outputs(box, produced, args.out):  # those before a failure kept
                 result["outputs"].append(entry)
         finally:
             runtime.destroy(handle)
@@ -216,6 +176,85 @@ def run_exec(args: argparse.Namespace) -> int:
         result["duration_s"] = round(time.monotonic() - t0, 4)
     print(json.dumps(result))
     return 0
+
+
+def _local_runtime(args: argparse.Namespace, state: Path) -> tuple[DockerRuntime, ContainerSpec]:
+    """A runtime on the local engine for one ``exec`` (no pool, its state in ``state``) and the
+    container's spec from the flags.
+
+    Raises:
+        ConfigError: a flag's value is out of bounds.
+        SandboxUnavailable: the Docker engine cannot be reached.
+    """
+    from sandbox.runtime.docker.runtime import DockerRuntime
+    from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
+
+    spec = ContainerSpec(
+        image=args.image,
+        memory_bytes=args.memory_mb * MiB,
+        cpus=args.cpus,
+        pids_limit=args.pids,
+        runtime=args.runtime,
+    )
+    runtime = DockerRuntime(
+        RuntimeConfig(
+            host_id=f"cli-{socket.gethostname()[:20]}-{uuid.uuid4().hex[:8]}",
+            state_dir=str(state),
+            pool_size=0,
+            # Any reaper removes this container soon after its run could possibly end.
+            max_container_lifetime_s=args.timeout + 300.0,
+        )
+    )
+    return runtime, spec
+
+
+def _outcome_fields(outcome: ExecOutcome, args: argparse.Namespace) -> dict:
+    """The JSON result's fields for the program's outcome (a kill by memory or time is an
+    ``infra_error``)."""
+    fields: dict = {
+        "exit_code": outcome.exit_code,
+        "signal": outcome.signal,
+        "stdout_tail": outcome.stdout_tail,
+        "stderr_tail": outcome.stderr_tail,
+        "stdout_bytes": outcome.stdout_bytes,
+        "stderr_bytes": outcome.stderr_bytes,
+        "duration_s": round(outcome.duration_s, 4),
+    }
+    if outcome.oom_killed:
+        fields["infra_error"] = {
+            "kind": "oom_killed",
+            "message": f"killed: memory limit {args.memory_mb} MiB exceeded",
+        }
+    elif outcome.timed_out:
+        fields["infra_error"] = {"kind": "timeout", "message": f"killed after {args.timeout:g} s"}
+    return fields
+
+
+def _copy_outputs(box: Sandbox, produced: list[FileEntry], out: str | None) -> Iterator[dict]:
+    """The JSON result's ``outputs``, one by one: each produced file, copied below ``out`` when
+    given (one whose name would land outside it, or that is no regular file by now, is listed
+    only).
+
+    Raises:
+        OutputLimitExceeded: a file is larger than the copy's limit.
+    """
+    from skillopt.agents.sandbox import read_output
+
+    out_dir = Path(out) if out else None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    for f in produced:
+        entry = {"path": f.path, "size_bytes": f.size_bytes}
+        if out_dir is not None:
+            target = _safe_target(out_dir, f.path)
+            content = read_output(box, f.path, max_bytes=_MAX_OUTPUT_FILE) if target else None
+            if target is not None and content is not None:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(content)
+                entry["copied_to"] = str(target)
+        yield entry
 
 
 def _remote(args: argparse.Namespace) -> bool:

@@ -24,35 +24,46 @@ from controller.client.sessions import SandboxSession, SessionEndpoints
 from skillopt.agents.sandbox import ExecOutcome, FileEntry
 from skillopt.errors import (
     OutputLimitExceeded,
-    SandboxFileMissing,
+    SandboxFileRefused,
     SandboxFileTooLarge,
+    SandboxPermissionDenied,
     SandboxUnavailable,
     SkillOptError,
 )
+from skillopt.files import check_relative_name
 
-__all__ = ["SessionSandbox", "fleet_grading_sandboxes"]
+__all__ = ["SessionGradingSandbox", "fleet_grading_sandboxes"]
 
 #: Labels of a grading session (``skillopt sandbox ls`` shows what it is for).
 LABELS = {"purpose": "grading"}
 
 
-class SessionSandbox:
-    """:class:`skillopt.agents.sandbox.Sandbox` over one session (paths relative to its workdir)."""
+class SessionGradingSandbox:
+    """:class:`skillopt.agents.sandbox.Sandbox` over one remote sandbox session, for grading
+    (paths relative to the session's workdir; absolute ones and ``..`` refused).
+
+    One difference from a container leased on the trusted side: the session reads a file as
+    any program in it would, so a link is followed, inside the session's own container (what
+    it reads there, the program could have written to the path itself). A directory, or a
+    file the session's user may not read, raises :class:`SandboxFileRefused` as the contract
+    says.
+    """
 
     def __init__(self, session: SandboxSession, *, output_limit_bytes: int) -> None:
         self.session = session
         self.output_limit_bytes = output_limit_bytes
 
     def write_file(self, path: str, data: bytes) -> None:
-        self.session.write_file(path, data)
+        self.session.write_file(check_relative_name(path), data)
 
-    def read_file(self, path: str, *, max_bytes: int) -> bytes | None:
+    def read_file(self, path: str, *, max_bytes: int) -> bytes:
+        name = check_relative_name(path)
         try:
-            return self.session.read_file(path, max_bytes=max_bytes)
-        except SandboxFileMissing:
-            return None
+            return self.session.read_file(name, max_bytes=max_bytes)
         except SandboxFileTooLarge as exc:
-            raise OutputLimitExceeded(f"{path}: larger than {max_bytes} bytes") from exc
+            raise OutputLimitExceeded(f"{name}: larger than {max_bytes} bytes") from exc
+        except SandboxPermissionDenied as exc:  # a pipe, a socket, a file not the user's
+            raise SandboxFileRefused(f"{name}: not a readable regular file ({exc.message})") from exc
 
     def list_files(self, *, max_files: int = 1000) -> list[FileEntry]:
         out = self.run_command(["find", ".", "-type", "f", "-printf", "%P\\t%s\\n"], timeout_s=60.0)
@@ -98,7 +109,7 @@ class SessionSandbox:
 @contextlib.contextmanager
 def fleet_grading_sandboxes(
     where: SessionEndpoints, *, image: str = "", output_limit_bytes: int = 256 * 1024
-) -> Iterator[Callable[[], AbstractContextManager[SessionSandbox]]]:
+) -> Iterator[Callable[[], AbstractContextManager[SessionGradingSandbox]]]:
     """A factory of fresh grading sandboxes, each a new session on the best host of ``where``.
 
     Raises:
@@ -107,10 +118,10 @@ def fleet_grading_sandboxes(
     _require_a_host(where)
 
     @contextlib.contextmanager
-    def fresh() -> Iterator[SessionSandbox]:
+    def fresh() -> Iterator[SessionGradingSandbox]:
         session = SandboxSession.create(where, image=image, labels=LABELS)
         try:
-            yield SessionSandbox(session, output_limit_bytes=output_limit_bytes)
+            yield SessionGradingSandbox(session, output_limit_bytes=output_limit_bytes)
         finally:
             with contextlib.suppress(SkillOptError):  # a host that is gone took it along
                 session.destroy()

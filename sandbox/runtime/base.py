@@ -2,7 +2,7 @@
 
 Modelled on Inspect AI's ``SandboxEnvironment`` (one ABC, a short list of abstract methods,
 a Raises section per method that *is* the contract, and a conformance suite that every provider
-must pass: ``sandbox/runtime/conformance.py``). Docker (runc, or gVisor's runsc) is the one
+must pass: ``sandbox/runtime/conformance/``). Docker (runc, or gVisor's runsc) is the one
 implementation today (``sandbox.runtime.docker``); a remote VM or a Kubernetes pod
 runtime would implement the same classes and pass the same suite.
 
@@ -15,10 +15,13 @@ Three levels:
   (``pool.PoolManager``), the rollout service and the session manager only use this interface.
 * :class:`RolloutSandbox` — one leased sandbox as the trusted side drives it for a rollout:
   execute, read, write, list in the workspace, with typed errors. A failing program is data
-  (``ExecOutcome``); a dead sandbox, a timeout or a cancellation is an exception.
+  (``ExecOutcome``); a dead sandbox, a timeout or a cancellation is an exception. An env's
+  agent gets it as ``sandbox.runtime.lease.LeasedSandbox`` (the same methods, after the skill
+  package is placed, executions traced).
 * :class:`SessionSandbox` — the same sandbox driven by its owner command by command (the
   sandbox API's sessions): streaming execution with cancel, files at any path the sandbox's
-  user may use, and background processes that outlive a command (:class:`Sweep`).
+  user may use, and background processes that outlive a command (:class:`Sweep`, defined
+  with the runner's protocol, which reads it).
 
 Errors (all in :mod:`skillopt.errors`): ``SandboxFileMissing`` (no such file),
 ``SandboxFileRefused`` (a link, directory or special file: never followed or read),
@@ -37,6 +40,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from sandbox.runtime.runner.protocol import Sweep
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from skillopt.agents.sandbox import ExecOutcome, FileEntry
 from skillopt.types import SkillSpec
@@ -122,16 +126,6 @@ class ResetReport:
     restored: tuple[str, ...] = ()
 
 
-class Sweep(enum.Enum):
-    """What goes when an execution ends."""
-
-    #: Every process the execution started (rollouts: nothing outlives an execution).
-    ALWAYS = "always"
-    #: Background processes outlive the command, unless it was killed (timeout, cancel, output
-    #: cap): then every process of the sandbox goes (sessions).
-    ON_KILL = "on_kill"
-
-
 class RolloutSandbox(abc.ABC):
     """One sandbox leased to one rollout (never shared between rollouts or threads).
 
@@ -173,7 +167,9 @@ class RolloutSandbox(abc.ABC):
 
     @abc.abstractmethod
     def read_file(self, path: str, *, max_bytes: int) -> bytes:
-        """The content of a regular file. Links are never followed.
+        """The content of a regular file of the workspace. Links are never followed. (An
+        output that may be missing: :func:`skillopt.agents.sandbox.read_output`; a session's
+        file at any path: :meth:`SessionSandbox.read_path`.)
 
         Raises:
             SandboxFileMissing: nothing exists at ``path``.
@@ -286,7 +282,11 @@ class SessionSandbox(RolloutSandbox):
 
     @abc.abstractmethod
     def read_path(self, path: str, *, max_bytes: int) -> bytes:
-        """The content of the file at ``path``.
+        """The content of the file at ``path`` (absolute or below :attr:`workdir`), read as any
+        program of the session would read it. Not :meth:`read_file`, which reads only a regular
+        file of the workspace and refuses a link (the trusted side grades what it reads): here
+        a link is followed, any path the sandbox's user may read is readable, and a refusal
+        says the errno's kind.
 
         Raises:
             SandboxFileMissing, SandboxPermissionDenied, SandboxIsADirectory,

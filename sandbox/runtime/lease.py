@@ -1,34 +1,29 @@
-"""A leased sandbox as an env's agent sees it: :class:`LeasedSandbox` shows any
-:class:`sandbox.runtime.base.RolloutSandbox` as :class:`skillopt.agents.sandbox.Sandbox` (where
-a missing or refused file reads as ``None``: to an agent both mean "no such output")."""
+"""A leased sandbox as an env's agent sees it: :class:`LeasedSandbox` is the runtime's
+:class:`sandbox.runtime.base.RolloutSandbox` (which also satisfies
+:class:`skillopt.agents.sandbox.Sandbox`) with the skill package placed beside the agent's first
+model call, and each execution traced."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import structlog
-
 from sandbox.runtime.base import RolloutSandbox, SandboxHandle, SandboxRuntime
-from skillopt.agents.sandbox import ExecOutcome
-from skillopt.errors import SandboxFileMissing, SandboxFileRefused
+from skillopt.agents.sandbox import ExecOutcome, FileEntry
 from skillopt.observability import tracing
 from skillopt.types import SkillSpec
 
 __all__ = ["LeasedSandbox"]
 
-log = structlog.get_logger("skillopt.sandbox.lease")
 
-
-class LeasedSandbox:
+class LeasedSandbox(RolloutSandbox):
     """A leased sandbox as an env's agent sees it (:class:`skillopt.agents.sandbox.Sandbox`).
 
-    The one adapter between the two contracts: every method is the runtime sandbox's own
-    (:class:`~sandbox.runtime.base.RolloutSandbox`, same names and signatures), except
-    :meth:`read_file`, where a missing file and a refused one (a link the program planted, a
-    directory) both read as ``None`` (neither is an output; the refusal is logged).
+    Every method is the runtime sandbox's own (same names, signatures and errors: a missing or
+    refused file raises, see :func:`skillopt.agents.sandbox.read_output`), after the skill
+    package's placement (:meth:`place_skill`, :meth:`settle`); executions are traced.
 
     Args:
         runtime: the runtime that created the sandbox.
@@ -96,25 +91,49 @@ class LeasedSandbox:
             error, self._placing_error = self._placing_error, None
             raise error
 
-    def read_file(self, path: str, *, max_bytes: int) -> bytes | None:
+    def write_file(self, path: str, data: bytes) -> None:
         self.settle()
-        try:
-            return self.box.read_file(path, max_bytes=max_bytes)
-        except SandboxFileMissing:
-            return None
-        except SandboxFileRefused as exc:
-            log.info("sandbox.read_refused", path=path[:200], reason=exc.message)
-            return None
+        self.box.write_file(path, data)
 
-    def run_python(self, path: str, **kwargs: Any) -> ExecOutcome:
+    def read_file(self, path: str, *, max_bytes: int) -> bytes:
+        self.settle()
+        return self.box.read_file(path, max_bytes=max_bytes)
+
+    def list_files(self, *, max_files: int = 1000) -> list[FileEntry]:
+        self.settle()
+        return self.box.list_files(max_files=max_files)
+
+    def write_skill(self, skill: SkillSpec, *, version: str = "") -> None:
+        self.settle()
+        self.box.write_skill(skill, version=version)
+
+    def run_python(
+        self,
+        path: str,
+        *,
+        args: Sequence[str] = (),
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecOutcome:
         self.settle()
         with tracing.span("sandbox.exec", self._span_attributes("python")) as span:
-            return _traced(span, self.box.run_python(path, **kwargs))
+            return _traced(span, self.box.run_python(path, args=args, timeout_s=timeout_s, env=env))
 
-    def run_command(self, argv: Sequence[str], **kwargs: Any) -> ExecOutcome:
+    def run_command(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        output_limit_bytes: int | None = None,
+    ) -> ExecOutcome:
         self.settle()
         with tracing.span("sandbox.exec", self._span_attributes("command")) as span:
-            return _traced(span, self.box.run_command(argv, **kwargs))
+            outcome = self.box.run_command(
+                argv, timeout_s=timeout_s, env=env, stdin=stdin, output_limit_bytes=output_limit_bytes
+            )
+            return _traced(span, outcome)
 
     def _span_attributes(self, kind: str) -> dict[str, Any]:
         """An execution span's attributes: its kind, and how many executions (leases) its
@@ -126,11 +145,6 @@ class LeasedSandbox:
 
     def remaining_s(self) -> float | None:
         return self.box.remaining_s()
-
-    def __getattr__(self, name: str) -> Any:
-        # write_file, list_files, write_skill: after the placement
-        self.settle()
-        return getattr(self.box, name)
 
 
 def _traced(span: Any, outcome: ExecOutcome) -> ExecOutcome:

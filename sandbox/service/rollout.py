@@ -202,11 +202,11 @@ class RolloutService:
             return f"host {self.config.host_id}: agent {agent!r} {self.exec_runtime_refusal}"
         return ""
 
-    def agent_spec(self, env, agent: str) -> ContainerSpec:
+    def agent_spec(self, env: Environment, agent: str) -> ContainerSpec:
         """The container spec of an in-service (``isolated``) agent: the host's base spec, with
         the image (and runner preimports) the env declares for the agent when it has its own.
         Pools are keyed by spec, so such an agent gets its own warm pool."""
-        image, preimport = getattr(env, "container_image", lambda _a: ("", ()))(agent)
+        image, preimport = env.container_image(agent)
         if not image:
             return self.config.base_spec
         return replace(
@@ -374,9 +374,8 @@ class RolloutService:
             raise
         # The package as mounted: SKILL.md as the env renders it for this agent (front matter
         # for the CLIs), every other file as sent.
-        skill, render = ro.request.skill, getattr(ro.env, "skill_file", None)
-        if render is not None:
-            skill = replace(skill, content=render(ro.request.agent, skill.content))
+        request = ro.request
+        skill = replace(request.skill, content=ro.env.skill_file(request.agent, request.skill.content))
         # The version placed: the files (the tree hash) with SKILL.md as mounted.
         version = ""
         if ro.skill_tree and skill.files:

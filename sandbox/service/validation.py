@@ -23,6 +23,7 @@ from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 from sandbox.service.config import ServiceConfig
+from skillopt.envs.base import Environment
 from skillopt.errors import InvalidRequest, SkillPackageRefused
 from skillopt.files import check_relative_name, shorten
 from skillopt.models.profiles import ProviderProfile
@@ -391,7 +392,7 @@ class CheckedPackages:
 
 
 def check_model_provider(
-    request: RolloutRequest, env: Any, providers: Mapping[str, ProviderProfile], *, host_id: str
+    request: RolloutRequest, env: Environment, providers: Mapping[str, ProviderProfile], *, host_id: str
 ) -> None:
     """Refuse a request whose model provider is not configured on this host (when its agent
     calls a model), or whose exec agent's CLI speaks another API than the provider.
@@ -400,7 +401,7 @@ def check_model_provider(
         InvalidRequest: naming the provider (and the configured ones) or the two APIs.
     """
     if env.container(request.agent) == "gateway":
-        wanted = getattr(env, "agent_apis", {}).get(request.agent)
+        wanted = env.agent_apis.get(request.agent)
         profile = providers.get(request.model.provider)
         if (
             wanted

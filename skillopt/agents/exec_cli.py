@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from skillopt.agents.common import RolloutState, guarded
 from skillopt.agents.context import AgentContext, ProgressEvent
-from skillopt.agents.sandbox import ExecOutcome
+from skillopt.agents.sandbox import ExecOutcome, read_output
 from skillopt.errors import InvalidRequest
 from skillopt.skill.packed import split_package
 from skillopt.types import Message, RolloutResult, SkillSpec
@@ -268,7 +268,7 @@ def run_cli(ctx: AgentContext, st: RolloutState, agent: str, prompt: str, *, res
     events = _events(outcome.stdout_tail)
     msgs, calls, final = (_codex_messages if cli == "codex" else _claude_messages)(events)
     if cli == "codex":
-        last = sandbox.read_file(LAST_MESSAGE, max_bytes=1 << 20)
+        last = read_output(sandbox, LAST_MESSAGE, max_bytes=1 << 20)
         final = last.decode("utf-8", "replace").strip() if last else final
     st.messages += msgs
     st.turns = calls

@@ -7,6 +7,11 @@ protocol can drive the same agent code.
 
 Paths are relative POSIX paths inside the sandbox workspace; absolute paths and ``..`` are
 refused by implementations.
+
+Reading has one meaning: :meth:`Sandbox.read_file` reads a regular file of the workspace and
+raises when there is none. An output the program may or may not have written (a solution file,
+a results file) is read with :func:`read_output`, where both "nothing there" and "not a regular
+file" read as ``None``.
 """
 
 from __future__ import annotations
@@ -15,7 +20,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["ExecOutcome", "FileEntry", "Sandbox"]
+import structlog
+
+from skillopt.errors import SandboxFileMissing, SandboxFileRefused
+
+__all__ = ["ExecOutcome", "FileEntry", "Sandbox", "read_output"]
+
+log = structlog.get_logger("skillopt.agents.sandbox")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -82,11 +93,15 @@ class Sandbox(Protocol):
         """
         ...
 
-    def read_file(self, path: str, *, max_bytes: int) -> bytes | None:
-        """Read a regular file; ``None`` if it does not exist. Links are never followed.
+    def read_file(self, path: str, *, max_bytes: int) -> bytes:
+        """The content of a regular file of the workspace. Links are never followed.
 
         Raises:
+            SandboxFileMissing: nothing exists at ``path``.
+            SandboxFileRefused: ``path`` (or a directory on the way) is a link, a directory or
+                a special file.
             OutputLimitExceeded: the file is larger than ``max_bytes``.
+            InvalidRequest: ``path`` is absolute or escapes the workspace.
         """
         ...
 
@@ -117,3 +132,22 @@ class Sandbox(Protocol):
         """Run a program (argv[0] looked up on the sandbox's PATH), cwd = workspace.
         ``output_limit_bytes`` overrides the sandbox's stdout/stderr tail cap for this run."""
         ...
+
+
+def read_output(sandbox: Sandbox, path: str, *, max_bytes: int) -> bytes | None:
+    """An output the program may or may not have written: its bytes, or ``None`` when nothing
+    is at ``path`` or it is not a regular file (a link the program planted, a directory: never
+    followed or read, and never an output; the refusal is logged).
+
+    Raises:
+        OutputLimitExceeded: the file is larger than ``max_bytes`` (the caller decides what an
+            oversize output means).
+        InvalidRequest, InfraError: as :meth:`Sandbox.read_file`.
+    """
+    try:
+        return sandbox.read_file(path, max_bytes=max_bytes)
+    except SandboxFileMissing:
+        return None
+    except SandboxFileRefused as exc:
+        log.info("sandbox.read_refused", path=path[:200], reason=exc.message)
+        return None

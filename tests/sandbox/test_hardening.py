@@ -15,6 +15,7 @@ import pytest
 from sandbox.runtime.docker.runtime import DockerRuntime
 from sandbox.runtime.lease import LeasedSandbox
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
+from skillopt.errors import SandboxFileRefused
 
 MiB = 1024 * 1024
 
@@ -270,8 +271,10 @@ def test_disk_fill_is_bounded(runtime):
 
 def test_symlinks_are_never_followed_when_reading_outputs(box):
     run(box, "import os\nos.symlink('/etc/passwd', 'output.xlsx')\nos.symlink('/etc', 'dir')\n")
-    assert box.read_file("output.xlsx", max_bytes=1 << 20) is None
-    assert box.read_file("dir/passwd", max_bytes=1 << 20) is None  # a linked directory, too
+    with pytest.raises(SandboxFileRefused):
+        box.read_file("output.xlsx", max_bytes=1 << 20)
+    with pytest.raises(SandboxFileRefused):
+        box.read_file("dir/passwd", max_bytes=1 << 20)  # a linked directory, too
     assert [f.path for f in box.list_files()] == ["prog.py"]
 
 

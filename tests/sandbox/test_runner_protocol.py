@@ -48,7 +48,9 @@ RUNNER_DIR = Path(protocol.__file__).parent
         ReadRequest(path="x", max_bytes=10, confined=False),
         ListRequest(max_files=3),
         OomRequest(),
-        ExecRequest(timeout_s=1.5, argv=["sh", "-c", "true"], stream=True, sweep=Sweep.ON_KILL, stdin_size=3),
+        ExecRequest(
+            timeout_s=1.5, argv=["sh", "-c", "true"], stream=True, sweep=Sweep.ON_KILL.value, stdin_size=3
+        ),
         ExecRequest(timeout_s=2, python="p.py", args=["x"], env={"A": "b"}, cwd="/tmp"),
     ],
 )

@@ -153,7 +153,7 @@ class _Execution:
         killed = status is None
         if status is None:
             status = self._kill_child()
-        if killed or self.request.sweep == Sweep.ALWAYS:
+        if killed or self.request.sweep == Sweep.ALWAYS.value:
             leftovers = kill_everything_else()
         else:
             leftovers = 0

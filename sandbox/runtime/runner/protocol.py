@@ -27,6 +27,7 @@ reading it and believes the runner's word only where it cannot change an outcome
 
 from __future__ import annotations
 
+import enum
 import json
 import socket
 import struct
@@ -76,13 +77,18 @@ class Op:
     RESET = "reset"
 
 
-class Sweep:
-    """What the runner kills after an execution (:attr:`ExecRequest.sweep`)."""
+class Sweep(str, enum.Enum):  # noqa: UP042 - enum.StrEnum is 3.11+; the runner runs on 3.9
+    """What goes when an execution ends (:attr:`ExecRequest.sweep` carries its ``value``).
+
+    Defined here, where the runner reads it, and re-exported by the runtime contract
+    (``sandbox.runtime.base``). It imports nothing new into the runner (``socket`` and
+    ``signal`` import ``enum`` already); making the class costs ~0.15 ms, once per container.
+    """
 
     #: Every process but the runner (rollouts: nothing outlives an execution).
     ALWAYS = "always"
-    #: Background processes outlive the command unless it was killed (timeout, cancel, output
-    #: cap), when every process goes (sessions).
+    #: Background processes outlive the command, unless it was killed (timeout, cancel, output
+    #: cap): then every process of the sandbox goes (sessions).
     ON_KILL = "on_kill"
 
 
@@ -389,7 +395,8 @@ class ExecRequest(Message):
     stdin_size: int = 0
     output_limit_bytes: int = 65536
     stream: bool = False
-    sweep: str = Sweep.ALWAYS
+    #: A :class:`Sweep`'s value.
+    sweep: str = Sweep.ALWAYS.value
 
 
 @dataclass(repr=False, eq=False)

@@ -42,6 +42,7 @@ from skillopt.agents.common import (
 )
 from skillopt.agents.context import Agent, AgentContext, ProgressEvent
 from skillopt.agents.exec_cli import CliRun, ExecAgent, render_skill_md
+from skillopt.agents.sandbox import read_output
 from skillopt.envs._code.grading import GradingError, grade_program
 from skillopt.envs._code.items import CodeGold, CodeTaskPayload
 from skillopt.envs._code.plan import TestPlan, plan_tests
@@ -351,7 +352,7 @@ class CodeExecRollout:
 
     def finish(self, run: CliRun) -> RolloutResult:
         try:
-            raw = self.ctx.require_sandbox().read_file("solution.py", max_bytes=_MAX_SOLUTION_BYTES)
+            raw = read_output(self.ctx.require_sandbox(), "solution.py", max_bytes=_MAX_SOLUTION_BYTES)
         except OutputLimitExceeded:
             reason = f"solution-too-large: more than {_MAX_SOLUTION_BYTES} bytes"
             return self.env._row(

@@ -30,7 +30,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from skillopt.agents.sandbox import ExecOutcome, Sandbox
+from skillopt.agents.sandbox import ExecOutcome, Sandbox, read_output
 from skillopt.envs._code.plan import Probe, TestPlan, compare
 from skillopt.envs._code.values import Opaque, decode, has_opaque, same_value, show
 from skillopt.errors import OutputLimitExceeded
@@ -95,7 +95,7 @@ def run_in_fresh(
         box.write_file("grading.json", json.dumps({**config, "solution": "solution.py"}).encode("utf-8"))
         outcome = box.run_python("harness.py", timeout_s=timeout_s)
         try:
-            raw = box.read_file("results.jsonl", max_bytes=_MAX_RESULTS_BYTES)
+            raw = read_output(box, "results.jsonl", max_bytes=_MAX_RESULTS_BYTES)
         except OutputLimitExceeded:
             return RunOutput(outcome=outcome, lines=[], problem="output-too-large")
     lines: list[dict[str, Any]] = []

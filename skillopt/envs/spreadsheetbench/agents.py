@@ -30,6 +30,7 @@ from skillopt.agents.common import RolloutState, skill_section, skill_text
 from skillopt.agents.context import Agent, AgentContext, ProgressEvent
 from skillopt.agents.exec_cli import CliRun, ExecAgent, render_skill_md
 from skillopt.agents.react import ReactAgent, ReactTools
+from skillopt.agents.sandbox import read_output
 from skillopt.envs.spreadsheetbench.cases import (
     WORKSPACE,
     CaseRunner,
@@ -226,7 +227,7 @@ class SheetReactTask:
         code = ""
         try:
             raw = (
-                ctx.require_sandbox().read_file("solution.py", max_bytes=_MAX_SOLUTION_BYTES)
+                read_output(ctx.require_sandbox(), "solution.py", max_bytes=_MAX_SOLUTION_BYTES)
                 if st.agent_ok
                 else None
             )
@@ -294,7 +295,7 @@ class SheetExecTask:
 
     def finish(self, run: CliRun) -> RolloutResult:
         ctx, st = self.ctx, self.st
-        solution = ctx.require_sandbox().read_file("solution.py", max_bytes=1 << 20)
+        solution = read_output(ctx.require_sandbox(), "solution.py", max_bytes=1 << 20)
         st.code = solution.decode("utf-8", "replace") if solution else extract_code(run.final)
         notes = run.notes()
         metrics = {**run.metrics(), **_task_metrics(ctx)}

@@ -23,7 +23,7 @@ from typing import Any
 
 from skillopt.agents.common import RolloutState, exec_record, last_line, read_prompt, with_diagnostic
 from skillopt.agents.context import AgentContext, ProgressEvent
-from skillopt.agents.sandbox import ExecOutcome
+from skillopt.agents.sandbox import ExecOutcome, read_output
 from skillopt.envs.base import EARLIER_ATTEMPT
 from skillopt.envs.spreadsheetbench.evaluator import (
     CaseVerdict,
@@ -166,7 +166,9 @@ class CaseRunner:
         self.st.executions.append(
             exec_record(outcome, turn=turn, case=name, code=code if name == self.first else "")
         )
-        output = sandbox.read_file(f"{folder}/output.xlsx", max_bytes=MAX_OUTPUT_XLSX) if outcome.ok else None
+        output = (
+            read_output(sandbox, f"{folder}/output.xlsx", max_bytes=MAX_OUTPUT_XLSX) if outcome.ok else None
+        )
         return outcome, output
 
     def grade(self, name: str, output: bytes | None) -> CaseVerdict:
