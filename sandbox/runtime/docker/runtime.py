@@ -37,7 +37,7 @@ from sandbox.runtime.docker.reaper import Reaper
 from sandbox.runtime.docker.sandbox import DockerSandbox
 from sandbox.runtime.docker.statedir import StateDir
 from sandbox.runtime.owner import Owner, current_owner
-from sandbox.runtime.runner.protocol import ResetReply, ResetRequest, RunnerError
+from sandbox.runtime.runner.protocol import PingReply, PingRequest, ResetReply, ResetRequest, RunnerError
 from sandbox.runtime.skilldir import PlacedPackages, clear_placed
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from skillopt.errors import SandboxResetFailed
@@ -211,6 +211,11 @@ class DockerRuntime(SandboxRuntime):
                 f"container {container.name}: its runner did not reset: {exc}", reason="unreachable"
             ) from None
         problems = [*reply.problems, *self._host_problems(container)]
+        if not problems:
+            try:  # checked: the runner may fork its next child now (it waited for this request)
+                container.conn.call(PingRequest(), reply=PingReply, timeout_s=_RESET_TIMEOUT_S)
+            except (TimeoutError, EOFError, OSError, RunnerError) as exc:
+                problems.append(f"unreachable: its runner did not answer after the reset: {exc}")
         if problems:
             container.spoil("reset")
             reason = problems[0].partition(":")[0] if ":" in problems[0] else "other"

@@ -86,7 +86,7 @@ PREFORK_WHEN_IDLE_S = 0.05
 def serve(sock: socket.socket, on_demand: list[str] | None = None, baseline: Baseline | None = None) -> None:
     child = PreforkedChild(sock.fileno(), on_demand)
     child.prefork()
-    fork_when_idle = False
+    fork_when_idle = reset_done = False
     runner = _Runner(child, baseline)
     try:
         while True:
@@ -102,7 +102,10 @@ def serve(sock: socket.socket, on_demand: list[str] | None = None, baseline: Bas
                 continue
             reply, data = runner.answer(header, payload, sock)
             send_message(sock, reply, data)
-            fork_when_idle = fork_when_idle or op in (Op.EXEC, Op.RESET)
+            # After a reset the next child waits for the service's next request: the service
+            # checks the container's processes from outside first (only the runner may be left).
+            fork_when_idle = (fork_when_idle or op == Op.EXEC or reset_done) and op != Op.RESET
+            reset_done = op == Op.RESET
     finally:
         child.discard()
 
