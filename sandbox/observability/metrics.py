@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from sandbox.runtime.pool import RESET_BUCKETS_S
+from sandbox.runtime.recycling import RESET_BUCKETS_S
 from skillopt.errors import ConfigError
 from skillopt.types import RolloutRequest, RolloutResult, Usage
 

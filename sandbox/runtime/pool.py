@@ -37,17 +37,17 @@ host with nothing running stops within seconds.
 
 from __future__ import annotations
 
-import bisect
 import collections
 import contextlib
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import structlog
 
 from sandbox.runtime.base import SandboxHandle, SandboxRuntime, SlotState
+from sandbox.runtime.pool_state import PoolStats, SpecPool
+from sandbox.runtime.recycling import RecycleStats, Recycling
 from sandbox.runtime.spec import ContainerSpec
 from skillopt.errors import (
     Cancelled,
@@ -56,10 +56,9 @@ from skillopt.errors import (
     ImageMissing,
     InfraError,
     RolloutTimeout,
-    SandboxResetFailed,
 )
 
-__all__ = ["RESET_BUCKETS_S", "PoolManager", "PoolStats", "RecycleStats"]
+__all__ = ["PoolManager", "PoolStats"]
 
 log = structlog.get_logger("skillopt.sandbox.pool")
 
@@ -68,89 +67,13 @@ log = structlog.get_logger("skillopt.sandbox.pool")
 _FAIL_FAST_AFTER = 3
 
 
-@dataclass
-class _Pool:
-    spec: ContainerSpec
-    #: Fresh containers, bound to no tenant yet (first come, first served).
-    idle: collections.deque[SandboxHandle] = field(default_factory=collections.deque)
-    #: Reset containers kept for their tenant, by tenant id (the most recently reset last).
-    recycled: dict[str, collections.deque[SandboxHandle]] = field(default_factory=dict)
-    #: Resets in flight, by tenant id: an acquisition of that tenant waits for one.
-    resetting: collections.Counter[str] = field(default_factory=collections.Counter)
-    #: Acquisitions served by a reset container.
-    reused_total: int = 0
-    creating: int = 0
-    #: One ticket per acquisition waiting, oldest first: only the oldest takes a container.
-    queue: collections.deque[object] = field(default_factory=collections.deque)
-    last_used: float = field(default_factory=time.monotonic)
-    consecutive_failures: int = 0
-    last_error: InfraError | None = None
-    created_total: int = 0
-    acquired_total: int = 0
-    acquired_warm: int = 0
-    #: Acquisitions announced ahead (:meth:`PoolManager.expect`) and not made yet.
-    expected: int = 0
-    #: Containers acquired and not released yet (rollouts' and sessions').
-    leased: int = 0
-
-    @property
-    def waiters(self) -> int:
-        """Acquisitions waiting, and those announced: the maintainer creates for both."""
-        return len(self.queue) + self.expected
-
-    @property
-    def recycled_count(self) -> int:
-        return sum(len(q) for q in self.recycled.values())
-
-
-@dataclass(frozen=True)
-class PoolStats:
-    spec_key: str
-    image: str
-    idle: int
-    creating: int
-    waiters: int
-    created_total: int
-    acquired_total: int
-    acquired_warm: int
-    #: Containers acquired and not released yet; idle containers the pool keeps ready.
-    leased: int = 0
-    target: int = 0
-    #: Reset containers idle for their tenants; acquisitions they served.
-    recycled: int = 0
-    reused_total: int = 0
-
-
-@dataclass(frozen=True)
-class RecycleStats:
-    """The recycling of every pool of a host, for metrics and ``fleet status``."""
-
-    #: The policy (0 executions: recycling off).
-    max_executions: int
-    max_age_s: float
-    #: Resets that succeeded, and their durations' histogram (cumulative counts per bound of
-    #: :data:`RESET_BUCKETS_S`, the last one +Inf).
-    resets_total: int
-    reset_seconds_sum: float
-    reset_buckets: tuple[int, ...]
-    #: Resets that failed, by reason (:class:`~skillopt.errors.SandboxResetFailed`).
-    reset_failures: dict[str, int]
-    #: Containers given back and destroyed instead of reset, by reason (what spoiled them, or
-    #: the policy: ``max-executions``, ``max-age``, ``off``, ``no-tenant``, ``closing``).
-    not_reused: dict[str, int]
-
-
-#: Upper bounds (seconds) of the reset-duration histogram.
-RESET_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0)
-
-
 class PoolManager:
     """Owns every pool of one runtime. Thread-safe."""
 
     def __init__(self, runtime: SandboxRuntime, *, default_spec: ContainerSpec | None = None) -> None:
         self.runtime = runtime
         self.config = runtime.config
-        self._pools: dict[str, _Pool] = {}
+        self._pools: dict[str, SpecPool] = {}
         self._default_key = default_spec.key if default_spec is not None else ""
         self._cond = threading.Condition()
         self._closing = False
@@ -161,11 +84,8 @@ class PoolManager:
         self._destroying = 0  # released containers whose removal has not finished
         # Resets wait on a runner a few milliseconds each: never behind a slow removal.
         self._resetters = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pool-reset")
-        self._resets_total = 0
-        self._reset_seconds = 0.0
-        self._reset_buckets = [0] * (len(RESET_BUCKETS_S) + 1)
-        self._reset_failures: collections.Counter[str] = collections.Counter()
-        self._not_reused: collections.Counter[str] = collections.Counter()
+        #: The recycling policy and what it did.
+        self.recycling = Recycling(self.config)
         #: Container creations that failed (all specs): the metrics' engine errors.
         self.create_failures = 0
         self._in_flight = 0
@@ -221,7 +141,7 @@ class PoolManager:
             pool.leased += 1
             return handle
 
-    def _take_recycled(self, pool: _Pool, tenant: str) -> SandboxHandle | None:
+    def _take_recycled(self, pool: SpecPool, tenant: str) -> SandboxHandle | None:
         """One of ``tenant``'s reset containers, the most recently reset first (its runner's
         pages are the warmest), or None."""
         queue = pool.recycled.get(tenant) if tenant else None
@@ -234,14 +154,14 @@ class PoolManager:
                 pool.reused_total += 1
                 self._cond.notify_all()  # the idle count changed: refills may start
                 return handle
-            self._not_reused["dead"] += 1
+            self.recycling.not_reused("dead")
             self._destroy_async(handle)
             queue = pool.recycled.get(tenant)
         return None
 
     def _take_fresh(
         self,
-        pool: _Pool,
+        pool: SpecPool,
         deadline: float,
         timeout_s: float,
         cancel: threading.Event | None,
@@ -278,7 +198,7 @@ class PoolManager:
                 self._cond.notify_all()
 
     def _check_waiting(
-        self, pool: _Pool, deadline: float, timeout_s: float, cancel: threading.Event | None
+        self, pool: SpecPool, deadline: float, timeout_s: float, cancel: threading.Event | None
     ) -> None:
         """Raise what ends a wait for a container (closing, a broken image, cancel, timeout)."""
         if self._closing:
@@ -295,14 +215,15 @@ class PoolManager:
     def release(self, handle: SandboxHandle) -> None:
         """Give a used container back: reset for its tenant in the background when the
         recycling policy allows (see the module), else destroyed in the background."""
-        why = self._why_not_reuse(handle)
+        why = self.recycling.why_not(handle, closing=self._closing)
         with self._cond:
             pool = self._pools.get(handle.spec.key)
             if pool is not None:
                 pool.leased = max(0, pool.leased - 1)
             self._cond.notify_all()
             if why or pool is None:
-                self._not_reused[why or "forgotten"] += 1
+                if not why:
+                    self.recycling.not_reused("forgotten")
                 self._destroy_async(handle)
                 return
             pool.resetting[handle.tenant] += 1
@@ -312,63 +233,14 @@ class PoolManager:
         except RuntimeError:  # closing
             self._reset_done(pool, handle, ok=False)
 
-    def _why_not_reuse(self, handle: SandboxHandle) -> str:
-        """Why the policy destroys ``handle`` rather than reset it ("" = reset it)."""
-        config = self.config
-        if config.reuse_max_executions == 0:
-            return "off"
-        if handle.taint:
-            return handle.taint
-        if not handle.tenant:
-            return "no-tenant"
-        if self._closing:
-            return "closing"
-        if handle.executions >= config.reuse_max_executions:
-            return "max-executions"
-        if time.time() - handle.created_at >= self._max_age_s():
-            return "max-age"
-        return ""
+    def _reset_one(self, pool: SpecPool, handle: SandboxHandle) -> None:
+        self._reset_done(pool, handle, ok=self.recycling.reset(self.runtime, handle))
 
-    def _max_age_s(self) -> float:
-        """The oldest a container may be to be reset and reused: the policy's bound, never past
-        the containers' hard lifetime (the reaper's)."""
-        return min(self.config.reuse_max_age_s, self.config.max_container_lifetime_s)
-
-    def _reset_one(self, pool: _Pool, handle: SandboxHandle) -> None:
-        try:
-            report = self.runtime.reset(handle)
-        except SandboxResetFailed as exc:
-            self._reset_failures[exc.reason] += 1
-            log.warning(
-                "pool.reset_failed",
-                container=handle.name,
-                tenant=handle.tenant,
-                executions=handle.executions,
-                reason=exc.reason,
-                error=exc.message[:500],
-            )
-            self._reset_done(pool, handle, ok=False)
-            return
-        except Exception:  # never let a reset worker die silently; the container goes
-            self._reset_failures["crashed"] += 1
-            log.exception("pool.reset_crashed", container=handle.name)
-            self._reset_done(pool, handle, ok=False)
-            return
-        if report.restored:
-            log.info(
-                "pool.reset_restored", container=handle.name, tenant=handle.tenant, restored=report.restored
-            )
-        self._reset_done(pool, handle, ok=True, seconds=report.duration_s)
-
-    def _reset_done(self, pool: _Pool, handle: SandboxHandle, *, ok: bool, seconds: float = 0.0) -> None:
+    def _reset_done(self, pool: SpecPool, handle: SandboxHandle, *, ok: bool) -> None:
         with self._cond:
             pool.resetting[handle.tenant] -= 1
             if pool.resetting[handle.tenant] <= 0:
                 del pool.resetting[handle.tenant]
-            if ok:
-                self._resets_total += 1
-                self._reset_seconds += seconds
-                self._reset_buckets[bisect.bisect_left(RESET_BUCKETS_S, seconds)] += 1
             if ok and not self._closing and handle.spec.key in self._pools:
                 handle.state = SlotState.IDLE
                 handle.idle_since = time.monotonic()
@@ -378,20 +250,7 @@ class PoolManager:
             self._cond.notify_all()
 
     def recycle_stats(self) -> RecycleStats:
-        with self._cond:
-            buckets, total = [], 0
-            for n in self._reset_buckets:
-                total += n
-                buckets.append(total)
-            return RecycleStats(
-                max_executions=self.config.reuse_max_executions,
-                max_age_s=self.config.reuse_max_age_s,
-                resets_total=self._resets_total,
-                reset_seconds_sum=self._reset_seconds,
-                reset_buckets=tuple(buckets),
-                reset_failures=dict(self._reset_failures),
-                not_reused=dict(self._not_reused),
-            )
+        return self.recycling.stats()
 
     def expect(self, spec: ContainerSpec, count: int = 1) -> None:
         """Announce ``count`` acquisitions of ``spec`` to come (a negative count withdraws
@@ -492,10 +351,10 @@ class PoolManager:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _pool(self, spec: ContainerSpec) -> _Pool:
+    def _pool(self, spec: ContainerSpec) -> SpecPool:
         pool = self._pools.get(spec.key)
         if pool is None:
-            pool = self._pools[spec.key] = _Pool(spec=spec)
+            pool = self._pools[spec.key] = SpecPool(spec=spec)
         return pool
 
     def _destroy_async(self, handle: SandboxHandle) -> None:
@@ -604,7 +463,7 @@ class PoolManager:
         delay = self.config.refill_delay_s
         return min(last + delay, first + 5 * delay)
 
-    def _want(self, pool: _Pool, warm: bool, idle_room: int, refill: bool = True) -> int:
+    def _want(self, pool: SpecPool, warm: bool, idle_room: int, refill: bool = True) -> int:
         """How many more containers this pool should have in flight (waiters first; warm
         containers only for warm pools, within the host's idle cap, once ``refill``; announced
         ones once ``refill`` too, on top of the warm target: a creation during a burst of
@@ -631,7 +490,7 @@ class PoolManager:
                     keep_warm = key in warm or pool.waiters > 0
                     pool.idle = self._fresh_kept(pool.idle, keep_warm, stale)
                     for tenant, queue in list(pool.recycled.items()):
-                        kept = self._fresh_kept(queue, keep_warm, stale, max_age_s=self._max_age_s())
+                        kept = self._fresh_kept(queue, keep_warm, stale, max_age_s=self.recycling.max_age_s)
                         if kept:
                             pool.recycled[tenant] = kept
                         else:
@@ -705,7 +564,7 @@ class PoolManager:
             out.append(h)
         return out
 
-    def _create_one(self, pool: _Pool) -> None:
+    def _create_one(self, pool: SpecPool) -> None:
         handle: SandboxHandle | None = None
         error: InfraError | None = None
         try:
