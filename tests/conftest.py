@@ -114,19 +114,22 @@ class UIServer:
         threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
 
     def close(self) -> None:
-        from controller.rundir.reader import RunStatus, list_runs, run_status
+        from controller.rundir.lock import lock_holder
+        from controller.rundir.reader import list_runs
 
         self.proc.terminate()
         self.proc.wait(30)
-        # Runs it launched outlive it by design (their own session): end the ones still running.
+        # Runs it launched outlive it by design (their own session): end the ones still running
+        # (a run's lock says whether it runs; reading its whole status for 500 runs is slower
+        # than a page's event stream waits before it reconnects and reports the refusal).
         import os
         import signal
 
         for run in list_runs(self.runs_dir):
             for path in [run.path, *(p for p in (run.path / "evals").glob("*") if p.is_dir())]:
-                info = run_status(path)
-                if info.status is RunStatus.RUNNING and info.pid:
-                    os.kill(info.pid, signal.SIGKILL)
+                holder = lock_holder(path)
+                if holder is not None and holder.pid:
+                    os.kill(holder.pid, signal.SIGKILL)
 
 
 def _ui_servers():

@@ -243,3 +243,56 @@ def test_a_public_class_name_has_one_definition():
         "a class name defined twice: rename one (or, if one was renamed, drop it from "
         f"SHARED_CLASS_NAMES):\n{shared}"
     )
+
+
+#: The readers of run directories: they read every file through the run directory's records
+#: (``skillopt.trainer.rundir``), never parsing its JSON themselves.
+RUN_DIRECTORY_READERS = (
+    "controller.rundir.reader",
+    "controller.rundir.status",
+    "controller.rundir.damage",
+    "controller.rundir.runconfig",
+    "controller.commands.runs",
+    "controller.webui.compare",
+)
+
+
+def _json_parses(path: Path) -> list[str]:
+    """The ``json.load``/``json.loads`` calls in ``path`` (as ``json.loads`` or a bare name
+    imported from json)."""
+    found = []
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bare = {
+        a.asname or a.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "json"
+        for a in node.names
+        if a.name in ("load", "loads")
+    }
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if (
+            isinstance(f, ast.Attribute)
+            and f.attr in ("load", "loads")
+            and getattr(f.value, "id", "") == "json"
+        ):
+            found.append(f"json.{f.attr} (line {node.lineno})")
+        elif isinstance(f, ast.Name) and f.id in bare:
+            found.append(f"{f.id} (line {node.lineno})")
+    return found
+
+
+def test_run_directory_readers_read_through_its_records():
+    """One schema for the writer and every reader: a reader that parsed a file's JSON itself
+    would re-guess the writer (the ``.get("…")`` walks the reader had) and drift from it."""
+    modules = _modules()
+    wrong = [
+        f"{name} parses JSON: {call}"
+        for name in RUN_DIRECTORY_READERS
+        for call in _json_parses(modules[name])
+    ]
+    if '.get("' in modules["controller.rundir.reader"].read_text(encoding="utf-8"):
+        wrong.append("controller.rundir.reader walks a dict with .get(...)")
+    assert wrong == [], "read the file through its record in skillopt.trainer.rundir:\n" + "\n".join(wrong)

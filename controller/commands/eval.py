@@ -23,7 +23,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from controller.fleet.access import add_fleet_arguments
 from skillopt.errors import ConfigError, SkillOptError
@@ -31,7 +31,7 @@ from skillopt.gate import format_score
 
 if TYPE_CHECKING:
     from skillopt.config import Config
-    from skillopt.trainer.evaluation import EvalSummary
+    from skillopt.trainer.rundir import EvalConfigRecord, EvalSummary, SkillRef
     from skillopt.trainer.state import RunMode
     from skillopt.types import SkillSpec
 
@@ -134,20 +134,20 @@ class _Plan:
     #: The data root and split counts (the start line).
     data_line: str = ""
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> EvalConfigRecord:
         """``eval_config.json``: what ``--resume`` continues."""
-        return {
-            "config": self.cfg.to_dict(redacted=True),
-            "split": self.split,
-            "skill": {"path": str(self.skill_path.resolve()), "tree_sha256": self.skill.tree_sha256},
-            "against": (
-                {"path": str(self.against_path.resolve()), "tree_sha256": self.against.tree_sha256}
-                if self.against_path is not None and self.against is not None
-                else None
-            ),
-            "mode": self.mode.to_dict(),
-            "run": str(self.run_dir.resolve()) if self.run_dir is not None else "",
-        }
+        from skillopt.trainer.rundir import EvalConfigRecord, SkillRef
+
+        return EvalConfigRecord(
+            config=self.cfg,
+            split=self.split,
+            skill=SkillRef(path=str(self.skill_path.resolve()), tree_sha256=self.skill.tree_sha256),
+            against=SkillRef(path=str(self.against_path.resolve()), tree_sha256=self.against.tree_sha256)
+            if self.against_path is not None and self.against is not None
+            else None,
+            mode=self.mode,
+            run=str(self.run_dir.resolve()) if self.run_dir is not None else "",
+        )
 
 
 def _skill_path(name: str, run_dir: Path | None, flag: str) -> Path:
@@ -180,28 +180,20 @@ def _stem(path: Path) -> str:
     return path.stem if path.is_file() else path.name
 
 
-def _recorded(out: Path) -> dict[str, Any] | None:
+def _recorded(out: Path) -> EvalConfigRecord | None:
     """``out``'s ``eval_config.json``, ``None`` when it has none.
 
     Raises:
         ConfigError: it is damaged.
     """
-    from skillopt.trainer.rundir import layout
+    from skillopt.trainer.rundir import RecordError, RunDirectory, layout
 
-    path = out / layout.EVAL_CONFIG
-    if not path.exists():
-        return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path} is unreadable ({exc}); start the eval again with a new --out") from None
-    skill = data.get("skill") if isinstance(data, dict) else None
-    if not (isinstance(data, dict) and isinstance(data.get("config"), dict) and isinstance(skill, dict)):
-        raise ConfigError(f"{path} is damaged (no config or skill); start the eval again with a new --out")
-    against = data.get("against") or {"path": ""}
-    if not isinstance(skill.get("path"), str) or not isinstance(against, dict) or "path" not in against:
-        raise ConfigError(f"{path} is damaged (no skill path); start the eval again with a new --out")
-    return data
+        return RunDirectory(out, failpoint=None).eval_config()
+    except RecordError as exc:
+        raise ConfigError(
+            f"{out / layout.EVAL_CONFIG} {exc}; start the eval again with a new --out"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -214,7 +206,7 @@ class _Source:
     skill_path: Path
     against_path: Path | None
     run_dir: Path | None
-    record: dict[str, Any] | None  # the eval's eval_config.json when it continues one
+    record: EvalConfigRecord | None  # the eval's eval_config.json when it continues one
 
 
 def _with_simulate(overrides: list[str], simulate: str) -> list[str]:
@@ -227,9 +219,8 @@ def _resumed(args: argparse.Namespace, overrides: list[str]) -> _Source:
     Raises:
         ConfigError: a flag that would change the eval, or DIR is no (readable) eval directory.
     """
-    from skillopt.config import config_from_dict, with_overrides
+    from skillopt.config import with_overrides
     from skillopt.trainer.rundir import layout
-    from skillopt.trainer.state import RunMode
 
     out = Path(args.resume)
     given = [
@@ -246,16 +237,15 @@ def _resumed(args: argparse.Namespace, overrides: list[str]) -> _Source:
             f"{out} is not an eval directory (no {layout.EVAL_CONFIG}); an eval started by an older "
             "skillopt continues when its command is given again with the same --out"
         )
-    recorded = RunMode.from_dict(rec.get("mode"))
-    cfg = config_from_dict(rec["config"], source=str(out / layout.EVAL_CONFIG))
-    cfg = with_overrides(cfg, _with_simulate(overrides, args.simulate or (recorded.flag if recorded else "")))
+    simulate = args.simulate or (rec.mode.flag if rec.mode is not None else "")
+    cfg = with_overrides(rec.config, _with_simulate(overrides, simulate))
     return _Source(
         cfg=cfg,
         out=out,
-        split=str(rec.get("split") or "test"),
-        skill_path=Path(rec["skill"]["path"]),
-        against_path=Path(rec["against"]["path"]) if rec.get("against") else None,
-        run_dir=Path(rec["run"]) if rec.get("run") else None,
+        split=rec.split,
+        skill_path=Path(rec.skill.path),
+        against_path=Path(rec.against.path) if rec.against is not None else None,
+        run_dir=Path(rec.run) if rec.run else None,
         record=rec,
     )
 
@@ -337,44 +327,45 @@ def _plan(args: argparse.Namespace) -> _Plan:
     )
     if src.record is not None:  # continuing: the same skills and split, in the same mode
         _refuse_change(src.out, src.record, plan.record())
-        refuse_mode_change(src.out, src.record.get("mode"), mode)
+        refuse_mode_change(src.out, src.record.mode, mode)
     return plan
 
 
-def _refuse_change(out: Path, before: dict[str, Any], now: dict[str, Any]) -> None:
+def _refuse_change(out: Path, before: EvalConfigRecord, now: EvalConfigRecord) -> None:
     """An eval continues only with what it started with: its rows would mix two skills.
 
     Raises:
         ConfigError: naming what differs and what to do instead.
     """
-
-    def identity(entry: Any) -> Any:
-        return entry.get("tree_sha256") if isinstance(entry, dict) else entry
-
-    def path(entry: Any) -> Any:
-        return entry.get("path") if isinstance(entry, dict) else None
-
-    for key, what in (("split", "split"), ("skill", "skill"), ("against", "--against skill")):
-        was, is_ = before.get(key), now.get(key)
-        if identity(was) == identity(is_):
+    again = (
+        "Evaluate into a new --out (or leave --out out), or continue that eval as it was: "
+        f"skillopt eval --resume {out}"
+    )
+    if before.split != now.split:
+        raise ConfigError(
+            f"{out} holds an eval of another split (it was {before.split}, now {now.split}); their rows "
+            f"cannot be mixed. {again}"
+        )
+    for what, was, is_ in (
+        ("skill", before.skill, now.skill),
+        ("--against skill", before.against, now.against),
+    ):
+        if (was and was.tree_sha256) == (is_ and is_.tree_sha256):
             continue
-        if path(was) is not None and path(was) == path(is_):  # the same path, other files
+        if was is not None and is_ is not None and was.path == is_.path:  # the same path, other files
             raise ConfigError(
-                f"the {what} {path(was)} changed since the eval in {out} started (sha256 "
-                f"{str(identity(was))[:12]}, now {str(identity(is_))[:12]}); its rows and the new ones "
+                f"the {what} {was.path} changed since the eval in {out} started (sha256 "
+                f"{was.tree_sha256[:12]}, now {is_.tree_sha256[:12]}); its rows and the new ones "
                 "cannot be mixed. Evaluate it into a new --out"
             )
         raise ConfigError(
             f"{out} holds an eval of another {what} (it was {_shown(was)}, now {_shown(is_)}); their rows "
-            f"cannot be mixed. Evaluate into a new --out (or leave --out out), or continue that eval as it "
-            f"was: skillopt eval --resume {out}"
+            f"cannot be mixed. {again}"
         )
 
 
-def _shown(value: Any) -> str:
-    if isinstance(value, dict):
-        return f"{value.get('path')} (sha256 {str(value.get('tree_sha256', ''))[:12]})"
-    return "none" if value is None else str(value)
+def _shown(skill: SkillRef | None) -> str:
+    return "none" if skill is None else f"{skill.path} (sha256 {skill.tree_sha256[:12]})"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -425,7 +416,7 @@ def _run(plan: _Plan) -> int:
     except SkillOptError as exc:
         print(f"skillopt eval: {exc.message}", file=sys.stderr)
         return 2
-    atomic_write_json(out / layout.EVAL_CONFIG, plan.record())
+    atomic_write_json(out / layout.EVAL_CONFIG, plan.record().to_json())
     # Whole lines; a full disk drops them, never raises (the eval's own writes say so).
     configure_logging(json=True, level=plan.cfg.run.log_level, stream=LogFile(out / "eval.log"))
     try:
@@ -504,7 +495,7 @@ def _evaluate(plan: _Plan) -> EvalSummary:
     share, by_role = prefix_report({"target": target_prefix_on_disk(out)})
     return replace(
         summary,
-        mode=mode.to_dict(),
+        mode=mode,
         sandbox_hosts=hosts,
         environment=environment,
         cacheable_prefix_share=share,

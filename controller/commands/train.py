@@ -106,19 +106,28 @@ def run(args: argparse.Namespace) -> int:
     from skillopt.trainer import Trainer
     from skillopt.trainer.callbacks import Callback
     from skillopt.trainer.planning import load_data
-    from skillopt.trainer.rundir import RunDirectory, RunDirectoryDamaged, RunDirectoryFull, layout
+    from skillopt.trainer.rundir import (
+        RecordError,
+        RunDirectory,
+        RunDirectoryDamaged,
+        RunDirectoryFull,
+        layout,
+    )
     from skillopt.trainer.state import refuse_mode_change
 
     try:
         cfg, out = _load(args)
         mode = decide_simulation(cfg)
-        recorded = RunDirectory(out).read_json(layout.STATE) if args.resume else None
-        if not isinstance(recorded, dict):
-            recorded = {}  # a new run, or a damaged state (the trainer says so when it resumes)
-        if recorded:
-            refuse_mode_change(out, recorded.get("mode"), mode)
-        pinned = (recorded.get("environment") or {}).get("runtime_image_digest", "")
-        pinned_agent = (recorded.get("environment") or {}).get("agent_image_digest", "")
+        try:
+            recorded = RunDirectory(out).state() if args.resume else None
+        except RecordError:
+            recorded = None  # a damaged state: the trainer says so when it resumes
+        if recorded is not None:
+            refuse_mode_change(out, recorded.run_mode, mode)
+        # The environment manifest the run is pinned to (the sandbox hosts' own facts).
+        pinned_env = recorded.environment if recorded is not None else {}
+        pinned = str(pinned_env.get("runtime_image_digest", ""))
+        pinned_agent = str(pinned_env.get("agent_image_digest", ""))
         data = load_data(cfg)
         used = run_data(cfg, data)
         refuse_sample(cfg, mode, used, command="train")

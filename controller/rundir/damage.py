@@ -1,9 +1,10 @@
 """Is a run directory damaged, and what does it still prove?
 
-A run directory is damaged when a file the trainer wrote is there but cannot be read: a
-truncated ``history.json``, ``runtime_state.json``, ``summary.json``, ``config.json``, a
-committed step's ``step_record.json``, an eval's ``eval_summary.json`` (a full disk, a crash of
-the machine, a hand edit). Every consumer (the WebUI, ``skillopt runs``) asks :func:`inspect`
+A run directory is damaged when a file the trainer wrote is there but is not the record the
+run directory's schema (:mod:`skillopt.trainer.rundir`) says it holds: a truncated
+``history.json``, ``runtime_state.json``, ``summary.json``, ``config.json``, a committed step's
+``step_record.json``, an eval's ``eval_summary.json`` (a full disk, a crash of the machine, a
+hand edit), or one written by a newer skillopt. Every consumer (the WebUI, ``skillopt runs``) asks :func:`inspect`
 and says the same thing: which file, what is wrong with it, the last step the directory still
 proves committed, and what ``skillopt train --resume`` repairs.
 
@@ -17,16 +18,17 @@ Usage::
 
 from __future__ import annotations
 
-import json
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from skillopt.trainer.rundir import layout
+from skillopt.trainer.rundir import RecordError, RunDirectory, layout
+
+T = TypeVar("T")
 
 __all__ = ["Damage", "DamageReport", "inspect"]
-
-_NOT_FOUND = object()
 
 
 @dataclass(frozen=True)
@@ -86,37 +88,14 @@ class DamageReport:
         }
 
 
-def _read(path: Path) -> tuple[Any, str]:
-    """``(value, problem)``: the parsed JSON, or ``_NOT_FOUND``/``None`` and what is wrong."""
+def _check(store: RunDirectory, rel: str, read: Callable[[], T], repair: str, out: list[Damage]) -> T | None:
+    """``read()``'s record of ``rel`` (``None`` when the file is missing); a file that is there
+    but is not its record is added to ``out`` (the problem as the schema says it)."""
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return _NOT_FOUND, ""
-    except OSError as exc:
-        return None, f"cannot be read ({exc.strerror or exc})"
-    if not raw.strip():
-        return None, f"is empty ({len(raw)} bytes)"
-    try:
-        return json.loads(raw.decode("utf-8")), ""
-    except UnicodeDecodeError:
-        return None, "is not UTF-8 text"
-    except json.JSONDecodeError as exc:
-        # Every file the trainer writes is one object or array: one that does not end like
-        # one was cut off (a full disk, a crash mid-write outside the atomic writes).
-        cut = "; cut off: it ends mid-value" if not raw.rstrip().endswith((b"}", b"]")) else ""
-        return None, f"is not valid JSON ({exc.msg}, byte {exc.pos} of {len(raw)}{cut})"
-
-
-def _check(path: Path, rel: str, kind: type, repair: str, out: list[Damage]) -> Any:
-    value, problem = _read(path / rel)
-    if value is _NOT_FOUND:
-        return _NOT_FOUND
-    if not problem and not isinstance(value, kind):
-        problem = f"holds a JSON {type(value).__name__}, not a JSON {kind.__name__}"
-    if problem:
-        out.append(Damage(rel, problem, repair))
+        return read()
+    except RecordError as exc:
+        out.append(Damage(rel, str(exc), repair))
         return None
-    return value
 
 
 _REPAIR = {
@@ -130,27 +109,28 @@ _REPAIR = {
 
 
 def inspect(path: Path, *, deep: bool = False) -> DamageReport:
-    """The damage of the run (or eval) directory ``path``.
+    """The damage of the run (or eval) directory ``path``: every file the schema
+    (:mod:`skillopt.trainer.rundir`) has a record for, read as a reader reads it.
 
     ``deep`` also reads every committed step's record (the run page); otherwise only the last
     committed one (the runs list, which must stay fast with hundreds of runs).
     """
     problems: list[Damage] = []
-    state = _check(path, layout.STATE, dict, _REPAIR[layout.STATE], problems)
-    history = _check(path, layout.HISTORY, list, _REPAIR[layout.HISTORY], problems)
-    _check(path, layout.SUMMARY, dict, _REPAIR[layout.SUMMARY], problems)
-    _check(path, layout.CONFIG, dict, _REPAIR[layout.CONFIG], problems)
-    _check(path, layout.EVAL_SUMMARY, dict, _REPAIR[layout.EVAL_SUMMARY], problems)
-    _check(path, layout.EVAL_CONFIG, dict, _REPAIR[layout.EVAL_CONFIG], problems)
+    store = RunDirectory(path, failpoint=None)
+    state = _check(store, layout.STATE, store.state, _REPAIR[layout.STATE], problems)
+    history = _check(store, layout.HISTORY, store.history_records, _REPAIR[layout.HISTORY], problems)
+    _check(store, layout.SUMMARY, store.summary, _REPAIR[layout.SUMMARY], problems)
+    _check(store, layout.CONFIG, store.config, _REPAIR[layout.CONFIG], problems)
+    _check(store, layout.EVAL_SUMMARY, store.eval_summary, _REPAIR[layout.EVAL_SUMMARY], problems)
+    _check(store, layout.EVAL_CONFIG, store.eval_config, _REPAIR[layout.EVAL_CONFIG], problems)
     last: int | None = None
-    if isinstance(state, dict) and isinstance(state.get("last_completed_step"), int):
-        last = state["last_completed_step"]
-    elif isinstance(history, list):
-        steps = [r["step"] for r in history if isinstance(r, dict) and isinstance(r.get("step"), int)]
-        last = max(steps, default=0)
+    if state is not None:
+        last = state.last_completed_step
+    elif history is not None:
+        last = max((r.step for r in history), default=0)
     resumable = not any(d.file in (layout.STATE, layout.CONFIG) for d in problems)
     if last:
-        history_ok = isinstance(history, list)
+        history_ok = history is not None
         for step in range(1, last + 1) if deep else (last,):
             rel = f"{layout.step_dir(step)}/{layout.Step.RECORD}"
             repair = (
@@ -159,7 +139,7 @@ def inspect(path: Path, *, deep: bool = False) -> DamageReport:
                 else "not repairable, and history.json cannot be rebuilt without it"
             )
             before = len(problems)
-            _check(path, rel, dict, repair, problems)
+            _check(store, rel, functools.partial(store.step_record, step), repair, problems)
             if len(problems) > before and not history_ok:
                 resumable = False
     return DamageReport(tuple(problems), last_committed_step=last or None, resumable=resumable)

@@ -43,18 +43,19 @@ from skillopt.trainer.callbacks import (
     StepEndEvent,
     StepStartEvent,
 )
-from skillopt.trainer.rundir import layout
+from skillopt.trainer.rundir import LiveRecord, layout
+from skillopt.trainer.rundir.schema import LiveBatch, LiveGate, LiveHost, LiveStage
 
 __all__ = ["LIVE_NAME", "LiveStatus", "StopWatcher"]
 
 log = structlog.get_logger("skillopt.controller.rundir")
 
 LIVE_NAME = layout.LIVE
-LIVE_VERSION = 1
 
 
 class LiveStatus(Callback):
-    """Writes ``live.json`` as the run progresses.
+    """Writes ``live.json`` (a :class:`~skillopt.trainer.rundir.LiveRecord`) as the run
+    progresses.
 
     Args:
         run_dir: the run directory.
@@ -78,54 +79,37 @@ class LiveStatus(Callback):
         self._spend: Spend | None = None
         self._last_write = 0.0
         self._timer: threading.Timer | None = None
-        self._data: dict[str, Any] = {
-            "version": LIVE_VERSION,
-            "pid": os.getpid(),
-            "session_started_at": time.time(),
-            "phase": "starting",
-            "epoch": 0,
-            "num_epochs": 0,
-            "step": 0,
-            "total_steps": 0,
-            "stage": "",
-            "stage_started_at": None,
-            "stages": [],
-            "batch": None,
-            "last_gate": None,
-            "baseline_score": None,
-            "error": "",
-        }
+        self._live = LiveRecord(pid=os.getpid(), session_started_at=time.time())
 
     # -- writing -----------------------------------------------------------------------------
 
-    def _snapshot(self) -> dict[str, Any]:
-        data = dict(self._data)
+    def _snapshot(self) -> LiveRecord:
+        fields: dict[str, Any] = {"updated_at": time.time()}
         if self._hosts is not None:
             hosts = list(self._hosts())
-            data["hosts"] = [
-                {
-                    "address": h.address,
-                    "host": h.host_id,
-                    "health": str(h.health),
-                    "capacity": h.capacity,
-                    "in_flight": h.in_flight,
-                }
+            fields["hosts"] = tuple(
+                LiveHost(
+                    address=h.address,
+                    host=h.host_id,
+                    health=str(h.health),
+                    capacity=h.capacity,
+                    in_flight=h.in_flight,
+                )
                 for h in hosts
-            ]
-            data["running"] = sum(h.in_flight for h in hosts)
+            )
+            fields["running"] = sum(h.in_flight for h in hosts)
         if self._spend is not None:
-            data["tokens"], data["cost_usd"] = self._spend.tokens, self._spend.cost_usd
-        data["updated_at"] = time.time()
-        return data
+            fields["tokens"], fields["cost_usd"] = self._spend.tokens, self._spend.cost_usd
+        return self._live.model_copy(update=fields)
 
     def _write(self) -> None:
         with self._write_lock:
             with self._lock:
                 self._timer = None
-                data = self._snapshot()
+                live = self._snapshot()
                 self._last_write = time.monotonic()
             try:
-                atomic_write_json(self.path, data, durable=False)
+                atomic_write_json(self.path, live.to_json(), durable=False)
             except OSError as exc:  # progress only: never fail the run for it
                 log.warning("live.write_failed", error=str(exc))
 
@@ -146,7 +130,7 @@ class LiveStatus(Callback):
 
     def _set(self, *, now: bool = False, **fields: Any) -> None:
         with self._lock:
-            self._data.update(fields)
+            self._live = self._live.model_copy(update=fields)
         self._changed(now=now)
 
     # -- hooks -------------------------------------------------------------------------------
@@ -170,7 +154,7 @@ class LiveStatus(Callback):
 
     def on_step_start(self, event: StepStartEvent) -> None:
         self._set(
-            now=True, phase="training", step=event.step, epoch=event.epoch, stages=[], batch=None, stage=""
+            now=True, phase="training", step=event.step, epoch=event.epoch, stages=(), batch=None, stage=""
         )
 
     def on_stage_start(self, event: StageEvent) -> None:
@@ -187,64 +171,56 @@ class LiveStatus(Callback):
                 "phase": phase.get(event.stage, "training"),
             }
             if event.stage in phase:
-                fields["stages"] = []
-            self._data.update(fields)
+                fields["stages"] = ()
+            self._live = self._live.model_copy(update=fields)
             self._spend = event.spend
         self._changed(now=True)
 
     def on_stage_end(self, event: StageEvent) -> None:
         with self._lock:
-            stages = [*self._data["stages"], {"name": event.stage, "seconds": round(event.seconds or 0.0, 3)}]
-            self._data["stages"] = stages
+            ended = LiveStage(name=event.stage, seconds=round(event.seconds or 0.0, 3))
+            fields: dict[str, Any] = {"stages": (*self._live.stages, ended)}
             if event.stage == "baseline":
-                self._data["baseline_score"] = event.baseline_score
+                fields["baseline_score"] = event.baseline_score
+            self._live = self._live.model_copy(update=fields)
             self._spend = event.spend
         self._changed(now=True)
 
     def on_rollout_batch(self, event: BatchEvent) -> None:
-        self._set(
-            now=True,
-            batch={
-                "label": event.label,
-                "total": event.total,
-                "done": event.done,
-                "resumed": event.done,
-                "pass": 0,
-                "fail": 0,
-                "infra": 0,
-            },
-        )
+        batch = LiveBatch(label=event.label, total=event.total, done=event.done, resumed=event.done)
+        self._set(now=True, batch=batch)
 
     def on_rollout_result(self, event: RowEvent) -> None:
         p = event.progress
         with self._lock:
-            b = self._data.get("batch")
+            b = self._live.batch
             # Rows are announced from several threads: a count older than the one shown is
             # skipped, so the batch never goes backwards.
-            if not b or b.get("label") != p.label or b.get("done", 0) > p.done:
+            if b is None or b.label != p.label or b.done > p.done:
                 return
-            self._data["batch"] = {
-                "label": p.label,
-                "total": p.total,
-                "done": p.done,
-                "resumed": p.resumed,
-                "pass": p.passed,
-                "fail": p.failed,
-                "infra": p.infra,
-            }
+            batch = LiveBatch(
+                label=p.label,
+                total=p.total,
+                done=p.done,
+                resumed=p.resumed,
+                passed=p.passed,
+                fail=p.failed,
+                infra=p.infra,
+            )
+            self._live = self._live.model_copy(update={"batch": batch})
         self._changed()
 
     def on_gate_decision(self, event: GateEvent) -> None:
         self._set(
-            last_gate={
-                "step": event.step,
-                "origin": event.origin,
-                "action": event.action,
-                "candidate_score": event.candidate_score,
-                "current_score": event.current_score,
-                "best_score": event.best_score,
-                "reason": event.reason,
-            }
+            last_gate=LiveGate(
+                step=event.step,
+                origin=event.origin,
+                action=event.action,
+                candidate_score=event.candidate_score,
+                current_score=event.current_score,
+                best_score=event.best_score,
+                reason=event.reason,
+            )
         )
 
     def on_step_end(self, event: StepEndEvent) -> None:

@@ -1,81 +1,72 @@
 """Reading a run directory: the one reader behind the WebUI and ``skillopt runs``.
 
-It reads exactly what ``skillopt train`` and ``skillopt eval`` write (layout in the README's
-"Run directory" section and reference §1.7) and never writes there, so it can follow a run
-while it runs. Files the trainer replaces are replaced atomically; ``results.jsonl`` is
-appended, so a torn last line is skipped here (the trainer repairs it on resume).
-
-Status comes from the directory alone (:func:`run_status`): the lock held → ``running``; a
-``summary.json`` newer than the last session's start → ``finished`` (status ``complete``) or
-``stopped``; launched from the WebUI moments ago and not locked yet → ``starting``; anything
-else → ``failed`` (crashed, killed, or refused at startup: ``console.log`` says why).
+It reads exactly what ``skillopt train`` and ``skillopt eval`` write, through the run
+directory's own records (:mod:`skillopt.trainer.rundir`: each file's model, any version
+migrated on read), and never writes there, so it can follow a run while it runs. Files the
+trainer replaces are replaced atomically; ``results.jsonl`` is appended, so a torn last line is
+skipped here (the trainer repairs it on resume). A file that is there but is not its record
+reads as absent here; :mod:`controller.rundir.damage` names it, and the status says
+``damaged`` (:mod:`controller.rundir.status`).
 """
 
 from __future__ import annotations
 
 import difflib
-import enum
 import functools
-import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from controller.rundir.damage import DamageReport
-from controller.rundir.damage import inspect as inspect_damage
-from controller.rundir.live import LIVE_NAME
-from controller.rundir.lock import LOCK_NAME, LockHolder, lock_holder, read_stop_request
 from controller.rundir.notes import RunNotes, read_notes
+from controller.rundir.status import RunStatus, StatusInfo, read_launch, run_status
+from skillopt.gate import Interval
 from skillopt.logs import redact_text
 from skillopt.models.roles import PriceTable
-from skillopt.trainer.evaluation import EvalSummary
+from skillopt.trainer.records import StepRecord
 from skillopt.trainer.rundir import (
+    ConfigRecord,
+    EvalSummary,
+    LaunchRecord,
+    LiveRecord,
+    RecordError,
+    ResultRow,
     RunDirectory,
     layout,
     prediction_dir,
-    read_result_lines,
-    row_from_json,
+    read_rows,
     trace_from_json,
 )
+from skillopt.trainer.rundir.schema import read_json
+from skillopt.trainer.state import RunMode, TrainerState
+from skillopt.trainer.summary import FitResult
 from skillopt.types import RolloutResult, Usage
 
 __all__ = [
-    "LAUNCH_NAME",
     "DiffLine",
     "RunDir",
     "RunInfo",
     "RunStatus",
+    "StatusInfo",
     "diff_lines",
     "is_run_dir",
     "list_runs",
     "run_status",
 ]
 
-#: Written by the WebUI when it starts a process in a run directory (argv, pid, time).
-LAUNCH_NAME = layout.LAUNCH
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+T = TypeVar("T")
 
 
-class RunStatus(enum.StrEnum):
-    STARTING = "starting"  # launched from the WebUI, the process has not taken the lock yet
-    RUNNING = "running"  # the lock is held
-    FINISHED = "finished"  # summary.json of this session says complete (eval: eval_summary.json)
-    STOPPED = "stopped"  # summary.json of this session says stopped (a stop or a budget)
-    DAMAGED = "damaged"  # not running, and a file it wrote cannot be read (controller.rundir.damage)
-    FAILED = "failed"  # none of the above: crashed, killed, or refused at startup
-
-
-def _json(path: Path) -> Any:
+def _quiet(read: Callable[[], T | None]) -> T | None:
+    """``read()``, or ``None`` for a file that is there but is not its record (damage says so)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read()
+    except RecordError:
         return None
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _mtime(path: Path) -> float | None:
@@ -83,65 +74,6 @@ def _mtime(path: Path) -> float | None:
         return path.stat().st_mtime
     except OSError:
         return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie is not alive (its parent has not reaped it yet).
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-@dataclass(frozen=True)
-class StatusInfo:
-    status: RunStatus
-    pid: int = 0
-    stop_requested: bool = False
-    #: When the current (or last) session started, seconds since the epoch (0 = unknown).
-    session_started_at: float = 0.0
-    #: What is damaged (status ``damaged``); empty otherwise.
-    damage: DamageReport = field(default_factory=DamageReport)
-
-
-def run_status(path: Path, *, deep: bool = False) -> StatusInfo:
-    """The status of the run (or eval) in ``path``, from its files and its lock (``deep``:
-    check every committed step's record for damage, not only the last one's)."""
-    holder = lock_holder(path)
-    if holder is not None:
-        return StatusInfo(
-            RunStatus.RUNNING,
-            pid=holder.pid,
-            stop_requested=read_stop_request(path, holder.pid) is not None,
-            session_started_at=holder.started_at,
-        )
-    last = LockHolder.read(path / LOCK_NAME)
-    started = last.started_at if last else 0.0
-    launch = _json(path / LAUNCH_NAME) or {}
-    launched_at = float(launch.get("launched_at") or 0.0)
-    if launched_at > started:  # launched after the last session began: this launch's process
-        pid = int(launch.get("pid") or 0)
-        state = RunStatus.STARTING if pid and _alive(pid) else RunStatus.FAILED
-        return StatusInfo(state, pid=pid, session_started_at=launched_at)
-    report = inspect_damage(path, deep=deep)
-    if report:
-        return StatusInfo(
-            RunStatus.DAMAGED, pid=last.pid if last else 0, session_started_at=started, damage=report
-        )
-    for name in (layout.SUMMARY, layout.EVAL_SUMMARY):
-        summary = _json(path / name)
-        if isinstance(summary, dict) and (_mtime(path / name) or 0.0) >= started:
-            if summary.get("status", "complete") == "stopped":
-                return StatusInfo(RunStatus.STOPPED, session_started_at=started)
-            return StatusInfo(RunStatus.FINISHED, session_started_at=started)
-    return StatusInfo(RunStatus.FAILED, pid=last.pid if last else 0, session_started_at=started)
 
 
 @dataclass(frozen=True)
@@ -172,7 +104,7 @@ class RunInfo:
     #: The live phase while running (baseline, training, epoch_end, test, done, stopped).
     phase: str = ""
     #: 95% interval of ``best_score`` (``[lo, hi]``; None when not recorded).
-    best_score_ci95: tuple[float, float] | None = None
+    best_score_ci95: Interval | None = None
     #: ``evaluation.gate_mode`` (train runs).
     gate_mode: str = ""
     #: The noisy simulation (``run.simulate: noisy``).
@@ -195,10 +127,6 @@ class RunInfo:
         d["files_changed"] = list(self.files_changed)
         d["best_score_ci95"] = list(self.best_score_ci95) if self.best_score_ci95 else None
         return d
-
-
-def _pair(value: Any) -> tuple[float, float] | None:
-    return (float(value[0]), float(value[1])) if isinstance(value, list) and len(value) == 2 else None
 
 
 @dataclass(frozen=True)
@@ -232,7 +160,8 @@ def diff_lines(old: str, new: str, *, context: int = 3) -> list[DiffLine]:
 
 @dataclass
 class RunDir:
-    """Read-only view of one run directory (or eval directory)."""
+    """Read-only view of one run directory (or eval directory). Each record is read once per
+    view (a page reads the config for every step)."""
 
     path: Path
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -256,8 +185,10 @@ class RunDir:
         return target if target.is_relative_to(root) else None
 
     def json(self, rel: str) -> Any:
+        """The JSON of a file the schema has no record for (a stage's cached output: patches,
+        the merged and ranked edits, the apply report), as it is; ``None`` when unreadable."""
         path = self.resolve(rel)
-        return _json(path) if path else None
+        return _quiet(lambda: read_json(path)) if path else None
 
     def text(self, rel: str, *, limit: int = 2_000_000) -> str | None:
         """A text file of the run, secret-shaped strings masked."""
@@ -271,7 +202,7 @@ class RunDir:
         path = self.resolve(rel)
         return bool(path and path.exists())
 
-    # -- the run -----------------------------------------------------------------------------
+    # -- the run's records ---------------------------------------------------------------------
 
     def status(self, *, deep: bool = False) -> StatusInfo:
         return run_status(self.path, deep=deep)
@@ -281,109 +212,120 @@ class RunDir:
         """The run directory's own reader (``skillopt.trainer.rundir``)."""
         return RunDirectory(self.path, failpoint=None)
 
-    def config(self) -> dict[str, Any]:
-        if "config" not in self._cache:  # read once per view (a page reads it for every step)
-            self._cache["config"] = _dict(self.store.read_json(layout.CONFIG))
-        return self._cache["config"]
+    def _once(self, key: str, read: Callable[[], T | None]) -> T | None:
+        if key not in self._cache:
+            self._cache[key] = _quiet(read)
+        return self._cache[key]
 
-    def state(self) -> dict[str, Any]:
-        return _dict(self.store.read_json(layout.STATE))
+    def config(self) -> ConfigRecord | None:
+        """``config.json``: the config the run ran with and what it derived (``None``: none yet)."""
+        return self._once("config", self.store.config)
 
-    def history(self) -> list[dict[str, Any]]:
+    def state(self) -> TrainerState | None:
+        """``runtime_state.json`` (not cached: a live page reads it at every push)."""
+        return _quiet(self.store.state)
+
+    def history(self) -> list[StepRecord]:
         """The committed step records: ``history.json``, else (damaged) the steps' own records
         up to the last committed step, as ``--resume`` would rebuild it."""
-        hist = self.store.committed_history()
-        if hist or isinstance(self.store.read_json(layout.HISTORY), list):
-            return hist
-        last = self.state().get("last_completed_step")
-        if not isinstance(last, int):
-            return []
-        records = (self.json(f"{layout.step_dir(n)}/{layout.Step.RECORD}") for n in range(1, last + 1))
-        return [r for r in records if isinstance(r, dict)]
+        return self.store.committed_history()
 
-    def summary(self) -> dict[str, Any] | None:
-        data = self.store.read_json(layout.SUMMARY)
-        return data if isinstance(data, dict) else None
+    def summary(self) -> FitResult | None:
+        return _quiet(self.store.summary)
 
-    def live(self) -> dict[str, Any] | None:
-        return self.json(LIVE_NAME)
+    def eval_record(self) -> EvalSummary | None:
+        """An eval directory's ``eval_summary.json``."""
+        return _quiet(self.store.eval_summary)
 
-    def launch(self) -> dict[str, Any]:
-        return self.json(LAUNCH_NAME) or {}
+    def live(self) -> LiveRecord | None:
+        """``live.json``: where the session stands (meaningful while the run is running)."""
+        return _quiet(lambda: self.store.record(layout.LIVE, LiveRecord.from_json))
+
+    def launch(self) -> LaunchRecord | None:
+        return read_launch(self.store)
+
+    def mode(self) -> RunMode | None:
+        """The mode the run ran in: its state's, else its config's (an eval: its summary's)."""
+        state, config = self.state(), self.config()
+        mode = state.run_mode if state is not None else None
+        if mode is None and config is not None:
+            mode = config.derived.mode
+        ev = self.eval_record() if self.is_eval() else None
+        return ev.mode if ev is not None and ev.mode is not None else mode
 
     def is_eval(self) -> bool:
+        launch = self.launch()
         return not self.exists(layout.CONFIG) and (
             self.exists(layout.EVAL_SUMMARY)
             or self.exists(layout.EVAL_CONFIG)
-            or self.launch().get("kind") == "eval"
+            or (launch is not None and launch.kind == "eval")
         )
 
-    def best_score_ci95(self) -> tuple[float, float] | None:
+    def best_score_ci95(self) -> Interval | None:
         """The best skill's selection interval: the summary's, else the last committed step's."""
-        summary = self.summary() or {}
-        value = summary.get("best_selection_score_ci95")
-        if value is None:
-            hist = self.history()
-            value = hist[-1].get("best_score_ci95") if hist else None
-        return _pair(value)
+        summary = self.summary()
+        if summary is not None and summary.best_selection_score_ci95 is not None:
+            return summary.best_selection_score_ci95
+        hist = self.history()
+        return hist[-1].best_score_ci95 if hist else None
 
     def baseline_score(self) -> float | None:
-        summary = self.summary() or {}
-        if summary.get("baseline_selection_score") is not None:
-            return summary["baseline_selection_score"]
-        live = self.live() or {}
-        if live.get("baseline_score") is not None:
-            return live["baseline_score"]
+        """The initial skill's selection score: the summary's, the live status's, else the
+        first step's gate's (what the first candidate was compared with)."""
+        summary = self.summary()
+        if summary is not None and summary.baseline_selection_score is not None:
+            return summary.baseline_selection_score
+        live = self.live()
+        if live is not None and live.baseline_score is not None:
+            return live.baseline_score
         hist = self.history()
-        return hist[0].get("current_score_before") if hist else None
+        return hist[0].selection.current_score_before if hist and hist[0].selection else None
 
     def usage(self, status: RunStatus | None = None) -> tuple[int, float]:
         """Tokens and cost so far: the live status while running, else the summary, else the
         run state with the config's prices (``status``: the run's, when the caller has it)."""
-        live = self.live() or {}
         status = status or self.status().status
-        if status is RunStatus.RUNNING and "tokens" in live:
-            return int(live["tokens"]), float(live.get("cost_usd") or 0.0)
+        live = self.live()
+        if status is RunStatus.RUNNING and live is not None and live.tokens is not None:
+            return live.tokens, live.cost_usd or 0.0
         summary = self.summary()
         # A summary is this session's only when the status came from it (not stale).
         done = (RunStatus.FINISHED, RunStatus.STOPPED, RunStatus.DAMAGED)
-        if summary and summary.get("token_summary") and status in done:
-            return int(summary["token_summary"]["_total"]["total_tokens"]), float(
-                summary.get("cost_usd", 0.0)
-            )
-        st, model = self.state(), self.config().get("model", {})
+        if summary is not None and summary.token_summary and status in done:
+            return summary.total_tokens, summary.cost_usd
+        state, config = self.state(), self.config()
+        if state is None:
+            return 0, 0.0
+        optimizer, target = state.spent()
         prices = self.prices()
-        tokens, cost = 0, 0.0
-        for key, name in (("usage", model.get("optimizer", "")), ("target_usage", model.get("target", ""))):
-            total = Usage()
-            for u in (st.get(key) or {}).values():
-                total = total + Usage.from_dict(u)
-            tokens += total.total_tokens
-            cost += prices.cost(name, total)
-        return tokens, cost
+        model = config.config.model if config is not None else None
+        cost = (
+            prices.cost(model.optimizer, optimizer) + prices.cost(model.target, target)
+            if model is not None
+            else 0.0
+        )
+        return optimizer.total_tokens + target.total_tokens, cost
 
-    def info(self) -> RunInfo:
-        """The runs-list line of this run."""
-        st_info = self.status()
-        cfg, st, live = self.config(), self.state(), self.live() or {}
-        derived = cfg.get("derived", {})
-        mode = st.get("mode") or derived.get("mode") or {}
+    def info(self, status: StatusInfo | None = None) -> RunInfo:
+        """The runs-list line of this run (``status``: the run's, when the caller has it)."""
+        st_info = status or self.status()
+        running = st_info.status is RunStatus.RUNNING
+        config, state, live, launch = self.config(), self.state(), self.live(), self.launch()
+        cfg = config.config if config is not None else None
+        mode = self.mode()
         tokens, cost = self.usage(st_info.status)
-        hosts = set(st.get("hosts") or [])
-        hosts |= {
-            h.get("host") or h.get("address")
-            for h in live.get("hosts") or []
-            if st_info.status is RunStatus.RUNNING
-        }
+        hosts = set(state.hosts if state is not None else ())
+        if running and live is not None:
+            hosts |= {h.host or h.address for h in live.hosts}
         kind = "eval" if self.is_eval() else "train"
-        eval_summary = self.json(layout.EVAL_SUMMARY) or {}
-        if kind == "eval" and eval_summary:
-            mode = eval_summary.get("mode") or mode
-            hosts |= set(eval_summary.get("sandbox_hosts") or [])
+        ev = self.eval_record() if kind == "eval" else None
+        if ev is not None:
+            hosts |= set(ev.sandbox_hosts)
         started = [
-            t for t in (self.launch().get("first_launched_at"), _mtime(self.path / layout.RUN_ID)) if t
+            t for t in (launch.first_launched_at if launch else None, _mtime(self.path / layout.RUN_ID)) if t
         ]
-        updated = [t for t in (_mtime(self.path / LIVE_NAME), _mtime(self.path / layout.STATE)) if t]
+        updated = [t for t in (_mtime(self.path / layout.LIVE), _mtime(self.path / layout.STATE)) if t]
+        total_steps = config.derived.total_steps if config is not None else 0
         return RunInfo(
             name=self.name,
             path=self.path,
@@ -391,27 +333,27 @@ class RunDir:
             status=st_info.status,
             pid=st_info.pid,
             stop_requested=st_info.stop_requested,
-            env=cfg.get("env", {}).get("name", "") or self.launch().get("env", ""),
-            agent=cfg.get("env", {}).get("agent", ""),
-            optimizer=cfg.get("model", {}).get("optimizer", ""),
-            target=cfg.get("model", {}).get("target", ""),
-            simulated=mode.get("simulated") if mode else None,
-            mode_reason=str(mode.get("reason", "")) if mode else "",
+            env=cfg.env.name if cfg is not None else launch.env if launch is not None else "",
+            agent=cfg.env.agent if cfg is not None else "",
+            optimizer=cfg.model.optimizer if cfg is not None else "",
+            target=cfg.model.target if cfg is not None else "",
+            simulated=mode.simulated if mode is not None else None,
+            mode_reason=mode.reason if mode is not None else "",
             baseline_score=self.baseline_score() if kind == "train" else None,
-            best_score=st.get("best_score") if kind == "train" else eval_summary.get("hard"),
-            steps_done=int(st.get("last_completed_step") or 0),
-            total_steps=int(derived.get("total_steps") or live.get("total_steps") or 0),
+            best_score=(state.best_score if state is not None else None)
+            if kind == "train"
+            else (ev.hard if ev is not None else None),
+            steps_done=state.last_completed_step if state is not None else 0,
+            total_steps=total_steps or (live.total_steps if live is not None else 0),
             tokens=tokens,
             cost_usd=cost,
             started_at=min(started) if started else (_mtime(self.path) or 0.0),
             updated_at=max(updated) if updated else (_mtime(self.path) or 0.0),
             hosts=tuple(sorted(h for h in hosts if h)),
-            phase=str(live.get("phase", "")) if st_info.status is RunStatus.RUNNING else "",
-            best_score_ci95=self.best_score_ci95()
-            if kind == "train"
-            else _pair(eval_summary.get("hard_ci95")),
-            gate_mode=str(cfg.get("evaluation", {}).get("gate_mode", "strict")) if kind == "train" else "",
-            noisy=bool(mode.get("noisy")) if mode else False,
+            phase=live.phase if running and live is not None else "",
+            best_score_ci95=self.best_score_ci95() if kind == "train" else (ev.hard_ci95 if ev else None),
+            gate_mode=cfg.evaluation.gate_mode if kind == "train" and cfg is not None else "",
+            noisy=mode.noisy if mode is not None else False,
             damage=st_info.damage,
             notes=read_notes(self.path),
             files_changed=self.files_changed() if kind == "train" else (),
@@ -422,9 +364,9 @@ class RunDir:
         marks = {"added": "+", "removed": "-", "changed": "~"}
         last: dict[str, str] = {}
         for r in self.history():
-            if str(r.get("action", "")).startswith("accept"):  # accept, accept_new_best
-                for c in r.get("file_changes") or ():
-                    last[str(c.get("path"))] = marks.get(str(c.get("status")), "~")
+            if r.accepted and r.proposal is not None:  # accept, accept_new_best
+                for c in r.proposal.file_changes:
+                    last[str(c["path"])] = marks.get(str(c["status"]), "~")
         return tuple(f"{m}{p}" for p, m in sorted(last.items()))
 
     # -- steps, rollouts, skills ---------------------------------------------------------------
@@ -436,34 +378,37 @@ class RunDir:
         return sorted(int(m.group(1)) for p in root.iterdir() if (m := layout.STEP_DIR_RE.match(p.name)))
 
     def step(self, n: int) -> dict[str, Any]:
-        """Everything a step wrote: record, patches, merged and ranked edits, apply report,
-        the skill before and the candidate, its rollout directories."""
+        """Everything a step wrote: its record (in its current shape: an older one migrated),
+        patches, merged and ranked edits, apply report, the skill before and the candidate, its
+        rollout directories."""
         rel = layout.step_dir(n)
         base = self.path / rel
         S = layout.Step
         patches = []
         for pdir in sorted(base.glob(f"**/{S.PATCHES}")):
             for f in sorted(pdir.glob("*.json")):
-                data = _json(f) or {}
-                patches.append({"file": str(f.relative_to(self.path)), **data})
+                data = self.json(str(f.relative_to(self.path)))
+                patches.append(
+                    {"file": str(f.relative_to(self.path)), **(data if isinstance(data, dict) else {})}
+                )
         for probe_file in sorted(base.glob(f"**/{S.PROBE_PATCH}")):
-            probe = _json(probe_file)
-            if probe:
+            probe = self.json(str(probe_file.relative_to(self.path)))
+            if isinstance(probe, dict) and probe:
                 patches.append(
                     {"file": str(probe_file.relative_to(self.path)), "source_type": "probe", **probe}
                 )
-        before = self.text(layout.skill_file(n - 1)) if n > 0 else None
+        record = _quiet(lambda: self.store.step_record(n))
         return {
             "step": n,
             "rel": rel,
-            "record": self.json(f"{rel}/{S.RECORD}"),
+            "record": record.to_json() if record is not None else None,
             "patches": patches,
             "merged": self.json(f"{rel}/{S.MERGED}"),
             "ranked": self.json(f"{rel}/{S.RANKED}"),
             "apply_report": self.json(f"{rel}/{S.APPLY_REPORT}"),
             "rewrite": self.json(f"{rel}/{S.REWRITE}") or self.json(f"{rel}/{S.FULL_REWRITE}"),
             "lr_decision": self.json(f"{rel}/{S.LR_DECISION}"),
-            "skill_before": before,
+            "skill_before": self.text(layout.skill_file(n - 1)) if n > 0 else None,
             "candidate": self.text(f"{rel}/{S.CANDIDATE}"),
             "rollout_dirs": self.rollout_dirs(rel),
         }
@@ -477,30 +422,25 @@ class RunDir:
         return [str(p.relative_to(self.path.resolve())) for p in found]
 
     def prices(self) -> PriceTable:
-        """The run's price table (its config's ``model.prices``; read once per view)."""
-        if "prices" not in self._cache:
-            model = self.config().get("model", {})
-            self._cache["prices"] = PriceTable(
-                prices={
-                    m: (p["input"], p["output"], p.get("cached_input"), p.get("cache_write"))
-                    for m, p in (model.get("prices") or {}).items()
-                }
-            )
-        return self._cache["prices"]
+        """The run's price table (its config's ``model.prices``)."""
+        config = self.config()
+        return PriceTable(prices=config.config.model.price_pairs() if config is not None else {})
 
-    def step_spend(self, record: dict[str, Any]) -> dict[str, Any]:
+    def step_spend(self, record: StepRecord) -> dict[str, Any]:
         """What a committed step spent: the optimizer's tokens (its record) and the target's
         (its rollout rows: the training batch and the selection evaluation), and their cost."""
-        model = self.config().get("model", {})
+        config = self.config()
         optimizer = Usage()
-        for u in (record.get("tokens") or {}).values():
+        for u in record.tokens.values():
             if isinstance(u, dict):
                 optimizer = optimizer + Usage.from_dict(u)
-        step = record.get("step")
-        target = _rows_usage(self.path / layout.step_dir(int(step))) if isinstance(step, int) else Usage()
+        target = _rows_usage(self.path / layout.step_dir(record.step))
         prices = self.prices()
-        cost = prices.cost(model.get("optimizer", ""), optimizer) + prices.cost(
-            model.get("target", ""), target
+        cost = (
+            prices.cost(config.config.model.optimizer, optimizer)
+            + prices.cost(config.config.model.target, target)
+            if config is not None
+            else 0.0
         )
         return {
             "optimizer_tokens": optimizer.total_tokens,
@@ -508,59 +448,38 @@ class RunDir:
             "cost_usd": round(cost, 6),
         }
 
-    def rows(self, rel: str) -> list[dict[str, Any]]:
+    def rows(self, rel: str) -> list[ResultRow]:
         """The rows of a rollout directory (first occurrence of an id wins; a torn line is skipped)."""
         root = self.resolve(rel)
-        return read_result_lines(root) if root is not None else []
+        return read_rows(root) if root is not None else []
 
-    def eval_summary(self, rel: str) -> dict[str, Any] | None:
-        """The evaluation a rollout directory holds, for the rows page: ``hard``/``soft`` with
-        their intervals, ``n`` (items), ``n_infra``, ``categories`` (name, total, hard,
-        interval), ``skill``, ``split`` and the cacheable prefix share. From ``<rel>/summary.json``
+    def eval_summary(self, rel: str) -> EvalSummary | None:
+        """The evaluation a rollout directory holds, for the rows page: ``<rel>/summary.json``
         (a run's test evaluations) or the ``eval_summary.json`` beside it (an eval directory),
-        of any version (:class:`~skillopt.trainer.evaluation.EvalSummary`); ``None`` for a
-        training batch or an unreadable summary."""
-        own = self.json(f"{rel}/{layout.TEST_SUMMARY}")
+        of any version; ``None`` for a training batch or an unreadable summary."""
+        if self.resolve(rel) is None:
+            return None
+        own = _quiet(lambda: self.store.eval_summary(f"{rel}/{layout.TEST_SUMMARY}"))
         parent = str(Path(rel).parent)
-        outer = self.json(f"{parent}/{layout.EVAL_SUMMARY}") if parent not in ("", ".") else None
-        data = own if isinstance(own, dict) else outer if isinstance(outer, dict) else None
-        if data is None:
-            return None
-        try:
-            s = EvalSummary.from_json(data)
-        except (KeyError, TypeError, ValueError):
-            return None
-        return {
-            "hard": s.hard,
-            "hard_ci95": s.hard_ci95,
-            "soft": s.soft,
-            "soft_ci95": s.soft_ci95,
-            "n": s.n_items,
-            "n_infra": s.n_infra,
-            "skill": s.skill,
-            "split": s.split,
-            "cacheable_prefix_share": s.cacheable_prefix_share,
-            "categories": [
-                {"name": name, "total": c.total, "hard": c.hard, "hard_ci95": c.hard_ci95}
-                for name, c in sorted(s.categories.items())
-            ],
-        }
+        if own is not None or parent in ("", "."):
+            return own
+        return _quiet(lambda: self.store.eval_summary(f"{parent}/{layout.EVAL_SUMMARY}"))
 
     def rollout(self, rel: str, item_id: str) -> tuple[RolloutResult, list[str]] | None:
         """One rollout, typed (row, trace, case reports), and its files relative to the run."""
-        row = next((r for r in self.rows(rel) if str(r["id"]) == item_id), None)
+        row = next((r for r in self.rows(rel) if r.id == item_id), None)
         root = self.resolve(rel)
         if row is None or root is None:
             return None
         pdir = prediction_dir(root, item_id)
-        trace_json = _json(pdir / "trace.json") or {}
-        trace, reports = trace_from_json(trace_json)
+        trace_json = _quiet(lambda: read_json(pdir / "trace.json"))
+        trace, reports = trace_from_json(trace_json if isinstance(trace_json, dict) else {})
         files = (
             sorted(str(p.relative_to(self.path.resolve())) for p in pdir.rglob("*") if p.is_file())
             if pdir.is_dir()
             else []
         )
-        return row_from_json(row, trace, reports), files
+        return row.result(trace, reports), files
 
     def skill_versions(self) -> list[tuple[str, str]]:
         """(label, file relative to the run) of every skill the run wrote, in order."""
@@ -631,13 +550,8 @@ class RunDir:
 def _walk_rows_usage(folder: Path) -> Usage:
     total = Usage()
     for path in sorted(folder.rglob(layout.RESULTS)):
-        for row in read_result_lines(path.parent):
-            usage = row.get("usage")
-            if isinstance(usage, dict):
-                try:
-                    total = total + Usage.from_dict(usage)
-                except (TypeError, ValueError):
-                    continue
+        for row in read_rows(path.parent):
+            total = total + row.usage
     return total
 
 

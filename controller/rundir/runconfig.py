@@ -1,9 +1,9 @@
 """A run's own config, mode and skills, read back from its directory.
 
 ``skillopt train --resume DIR`` and ``skillopt eval --run DIR`` both start from what the run
-recorded: the effective config in ``config.json`` (the run added a ``derived`` section of facts
-it worked out, which is not a config key and is set aside here, never accepted from a user's
-file), the mode it ran in (real models or the simulation), and the skill versions it wrote::
+recorded: the effective config in ``config.json`` (:class:`~skillopt.trainer.rundir.ConfigRecord`: the
+run added a ``derived`` section of facts it worked out, which is not a config key and never
+accepted from a user's file), the mode it ran in (real models or the simulation), and the skill versions it wrote::
 
     cfg = run_config(Path("runs/demo"), overrides=["env.workers=4"])
     mode = recorded_mode(Path("runs/demo"))      # RunMode | None
@@ -15,11 +15,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from skillopt.config import Config, config_from_dict, with_overrides
+from skillopt.config import Config, with_overrides
 from skillopt.errors import ConfigError
-from skillopt.trainer.rundir import RunDirectory, layout
+from skillopt.trainer.rundir import ConfigRecord, RecordError, RunDirectory, layout
 from skillopt.trainer.state import RunMode
 
 __all__ = ["SKILL_CHOICES", "is_run_skill_name", "recorded_mode", "run_config", "run_skill"]
@@ -36,49 +35,54 @@ def is_run_skill_name(name: str) -> bool:
     return name in SKILL_CHOICES or VERSION_RE.match(name) is not None
 
 
-def _saved_config(run_dir: Path) -> dict[str, Any]:
-    saved = run_dir / layout.CONFIG
-    if not saved.exists():
+def _saved_config(run_dir: Path) -> ConfigRecord:
+    """``run_dir``'s ``config.json``.
+
+    Raises:
+        ConfigError: there is none, or it is damaged (not a config this skillopt reads).
+    """
+    try:
+        record = RunDirectory(run_dir, failpoint=None).config()
+    except RecordError as exc:
+        raise ConfigError(
+            f"{run_dir / layout.CONFIG} {exc}; the run's config cannot be recovered from it. "
+            "Start a new run with the same --config"
+        ) from None
+    if record is None:
         raise ConfigError(
             f"{run_dir} is not a run directory (no {layout.CONFIG}); give the folder that "
             "skillopt train wrote (--out), e.g. runs/<env>_<timestamp>"
         )
-    data = RunDirectory(run_dir, failpoint=None).read_json(layout.CONFIG)
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{saved} is damaged (not a JSON object); the run's config cannot be recovered from it. "
-            "Start a new run with the same --config"
-        )
-    return data
+    return record
 
 
 def run_config(run_dir: Path, overrides: Sequence[str] = ()) -> Config:
-    """The config ``run_dir`` ran with, with ``overrides`` (``KEY=VALUE``) applied.
+    """The config ``run_dir`` ran with, resolved on this machine, with ``overrides``
+    (``KEY=VALUE``) applied.
 
     Raises:
-        ConfigError: ``run_dir`` holds no ``config.json``, it is damaged, or an override is bad.
+        ConfigError: ``run_dir`` holds no ``config.json``, it is damaged, or an override is bad
+            (or the config names an env or a path this machine lacks).
     """
-    data = {k: v for k, v in _saved_config(run_dir).items() if k != "derived"}
-    cfg = config_from_dict(data, source=str(run_dir / layout.CONFIG))
-    return with_overrides(cfg, list(overrides)) if overrides else cfg
+    return with_overrides(_saved_config(run_dir).config, list(overrides))
 
 
 def recorded_mode(run_dir: Path) -> RunMode | None:
     """The mode ``run_dir`` ran in (its state's, else its config's ``derived`` record), or
-    ``None`` when it recorded none."""
+    ``None`` when it recorded none (or the files are unreadable)."""
     store = RunDirectory(run_dir, failpoint=None)
-    state = store.read_json(layout.STATE)
-    mode = RunMode.from_dict(state.get("mode")) if isinstance(state, dict) else None
+    try:
+        state = store.state()
+    except RecordError:
+        state = None
+    mode = state.run_mode if state is not None else None
     if mode is not None:
         return mode
-    config = store.read_json(layout.CONFIG)
-    derived = config.get("derived") if isinstance(config, dict) else None
-    if not isinstance(derived, dict):
+    try:
+        config = store.config()
+    except RecordError:
         return None
-    mode = RunMode.from_dict(derived.get("mode"))
-    if mode is None and "simulated" in derived:  # runs written before the mode was recorded
-        mode = RunMode(simulated=bool(derived["simulated"]))
-    return mode
+    return config.derived.mode if config is not None else None
 
 
 def _only_folder(parent: Path) -> Path | None:

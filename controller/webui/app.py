@@ -58,7 +58,7 @@ from controller.webui.security import COOKIE, SecurityMiddleware, session_value
 from controller.webui.snapshot import RunsList, run_signature, run_snapshot, runs_signature
 from skillopt.errors import ConfigError, SkillOptError
 from skillopt.gate import format_score
-from skillopt.trainer.rundir import layout
+from skillopt.trainer.rundir import ResultRow, layout
 
 __all__ = ["create_app"]
 
@@ -78,22 +78,22 @@ class _Error(Exception):
 _EXPORT_FIELDS = ("id", "task_type", "hard", "soft", "fail_reason", "phase", "n_turns", "host", "infra_error")
 
 
-def _rows_export(run: str, rel: str, rows: list[dict[str, Any]], fmt: str) -> Response:
+def _rows_export(run: str, rel: str, rows: list[ResultRow], fmt: str) -> Response:
     """A rows table as a download: CSV (the table's columns) or JSONL (the rows whole)."""
     name = f"{run}_{rel.replace('/', '_')}.{fmt}"
     headers = {"Content-Disposition": f'attachment; filename="{name}"'}
     if fmt == "jsonl":
-        body = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows)
+        body = "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in rows)
         return Response(body, media_type="application/x-ndjson; charset=utf-8", headers=headers)
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(_EXPORT_FIELDS)
     for r in rows:
-        infra = r.get("infra_error")
+        infra = r.infra_error
         writer.writerow(
             [
-                *(r.get(k, "") for k in _EXPORT_FIELDS[:-1]),
-                f"{infra.get('kind')}: {infra.get('message')}" if isinstance(infra, dict) else "",
+                *(getattr(r, k) for k in _EXPORT_FIELDS[:-1]),
+                f"{infra.kind}: {infra.message}" if infra is not None else "",
             ]
         )
     return Response(out.getvalue(), media_type="text/csv; charset=utf-8", headers=headers)
@@ -410,7 +410,7 @@ class WebUI:
                 {"ok": False, "error": f"{skill_rel!r} is not a skill of this run"}, status_code=422
             )
         cfg = run.config()
-        if not cfg:
+        if cfg is None:
             return JSONResponse({"ok": False, "error": "the run has no config.json yet"}, status_code=409)
         stem = Path(skill_rel).stem if not skill_rel.startswith("steps/") else skill_rel.split("/")[1]
         out = run.path / layout.EVALS / f"{split}_{stem}_{time.strftime('%Y%m%d_%H%M%S')}"
@@ -423,7 +423,7 @@ class WebUI:
         # `skillopt eval --run`: the run's own config and mode, read by the CLI as in a terminal.
         argv = eval_argv(run.path, skill, split, out)
         pid = await run_in_threadpool(
-            self.launcher.start, out, argv, kind="eval", env_name=cfg["env"]["name"]
+            self.launcher.start, out, argv, kind="eval", env_name=cfg.config.env.name
         )
         return JSONResponse({"ok": True, "pid": pid, "dir": str(out.relative_to(run.path))})
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from controller.rundir.reader import RunDir, diff_lines
 from skillopt.errors import SkillError
+from skillopt.gate import ci_json
 from skillopt.skill.diff import package_diff
 from skillopt.skill.package import load_skill
 from skillopt.trainer.rundir import layout
@@ -40,15 +41,29 @@ def flatten(value: Any, prefix: str = "") -> dict[str, str]:
 
 
 def _scores(run: RunDir) -> dict[str, Any]:
-    summary = run.summary() or {}
-    out: dict[str, Any] = {}
-    for key in ("baseline_selection", "best_selection", "final_selection"):
-        out[key] = summary.get(f"{key}_score", summary.get(f"{key}_hard"))
-        out[f"{key}_ci95"] = summary.get(f"{key}_score_ci95", summary.get(f"{key}_hard_ci95"))
-    out["test"] = summary.get("test_hard")
-    out["test_ci95"] = summary.get("test_hard_ci95")
-    out["baseline_test"] = summary.get("baseline_test_hard")
-    return out
+    """The run's selection scores (the score where one was recorded, else its hard accuracy:
+    the same without the semantic-density bonus) and its test score, with their intervals."""
+    s = run.summary()
+    tests = s.tests if s is not None else None
+    return {
+        "baseline_selection": _first(s.baseline_selection_score, s.baseline_selection_hard) if s else None,
+        "baseline_selection_ci95": _first(s.baseline_selection_score_ci95, s.baseline_selection_hard_ci95)
+        if s
+        else None,
+        "best_selection": _first(s.best_selection_score, s.best_selection_hard) if s else None,
+        "best_selection_ci95": _first(s.best_selection_score_ci95, s.best_selection_hard_ci95) if s else None,
+        "final_selection": _first(s.final_selection_score, s.final_selection_hard) if s else None,
+        "final_selection_ci95": _first(s.final_selection_score_ci95, s.final_selection_hard_ci95)
+        if s
+        else None,
+        "test": tests.best_hard if tests is not None else None,
+        "test_ci95": tests.ci95.get("best_hard") if tests is not None else None,
+        "baseline_test": tests.baseline_hard if tests is not None else None,
+    }
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
 
 
 def _best_package(run: RunDir) -> SkillSpec | None:
@@ -63,10 +78,16 @@ def _best_package(run: RunDir) -> SkillSpec | None:
         return None
 
 
+def _config_json(run: RunDir) -> dict[str, Any]:
+    """The run's config as ``config.json`` holds it (redacted), without what it derived."""
+    config = run.config()
+    return config.config.to_dict(redacted=True) if config is not None else {}
+
+
 def compare_runs(runs: list[RunDir]) -> dict[str, Any]:
     """Everything the compare page shows (JSON-ready)."""
     infos = [r.info() for r in runs]
-    configs = [flatten({k: v for k, v in r.config().items() if k != "derived"}) for r in runs]
+    configs = [flatten(_config_json(r)) for r in runs]
     keys = sorted(set().union(*configs))
     rows = []
     for key in keys:
@@ -98,7 +119,13 @@ def compare_runs(runs: list[RunDir]) -> dict[str, Any]:
                 "scores": _scores(r),
                 "baseline": r.baseline_score(),
                 "history": [
-                    {k: h.get(k) for k in ("step", "epoch", "current_score", "current_score_ci95", "action")}
+                    {
+                        "step": h.step,
+                        "epoch": h.epoch,
+                        "current_score": h.current_score,
+                        "current_score_ci95": ci_json(h.current_score_ci95),
+                        "action": h.action,
+                    }
                     for h in r.history()
                 ],
             }

@@ -3,15 +3,13 @@
 A run launched from the page is the same thing as one started in a terminal: the page only
 writes the arguments. The child gets its own session (closing the UI does not stop it), the
 UI's environment (provider keys reach the run the way they reach a terminal run, never the
-page), and ``console.log`` in its run directory as stdout and stderr. ``launch.json`` records
-the argv and pid, which :func:`controller.rundir.reader.run_status` uses until the child holds
-the run's lock.
+page), and ``console.log`` in its run directory as stdout and stderr. ``launch.json`` (a
+:class:`~skillopt.trainer.rundir.LaunchRecord`) records the argv and pid, which
+:func:`controller.rundir.status.run_status` uses until the child holds the run's lock.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -21,9 +19,8 @@ from pathlib import Path
 
 import structlog
 
-from controller.rundir.reader import LAUNCH_NAME
 from skillopt.durable import atomic_write_json
-from skillopt.trainer.rundir import layout
+from skillopt.trainer.rundir import LaunchRecord, RecordError, RunDirectory, layout
 
 __all__ = ["Launcher", "eval_argv", "resume_argv", "train_argv"]
 
@@ -61,9 +58,10 @@ class Launcher:
     def start(self, run_dir: Path, argv: list[str], *, kind: str, env_name: str = "") -> int:
         """Start ``argv`` for ``run_dir``; returns the child's pid."""
         run_dir.mkdir(parents=True, exist_ok=True)
-        previous = {}
-        with contextlib.suppress(OSError, ValueError):
-            previous = json.loads((run_dir / LAUNCH_NAME).read_text(encoding="utf-8"))
+        try:
+            previous = RunDirectory(run_dir, failpoint=None).record(layout.LAUNCH, LaunchRecord.from_json)
+        except RecordError:
+            previous = None
         launched_at = time.time()
         console = open(run_dir / layout.CONSOLE_LOG, "ab")  # noqa: SIM115 - handed to the child
         try:
@@ -79,18 +77,15 @@ class Launcher:
             )
         finally:
             console.close()
-        atomic_write_json(
-            run_dir / LAUNCH_NAME,
-            {
-                "by": "webui",
-                "kind": kind,
-                "env": env_name or previous.get("env", ""),
-                "argv": argv[2:],
-                "pid": proc.pid,
-                "launched_at": launched_at,
-                "first_launched_at": previous.get("first_launched_at") or launched_at,
-            },
+        record = LaunchRecord(
+            kind=kind,
+            env=env_name or (previous.env if previous is not None else ""),
+            argv=tuple(argv[2:]),
+            pid=proc.pid,
+            launched_at=launched_at,
+            first_launched_at=(previous.first_launched_at if previous is not None else 0.0) or launched_at,
         )
+        atomic_write_json(run_dir / layout.LAUNCH, record.to_json())
         with self._lock:
             self._children[proc.pid] = proc
         threading.Thread(target=self._reap, args=(proc,), daemon=True, name=f"reap-{proc.pid}").start()

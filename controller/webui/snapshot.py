@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.rundir.notes import NOTES_NAME
-from controller.rundir.reader import RunDir, RunStatus, list_runs
+from controller.rundir.reader import RunDir, RunStatus, StatusInfo, list_runs
 from skillopt.trainer.rundir import layout
 
 __all__ = ["RunsList", "run_signature", "run_snapshot", "runs_signature", "runs_snapshot"]
@@ -64,6 +64,21 @@ _RECORD_KEYS = (
     "selection_n_infra",
     "wall_time_s",
 )
+_SUMMARY_KEYS = (
+    "status",
+    "best_selection_score",
+    "baseline_selection_score",
+    "final_selection_score",
+    "best_step",
+    "baseline_test_hard",
+    "test_hard",
+    "final_test_hard",
+    "total_accepts",
+    "total_rejects",
+    "total_wall_time_s",
+    "cacheable_prefix_share",
+    "cacheable_prefix",
+)
 
 
 def _stat(path: Path) -> tuple[int, int]:
@@ -74,9 +89,10 @@ def _stat(path: Path) -> tuple[int, int]:
         return 0, 0
 
 
-def run_signature(run: RunDir) -> tuple[Any, ...]:
-    """Changes when anything the run's snapshot shows may have changed."""
-    st = run.status()
+def run_signature(run: RunDir, status: StatusInfo | None = None) -> tuple[Any, ...]:
+    """Changes when anything the run's snapshot shows may have changed (``status``: the run's,
+    when the caller has it)."""
+    st = status or run.status()
     evals = run.path / "evals"
     eval_sigs = (
         tuple(
@@ -103,50 +119,36 @@ def _format_log_line(line: str) -> dict[str, str]:
     }
 
 
+def _pick(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """``keys`` of a record's JSON (its current shape), ``None`` for a part it has not (a step
+    without a candidate has no selection scores)."""
+    return {k: data.get(k) for k in keys}
+
+
 def run_snapshot(run: RunDir) -> dict[str, Any]:
     """Everything the live run page shows."""
     info = run.info()
-    live = run.live() or {}
-    state = run.state()
-    summary = run.summary() or {}
-    history = [{**{k: r.get(k) for k in _RECORD_KEYS}, **run.step_spend(r)} for r in run.history()]
-    running = info.status in (RunStatus.RUNNING, RunStatus.STARTING)
-    if not running:
+    live, state, summary, config = run.live(), run.state(), run.summary(), run.config()
+    history = [{**_pick(r.to_json(), _RECORD_KEYS), **run.step_spend(r)} for r in run.history()]
+    live_json = live.to_json() if live is not None else {}
+    if info.status not in (RunStatus.RUNNING, RunStatus.STARTING):
         # What a live file says about a process that is gone is history, not a present stage.
-        live = {**live, "stage": "", "batch": None, "running": 0, "hosts": []}
+        live_json |= {"stage": "", "batch": None, "running": 0, "hosts": []}
     return {
         "info": info.to_dict(),
-        "live": live,
+        "live": live_json,
         "history": history,
         "baseline_score": run.baseline_score(),
-        "num_epochs": (run.config().get("train") or {}).get("num_epochs"),
+        "num_epochs": config.config.train.num_epochs if config is not None else None,
         "steps": run.steps(),
         "skills": [{"label": label, "rel": rel} for label, rel in run.skill_versions()],
         "evals": [e.to_dict() for e in run.evals()],
         "log": [_format_log_line(line) for line in run.log_tail(layout.TRAIN_LOG, 80)],
         "console": run.log_tail(layout.CONSOLE_LOG, 60),
-        "stop_reason": summary.get("stop_reason") or state.get("stop_reason") or "",
-        "summary": {
-            k: summary.get(k)
-            for k in (
-                "status",
-                "best_selection_score",
-                "baseline_selection_score",
-                "final_selection_score",
-                "best_step",
-                "baseline_test_hard",
-                "test_hard",
-                "final_test_hard",
-                "total_accepts",
-                "total_rejects",
-                "total_wall_time_s",
-                "cacheable_prefix_share",
-                "cacheable_prefix",
-            )
-        }
-        if summary
-        else None,
-        "epoch_stages": state.get("epoch_stages") or {},
+        "stop_reason": (summary.stop_reason if summary is not None else "")
+        or (state.stop_reason if state is not None else ""),
+        "summary": _pick(summary.to_json(), _SUMMARY_KEYS) if summary is not None else None,
+        "epoch_stages": dict(state.epoch_stages) if state is not None else {},
     }
 
 
@@ -167,9 +169,10 @@ class RunsList:
         with self._lock:  # one list shared by every request and stream of the server
             lines: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
             for run in list_runs(self.runs_dir):
-                sig = run_signature(run)
+                status = run.status()  # read once for both
+                sig = run_signature(run, status)
                 cached = self._lines.get(run.name)
-                lines[run.name] = cached if cached and cached[0] == sig else (sig, run.info().to_dict())
+                lines[run.name] = cached if cached and cached[0] == sig else (sig, run.info(status).to_dict())
             self._lines = lines
             return {"runs": [line for _, line in lines.values()]}
 

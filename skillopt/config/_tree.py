@@ -173,9 +173,9 @@ def _named_origin(origins: Mapping[str, str]) -> Iterator[None]:
         raise FieldError(exc.key, exc.problem, origin=origin) from None
 
 
-def build(data: Mapping[str, Any], *, origins: Mapping[str, str]) -> Config:
-    """Build a :class:`Config` from a checked tree and resolve it; value errors say which layer
-    set the value."""
+def build(data: Mapping[str, Any], *, origins: Mapping[str, str], resolve: bool = True) -> Config:
+    """Build a :class:`Config` from a checked tree and (``resolve``) resolve it; value errors
+    say which layer set the value."""
     sections: dict[str, Any] = {}
     for name, cls in SECTIONS.items():
         raw = data.get(name) or {}
@@ -185,6 +185,8 @@ def build(data: Mapping[str, Any], *, origins: Mapping[str, str]) -> Config:
         with _named_origin(origins):
             sections[name] = cls(**raw)
     config = Config(**sections)
+    if not resolve:
+        return config
     with _named_origin(origins):
         return resolve_config(config)
 

@@ -17,7 +17,7 @@ from skillopt.errors import ConfigError
 __all__ = ["config_from_dict", "explain_config", "load_config", "read_yaml_mapping", "with_overrides"]
 
 
-def config_from_dict(data: Mapping[str, Any], *, source: str = "config") -> Config:
+def config_from_dict(data: Mapping[str, Any], *, source: str = "config", resolve: bool = True) -> Config:
     """Build a :class:`Config` from ``{section: {key: value}}`` data, strictly: unknown or
     legacy keys are errors.
 
@@ -25,12 +25,15 @@ def config_from_dict(data: Mapping[str, Any], *, source: str = "config") -> Conf
         data: nested plain data, e.g. :meth:`Config.to_dict`'s output or a parsed YAML file
             (without ``_base_``, which only :func:`load_config` resolves).
         source: names the data's origin in error messages.
+        resolve: also do the look-ups (:func:`~skillopt.config.resolve_config`); ``False``
+            only checks the config on its own (a run directory's record, read on a machine
+            that may lack its env or paths).
 
     Raises:
         ConfigError: an unknown key (with a suggestion), a bad type or value.
     """
     check_tree(data, source=source)
-    return build(data, origins={})
+    return build(data, origins={}, resolve=resolve)
 
 
 def with_overrides(config: Config, overrides: Sequence[str]) -> Config:

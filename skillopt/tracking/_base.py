@@ -323,13 +323,12 @@ def save_state(out_dir: Path, name: str, state: Mapping[str, Any]) -> None:
 
 
 def run_info(event: FitStartEvent) -> RunInfo:
-    config = event.config
-    env = config.get("env") or {}
-    evaluation = config.get("evaluation") or {}
+    cfg = event.config
+    config = cfg.to_dict(redacted=True)
     tags = {
-        "env": str(env.get("name", "")),
-        "agent": str(env.get("agent", "")),
-        "gate_mode": str(evaluation.get("gate_mode", "")),
+        "env": cfg.env.name,
+        "agent": cfg.env.agent,
+        "gate_mode": cfg.evaluation.gate_mode,
         "simulated": "simulated" if event.simulated else "real",
         "mode": event.mode,
     }

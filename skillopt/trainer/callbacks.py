@@ -38,6 +38,7 @@ from typing import Any
 
 import structlog
 
+from skillopt.config import Config
 from skillopt.trainer.records import StepRecord
 from skillopt.trainer.rollouts import BatchProgress
 from skillopt.trainer.summary import EpochRecord, FitResult
@@ -110,7 +111,8 @@ class FitStartEvent:
     #: The last committed step (0 for a new run).
     resume_from: int
     simulated: bool
-    config: Mapping[str, Any]
+    #: The run's config (``config.json`` holds it redacted).
+    config: Config
     #: Human-readable run mode and its reason (``RunMode.describe()``).
     mode: str
     #: The baseline's selection score, when a resumed run measured it already.

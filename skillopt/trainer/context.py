@@ -300,7 +300,7 @@ class RunContext:
         st = self.run.load_state()
         if st is None:
             return 0
-        refuse_mode_change(self.run.root, st.mode, self.mode)
+        refuse_mode_change(self.run.root, RunMode.from_dict(st.mode), self.mode)
         _adopt_package_files(st, self.initial_skill)
         self.state = st
         self.schedule = self._new_schedule()

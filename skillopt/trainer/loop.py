@@ -42,7 +42,7 @@ from skillopt.trainer.callbacks import (
 )
 from skillopt.trainer.context import RunContext, StopAtStage
 from skillopt.trainer.planning import Batch, plan_epoch
-from skillopt.trainer.rundir import RunDirectoryFull, layout
+from skillopt.trainer.rundir import ConfigRecord, RunDirectoryFull, RunFacts, layout
 from skillopt.trainer.segments import (
     BaselineSegment,
     EpochEndState,
@@ -144,7 +144,7 @@ class FitLoop:
             total_steps=ctx.plan.total_steps,
             resume_from=resume_from,
             simulated=ctx.mode.simulated,
-            config=ctx.cfg.to_dict(redacted=True),
+            config=ctx.cfg,
             mode=ctx.mode.describe(),
             baseline_score=ctx.baseline_score(),
             control=ctx.control,
@@ -295,17 +295,17 @@ class FitLoop:
 
 def _write_config(ctx: RunContext) -> None:
     """``config.json``: the effective config (redacted) and what the run derived from it."""
-    derived = {
-        "train_size": len(ctx.plan.train),
-        "selection_size": len(ctx.plan.selection),
-        "steps_per_epoch": ctx.plan.steps_per_epoch,
-        "total_steps": ctx.plan.total_steps,
-        "lr_control_mode": ctx.plan.lr_mode,
-        "simulated": ctx.mode.simulated,
-        "mode": ctx.mode.to_dict(),
-        "data": ctx.data.describe(),
-    }
-    ctx.run.write_json(layout.CONFIG, {**ctx.cfg.to_dict(redacted=True), "derived": derived})
+    derived = RunFacts(
+        train_size=len(ctx.plan.train),
+        selection_size=len(ctx.plan.selection),
+        steps_per_epoch=ctx.plan.steps_per_epoch,
+        total_steps=ctx.plan.total_steps,
+        lr_control_mode=ctx.plan.lr_mode,
+        simulated=ctx.mode.simulated,
+        mode=ctx.mode,
+        data=ctx.data.describe(),
+    )
+    ctx.run.write_json(layout.CONFIG, ConfigRecord(config=ctx.cfg, derived=derived).to_json())
 
 
 def _start_notices(ctx: RunContext) -> tuple[str, ...]:

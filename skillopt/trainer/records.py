@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from skillopt.gate import Interval, ci_json, ci_of
+from skillopt.trainer.versions import upgrade
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -27,9 +28,10 @@ __all__ = [
     "pick_fields",
 ]
 
-#: Version of the JSON forms below (records without one are version 0: same keys). 2: every
-#: score ``X`` has its 95% interval ``X_ci95`` beside it, and the gate's ``gate_mode`` and
-#: ``gate_test`` are recorded (a version-1 record reads with the intervals ``None``).
+#: Version of the JSON forms below and of ``summary.json`` (records without one are version 0:
+#: the same keys as 1). 2: every score ``X`` has its 95% interval ``X_ci95`` beside it, and the
+#: gate's ``gate_mode`` and ``gate_test`` are recorded (an older record reads with the
+#: intervals ``None``, ``gate_mode`` ``strict`` and no test).
 SCHEMA_VERSION = 2
 
 
@@ -279,8 +281,10 @@ class StepRecord:
         """Parse a record of any schema version.
 
         Raises:
+            RecordError: written by a newer skillopt, or not a JSON object.
             KeyError, TypeError, ValueError: not a step record.
         """
+        d = upgrade(d, key="schema_version", current=SCHEMA_VERSION)
         return cls(
             step=int(d["step"]),
             epoch=int(d["epoch"]),

@@ -19,12 +19,15 @@ origins, the edit-budget schedule, the in-epoch step buffer (the reference lost 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from skillopt.errors import ConfigError
 from skillopt.trainer.records import StepRecord
+from skillopt.trainer.versions import RecordError, upgrade
+from skillopt.types import Usage
 
 __all__ = ["STATE_VERSION", "RunMode", "TrainerState", "refuse_mode_change"]
 
@@ -63,7 +66,8 @@ class RunMode:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> RunMode | None:
+    def from_dict(cls, data: Mapping[str, Any] | None) -> RunMode | None:
+        """The mode :meth:`to_dict` wrote (``None`` for none recorded: an empty or missing one)."""
         if not data:
             return None
         return cls(
@@ -73,18 +77,20 @@ class RunMode:
         )
 
 
-def refuse_mode_change(out_dir: Path, recorded: dict[str, Any] | None, mode: RunMode) -> None:
+def refuse_mode_change(out_dir: Path, recorded: RunMode | None, mode: RunMode) -> None:
     """Refuse to continue a run in another mode than it started in: scripted and real scores
     must never mix in one run.
+
+    Args:
+        recorded: the mode the run recorded (``None``: none recorded, nothing to refuse).
 
     Raises:
         ConfigError: naming both modes and the flag that keeps the recorded one.
     """
-    before = RunMode.from_dict(recorded)
-    if before is not None and before.flag != mode.flag:
+    if recorded is not None and recorded.flag != mode.flag:
         raise ConfigError(
-            f"{out_dir} was started with {before.describe()}; resuming it now would use {mode.describe()}. "
-            f"Resume with --simulate {before.flag} (real models need the provider "
+            f"{out_dir} was started with {recorded.describe()}; resuming it now would use {mode.describe()}. "
+            f"Resume with --simulate {recorded.flag} (real models need the provider "
             "keys the run used), or start a new run"
         )
 
@@ -136,6 +142,20 @@ class TrainerState:
         """The baseline was measured (every later decision compares against it)."""
         return self.current_score is not None
 
+    @property
+    def run_mode(self) -> RunMode | None:
+        """The mode the run started in (``None``: none recorded)."""
+        return RunMode.from_dict(self.mode)
+
+    def spent(self) -> tuple[Usage, Usage]:
+        """The optimizer's and the target's usage at the last commit, over every stage."""
+        optimizer, target = Usage(), Usage()
+        for u in self.usage.values():
+            optimizer = optimizer + Usage.from_dict(u)
+        for u in self.target_usage.values():
+            target = target + Usage.from_dict(u)
+        return optimizer, target
+
     def to_json(self) -> dict[str, Any]:
         """``runtime_state.json`` (without the history). Fields hold plain JSON values already:
         no deep copy (it dominated the controller's per-step overhead)."""
@@ -144,10 +164,18 @@ class TrainerState:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], history: list[StepRecord]) -> TrainerState:
+    def from_json(cls, data: Any, history: list[StepRecord]) -> TrainerState:
         """The state from ``runtime_state.json`` of any version (unknown keys are ignored; a
-        version 1 state has no ``step_stages``: a resume then reruns the whole next step,
-        reusing what its stage caches hold)."""
+        version 1 state has no ``step_stages`` nor ``epoch_records``: a resume then reruns the
+        whole next step, reusing what its stage caches hold).
+
+        Raises:
+            RecordError: not a run state (or one written by a newer skillopt).
+        """
+        data = upgrade(data, key="version", current=STATE_VERSION)
+        last = data.get("last_completed_step", 0)
+        if not isinstance(last, int) or isinstance(last, bool):
+            raise RecordError(f"has last_completed_step {last!r}, not a step number")
         known = {f.name for f in fields(cls)} - {"history", "version"}
         state = cls(**{k: v for k, v in data.items() if k in known})
         state.history = [r for r in history if r.step <= state.last_completed_step]

@@ -10,6 +10,7 @@ from typing import Any
 
 from skillopt.gate import Interval, ci_json, ci_of
 from skillopt.trainer.records import SCHEMA_VERSION, StepRecord, pick_fields
+from skillopt.trainer.versions import upgrade
 
 __all__ = ["EpochRecord", "FitResult", "TestScores"]
 
@@ -197,6 +198,12 @@ class FitResult:
     def complete(self) -> bool:
         return self.status == "complete"
 
+    @property
+    def total_tokens(self) -> int:
+        """Every token the run spent (optimizer and target), as ``token_summary`` totals them."""
+        total = self.token_summary.get("_total") or {}
+        return int(total.get("total_tokens", 0))
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for f in fields(self):
@@ -222,8 +229,10 @@ class FitResult:
         in ``extra``).
 
         Raises:
+            RecordError: written by a newer skillopt, or not a JSON object.
             KeyError, TypeError, ValueError: not a summary.
         """
+        d = upgrade(d, key="schema_version", current=SCHEMA_VERSION)
         names = {f.name for f in fields(cls)} - {"tests", "extra"}
         kwargs = {k: d[k] for k in names if k in d}
         kwargs["epoch_stats"] = tuple(EpochRecord.from_json(e) for e in d.get("epoch_stats") or ())

@@ -46,7 +46,7 @@ from skillopt.errors import (
     UnknownRollout,
     failure_of,
 )
-from skillopt.trainer.rundir.rowjson import row_from_json, row_to_json
+from skillopt.trainer.rundir import ResultRow
 from skillopt.types import Grading as GradingSpec
 from skillopt.types import (
     InfraErrorKind,
@@ -270,9 +270,9 @@ def test_a_rows_outcome_travels_on_the_wire_and_in_the_run_directory(outcome):
     msg = convert.result_to_proto(row)
     assert msg.infra_error.retryable is (outcome is not F)
     assert convert.result_from_proto(msg).infra_error == row.infra_error
-    stored = row_to_json(row)
+    stored = ResultRow.of(row).to_json()
     assert stored["infra_error"]["outcome"] == outcome.value
-    assert row_from_json(stored).infra_error == row.infra_error
+    assert ResultRow.from_json(stored).result().infra_error == row.infra_error
 
 
 @pytest.mark.parametrize(("retryable", "outcome"), [(True, L), (False, F)])
@@ -282,10 +282,11 @@ def test_rows_from_peers_and_files_that_predate_outcomes(retryable, outcome):
         pb.InfraError(kind=pb.InfraError.GATEWAY_ERROR, message="m", retryable=retryable)
     )
     assert convert.result_from_proto(msg).infra_error.outcome is outcome
-    stored = row_to_json(RolloutResult.of_infra(REQ, InfraFailure(kind=InfraErrorKind.TIMEOUT, message="m")))
-    del stored["infra_error"]["outcome"]
+    row = RolloutResult.of_infra(REQ, InfraFailure(kind=InfraErrorKind.TIMEOUT, message="m"))
+    stored = ResultRow.of(row).to_json()
+    del stored["infra_error"]["outcome"], stored["schema_version"]  # a row version 0
     stored["infra_error"]["retryable"] = retryable
-    assert row_from_json(stored).infra_error.outcome is outcome
+    assert ResultRow.from_json(stored).result().infra_error.outcome is outcome
 
 
 def test_a_host_that_never_answers_did_not_start_the_work():

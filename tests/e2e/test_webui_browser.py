@@ -26,6 +26,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 
 from controller.rundir.reader import RunStatus, run_status
 from skillopt.gate import format_score
+from tests.rundirs import step_json, summary_json
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("SKILLOPT_TEST_ARTIFACTS", REPO / "test-artifacts")) / "webui"
@@ -398,8 +399,7 @@ def test_compare_three_runs_from_the_list(page, tmp_path, ui_server_factory):
         cfg["optimizer"] = {"learning_rate": 2 if name == "slower_lr" else 4}
         (run / "config.json").write_text(json.dumps(cfg))
         history = [
-            {"step": s, "epoch": 1, "current_score": min(1.0, 0.2 + 0.15 * s * (i + 1)), "action": "accept"}
-            for s in (1, 2, 3)
+            step_json(s, current_score=min(1.0, 0.2 + 0.15 * s * (i + 1)), action="accept") for s in (1, 2, 3)
         ]
         (run / "history.json").write_text(json.dumps(history))
         state = json.loads((run / "runtime_state.json").read_text())
@@ -408,10 +408,10 @@ def test_compare_three_runs_from_the_list(page, tmp_path, ui_server_factory):
             rec = run / f"steps/step_{s['step']:04d}/step_record.json"
             rec.parent.mkdir(parents=True, exist_ok=True)
             rec.write_text(json.dumps(s))
-        (run / "summary.json").write_text(
-            json.dumps({"status": "complete", "best_selection_score": 0.5 + 0.1 * i,
-                        "best_selection_score_ci95": [0.3, 0.7 + 0.1 * i], "test_hard": 0.4})
-        )  # fmt: skip
+        summary = summary_json(
+            best_selection_score=0.5 + 0.1 * i, best_selection_score_ci95=(0.3, 0.7 + 0.1 * i), test_hard=0.4
+        )
+        (run / "summary.json").write_text(json.dumps(summary))
         (run / "best_skill.md").write_text(f"# Skill\n- shared rule\n- rule of {name}\n")
     ui = ui_server_factory(runs)
     page.goto(ui.url + "/")
@@ -546,12 +546,12 @@ def test_chart_marks_tell_their_step_and_open_it(page, tmp_path, ui_server_facto
     runs = tmp_path / "runs"
     run = finished(runs, "c")
     history = [
-        {"step": s, "epoch": 1, "current_score": cur, "candidate_gate_score": cand, "candidate_gate_score_ci95": ci,
-         "action": action, "gate_reason": reason, "tokens": {"analyst": {"prompt_tokens": 1000 * s, "completion_tokens": 10}}}
+        step_json(s, current_score=cur, action=action, tokens={"analyst": {"prompt_tokens": 1000 * s, "completion_tokens": 10}},
+                  selection={"candidate_score": cand, "candidate_score_ci95": ci, "gate_reason": reason})
         for s, cur, cand, ci, action, reason in (
-            (1, 0.5, 0.5, [0.3, 0.7], "accept_new_best", "new_best"),
-            (2, 0.5, 0.4, [0.2, 0.6], "reject", "not_above_current"),
-            (3, 0.7, 0.7, [0.5, 0.9], "accept_new_best", "new_best"),
+            (1, 0.5, 0.5, (0.3, 0.7), "accept_new_best", "new_best"),
+            (2, 0.5, 0.4, (0.2, 0.6), "reject", "not_above_current"),
+            (3, 0.7, 0.7, (0.5, 0.9), "accept_new_best", "new_best"),
         )
     ]  # fmt: skip
     (run / "history.json").write_text(json.dumps(history))

@@ -44,7 +44,7 @@ from skillopt.envs.base import TaskItem
 from skillopt.envs.spreadsheetbench.loader import build_task
 from skillopt.errors import ConfigError, IsolationUnavailable
 from skillopt.trainer.rollouts import Rollouts, RolloutSpec
-from skillopt.trainer.rundir.rowjson import row_to_json
+from skillopt.trainer.rundir import ResultRow
 from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillSpec
 from tests.sandbox.conftest import Service, fenced, solution_code, start_service
 from tests.sandbox.test_exec_agents import TASK, exec_request, script
@@ -286,7 +286,7 @@ def test_each_request_says_the_isolation_it_requires_and_a_host_that_cannot_refu
     scripts.scripts[task.instruction[:120]] = [fenced(solution_code("32255"))]
     row = gvisor.client.run(req, timeout_s=180)
     assert row.infra_error is None and row.container_runtime == "runsc", row.fail_reason
-    assert row_to_json(row)["container_runtime"] == "runsc"
+    assert ResultRow.of(row).to_json()["container_runtime"] == "runsc"
     # An exec agent there runs under runsc-net: accepted as well.
     service = gvisor.running.service
     check_rollout_isolation(

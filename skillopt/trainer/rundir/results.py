@@ -23,14 +23,15 @@ import structlog
 from skillopt.durable import append_text, atomic_write_bytes, atomic_write_text
 from skillopt.models.prefix import PrefixMeter
 from skillopt.trainer.rundir.layout import INFRA_ATTEMPTS, PREDICTIONS, RESULTS, target_stage
-from skillopt.trainer.rundir.rowjson import row_from_json, row_to_json, trace_from_json, trace_to_json
+from skillopt.trainer.rundir.rowjson import ResultRow, trace_from_json, trace_to_json
+from skillopt.trainer.versions import RecordError
 from skillopt.types import RolloutResult, Trace, Usage
 
 __all__ = [
     "append_row",
     "load_rows",
     "prediction_dir",
-    "read_result_lines",
+    "read_rows",
     "set_aside_infra_rows",
     "target_prefix_on_disk",
     "target_usage_on_disk",
@@ -50,22 +51,26 @@ def prediction_dir(out_dir: Path, item_id: str) -> Path:
     return out_dir / PREDICTIONS / _safe(item_id)
 
 
-def read_result_lines(out_dir: Path) -> list[dict]:
-    """The rows of ``out_dir/results.jsonl`` as JSON objects, first occurrence of an id winning;
-    a torn or foreign line is skipped (read-only: for readers that follow a running run)."""
-    path = out_dir / RESULTS
-    rows: dict[str, dict] = {}
+def _row(line: str) -> ResultRow | None:
+    """The row on one line of a rows file; ``None`` for a torn or foreign line."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        return ResultRow.from_json(json.loads(line))
+    except (ValueError, RecursionError):  # not JSON (json's error is a ValueError), not a row
+        return None
+
+
+def read_rows(out_dir: Path) -> list[ResultRow]:
+    """The rows of ``out_dir/results.jsonl``, first occurrence of an id winning; a torn or
+    foreign line is skipped (read-only: for readers that follow a running run)."""
+    try:
+        text = (out_dir / RESULTS).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return []
+    rows: dict[str, ResultRow] = {}
     for line in text.splitlines():
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and "id" in obj:
-            rows.setdefault(str(obj["id"]), obj)
+        row = _row(line)
+        if row is not None:
+            rows.setdefault(row.id, row)
     return list(rows.values())
 
 
@@ -82,18 +87,22 @@ def load_rows(out_dir: Path, *, with_traces: bool = True) -> dict[str, RolloutRe
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            stored = ResultRow.from_json(json.loads(line))
         except json.JSONDecodeError:
             torn = True  # only the last line can be torn (appends are sequential)
             continue
-        if obj["id"] in rows:
+        except RecordError as exc:  # not a row of ours: dropped, so its item runs again
+            log.warning("rollouts.row_unreadable", dir=str(out_dir), problem=str(exc))
+            torn = True
+            continue
+        if stored.id in rows:
             continue
         trace: Trace | None = None
         reports: dict[str, str] = {}
-        tpath = prediction_dir(out_dir, obj["id"]) / "trace.json"
+        tpath = prediction_dir(out_dir, stored.id) / "trace.json"
         if with_traces and tpath.exists():
             trace, reports = trace_from_json(json.loads(tpath.read_text(encoding="utf-8")))
-        rows[obj["id"]] = row_from_json(obj, trace, reports)
+        rows[stored.id] = stored.result(trace, reports)
         good_lines.append(line)
     if torn:
         _rewrite(path, good_lines)
@@ -120,7 +129,8 @@ def set_aside_infra_rows(out_dir: Path, rows: dict[str, RolloutResult]) -> dict[
         move: list[str] = []
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
-                (move if json.loads(line)["id"] in failed else keep).append(line)
+                row = _row(line)
+                (move if row is not None and row.id in failed else keep).append(line)
         # Record first, then drop: a crash in between leaves the row in both, which only
         # counts one attempt too many.
         append_text(aside, "".join(line + "\n" for line in move))
@@ -131,10 +141,9 @@ def set_aside_infra_rows(out_dir: Path, rows: dict[str, RolloutResult]) -> dict[
     counts: dict[str, int] = collections.Counter()
     if aside.exists():
         for line in aside.read_text(encoding="utf-8").splitlines():
-            try:
-                counts[json.loads(line)["id"]] += 1
-            except (json.JSONDecodeError, KeyError):
-                continue
+            row = _row(line)
+            if row is not None:
+                counts[row.id] += 1
     return counts
 
 
@@ -160,7 +169,7 @@ def append_row(out_dir: Path, row: RolloutResult, task_type: str) -> None:
         target = pdir / "artifacts" / art.name
         if target.resolve().is_relative_to(pdir.resolve()):
             atomic_write_bytes(target, art.content, durable=False)
-    line = json.dumps(row_to_json(row, task_type=task_type), ensure_ascii=False) + "\n"
+    line = json.dumps(ResultRow.of(row, task_type=task_type).to_json(), ensure_ascii=False) + "\n"
     # One write() per row: a crash (even kill -9) leaves at most a torn last line, which
     # load_rows drops; a full disk leaves none. No fsync per row: after a power loss a row is
     # re-run, never doubled.
@@ -180,13 +189,9 @@ def target_usage_on_disk(run_root: Path) -> dict[str, Usage]:
             except OSError:
                 continue
             for line in lines:
-                try:
-                    u = json.loads(line).get("usage") or {}
-                    usage = Usage.from_dict(u)
-                except (ValueError, AttributeError, TypeError):
-                    continue  # a torn last line
-                if usage.calls:
-                    totals[stage] = totals.get(stage, Usage()) + usage
+                row = _row(line)  # None: a torn last line
+                if row is not None and row.usage.calls:
+                    totals[stage] = totals.get(stage, Usage()) + row.usage
     return totals
 
 
@@ -201,8 +206,8 @@ def target_prefix_on_disk(root: Path) -> PrefixMeter:
     arrived. Rows without a record (no model, an infrastructure failure) add nothing."""
     meter = PrefixMeter()
     for path in sorted(root.rglob(RESULTS)):
-        for obj in read_result_lines(path.parent):
-            notes = prediction_dir(path.parent, str(obj.get("id", ""))) / f"{_safe(EXCHANGES_NOTE)}.txt"
+        for row in read_rows(path.parent):
+            notes = prediction_dir(path.parent, row.id) / f"{_safe(EXCHANGES_NOTE)}.txt"
             try:
                 exchanges = json.loads(notes.read_text(encoding="utf-8"))
             except (OSError, ValueError):

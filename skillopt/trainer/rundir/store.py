@@ -20,7 +20,7 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -31,11 +31,17 @@ from skillopt.skill.package import write_package
 from skillopt.skill.packed import PackageFrame
 from skillopt.trainer.records import StepRecord
 from skillopt.trainer.rundir import layout
+from skillopt.trainer.rundir.evalsummary import EvalSummary
+from skillopt.trainer.rundir.schema import ConfigRecord, EvalConfigRecord, parse, read_record
 from skillopt.trainer.state import TrainerState
+from skillopt.trainer.summary import FitResult
+from skillopt.trainer.versions import RecordError, json_type
 
 __all__ = ["DirStageCache", "Failpoint", "RunDirectory", "RunDirectoryDamaged", "RunDirectoryFull"]
 
 log = structlog.get_logger("skillopt.trainer.rundir")
+
+T = TypeVar("T")
 
 #: Key under which a stage-cache entry records what it was made from.
 CACHE_KEY_FIELD = "cache_key"
@@ -169,7 +175,8 @@ class RunDirectory:
         return self.path(rel).exists()
 
     def read_json(self, rel: str) -> Any | None:
-        """The JSON in ``rel``, or ``None`` when it is missing or unreadable."""
+        """The JSON in ``rel``, or ``None`` when it is missing or unreadable (the stage cache's
+        entries; a record is read with :meth:`record`)."""
         try:
             return json.loads(self.path(rel).read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):
@@ -184,6 +191,55 @@ class RunDirectory:
     def read_skill(self, step: int) -> str | None:
         return self.read_text(layout.skill_file(step))
 
+    def record(
+        self, rel: str, parser: Callable[[Any], T], *, what: str = "", frozen: bool = False
+    ) -> T | None:
+        """The record in ``rel`` (any version, migrated), ``None`` when there is no such file
+        (``frozen``: an immutable record, parsed once per version of the file: :func:`read_record`).
+
+        Raises:
+            RecordError: the file is there but unreadable or not that record (the message says
+                what is wrong with it).
+        """
+        return read_record(self.path(rel), parser, what=what, frozen=frozen)
+
+    def config(self) -> ConfigRecord | None:
+        """``config.json``. Raises: RecordError: unreadable."""
+        return self.record(layout.CONFIG, ConfigRecord.from_json, what="a run's config", frozen=True)
+
+    def state(self) -> TrainerState | None:
+        """``runtime_state.json`` without its history. Raises: RecordError: unreadable."""
+        return self.record(layout.STATE, lambda d: TrainerState.from_json(d, []), what="a run state")
+
+    def summary(self) -> FitResult | None:
+        """``summary.json``. Raises: RecordError: unreadable."""
+        return self.record(layout.SUMMARY, FitResult.from_json, what="a run summary", frozen=True)
+
+    def eval_summary(self, rel: str = layout.EVAL_SUMMARY) -> EvalSummary | None:
+        """An evaluation's summary (``eval_summary.json``, or a test rollout dir's
+        ``summary.json``). Raises: RecordError: unreadable."""
+        return self.record(rel, EvalSummary.from_json, what="an evaluation summary", frozen=True)
+
+    def eval_config(self) -> EvalConfigRecord | None:
+        """``eval_config.json`` (an eval directory). Raises: RecordError: unreadable."""
+        return self.record(layout.EVAL_CONFIG, EvalConfigRecord.from_json, what="an eval's record")
+
+    def step_record(self, step: int, *, shared: bool = True) -> StepRecord | None:
+        """``steps/step_NNNN/step_record.json`` (``shared``: parsed once per version of the
+        file, for readers). Raises: RecordError: unreadable."""
+        rel = f"{layout.step_dir(step)}/{layout.Step.RECORD}"
+        return self.record(rel, StepRecord.from_json, what="a step record", frozen=shared)
+
+    def history_records(self, *, shared: bool = True) -> list[StepRecord] | None:
+        """Every record in ``history.json`` (also one past the committed step), ``None`` when
+        there is no such file (``shared``: parsed once per version of the file, for readers).
+
+        Raises:
+            RecordError: unreadable, or a record in it is.
+        """
+        records = self.record(layout.HISTORY, _history_json, what="a list of step records", frozen=shared)
+        return None if records is None else list(records)
+
     def load_state(self) -> TrainerState | None:
         """The committed state with its history, ``None`` for a run that never committed.
 
@@ -194,19 +250,19 @@ class RunDirectory:
             RunDirectoryDamaged: ``runtime_state.json`` or a committed step's record is
                 unreadable (the message names the file and what to do).
         """
-        path = self.path(layout.STATE)
-        if not path.exists():
-            return None
-        data = self.read_json(layout.STATE)
-        if not isinstance(data, dict) or not isinstance(data.get("last_completed_step", 0), int):
+        try:
+            state = self.state()
+        except RecordError as exc:
             raise RunDirectoryDamaged(
-                f"{path} is damaged (not a run state); the run cannot be resumed from it. "
+                f"{self.path(layout.STATE)} is damaged ({exc}); the run cannot be resumed from it. "
                 "Start a new run, or restore the file from a backup"
-            )
-        last = int(data.get("last_completed_step", 0))
-        history = self._history(last)
+            ) from None
+        if state is None:
+            return None
+        history = self._history(state.last_completed_step)
         self._repair_records(history)
-        return TrainerState.from_json(data, history)
+        state.history = history
+        return state
 
     def _repair_records(self, history: list[StepRecord]) -> None:
         """Rewrite a committed step's unreadable ``step_record.json`` from the history (which
@@ -217,37 +273,79 @@ class RunDirectory:
                 log.warning("rundir.step_record_repaired", dir=str(self.root), step=record.step)
                 self.write_json(rel, record.to_json())
 
-    def committed_history(self) -> list[dict[str, Any]]:
-        """The committed step records of ``history.json`` as JSON (what the WebUI and
-        ``skillopt runs`` show; a record past the committed step is left out)."""
-        hist = self.read_json(layout.HISTORY)
-        if not isinstance(hist, list):
+    def committed_history(self) -> list[StepRecord]:
+        """The committed step records, for readers: ``history.json``'s (a record past the
+        committed step left out), else, when it is missing or damaged, the steps' own records
+        that can be read, as ``--resume`` would rebuild it. Never raises: what cannot be read is left out
+        (:mod:`controller.rundir.damage` says what)."""
+        try:
+            state = self.state()
+        except RecordError:
+            state = None
+        last = state.last_completed_step if state is not None else None
+        try:
+            records = self.history_records()
+        except RecordError:
+            records = None
+        if records is not None:
+            return [r for r in records if last is None or r.step <= last]
+        if not last:
             return []
-        state = self.read_json(layout.STATE)
-        last = state.get("last_completed_step") if isinstance(state, dict) else None
-        return [r for r in hist if isinstance(r, dict) and (last is None or r.get("step", 0) <= last)]
+        out = []
+        for step in range(1, last + 1):
+            try:
+                record = self.step_record(step)
+            except RecordError:
+                continue
+            if record is not None:
+                out.append(record)
+        return out
 
     def _history(self, last_step: int) -> list[StepRecord]:
-        raw = self.read_json(layout.HISTORY)
-        if isinstance(raw, list):
-            try:
-                return [StepRecord.from_json(r) for r in raw if int(r["step"]) <= last_step]
-            except (KeyError, TypeError, ValueError):
-                pass
+        """The committed history ``--resume`` builds on (read afresh, never a reader's copy)."""
+        try:
+            records = self.history_records(shared=False)
+        except RecordError:
+            records = None
+        if records is not None:
+            return [r for r in records if r.step <= last_step]
         if last_step == 0:
             return []
         log.warning("rundir.history_rebuilt", dir=str(self.root), last_step=last_step)
-        records = []
+        out = []
         for step in range(1, last_step + 1):
             rel = f"{layout.step_dir(step)}/{layout.Step.RECORD}"
             try:
-                records.append(StepRecord.from_json(self.read_json(rel)))  # type: ignore[arg-type]  # not a dict: from_json raises TypeError, caught below
-            except (KeyError, TypeError, ValueError) as exc:
+                record = self.step_record(step, shared=False)
+            except RecordError as exc:
                 raise RunDirectoryDamaged(
                     f"{self.path(layout.HISTORY)} is damaged and {self.path(rel)} cannot replace it "
-                    f"({type(exc).__name__}); the run cannot be resumed"
+                    f"({exc}); the run cannot be resumed"
                 ) from exc
-        return records
+            if record is None:
+                raise RunDirectoryDamaged(
+                    f"{self.path(layout.HISTORY)} is damaged and {self.path(rel)} is missing; "
+                    "the run cannot be resumed"
+                )
+            out.append(record)
+        return out
+
+
+def _history_json(data: Any) -> tuple[StepRecord, ...]:
+    """``history.json``: a list of step records.
+
+    Raises:
+        RecordError: not a list, or a record in it is not a step record (naming which).
+    """
+    if not isinstance(data, list):
+        raise RecordError(f"holds a JSON {json_type(data)}, not a JSON list")
+    records = []
+    for i, entry in enumerate(data, 1):
+        try:
+            records.append(parse(entry, StepRecord.from_json, what="a step record"))
+        except RecordError as exc:
+            raise RecordError(f"has an entry {i} that {exc}") from None
+    return tuple(records)
 
 
 class DirStageCache:

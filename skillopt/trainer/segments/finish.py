@@ -14,9 +14,10 @@ from skillopt import __version__
 from skillopt.gate import GateAction
 from skillopt.skill.document import inject_empty_slow_update_field
 from skillopt.trainer.context import RunContext
-from skillopt.trainer.evaluation import EvalSummary, evaluate_split
+from skillopt.trainer.evaluation import evaluate_split
 from skillopt.trainer.manifest import data_manifest
-from skillopt.trainer.rundir import layout, read_result_lines
+from skillopt.trainer.rundir import layout, read_rows
+from skillopt.trainer.rundir.evalsummary import EvalSummary
 from skillopt.trainer.scoring import paired_rows
 from skillopt.trainer.segments.gate import decide_final_best
 from skillopt.trainer.segments.selection import (
@@ -238,8 +239,5 @@ def _epoch_record(ctx: RunContext, epoch: int) -> EpochRecord:
 def _digests(ctx: RunContext) -> set[str]:
     """The image digests every row of the run was made with."""
     return {
-        d
-        for p in ctx.run.root.rglob(layout.RESULTS)
-        for r in read_result_lines(p.parent)
-        if (d := r.get("image_digest"))
+        d for p in ctx.run.root.rglob(layout.RESULTS) for r in read_rows(p.parent) if (d := r.image_digest)
     }

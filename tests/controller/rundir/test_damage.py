@@ -14,15 +14,14 @@ import pytest
 from controller.rundir.damage import inspect
 from controller.rundir.reader import RunStatus, is_run_dir, list_runs
 from tests.controller.rundir.test_reader import REPO, make_run
+from tests.rundirs import step_json, summary_json
 
 
 def finished(root: Path, name: str) -> Path:
     run = make_run(root, name).path
-    (run / "history.json").write_text(json.dumps([{"step": 1, "epoch": 1, "action": "accept"}]))
-    (run / "steps/step_0001/step_record.json").write_text(
-        json.dumps({"step": 1, "epoch": 1, "action": "accept"})
-    )
-    (run / "summary.json").write_text(json.dumps({"status": "complete", "best_selection_score": 0.5}))
+    (run / "history.json").write_text(json.dumps([step_json(1)]))
+    (run / "steps/step_0001/step_record.json").write_text(json.dumps(step_json(1)))
+    (run / "summary.json").write_text(json.dumps(summary_json("complete")))
     return run
 
 
@@ -69,7 +68,7 @@ def test_a_damaged_history_still_shows_the_committed_steps_from_their_records(tm
     run = finished(tmp_path, "r")
     (run / "history.json").write_text("")
     assert inspect(run).problems[0].problem == "is empty (0 bytes)"
-    assert [r["step"] for r in list_runs(tmp_path)[0].history()] == [1]
+    assert [r.step for r in list_runs(tmp_path)[0].history()] == [1]
 
 
 def test_folders_that_are_not_runs_are_not_listed_and_wrong_json_types_are_damage(tmp_path):

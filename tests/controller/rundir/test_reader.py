@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 from controller.rundir.reader import RunDir, diff_lines, list_runs
+from skillopt.trainer import StepRecord
+from tests.rundirs import step_json
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -40,7 +43,7 @@ def make_run(root: Path, name: str = "r") -> RunDir:
             }
         )
     )
-    (run / "history.json").write_text(json.dumps([{"step": 1, "epoch": 1, "action": "accept"}, {"step": 2}]))
+    (run / "history.json").write_text(json.dumps([step_json(1), step_json(2)]))
     for n, text in enumerate(["# a\nkeep\nold\n", "# a\nkeep\nnew\nmore\n"]):
         (run / f"skills/skill_v{n:04d}.md").write_text(text)
     (run / "steps/step_0001/candidate_skill.md").write_text("# a\n")
@@ -60,8 +63,8 @@ def test_a_run_reads_as_the_trainer_wrote_it(tmp_path):
     assert (info.steps_done, info.total_steps) == (1, 2)
     # Tokens from the run state, cost from the config's prices (no summary yet).
     assert info.tokens == 1_500_000 and info.cost_usd == 2.0
-    assert [r["step"] for r in run.history()] == [1]  # an uncommitted record is not history
-    assert [r["id"] for r in run.rows("steps/step_0001/rollout")] == ["x", "y"]  # first wins, torn skipped
+    assert [r.step for r in run.history()] == [1]  # an uncommitted record is not history
+    assert [r.id for r in run.rows("steps/step_0001/rollout")] == ["x", "y"]  # first wins, torn skipped
     labels = [label for label, _ in run.skill_versions()]
     assert labels == ["v0 (initial)", "v1 (after step 1)", "step 1 candidate", "best"]
     assert run.rollout_dirs() == ["steps/step_0001/rollout"]
@@ -116,7 +119,9 @@ def test_a_steps_spend_counts_the_optimizer_and_the_targets_rows(tmp_path):
     sel = run.path / "steps/step_0001/selection"
     sel.mkdir()
     (sel / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    record = {"step": 1, "tokens": {"analyst": {"calls": 1, "prompt_tokens": 2000, "completion_tokens": 200}}}
+    record = StepRecord.from_json(
+        step_json(1, tokens={"analyst": {"calls": 1, "prompt_tokens": 2000, "completion_tokens": 200}})
+    )
     spend = run.step_spend(record)
     assert spend["optimizer_tokens"] == 2200 and spend["target_tokens"] == 1650
     # make_run's prices: "*" at $1 in and $2 out per million (cached input at the input price).
@@ -124,7 +129,7 @@ def test_a_steps_spend_counts_the_optimizer_and_the_targets_rows(tmp_path):
 
 
 def test_an_evaluation_reads_the_same_from_either_summary_of_any_version(tmp_path):
-    from skillopt.trainer.evaluation import CategoryScore, EvalSummary
+    from skillopt.trainer.rundir import CategoryScore, EvalSummary
 
     run = make_run(tmp_path)
     new = EvalSummary(
@@ -161,12 +166,12 @@ def test_an_evaluation_reads_the_same_from_either_summary_of_any_version(tmp_pat
         (run.path / rel / name).write_text(json.dumps(data))
         seen.append(run.eval_summary(rel))
     first = seen[0]
-    assert (
-        first is not None and first["n"] == 3 and first["n_infra"] == 1 and first["hard_ci95"] == (0.1, 0.9)
-    )
-    assert first["categories"] == [{"name": "easy", "total": 1, "hard": 1.0, "hard_ci95": (0.2, 1.0)}]
+    assert first is not None and first.n_items == 3 and first.n_infra == 1 and first.hard_ci95 == (0.1, 0.9)
+    assert first.categories == {"easy": CategoryScore(total=1, hard=1.0, hard_ci95=(0.2, 1.0))}
     for other in seen[1:]:
-        assert other == {**first, "skill": other["skill"], "split": other["split"]}
+        assert other is not None
+        # The old test summary named only the env's options.
+        assert dataclasses.replace(other, skill=first.skill, split=first.split, env=first.env) == first
     assert run.eval_summary("steps/step_0001/rollout") is None  # a training batch has none
 
 
@@ -174,17 +179,15 @@ def test_skillopt_runs_names_the_package_files_accepted_steps_changed(tmp_path):
     run = make_run(tmp_path, "pkg")
     changed = {"path": "SKILL.md", "status": "changed"}
     history = [
-        {
-            "step": 1,
-            "action": "accept",
-            "file_changes": [changed, {"path": "references/a.md", "status": "added"}],
-        },
-        {"step": 2, "action": "reject", "file_changes": [{"path": "scripts/h.py", "status": "added"}]},
-        {
-            "step": 3,
-            "action": "accept_new_best",
-            "file_changes": [{"path": "references/a.md", "status": "removed"}],
-        },
+        step_json(1, proposal={"file_changes": (changed, {"path": "references/a.md", "status": "added"})}),
+        step_json(
+            2, action="reject", proposal={"file_changes": ({"path": "scripts/h.py", "status": "added"},)}
+        ),
+        step_json(
+            3,
+            action="accept_new_best",
+            proposal={"file_changes": ({"path": "references/a.md", "status": "removed"},)},
+        ),
     ]
     (run.path / "history.json").write_text(json.dumps(history))
     (run.path / "runtime_state.json").write_text(json.dumps({"last_completed_step": 3}))

@@ -19,8 +19,10 @@ from controller.rundir.lock import (
     read_stop_request,
     request_stop,
 )
-from controller.rundir.reader import LAUNCH_NAME, RunStatus, run_status
+from controller.rundir.reader import RunStatus, run_status
 from skillopt.errors import ConfigError
+from skillopt.trainer.rundir import layout
+from tests.rundirs import summary_json
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -53,7 +55,7 @@ def release(proc: subprocess.Popen) -> None:
 
 
 def write_summary(run: Path, status: str) -> None:
-    (run / "summary.json").write_text(json.dumps({"status": status, "stop_reason": ""}))
+    (run / layout.SUMMARY).write_text(json.dumps(summary_json(status)))
 
 
 def test_a_held_lock_is_running_and_names_its_holder(tmp_path):
@@ -133,7 +135,7 @@ def test_a_summary_older_than_the_last_session_is_stale(tmp_path):
 
 def test_a_webui_launch_is_starting_until_its_process_locks_or_dies(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
-    (tmp_path / LAUNCH_NAME).write_text(json.dumps({"pid": proc.pid, "launched_at": time.time()}))
+    (tmp_path / layout.LAUNCH).write_text(json.dumps({"pid": proc.pid, "launched_at": time.time()}))
     try:
         assert run_status(tmp_path).status is RunStatus.STARTING
     finally:

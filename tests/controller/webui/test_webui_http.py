@@ -17,6 +17,7 @@ import pytest
 
 from skillopt.config import load_config
 from skillopt.errors import ConfigError
+from tests.rundirs import step_json
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -342,20 +343,21 @@ def test_the_login_page_does_not_show_the_runs_directory(tmp_path, ui_server_fac
 def test_the_step_page_shows_a_package_candidates_change_per_file(tmp_path, ui_server_factory):
     run = make_run(tmp_path / "runs")
     step = run / "steps/step_0001"
-    record = {
-        "step": 1,
-        "epoch": 1,
-        "action": "accept",
-        "file_changes": [
-            {"path": "SKILL.md", "status": "changed", "old_size": 90, "new_size": 130, "executable": False,
-             "lines_added": 1, "lines_removed": 0, "binary": False},
-            {"path": "references/totals.md", "status": "added", "old_size": None, "new_size": 40,
-             "executable": False, "lines_added": 3, "lines_removed": 0, "binary": False},
-        ],
-        "script_checks": [
-            {"path": "scripts/helpers.py", "ok": False, "rule": "python-compile", "message": "SyntaxError: line 2"}
-        ],
-    }  # fmt: skip
+    changes = (
+        {"path": "SKILL.md", "status": "changed", "old_size": 90, "new_size": 130, "executable": False,
+         "lines_added": 1, "lines_removed": 0, "binary": False},
+        {"path": "references/totals.md", "status": "added", "old_size": None, "new_size": 40,
+         "executable": False, "lines_added": 3, "lines_removed": 0, "binary": False},
+    )  # fmt: skip
+    checks = (
+        {
+            "path": "scripts/helpers.py",
+            "ok": False,
+            "rule": "python-compile",
+            "message": "SyntaxError: line 2",
+        },
+    )
+    record = step_json(1, proposal={"file_changes": changes, "script_checks": checks})
     (step / "step_record.json").write_text(json.dumps(record))
     report = {
         "reports": [

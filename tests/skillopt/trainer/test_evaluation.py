@@ -11,10 +11,10 @@ from skillopt.gate import PairedTest
 from skillopt.models.openai_chat import OpenAIChatModel
 from skillopt.testing.inprocess import InProcessExecutor
 from skillopt.testing.simulation import SIM_PROVIDER, sim_models
-from skillopt.trainer.evaluation import EvalSummary, compare_rows, evaluate_split
+from skillopt.trainer.evaluation import compare_rows, evaluate_split
 from skillopt.trainer.planning import load_data
 from skillopt.trainer.rollouts import Rollouts, RolloutSpec
-from skillopt.trainer.rundir import layout, load_rows
+from skillopt.trainer.rundir import EvalSummary, layout, load_rows
 from skillopt.types import Limits, ModelSpec
 from tests.skillopt.trainer.conftest import ENV, config
 

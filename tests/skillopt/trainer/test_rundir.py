@@ -9,7 +9,9 @@ import shutil
 import pytest
 
 from skillopt.reflection.cache import cache_key, memoized
+from skillopt.trainer.records import SCHEMA_VERSION
 from skillopt.trainer.rundir import Failpoint, RunDirectory, RunDirectoryDamaged, layout
+from tests.rundirs import WRITTEN_BY, copy_run
 from tests.skillopt.trainer.conftest import Crash, crash_at, decisions
 
 
@@ -114,3 +116,20 @@ def test_a_run_directory_from_before_the_progress_counters_resumes(reference, fi
     result, _ = fit(out)
     assert result.status == "complete" and result.total_steps == 4
     assert decisions(out) == decisions(reference)
+
+
+@pytest.mark.parametrize("commit", WRITTEN_BY)
+def test_a_run_directory_of_every_earlier_version_resumes(fit, tmp_path, commit):
+    """``--resume`` of a finished run written by each earlier version (``tests/fixtures/rundirs``):
+    its state, history and rows load (migrated on read), its end runs again, and what it writes
+    is in today's shape."""
+    out = copy_run(commit, tmp_path / "run")
+    before = [
+        (r["step"], r["action"], r["best_score"]) for r in json.loads((out / layout.HISTORY).read_text())
+    ]
+    result, _ = fit(out)
+    assert result.status == "complete" and result.total_steps == 4 and result.best_step == 1
+    history = json.loads((out / layout.HISTORY).read_text())
+    assert [(r["step"], r["action"], r["best_score"]) for r in history] == before
+    assert {r["schema_version"] for r in history} == {SCHEMA_VERSION}
+    assert json.loads((out / layout.SUMMARY).read_text())["schema_version"] == SCHEMA_VERSION
