@@ -12,10 +12,11 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from controller.commands.flags import CommandParser
 
-__all__ = ["build_parser", "main", "start_tracing"]
+__all__ = ["build_parser", "main", "parse_args", "start_tracing"]
 
 # Order is the order shown in ``skillopt --help``.
 _COMMANDS = (
@@ -35,15 +36,28 @@ _COMMANDS = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+class _RefusingParser(CommandParser):
+    """A parser whose bad command line is a :class:`~skillopt.errors.ConfigError`, not an exit
+    (:func:`parse_args`; its sub-command parsers are of this class too)."""
+
+    def error(self, message: str) -> NoReturn:
+        from skillopt.errors import ConfigError
+
+        raise ConfigError(f"{self.prog}: {message}")
+
+
+def build_parser(*, refusing: bool = False) -> argparse.ArgumentParser:
+    """The ``skillopt`` parser (``refusing``: a bad command line raises instead of exiting)."""
+    parser = (_RefusingParser if refusing else argparse.ArgumentParser)(
         prog="skillopt",
         description=(
             "Train an agent's SKILL.md with epochs, batches, an edit budget and a validation gate; "
             "every rollout runs in a hardened Docker sandbox reached over gRPC."
         ),
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=_RefusingParser if refusing else CommandParser
+    )
     sub.required = True
     for name in _COMMANDS:
         try:
@@ -54,6 +68,19 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         module.register(sub)
     return parser
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """``skillopt ARGV...`` parsed by the CLI's own parser, for a caller that builds a command
+    line and checks it before running it (the WebUI's launch, resume and eval)::
+
+        args = parse_args(["train", "--resume", "runs/demo"])
+        cfg, out = controller.commands.train.load(args)
+
+    Raises:
+        ConfigError: a bad command line (what argparse would print before exiting).
+    """
+    return build_parser(refusing=True).parse_args(list(argv))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -245,6 +245,39 @@ def test_a_public_class_name_has_one_definition():
     )
 
 
+def _private_imports(path: Path, package: str) -> list[str]:
+    """The ``_``-prefixed names ``path`` imports from modules of ``package`` (and the private
+    modules it imports from there)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            if node.module == package or node.module.startswith(package + "."):
+                found += [f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+                if any(p.startswith("_") for p in node.module.split(".")):
+                    found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found += [
+                a.name
+                for a in node.names
+                if a.name.startswith(package + ".") and any(p.startswith("_") for p in a.name.split("."))
+            ]
+    return found
+
+
+def test_the_webui_uses_the_commands_public_entries_only():
+    """The WebUI launches, resumes and evaluates through the CLI's own parser and loaders
+    (``controller.cli.parse_args``, ``controller.commands.train.load``, ``...eval.load``): it
+    imports nothing private from ``controller.commands``, so a command's internals can change
+    without a second, hand-built caller drifting from them."""
+    wrong = [
+        f"{name} imports {target}"
+        for name, path in _modules().items()
+        if name.startswith("controller.webui")
+        for target in _private_imports(path, "controller.commands")
+    ]
+    assert wrong == []
+
+
 #: The readers of run directories: they read every file through the run directory's records
 #: (``skillopt.trainer.rundir``), never parsing its JSON themselves.
 RUN_DIRECTORY_READERS = (

@@ -21,7 +21,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from skillopt.trainer.state import RunMode
     from skillopt.types import SkillSpec
 
-__all__ = ["register"]
+__all__ = ["load", "register"]
 
 _SPLITS = ("train", "val", "test", "all")
 
@@ -289,6 +289,33 @@ def _started(args: argparse.Namespace, overrides: list[str]) -> _Source:
     )
 
 
+def _source(args: argparse.Namespace) -> _Source:
+    """What the arguments say to evaluate, the fleet flags applied to its config.
+
+    Raises:
+        SkillOptError: the config or the run is unusable, or a skill name needs ``--run``.
+    """
+    from controller.fleet.access import config_with_access
+
+    overrides = list(args.set)
+    if args.allow_sample:
+        overrides.append("env.allow_sample=true")
+    src = _resumed(args, overrides) if args.resume else _started(args, overrides)
+    return replace(src, cfg=config_with_access(src.cfg, args))
+
+
+def load(args: argparse.Namespace) -> tuple[Config, Path]:
+    """The config and output directory ``skillopt eval ARGS`` runs with (its skills and data are
+    loaded when it runs). The WebUI checks an eval with it (``args`` from
+    :func:`controller.cli.parse_args`) before starting the CLI.
+
+    Raises:
+        SkillOptError: the config or the run is unusable, or a skill name needs ``--run``.
+    """
+    src = _source(args)
+    return src.cfg, src.out
+
+
 def _plan(args: argparse.Namespace) -> _Plan:
     """Resolve config, mode, skills, split and output directory from the arguments.
 
@@ -296,18 +323,14 @@ def _plan(args: argparse.Namespace) -> _Plan:
         SkillOptError: a config, skill or directory is unusable (the message says what to do).
         OSError: a file could not be read.
     """
-    from controller.fleet.access import config_with_access
     from controller.rundata import refuse_sample, run_data
     from controller.session import decide_simulation
     from skillopt.skill.package import load_skill
     from skillopt.trainer.planning import load_data
     from skillopt.trainer.state import refuse_mode_change
 
-    overrides = list(args.set)
-    if args.allow_sample:
-        overrides.append("env.allow_sample=true")
-    src = _resumed(args, overrides) if args.resume else _started(args, overrides)
-    cfg = config_with_access(src.cfg, args)
+    src = _source(args)
+    cfg = src.cfg
     mode = decide_simulation(cfg)
     used = run_data(cfg, load_data(cfg))
     refuse_sample(cfg, mode, used, command="eval")
@@ -444,8 +467,6 @@ def _run(plan: _Plan) -> int:
 def _evaluate(plan: _Plan) -> EvalSummary:
     """Both skills on the split's items through one sandbox session (the trainer's evaluation
     routine), with where and how they ran."""
-    from dataclasses import replace
-
     from controller.session import open_session
     from controller.ui.progress import RowProgress
     from skillopt.models.prefix import prefix_report

@@ -6,11 +6,19 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controller.fleet.access import add_fleet_arguments, config_with_access
 from skillopt.errors import ConfigError, SkillOptError
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from skillopt.config import Config
+    from skillopt.envs.base import EnvData
+    from skillopt.trainer.callbacks import Callback
+    from skillopt.trainer.state import RunMode
+    from skillopt.trainer.summary import FitResult
+
+__all__ = ["load", "register"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,7 +70,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _load(args: argparse.Namespace):
+def load(args: argparse.Namespace) -> tuple[Config, Path]:
+    """The config and run directory ``skillopt train ARGS`` runs with: a new run's config
+    (``--config`` with ``--set``), or the run's own for ``--resume`` (refused when it cannot be
+    resumed), with the fleet flags applied. The WebUI checks a launch or a resume with it
+    (``args`` from :func:`controller.cli.parse_args`) before starting the CLI.
+
+    Raises:
+        ConfigError: a bad config or flag, no run to resume, a run that exists already.
+        RunDirectoryDamaged: the run to resume cannot be resumed (the message says why).
+    """
     from controller.rundir.damage import inspect as inspect_damage
     from controller.rundir.runconfig import run_config
     from skillopt.config import load_config
@@ -71,7 +88,7 @@ def _load(args: argparse.Namespace):
     overrides = list(args.set)
     if args.simulate:
         overrides.append(f"run.simulate={args.simulate}")
-    if getattr(args, "allow_sample", False):  # the WebUI's resume builds its own namespace
+    if args.allow_sample:
         overrides.append("env.allow_sample=true")
     if args.resume:
         out = Path(args.resume)
@@ -92,42 +109,110 @@ def _load(args: argparse.Namespace):
     return cfg, out
 
 
+def _pinned(out: Path, resume: bool, mode: RunMode) -> tuple[str, str]:
+    """The runtime and agent image digests a resumed run is pinned to (``""``: none, or a new
+    run), after refusing to resume it in another mode.
+
+    Raises:
+        ConfigError: the run was started in another mode (real models or the simulation).
+    """
+    from skillopt.trainer.rundir import RecordError, RunDirectory
+    from skillopt.trainer.state import refuse_mode_change
+
+    try:
+        recorded = RunDirectory(out).state() if resume else None
+    except RecordError:
+        recorded = None  # a damaged state: the trainer says so when it resumes
+    if recorded is None:
+        return "", ""
+    refuse_mode_change(out, recorded.run_mode, mode)
+    # The environment manifest the run is pinned to (the sandbox hosts' own facts).
+    env = recorded.environment
+    return str(env.get("runtime_image_digest", "")), str(env.get("agent_image_digest", ""))
+
+
+def _say_stopped(result: FitResult, out: Path) -> None:
+    """How to continue a run that stopped before its end (a stop asked for, or a budget)."""
+    if result.status != "stopped":
+        return
+    how = (
+        f": skillopt train --resume {out}"
+        if result.stop_reason.startswith("stop requested")
+        else f" a larger budget: skillopt train --resume {out} --set train.max_tokens=N or --set train.max_cost_usd=X"
+    )
+    print(
+        f"skillopt train: stopped after step {result.total_steps}: {result.stop_reason}\n(continue with{how})",
+        file=sys.stderr,
+    )
+
+
+def _fit(
+    cfg: Config,
+    out: Path,
+    mode: RunMode,
+    data: EnvData,
+    callbacks: list[Callback],
+    *,
+    pinned: tuple[str, str],
+) -> FitResult:
+    """Train in a sandbox session (embedded, or the fleet): from the initial skill, with the
+    live status (and the noisy simulation's ground truth) among the callbacks.
+
+    Raises:
+        SkillOptError: the session or the run failed (the message says what to do).
+        OSError: a write failed (a full disk: the caller says so).
+    """
+    from controller.rundir.live import LiveStatus
+    from controller.session import open_session
+    from skillopt.skill.package import load_skill
+    from skillopt.trainer import Trainer
+
+    initial = (
+        load_skill(Path(cfg.env.skill_init), limits=cfg.env.skill_limits)
+        if cfg.env.skill_init
+        else data.initial_skill()
+    )
+    if mode.noisy:
+        from skillopt.testing.truth import simulation_truth
+
+        callbacks.append(simulation_truth(cfg, data))  # simulation-only ground truth
+    with open_session(
+        cfg, out_dir=out, mode=mode, pinned_digest=pinned[0], pinned_agent_digest=pinned[1]
+    ) as session:
+        executor = session.rollouts.executor
+        hosts = (lambda: executor.hosts_state) if hasattr(executor, "hosts_state") else None
+        callbacks.append(LiveStatus(out, hosts=hosts))
+        trainer = Trainer(
+            cfg,
+            data=data,
+            rollouts=session.rollouts,
+            optimizer=session.optimizer,
+            out_dir=out,
+            initial_skill=initial,
+            callbacks=callbacks,
+            mode=session.mode,
+            environment=session.environment,
+        )
+        return trainer.fit()
+
+
 def run(args: argparse.Namespace) -> int:
     from controller.rundata import refuse_sample, run_data
-    from controller.rundir.live import LiveStatus, StopWatcher
+    from controller.rundir.live import StopWatcher
     from controller.rundir.lock import acquire_run_lock
-    from controller.session import decide_simulation, open_session
+    from controller.session import decide_simulation
     from controller.ui.curve import CurvePlotter
     from controller.ui.progress import ProgressDisplay
     from skillopt.durable import is_disk_full
     from skillopt.logs import LogFile, configure_logging
-    from skillopt.skill.package import load_skill
     from skillopt.tracking import tracking_callbacks
-    from skillopt.trainer import Trainer
-    from skillopt.trainer.callbacks import Callback
     from skillopt.trainer.planning import load_data
-    from skillopt.trainer.rundir import (
-        RecordError,
-        RunDirectory,
-        RunDirectoryDamaged,
-        RunDirectoryFull,
-        layout,
-    )
-    from skillopt.trainer.state import refuse_mode_change
+    from skillopt.trainer.rundir import RunDirectoryDamaged, RunDirectoryFull, layout
 
     try:
-        cfg, out = _load(args)
+        cfg, out = load(args)
         mode = decide_simulation(cfg)
-        try:
-            recorded = RunDirectory(out).state() if args.resume else None
-        except RecordError:
-            recorded = None  # a damaged state: the trainer says so when it resumes
-        if recorded is not None:
-            refuse_mode_change(out, recorded.run_mode, mode)
-        # The environment manifest the run is pinned to (the sandbox hosts' own facts).
-        pinned_env = recorded.environment if recorded is not None else {}
-        pinned = str(pinned_env.get("runtime_image_digest", ""))
-        pinned_agent = str(pinned_env.get("agent_image_digest", ""))
+        pinned, pinned_agent = _pinned(out, bool(args.resume), mode)
         data = load_data(cfg)
         used = run_data(cfg, data)
         refuse_sample(cfg, mode, used, command="train")
@@ -157,33 +242,7 @@ def run(args: argparse.Namespace) -> int:
         callbacks.append(CurvePlotter())
     callbacks += [StopWatcher(out), *trackers]
     try:
-        initial = (
-            load_skill(Path(cfg.env.skill_init), limits=cfg.env.skill_limits)
-            if cfg.env.skill_init
-            else data.initial_skill()
-        )
-        if mode.noisy:
-            from skillopt.testing.truth import simulation_truth
-
-            callbacks.append(simulation_truth(cfg, data))  # simulation-only ground truth
-        with open_session(
-            cfg, out_dir=out, mode=mode, pinned_digest=pinned, pinned_agent_digest=pinned_agent
-        ) as session:
-            executor = session.rollouts.executor
-            hosts = (lambda: executor.hosts_state) if hasattr(executor, "hosts_state") else None
-            callbacks.append(LiveStatus(out, hosts=hosts))
-            trainer = Trainer(
-                cfg,
-                data=data,
-                rollouts=session.rollouts,
-                optimizer=session.optimizer,
-                out_dir=out,
-                initial_skill=initial,
-                callbacks=callbacks,
-                mode=session.mode,
-                environment=session.environment,
-            )
-            result = trainer.fit()
+        result = _fit(cfg, out, mode, data, callbacks, pinned=(pinned, pinned_agent))
     except (SkillOptError, OSError) as exc:
         if isinstance(exc, OSError) and not is_disk_full(exc):  # a bug or the machine: the traceback helps
             raise
@@ -197,17 +256,5 @@ def run(args: argparse.Namespace) -> int:
     finally:
         log_file.close()
         lock.release()
-    if result.status == "stopped" and result.stop_reason.startswith("stop requested"):
-        print(
-            f"skillopt train: stopped after step {result.total_steps}: {result.stop_reason}\n"
-            f"(continue with: skillopt train --resume {out})",
-            file=sys.stderr,
-        )
-    elif result.status == "stopped":
-        print(
-            f"skillopt train: stopped after step {result.total_steps}: {result.stop_reason}\n"
-            f"(continue with a larger budget: skillopt train --resume {out} --set train.max_tokens=N "
-            "or --set train.max_cost_usd=X)",
-            file=sys.stderr,
-        )
+    _say_stopped(result, out)
     return 0

@@ -13,7 +13,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import csv
 import hmac
@@ -45,17 +44,20 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from controller.commands.train import _load as _load_run
-from controller.preflight import preflight
+from controller.cli import parse_args
+from controller.commands import eval as eval_command
+from controller.commands import train as train_command
+from controller.preflight import Check, preflight
 from controller.rundir.lock import clear_stop_request, request_stop
 from controller.rundir.notes import parse_tags, read_notes, write_notes
 from controller.rundir.reader import RunDir, RunStatus, diff_lines, is_run_dir
 from controller.rundir.runconfig import recorded_mode
 from controller.webui.compare import MAX_RUNS, compare_runs
-from controller.webui.forms import FIELDS, config_choices, form_values, plan_launch
-from controller.webui.launch import Launcher, eval_argv, resume_argv, train_argv
+from controller.webui.forms import FIELDS, LaunchPlan, config_choices, form_values, plan_launch
+from controller.webui.launch import Launcher, eval_args, resume_args, train_args
 from controller.webui.security import COOKIE, SecurityMiddleware, session_value
 from controller.webui.snapshot import RunsList, run_signature, run_snapshot, runs_signature
+from skillopt.config import Config
 from skillopt.errors import ConfigError, SkillOptError
 from skillopt.gate import format_score
 from skillopt.trainer.rundir import ResultRow, layout
@@ -274,33 +276,39 @@ class WebUI:
             raise _Error(400, exc.message) from None
         return JSONResponse({"id": choice.id, "env": choice.env, "values": form_values(cfg)})
 
-    def _plan(self, form: dict[str, Any]):
+    def _plan(self, form: dict[str, Any]) -> tuple[LaunchPlan, Config, list[Check], list[str]]:
+        """The form validated, then the command line it launches, loaded by the CLI's own
+        parser and loader (so preflight checks the config the run will have), and preflight.
+
+        Raises:
+            ConfigError: the form's values, or the CLI's loading, refused (its message).
+        """
         existing = {p.name for p in self.runs_dir.iterdir()}
         plan = plan_launch(form, existing=existing)
-        checks = preflight(plan.config)
-        argv = train_argv(plan.choice.config, plan.set_args(), self.runs_dir / plan.name)
-        return plan, checks, argv
+        args = train_args(plan.choice.config, plan.set_args(), self.runs_dir / plan.name)
+        cfg, _ = train_command.load(parse_args(args))
+        return plan, cfg, preflight(cfg), args
 
     async def api_preflight(self, request: Request) -> Response:
         form = await self.body(request)
         try:
-            plan, checks, argv = await run_in_threadpool(self._plan, form)
-        except ConfigError as exc:
+            plan, _, checks, args = await run_in_threadpool(self._plan, form)
+        except SkillOptError as exc:
             return JSONResponse({"ok": False, "error": exc.message, "checks": []}, status_code=422)
         return JSONResponse(
             {
                 "ok": all(c.ok for c in checks),
                 "checks": [c.to_dict() for c in checks],
                 "name": plan.name,
-                "command": "skillopt " + " ".join(argv[3:]),
+                "command": "skillopt " + " ".join(args),
             }
         )
 
     async def api_launch(self, request: Request) -> Response:
         form = await self.body(request)
         try:
-            plan, checks, argv = await run_in_threadpool(self._plan, form)
-        except ConfigError as exc:
+            plan, cfg, checks, args = await run_in_threadpool(self._plan, form)
+        except SkillOptError as exc:
             return JSONResponse({"ok": False, "error": exc.message, "checks": []}, status_code=422)
         if not all(c.ok for c in checks):
             failed = next(c for c in checks if not c.ok)
@@ -319,9 +327,7 @@ class WebUI:
             return JSONResponse(
                 {"ok": False, "error": f"a run named {plan.name!r} exists already"}, status_code=409
             )
-        pid = await run_in_threadpool(
-            self.launcher.start, out, argv, kind="train", env_name=plan.config.env.name
-        )
+        pid = await run_in_threadpool(self.launcher.start, out, args, kind="train", env_name=cfg.env.name)
         return JSONResponse({"ok": True, "name": plan.name, "pid": pid, "url": f"/runs/{plan.name}"})
 
     # -- one run -----------------------------------------------------------------------------
@@ -379,12 +385,10 @@ class WebUI:
         # The recorded mode is kept: a simulated run resumes simulated, a real one real.
         recorded = await run_in_threadpool(recorded_mode, run.path)
         simulate = recorded.flag if recorded else "off"
-        try:  # the CLI's own loading of a run to resume, so its messages are the CLI's
-            ns = argparse.Namespace(
-                set=overrides, endpoints=None, simulate=simulate, resume=str(run.path), allow_sample=False
-            )
-            cfg, _ = await run_in_threadpool(_load_run, ns)
-        except ConfigError as exc:
+        args = resume_args(run.path, overrides, simulate=simulate)
+        try:  # the CLI's own parsing and loading of a run to resume: its messages are the CLI's
+            cfg, _ = await run_in_threadpool(train_command.load, parse_args(args))
+        except SkillOptError as exc:
             return JSONResponse({"ok": False, "error": exc.message}, status_code=422)
         checks = await run_in_threadpool(preflight, cfg)
         failed = [c for c in checks if not c.ok]
@@ -393,8 +397,7 @@ class WebUI:
                 {"ok": False, "error": f"preflight: {failed[0].name}: {failed[0].detail}"}, status_code=409
             )
         clear_stop_request(run.path)
-        argv = resume_argv(run.path, overrides, simulate=simulate)
-        pid = await run_in_threadpool(self.launcher.start, run.path, argv, kind="train")
+        pid = await run_in_threadpool(self.launcher.start, run.path, args, kind="train")
         return JSONResponse({"ok": True, "pid": pid})
 
     async def api_eval(self, request: Request) -> Response:
@@ -409,8 +412,7 @@ class WebUI:
             return JSONResponse(
                 {"ok": False, "error": f"{skill_rel!r} is not a skill of this run"}, status_code=422
             )
-        cfg = run.config()
-        if cfg is None:
+        if run.config() is None:
             return JSONResponse({"ok": False, "error": "the run has no config.json yet"}, status_code=409)
         stem = Path(skill_rel).stem if not skill_rel.startswith("steps/") else skill_rel.split("/")[1]
         out = run.path / layout.EVALS / f"{split}_{stem}_{time.strftime('%Y%m%d_%H%M%S')}"
@@ -419,12 +421,14 @@ class WebUI:
             return JSONResponse(
                 {"ok": False, "error": f"{skill_rel!r} is not a skill of this run"}, status_code=422
             )
-        out.mkdir(parents=True, exist_ok=False)
         # `skillopt eval --run`: the run's own config and mode, read by the CLI as in a terminal.
-        argv = eval_argv(run.path, skill, split, out)
-        pid = await run_in_threadpool(
-            self.launcher.start, out, argv, kind="eval", env_name=cfg.config.env.name
-        )
+        args = eval_args(run.path, skill, split, out)
+        try:
+            cfg, _ = await run_in_threadpool(eval_command.load, parse_args(args))
+        except SkillOptError as exc:
+            return JSONResponse({"ok": False, "error": exc.message}, status_code=422)
+        out.mkdir(parents=True, exist_ok=False)
+        pid = await run_in_threadpool(self.launcher.start, out, args, kind="eval", env_name=cfg.env.name)
         return JSONResponse({"ok": True, "pid": pid, "dir": str(out.relative_to(run.path))})
 
     async def step_page(self, request: Request) -> Response:

@@ -5,7 +5,9 @@ writes the arguments. The child gets its own session (closing the UI does not st
 UI's environment (provider keys reach the run the way they reach a terminal run, never the
 page), and ``console.log`` in its run directory as stdout and stderr. ``launch.json`` (a
 :class:`~skillopt.trainer.rundir.LaunchRecord`) records the argv and pid, which
-:func:`controller.rundir.status.run_status` uses until the child holds the run's lock.
+:func:`controller.rundir.status.run_status` uses until the child holds the run's lock. The
+arguments are the ones the page checked first with the CLI's own parser and loader
+(:func:`controller.cli.parse_args`, ``controller.commands.train.load``).
 """
 
 from __future__ import annotations
@@ -22,30 +24,32 @@ import structlog
 from skillopt.durable import atomic_write_json
 from skillopt.trainer.rundir import LaunchRecord, RecordError, RunDirectory, layout
 
-__all__ = ["Launcher", "eval_argv", "resume_argv", "train_argv"]
+__all__ = ["Launcher", "eval_args", "resume_args", "train_args"]
 
 log = structlog.get_logger("skillopt.controller.webui")
 
 _CLI = [sys.executable, "-m", "controller.cli"]
 
 
-def train_argv(config: str, overrides: list[str], out: Path) -> list[str]:
-    argv = [*_CLI, "train", "--config", config, "--out", str(out)]
+def train_args(config: str, overrides: list[str], out: Path) -> list[str]:
+    """``skillopt train --config CONFIG --out OUT --set ...`` (the arguments after ``skillopt``)."""
+    args = ["train", "--config", config, "--out", str(out)]
     for item in overrides:
-        argv += ["--set", item]
-    return argv
+        args += ["--set", item]
+    return args
 
 
-def resume_argv(run_dir: Path, overrides: list[str], *, simulate: str) -> list[str]:
-    argv = [*_CLI, "train", "--resume", str(run_dir), "--simulate", simulate]
+def resume_args(run_dir: Path, overrides: list[str], *, simulate: str) -> list[str]:
+    """``skillopt train --resume RUN --simulate MODE --set ...``."""
+    args = ["train", "--resume", str(run_dir), "--simulate", simulate]
     for item in overrides:
-        argv += ["--set", item]
-    return argv
+        args += ["--set", item]
+    return args
 
 
-def eval_argv(run_dir: Path, skill: Path, split: str, out: Path) -> list[str]:
+def eval_args(run_dir: Path, skill: Path, split: str, out: Path) -> list[str]:
     """``skillopt eval --run RUN``: the run's own config and mode (the CLI reads them)."""
-    return [*_CLI, "eval", "--run", str(run_dir), "--skill", str(skill), "--split", split, "--out", str(out)]
+    return ["eval", "--run", str(run_dir), "--skill", str(skill), "--split", split, "--out", str(out)]
 
 
 class Launcher:
@@ -55,13 +59,14 @@ class Launcher:
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
 
-    def start(self, run_dir: Path, argv: list[str], *, kind: str, env_name: str = "") -> int:
-        """Start ``argv`` for ``run_dir``; returns the child's pid."""
+    def start(self, run_dir: Path, args: list[str], *, kind: str, env_name: str = "") -> int:
+        """Start ``skillopt ARGS...`` for ``run_dir``; returns the child's pid."""
         run_dir.mkdir(parents=True, exist_ok=True)
         try:
             previous = RunDirectory(run_dir, failpoint=None).record(layout.LAUNCH, LaunchRecord.from_json)
         except RecordError:
             previous = None
+        argv = [*_CLI, *args]
         launched_at = time.time()
         console = open(run_dir / layout.CONSOLE_LOG, "ab")  # noqa: SIM115 - handed to the child
         try:

@@ -13,13 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from controller.cli import parse_args
+from controller.commands import eval as eval_command
 from controller.rundir.damage import inspect
 from controller.rundir.reader import RunDir, RunStatus, list_runs
 from controller.rundir.runconfig import recorded_mode, run_config
 from controller.webui.compare import compare_runs
 from controller.webui.snapshot import run_snapshot
 from skillopt.trainer.records import SCHEMA_VERSION
-from skillopt.trainer.rundir import RunDirectory, layout
+from skillopt.trainer.rundir import layout
 from skillopt.types import InfraErrorKind, WorkOutcome
 from tests.rundirs import FIXTURES, WRITTEN_BY, copy_run
 
@@ -99,9 +101,8 @@ def test_the_rows_rollouts_and_evaluations_of_every_version_read(runs, commit):
 
 def test_an_eval_of_the_newest_version_resumes_from_its_record(runs):
     """``eval_config.json`` (written first by 341f351) reads back as what ``--resume`` continues."""
-    record = RunDirectory(runs / "341f351" / EVAL, failpoint=None).eval_config()
-    assert record is not None and record.config.env.name == "searchqa" and record.split == "test"
-    assert record.mode is not None and record.mode.flag == "on" and record.against is not None
+    cfg, out = eval_command.load(parse_args(["eval", "--resume", str(runs / "341f351" / EVAL)]))
+    assert out == runs / "341f351" / EVAL and cfg.env.name == "searchqa" and cfg.run.simulate == "on"
 
 
 def test_runs_of_every_version_compare_side_by_side(runs):

@@ -17,7 +17,8 @@ import pytest
 
 from skillopt.config import load_config
 from skillopt.errors import ConfigError
-from tests.rundirs import step_json
+from skillopt.trainer.rundir import layout
+from tests.rundirs import NEWEST, copy_run, step_json, summary_json
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -380,3 +381,42 @@ def test_the_step_page_shows_a_package_candidates_change_per_file(tmp_path, ui_s
         "<code>scripts/helpers.py</code>",
     ):
         assert text in page, text
+
+
+def test_resume_and_eval_from_the_page_are_refused_with_the_clis_own_words(tmp_path, ui_server_factory):
+    """The page parses the command line it would start with the CLI's parser and loads it with
+    the CLI's loader first: what the CLI would refuse, the page refuses with the same message,
+    and nothing is started."""
+    runs = tmp_path / "runs"
+    run = copy_run(NEWEST, runs / "old")
+    (run / layout.SUMMARY).write_text(json.dumps(summary_json("stopped")))  # resumable
+    config = json.loads((run / layout.CONFIG).read_text())
+    config["env"]["data_root"] = str(tmp_path / "moved")  # the run's data is gone from here
+    (run / layout.CONFIG).write_text(json.dumps(config))
+    ui = ui_server_factory(runs)
+
+    def cli(*args: str) -> str:
+        res = subprocess.run(
+            [sys.executable, "-m", "controller.cli", *args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert res.returncode == 2, res.stderr
+        return res.stderr
+
+    with httpx.Client(base_url=ui.url, timeout=60, headers={"Origin": ui.url}) as c:
+        resume = c.post("/api/runs/old/resume", json={"extra": "train.batch_size=0"})
+        assert resume.status_code == 422
+        error = resume.json()["error"]
+        assert error.startswith("train.batch_size (from --set): must be >= 1")
+        assert error in cli("train", "--resume", str(run), "--simulate", "on", "--set", "train.batch_size=0")
+        ev = c.post("/api/runs/old/eval", json={"skill": "best_skill.md", "split": "test"})
+        assert ev.status_code == 422
+        error = ev.json()["error"]
+        assert "env.data_root" in error and str(tmp_path / "moved") in error
+        assert error in cli("eval", "--run", str(run), "--skill", "best", "--split", "test")
+    # Nothing was started: no new eval folder, the launch record is still the fixture's.
+    assert [p.name for p in (run / layout.EVALS).iterdir()] == ["test_best_skill"]
+    assert json.loads((run / layout.LAUNCH).read_text())["pid"] == 4242
