@@ -347,8 +347,9 @@ def _check(baseline: Baseline) -> list[str]:
         problems.append("runner: the runner's io priority was changed")
     if _umask() != baseline.umask or os.getcwd() != baseline.cwd or dict(os.environ) != baseline.environ:
         problems.append("runner: the runner's umask, working directory or environment changed")
-    if baseline.non_dumpable and _dumpable() != 0:
-        problems.append("runner: the runner became dumpable (traceable)")
+    if baseline.non_dumpable and (_dumpable() != 0 or os.stat("/proc/self/mem").st_uid != 0):
+        # Non-dumpable: nobody of its uid may trace it, and its /proc files (its memory) are root's.
+        problems.append("runner: the runner became dumpable (traceable, its /proc files its uid's)")
     writable = _writable_module(tuple(p.path for p in baseline.places))
     if writable:
         problems.append(f"runner: the runner holds a module loaded from a writable place: {writable}")
