@@ -115,6 +115,22 @@ def test_no_module_of_the_project_is_part_of_an_import_cycle():
     )
 
 
+def test_every_folder_of_code_is_a_regular_package():
+    """Every folder of the project's Python code has an ``__init__.py``. A folder without one is
+    still importable (a namespace package), but by accident: tools that look for packages skip
+    it, and nothing says what it holds. The exceptions are data: the simulation's scripts, which
+    run inside containers and are never imported."""
+    folders = {p.parent for pkg in PACKAGES for p in (REPO / pkg).rglob("*.py")}
+    missing = sorted(
+        str(f.relative_to(REPO))
+        for f in folders
+        if not (f / "__init__.py").exists()
+        and "simulation" not in f.relative_to(REPO).parts
+        and not any(str(f.relative_to(REPO)).startswith(g) for g in GENERATED)
+    )
+    assert missing == [], f"add an __init__.py with a docstring saying what the package is: {missing}"
+
+
 def test_imports_point_one_way():
     graph = _graph()
     allowed = {"skillopt": {"skillopt"}, "sandbox": {"sandbox", "skillopt"}, "controller": set(PACKAGES)}
