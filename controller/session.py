@@ -30,11 +30,11 @@ from skillopt.trainer.rollouts import Rollouts, RolloutSpec
 from skillopt.trainer.rundir import layout
 from skillopt.trainer.state import RunMode
 from skillopt.types import Limits, ModelSpec
+from skillopt.units import MiB
 
 __all__ = ["Session", "decide_simulation", "open_session", "run_id_for", "sandbox_channels"]
 
 log = structlog.get_logger("skillopt.controller.session")
-MiB = 1024 * 1024
 
 
 @dataclass

@@ -13,9 +13,10 @@ import zlib
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler
 
+from skillopt.units import MiB
+
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_DECODED_BYTES", "BodyError", "decompress", "read_body"]
 
-MiB = 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = 32 * MiB
 DEFAULT_MAX_DECODED_BYTES = 64 * MiB
 _MAX_CHUNK_LINE = 1024

@@ -131,6 +131,31 @@ def test_every_folder_of_code_is_a_regular_package():
     assert missing == [], f"add an __init__.py with a docstring saying what the package is: {missing}"
 
 
+#: Modules that still define their own ``MiB`` instead of importing ``skillopt.units.MiB``,
+#: each a debt (the list may only shrink).
+OWN_MIB = {
+    "controller.client.sandbox_client",
+    "sandbox.runtime.skilldir",
+    "sandbox.server.fusion_http",
+    "sandbox.service.coderun",
+    "sandbox.service.config",
+    "sandbox.service.validation",
+    "skillopt.skill.package",
+}
+
+
+def test_mib_is_defined_once():
+    """``MiB`` is :mod:`skillopt.units`'s; a module assigning its own (``MiB = 1024 * 1024``)
+    is one more copy to keep equal."""
+    found = set()
+    for name, path in _modules().items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if any(isinstance(t, ast.Name) and t.id.lstrip("_") == "MiB" for t in targets):
+                found.add(name)
+    assert found == {"skillopt.units", *OWN_MIB}, "import MiB from skillopt.units (drop a paid debt)"
+
+
 def test_imports_point_one_way():
     graph = _graph()
     allowed = {"skillopt": {"skillopt"}, "sandbox": {"sandbox", "skillopt"}, "controller": set(PACKAGES)}

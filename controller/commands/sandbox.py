@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from controller.signals import unwinds_on_sigterm
 from skillopt.errors import InfraError, SkillOptError
+from skillopt.units import MiB
 
 if TYPE_CHECKING:
     from sandbox.runtime.docker.runtime import DockerRuntime
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = ["register"]
 
-MiB = 1024 * 1024
 _MAX_OUTPUT_FILE = 256 * MiB
 
 

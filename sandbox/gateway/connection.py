@@ -17,12 +17,12 @@ import h11
 import structlog
 
 from skillopt.httpbody import BodyError, decompress
+from skillopt.units import MiB
 
 __all__ = ["BodyBudget", "Connection", "GatewayLimits", "Handler", "Refused", "Request", "error_body"]
 
 log = structlog.get_logger("skillopt.sandbox.gateway")
 
-MiB = 1024 * 1024
 _RECV = 64 * 1024
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 
 from skillopt.errors import ConfigError
+from skillopt.units import MiB
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -20,7 +21,6 @@ __all__ = [
 ]
 
 DEFAULT_IMAGE = "skillopt-runtime:latest"
-MiB = 1024 * 1024
 #: Where agent CLIs discover skills (agent-clis.md §4-5): Codex in ``<cwd>/.agents/skills/``,
 #: Claude Code in ``<cwd>/.claude/skills/``, each skill a folder ``<name>/``. A container's
 #: skills folder is mounted read-only at each when it is created (mounts are fixed then, and

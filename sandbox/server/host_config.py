@@ -33,10 +33,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from sandbox.runtime.spec import DEFAULT_IMAGE, ContainerSpec, MiB, RuntimeConfig, default_pool_size
+from sandbox.runtime.spec import DEFAULT_IMAGE, ContainerSpec, RuntimeConfig, default_pool_size
 from skillopt.errors import ConfigError
 from skillopt.grader_pool import default_workers
 from skillopt.logs import REDACTED, is_secret_key, redact
+from skillopt.units import MiB
 from skillopt.validation import Bounds, Canonical, FieldError, problems
 
 if TYPE_CHECKING:

@@ -49,12 +49,11 @@ from skillopt.envs.registry import available_envs, env_spec
 from skillopt.errors import ConfigError
 from skillopt.grader_pool import GraderPool
 from skillopt.models.profiles import ProviderProfile
+from skillopt.units import MiB
 
 __all__ = ["RunningServer", "ServerConfig", "check_listen_address", "serve", "server_credentials"]
 
 log = structlog.get_logger("skillopt.sandbox.server")
-
-MiB = 1024 * 1024
 
 
 @dataclass(frozen=True, kw_only=True)
