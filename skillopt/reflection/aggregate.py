@@ -123,6 +123,9 @@ def _with_default_source(raw: list[Any], source: str) -> list[Any]:
 
 
 class _Merger:
+    """One :func:`merge_patches` call: the merge tree of each side, then the final merge of the
+    two. Its counter counts the calls and the fallbacks of every thread."""
+
     def __init__(
         self, skill: str, *, model: RoleModel, mode: str, meta: str, workers: int, max_output_tokens: int
     ) -> None:
@@ -210,6 +213,17 @@ class _Merger:
                 groups = [pools[i : i + group_size] for i in range(0, len(pools), group_size)]
                 pools = list(executor.map(lambda g, lv=level: self._merge_group(g, lv, source), groups))
         return pools[0]
+
+    def both_sides(self, fail_pools: list[_Pool], succ_pools: list[_Pool], group_size: int) -> _Pool:
+        """Each side merged down to one patch, then the two merged, failures first."""
+        # The two sides are independent until the final merge: build both trees at once.
+        with ThreadPoolExecutor(max_workers=2) as sides:
+            fail_future = sides.submit(self.hierarchical, fail_pools, "failure", group_size)
+            succ_future = sides.submit(self.hierarchical, succ_pools, "success", group_size)
+            fail, succ = fail_future.result(), succ_future.result()
+        if fail is not None and succ is not None:
+            return self.final(fail, succ)
+        return fail if fail is not None else succ if succ is not None else _Pool((), "no patches to merge", 0)
 
     def final(self, fail: _Pool, succ: _Pool) -> _Pool:
         level = max(fail.level, succ.level) + 1
@@ -300,18 +314,7 @@ def merge_patches(
     merger = _Merger(
         skill, model=model, mode=mode, meta=meta_skill_text, workers=workers, max_output_tokens=tokens
     )
-    # The two sides are independent until the final merge: build both trees at once.
-    with ThreadPoolExecutor(max_workers=2) as sides:
-        fail_future = sides.submit(merger.hierarchical, fail_pools, "failure", group_size)
-        succ_future = sides.submit(merger.hierarchical, succ_pools, "success", group_size)
-        fail, succ = fail_future.result(), succ_future.result()
-    if fail is not None and succ is not None:
-        merged = merger.final(fail, succ)
-    else:
-        merged = (
-            fail if fail is not None else succ if succ is not None else _Pool((), "no patches to merge", 0)
-        )
-    assert merged is not None
+    merged = merger.both_sides(fail_pools, succ_pools, group_size)
     result = MergeResult(
         items=merged.items,
         reasoning=merged.reasoning,

@@ -14,7 +14,8 @@ made from other inputs is recomputed and its entry replaced.
 
 Usage::
 
-    result = reflect(rows, skill, model=optimizer, env="spreadsheetbench", budget=4, seed=17,
+    params = ReflectParams(env="spreadsheetbench", budget=4, seed=17)
+    result = reflect(rows, skill, params, model=optimizer,
                      cache=run_dir.stage_cache("steps/step_0001/patches"))
     patches = [*result.failure_patches, *result.success_patches]
 """
@@ -54,6 +55,7 @@ __all__ = [
     "ChunkFailure",
     "Item",
     "RawPatch",
+    "ReflectParams",
     "ReflectResult",
     "analyst_user_message",
     "budget_section",
@@ -111,6 +113,53 @@ class ReflectResult:
     def failure_summaries(self) -> list[Mapping[str, Any]]:
         """Every failure-summary entry of the failure patches, in chunk order (step buffer)."""
         return [s for p in self.failure_patches for s in p.failure_summary]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReflectParams:
+    """What one :func:`reflect` call is asked to do, apart from its data (the rows and the
+    skill) and its helpers (the model, the cache). The trainer builds one per batch from the
+    run's config and the step's prompt context; it is checked when built.
+
+    Raises:
+        ConfigError: unknown ``update_mode``.
+        ValueError: ``budget < 0`` or ``minibatch_size < 1``.
+    """
+
+    env: str | None
+    """Env name, for its own analyst prompts (``None``: the generic ones)."""
+    budget: int
+    """``L``, the most items one analyst may propose (the trainer passes the constant learning
+    rate, as the reference). Ignored in full-rewrite mode."""
+    seed: int | None
+    """Minibatch shuffling seed (the batch seed); ``None`` keeps the rows' order."""
+    minibatch_size: int = 8
+    """Trajectories per analyst call."""
+    workers: int = 16
+    """Concurrent analyst calls."""
+    failure_only: bool = False
+    """Skip the success analysts."""
+    update_mode: str = "patch"
+    """``patch`` | ``rewrite_from_suggestions`` | ``full_rewrite_minibatch`` (or an alias)."""
+    step_buffer_text: str = ""
+    """:meth:`StepBuffer.format_for_prompt` output (the epoch's earlier steps), or ``""``."""
+    meta_skill_text: str = ""
+    """The active meta skill (bare or wrapped), or ``""``."""
+    skill_aware: bool = False
+    """Skill-aware reflection: adds the prompt sections and reads the appendix notes."""
+    skill_aware_source: str = "failure"
+    """Whose notes are read: ``failure`` (the default) or ``both`` (the success analysts too)."""
+    max_output_tokens: int | None = None
+    """Completion budget per call; ``None``: 16384, or 64000 in full-rewrite mode."""
+    trajectory_max_chars: int | None = None
+    """Cap on each trajectory's text (see :func:`format_trajectory`); ``None``: no cap."""
+
+    def __post_init__(self) -> None:
+        normalize_update_mode(self.update_mode)
+        if self.budget < 0:
+            raise ValueError(f"budget must be >= 0, got {self.budget}")
+        if self.minibatch_size < 1:
+            raise ValueError(f"minibatch_size must be >= 1, got {self.minibatch_size}")
 
 
 # ── minibatches and prompts ───────────────────────────────────────────────────────────────
@@ -236,147 +285,153 @@ def _load_cached(data: Mapping[str, Any] | None, job: _Job, kind: PayloadKind) -
 def reflect(
     rows: Sequence[RolloutResult],
     skill: str,
+    params: ReflectParams,
     *,
     model: RoleModel,
-    env: str | None,
-    budget: int,
-    minibatch_size: int = 8,
-    workers: int = 16,
-    failure_only: bool = False,
-    update_mode: str = "patch",
-    seed: int | None,
-    step_buffer_text: str = "",
-    meta_skill_text: str = "",
     cache: StageCache | None = None,
     task_texts: Mapping[str, tuple[str, str]] | None = None,
-    skill_aware: bool = False,
-    skill_aware_source: str = "failure",
-    max_output_tokens: int | None = None,
-    trajectory_max_chars: int | None = None,
 ) -> ReflectResult:
     """Run the failure and success analysts over the minibatches of ``rows``.
 
     Args:
-        rows: The step's result rows (infra-error rows are excluded here).
+        rows: The step's result rows (infra-error rows are left out here).
         skill: The current skill text.
+        params: The budget, minibatch size, update mode, prompt context and the rest.
         model: The optimizer.
-        env: Env name for env-specific analyst prompts (``None``: generic).
-        budget: ``L``, the most items one analyst may propose (the trainer passes the constant
-            learning rate, as the reference). Ignored in full-rewrite mode.
-        minibatch_size: Trajectories per analyst call.
-        workers: Concurrent analyst calls.
-        failure_only: Skip the success analysts.
-        update_mode: ``patch`` | ``rewrite_from_suggestions`` | ``full_rewrite_minibatch`` (or alias).
-        seed: Minibatch shuffling seed (the batch seed); ``None`` keeps row order.
-        step_buffer_text: :meth:`StepBuffer.format_for_prompt` output, or ``""``.
-        meta_skill_text: The active meta skill (bare or wrapped), or ``""``.
         cache: Where chunk results are kept and reused (the batch's ``patches/``: one entry
             per chunk, ``minibatch_{fail|succ}_NNN.json``, keyed by the chunk's inputs).
         task_texts: ``id → (task text, task type)``.
-        skill_aware: Skill-aware reflection (adds the prompt sections, reads appendix notes).
-        skill_aware_source: ``failure`` (default) or ``both`` (success analysts too).
-        max_output_tokens: Completion budget per call (default 16384, 64000 in full-rewrite).
-        trajectory_max_chars: Optional per-trajectory cap (see :func:`format_trajectory`).
 
     Returns:
         The patches, call and failure counts, and the appendix notes.
-
-    Raises:
-        ConfigError: unknown ``update_mode``.
-        ValueError: ``minibatch_size < 1`` or ``budget < 0``.
     """
-    mode = normalize_update_mode(update_mode)
-    kind = payload_key(mode)
-    if budget < 0:
-        raise ValueError(f"budget must be >= 0, got {budget}")
-    tokens = max_output_tokens or (64000 if mode == "full_rewrite_minibatch" else 16384)
     fail_chunks, succ_chunks = make_minibatches(
-        rows, minibatch_size=minibatch_size, seed=seed, failure_only=failure_only
+        rows, minibatch_size=params.minibatch_size, seed=params.seed, failure_only=params.failure_only
     )
     jobs = [_Job("failure", i, tuple(c)) for i, c in enumerate(fail_chunks)]
     jobs += [_Job("success", i, tuple(c)) for i, c in enumerate(succ_chunks)]
-    texts = task_texts or {}
+    analyst = _Analyst(skill, params, model=model, cache=cache, task_texts=task_texts or {})
+    if jobs:
+        with ThreadPoolExecutor(max_workers=max(1, min(params.workers, len(jobs)))) as pool:
+            outcomes = list(pool.map(analyst.guarded, jobs))
+    else:
+        outcomes = []
+    return _result(jobs, outcomes)
 
-    def key_of(job: _Job) -> str:
-        return cache_key(
-            "analyst",
-            _CACHE_VERSION,
-            {
-                "skill": skill,
-                "source": job.source_type,
-                "rows": [[r.id, r.hard, r.soft, r.fail_reason] for r in job.rows],
-                "mode": mode,
-                "budget": budget,
-                "buffer": step_buffer_text,
-                "meta": meta_skill_text,
-                "skill_aware": [skill_aware, skill_aware_source],
-                "env": env,
-            },
-        )
 
-    def run(job: _Job) -> _Outcome:
-        key = key_of(job)
-        if cache is not None:
-            cached = _load_cached(cache.load(job.cache_name(), key), job, kind)
+class _Analyst:
+    """One :func:`reflect` call's analyst: asks about one chunk at a time (from any thread)."""
+
+    def __init__(
+        self,
+        skill: str,
+        params: ReflectParams,
+        *,
+        model: RoleModel,
+        cache: StageCache | None,
+        task_texts: Mapping[str, tuple[str, str]],
+    ) -> None:
+        self.skill = skill
+        self.params = params
+        self.model = model
+        self.cache = cache
+        self.task_texts = task_texts
+        self.mode = normalize_update_mode(params.update_mode)
+        self.kind = payload_key(self.mode)
+        self.tokens = params.max_output_tokens or (64000 if self.mode == "full_rewrite_minibatch" else 16384)
+
+    def guarded(self, job: _Job) -> _Outcome:
+        """:meth:`run`, with a crash kept to its chunk (one chunk must never sink the step)."""
+        try:
+            return self.run(job)
+        except Exception as exc:
+            log.exception("reflect.chunk_crashed", source_type=job.source_type, minibatch=job.index)
+            return _Outcome(None, called=False, reason=f"internal error ({type(exc).__name__})")
+
+    def run(self, job: _Job) -> _Outcome:
+        """The chunk's patch: from the cache when it was made from the same inputs, else asked
+        for and kept; ``None`` with the reason when the call fails or its answer is unusable."""
+        key = self.key(job)
+        if self.cache is not None:
+            cached = _load_cached(self.cache.load(job.cache_name(), key), job, self.kind)
             if cached is not None:
                 return _Outcome(cached, called=False, cached=True)
-        blocks = []
-        for i, row in enumerate(job.rows, 1):
-            text, ttype = task_info(row, texts)
-            blocks.append(
-                format_trajectory(
-                    row, task_text=text, task_type=ttype, index=i, skill=skill, max_chars=trajectory_max_chars
-                )
-            )
+        p = self.params
         system = analyst_system_prompt(
             job.source_type,
-            env=env,
-            update_mode=mode,
-            skill_aware=skill_aware,
-            skill_aware_source=skill_aware_source,
-        )
-        user = analyst_user_message(
-            skill,
-            blocks,
-            source_type=job.source_type,
-            budget=budget,
-            update_mode=mode,
-            step_buffer_text=step_buffer_text,
-            meta_skill_text=meta_skill_text,
+            env=p.env,
+            update_mode=self.mode,
+            skill_aware=p.skill_aware,
+            skill_aware_source=p.skill_aware_source,
         )
         try:
-            raw = model.ask(system, user, stage="analyst", max_output_tokens=tokens)
+            raw = self.model.ask(system, self.message(job), stage="analyst", max_output_tokens=self.tokens)
         except ModelError as exc:
             return _Outcome(None, called=True, reason=f"model error ({type(exc).__name__})")
         try:
             patch = parse_analyst_reply(
                 raw,
                 source_type=job.source_type,
-                update_mode=mode,
-                budget=budget,
+                update_mode=self.mode,
+                budget=p.budget,
                 chunk_ids=job.ids,
                 minibatch=job.index,
-                skill_aware=skill_aware and (job.source_type == "failure" or skill_aware_source == "both"),
+                skill_aware=p.skill_aware
+                and (job.source_type == "failure" or p.skill_aware_source == "both"),
             )
         except AnalystReplyError as exc:
             return _Outcome(None, called=True, reason=str(exc))
-        if cache is not None:
-            cache.save(job.cache_name(), key, {**patch.to_dict(), "raw_text": raw})
+        if self.cache is not None:
+            self.cache.save(job.cache_name(), key, {**patch.to_dict(), "raw_text": raw})
         return _Outcome(patch, called=True)
 
-    def guarded(job: _Job) -> _Outcome:
-        try:
-            return run(job)
-        except Exception as exc:  # one chunk must never sink the step
-            log.exception("reflect.chunk_crashed", source_type=job.source_type, minibatch=job.index)
-            return _Outcome(None, called=False, reason=f"internal error ({type(exc).__name__})")
+    def key(self, job: _Job) -> str:
+        """The chunk's cache key: everything its prompt is made of."""
+        p = self.params
+        return cache_key(
+            "analyst",
+            _CACHE_VERSION,
+            {
+                "skill": self.skill,
+                "source": job.source_type,
+                "rows": [[r.id, r.hard, r.soft, r.fail_reason] for r in job.rows],
+                "mode": self.mode,
+                "budget": p.budget,
+                "buffer": p.step_buffer_text,
+                "meta": p.meta_skill_text,
+                "skill_aware": [p.skill_aware, p.skill_aware_source],
+                "env": p.env,
+            },
+        )
 
-    if jobs:
-        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
-            outcomes = list(pool.map(guarded, jobs))
-    else:
-        outcomes = []
+    def message(self, job: _Job) -> str:
+        """The chunk's user message: the skill, the budget, the context, its trajectories."""
+        blocks = []
+        for i, row in enumerate(job.rows, 1):
+            text, ttype = task_info(row, self.task_texts)
+            blocks.append(
+                format_trajectory(
+                    row,
+                    task_text=text,
+                    task_type=ttype,
+                    index=i,
+                    skill=self.skill,
+                    max_chars=self.params.trajectory_max_chars,
+                )
+            )
+        return analyst_user_message(
+            self.skill,
+            blocks,
+            source_type=job.source_type,
+            budget=self.params.budget,
+            update_mode=self.mode,
+            step_buffer_text=self.params.step_buffer_text,
+            meta_skill_text=self.params.meta_skill_text,
+        )
 
+
+def _result(jobs: Sequence[_Job], outcomes: Sequence[_Outcome]) -> ReflectResult:
+    """The chunks' outcomes gathered in chunk order; each failed chunk logged with its reason."""
     failures: list[ChunkFailure] = []
     fail_p: list[RawPatch] = []
     succ_p: list[RawPatch] = []

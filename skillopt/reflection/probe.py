@@ -254,15 +254,56 @@ def reflect_on_probe(
             "rows": [[o.hard, o.fail_reason, d.hard, d.fail_reason] for o, d in pairs],
         },
     )
-    if cache is not None and (data := cache.load(key)) is not None:
-        try:
-            return RawPatch.from_dict(data)
-        except AnalystReplyError:
-            pass
-    texts = task_texts or {}
+    if (cached := _cached(cache, key)) is not None:
+        return cached
+    context = _context(skill, budget, mode, step_buffer_text, meta_skill_text)
+    user = _probe_message(context, pairs, skill, diagnostic_text, task_texts or {})
+    answer = _ask_probe(model, user, mode=mode, ids=ids, max_output_tokens=max_output_tokens)
+    if answer is None:
+        return None
+    raw, parsed = answer
+    patch = _screened(parsed, diagnostic_text, budget)
+    if cache is not None:
+        cache.save(key, {**patch.to_dict(), "diagnostic_text": diagnostic_text, "raw_text": raw})
+    return patch
+
+
+def _cached(cache: Slot | None, key: str) -> RawPatch | None:
+    """The patch kept under ``key``, or ``None`` (no cache, no entry, an entry that no longer
+    reads as a patch)."""
+    data = cache.load(key) if cache is not None else None
+    if data is None:
+        return None
+    try:
+        return RawPatch.from_dict(data)
+    except AnalystReplyError:
+        return None
+
+
+def _context(skill: str, budget: int, mode: str, step_buffer_text: str, meta_skill_text: str) -> list[str]:
+    """The sections the probe analyst's message opens with, as the minibatch analysts' do: the
+    skill, the budget, the epoch's earlier steps and the meta skill (when there are any)."""
+    context = [skill_section(skill), budget_section(budget, mode)]
+    if step_buffer_text.strip():
+        context.append(section("## Previous Steps in This Epoch", step_buffer_text))
+    if meta_skill_text.strip():
+        context.append(meta_skill_block(meta_skill_text))
+    return context
+
+
+def _probe_message(
+    context: Sequence[str],
+    pairs: Sequence[tuple[RolloutResult, RolloutResult]],
+    skill: str,
+    diagnostic_text: str,
+    task_texts: Mapping[str, tuple[str, str]],
+) -> str:
+    """The probe analyst's user message: the ``context`` sections (skill, budget, step buffer,
+    meta skill), the instruction the re-runs got, then each item's original run beside its
+    diagnostic re-run."""
     blocks = []
     for i, (orig, rerun) in enumerate(pairs, 1):
-        text, ttype = task_info(orig, texts)
+        text, ttype = task_info(orig, task_texts)
         blocks.append(
             "\n".join(
                 [
@@ -279,25 +320,24 @@ def reflect_on_probe(
                 ]
             )
         )
-    parts = [
-        skill_section(skill),
-        budget_section(budget, mode),
-    ]
-    if step_buffer_text.strip():
-        parts.append(section("## Previous Steps in This Epoch", step_buffer_text))
-    if meta_skill_text.strip():
-        parts.append(meta_skill_block(meta_skill_text))
+    parts = list(context)
     if diagnostic_text.strip():
         parts.append(
             "## Diagnostic Instruction Used in the Re-runs (a one-off probe; never copy it into the skill)\n"
             + diagnostic_text.strip()
         )
     parts.append(f"## Probed Items ({len(pairs)} total)\n" + "\n---\n".join(blocks))
+    return "\n\n".join(parts) + "\n"
+
+
+def _ask_probe(
+    model: RoleModel, user: str, *, mode: str, ids: Sequence[str], max_output_tokens: int
+) -> tuple[str, RawPatch] | None:
+    """The probe analyst's raw answer and its patch; ``None`` when the call fails or the answer
+    is unusable (logged)."""
     prompt = "analyst_probe" + ("_rewrite" if mode == "rewrite_from_suggestions" else "")
     try:
-        raw = model.ask(
-            load_prompt(prompt), "\n\n".join(parts) + "\n", stage="probe", max_output_tokens=max_output_tokens
-        )
+        raw = model.ask(load_prompt(prompt), user, stage="probe", max_output_tokens=max_output_tokens)
     except ModelError as exc:
         log.warning("probe.reflect_failed", reason="model_error", error_type=type(exc).__name__)
         return None
@@ -306,6 +346,12 @@ def reflect_on_probe(
     except AnalystReplyError as exc:
         log.warning("probe.reflect_failed", reason=str(exc))
         return None
+    return raw, patch
+
+
+def _screened(patch: RawPatch, diagnostic_text: str, budget: int) -> RawPatch:
+    """``patch`` without the items that quote the diagnostic instruction (it must never become
+    a rule) and cut to ``budget``; each item dropped is recorded with why."""
     kept, dropped = [], list(patch.dropped_items)
     for index, item in enumerate(patch.items):
         if diagnostic_text.strip() and _leaks(item, diagnostic_text):
@@ -315,7 +361,7 @@ def reflect_on_probe(
     if len(kept) > budget:
         dropped += [RejectedEdit(i, "over the edit budget") for i in range(budget, len(kept))]
         kept = kept[: max(0, budget)]
-    patch = RawPatch(
+    return RawPatch(
         source_type="probe",
         minibatch=0,
         ids=patch.ids,
@@ -327,6 +373,3 @@ def reflect_on_probe(
         success_patterns=patch.success_patterns,
         dropped_items=tuple(dropped),
     )
-    if cache is not None:
-        cache.save(key, {**patch.to_dict(), "diagnostic_text": diagnostic_text, "raw_text": raw})
-    return patch

@@ -16,6 +16,7 @@ from dataclasses import replace
 from skillopt.envs.base import earlier_attempt
 from skillopt.reflection import (
     RawPatch,
+    ReflectParams,
     ReflectResult,
     diagnostic_instruction,
     pick_probe_items,
@@ -53,22 +54,25 @@ class RolloutReflectSegment:
             timing["rollout_s"] = timing.get("rollout_s", 0.0) + t.seconds
             rows_all += rows
             with ctx.stage(inp.step, "reflect") as t:
-                res = reflect(
-                    rows,
-                    inp.skill,
-                    model=ctx.optimizer,
+                params = ReflectParams(
                     env=cfg.env.name,
                     budget=cfg.optimizer.learning_rate,
+                    seed=batch.seed,
                     minibatch_size=cfg.gradient.minibatch_size,
                     workers=cfg.gradient.analyst_workers,
                     failure_only=cfg.gradient.failure_only,
                     update_mode=cfg.optimizer.skill_update_mode,
-                    seed=batch.seed,
                     step_buffer_text=inp.buffer_text,
                     meta_skill_text=inp.meta_text,
+                    skill_aware=cfg.optimizer.use_skill_aware_reflection,
+                )
+                res = reflect(
+                    rows,
+                    inp.skill,
+                    params,
+                    model=ctx.optimizer,
                     cache=ctx.run.stage_cache(f"{bdir}/{Step.PATCHES}"),
                     task_texts=ctx.plan.task_texts,
-                    skill_aware=cfg.optimizer.use_skill_aware_reflection,
                 )
                 fail += res.failure_patches
                 succ += res.success_patches

@@ -8,10 +8,11 @@ import re
 
 import pytest
 
-from skillopt.errors import ModelError, ModelTimeout
+from skillopt.errors import ConfigError, ModelError, ModelTimeout
 from skillopt.reflection.analyst import (
     AnalystReplyError,
     RawPatch,
+    ReflectParams,
     analyst_user_message,
     make_minibatches,
     parse_analyst_reply,
@@ -75,7 +76,9 @@ def test_failure_only_and_invalid_size(row) -> None:
 
 def test_infra_rows_are_excluded_from_reflection(row, fake) -> None:
     chat, model = fake(lambda req: _answer())
-    result = reflect(_rows(row, 3, 2, n_infra=4), SKILL, model=model, env=None, budget=4, seed=3)
+    result = reflect(
+        _rows(row, 3, 2, n_infra=4), SKILL, ReflectParams(env=None, budget=4, seed=3), model=model
+    )
     assert result.n_calls == 2 == chat.calls
     seen = [i for k in range(chat.calls) for i in _ids_in(chat.user(k))]
     assert sorted(seen) == ["f0", "f1", "f2", "s0", "s1"]
@@ -136,10 +139,8 @@ def test_reflect_uses_env_prompt_and_task_texts(row, fake) -> None:
     reflect(
         [row("f0", 0.0)],
         SKILL,
+        ReflectParams(env="spreadsheetbench", budget=4, seed=None),
         model=model,
-        env="spreadsheetbench",
-        budget=4,
-        seed=None,
         task_texts={"f0": ("Fill column C", "Cell-Level")},
     )
     assert "spreadsheet" in chat.system()
@@ -255,11 +256,8 @@ def test_failed_chunks_yield_none_and_are_counted(row, fake) -> None:
     result = reflect(
         [row("f0", 0.0), row("f1", 0.0), row("f2", 0.0), row("s0", 1.0)],
         SKILL,
+        ReflectParams(env=None, budget=4, minibatch_size=1, seed=None),
         model=model,
-        env=None,
-        budget=4,
-        minibatch_size=1,
-        seed=None,
     )
     assert result.n_chunks == 4 and result.n_calls == 4
     assert result.n_failed_chunks == 2
@@ -276,11 +274,8 @@ def test_cache_reuse_and_recompute_on_id_mismatch(row, fake, tmp_path) -> None:
     first = reflect(
         rows,
         SKILL,
+        ReflectParams(env=None, budget=4, minibatch_size=4, seed=11),
         model=model,
-        env=None,
-        budget=4,
-        minibatch_size=4,
-        seed=11,
         cache=RunDirectory(tmp_path).stage_cache(""),
     )
     assert first.n_calls == 3
@@ -295,11 +290,8 @@ def test_cache_reuse_and_recompute_on_id_mismatch(row, fake, tmp_path) -> None:
     second = reflect(
         rows,
         SKILL,
+        ReflectParams(env=None, budget=4, minibatch_size=4, seed=11),
         model=model2,
-        env=None,
-        budget=4,
-        minibatch_size=4,
-        seed=11,
         cache=RunDirectory(tmp_path).stage_cache(""),
     )
     assert chat2.calls == 0 and second.n_calls == 0 and second.n_cached == 3
@@ -314,11 +306,8 @@ def test_cache_reuse_and_recompute_on_id_mismatch(row, fake, tmp_path) -> None:
     third = reflect(
         rows,
         SKILL,
+        ReflectParams(env=None, budget=4, minibatch_size=4, seed=11),
         model=model3,
-        env=None,
-        budget=4,
-        minibatch_size=4,
-        seed=11,
         cache=RunDirectory(tmp_path).stage_cache(""),
     )
     assert chat3.calls == 1 and third.n_cached == 2
@@ -332,11 +321,8 @@ def test_cache_reuse_and_recompute_on_id_mismatch(row, fake, tmp_path) -> None:
     fourth = reflect(
         rows,
         SKILL,
+        ReflectParams(env=None, budget=4, minibatch_size=4, seed=99),
         model=model4,
-        env=None,
-        budget=4,
-        minibatch_size=4,
-        seed=99,
         cache=RunDirectory(tmp_path).stage_cache(""),
     )
     for patch in fourth.failure_patches + fourth.success_patches:
@@ -350,10 +336,8 @@ def test_corrupt_cache_file_is_recomputed(row, fake, tmp_path) -> None:
     result = reflect(
         [row("f0", 0.0)],
         SKILL,
+        ReflectParams(env=None, budget=4, seed=0),
         model=model,
-        env=None,
-        budget=4,
-        seed=0,
         cache=RunDirectory(tmp_path).stage_cache(""),
     )
     assert chat.calls == 1 and len(result.failure_patches) == 1
@@ -364,10 +348,8 @@ def test_failed_chunk_is_not_cached(row, fake, tmp_path) -> None:
     result = reflect(
         [row("f0", 0.0)],
         SKILL,
+        ReflectParams(env=None, budget=4, seed=0),
         model=model,
-        env=None,
-        budget=4,
-        seed=0,
         cache=RunDirectory(tmp_path).stage_cache(""),
     )
     assert result.n_failed_chunks == 1 and not list(tmp_path.iterdir())
@@ -390,7 +372,9 @@ def test_skill_aware_notes_only_batch_keeps_its_notes(row, fake) -> None:
         }
     )
     chat, model = fake([notes_only])
-    result = reflect([row("f0", 0.0)], SKILL, model=model, env=None, budget=4, seed=0, skill_aware=True)
+    result = reflect(
+        [row("f0", 0.0)], SKILL, ReflectParams(env=None, budget=4, seed=0, skill_aware=True), model=model
+    )
     assert "SKILL_DEFECT" in chat.system()
     assert len(result.failure_patches) == 1 and result.failure_patches[0].items == ()
     assert result.appendix_notes == ("Re-read the header rule.", "Check totals.")
@@ -398,7 +382,7 @@ def test_skill_aware_notes_only_batch_keeps_its_notes(row, fake) -> None:
 
 def test_notes_ignored_when_skill_aware_off(row, fake) -> None:
     chat, model = fake([_answer(appendix_notes=["n"])])
-    result = reflect([row("f0", 0.0)], SKILL, model=model, env=None, budget=4, seed=0)
+    result = reflect([row("f0", 0.0)], SKILL, ReflectParams(env=None, budget=4, seed=0), model=model)
     assert result.appendix_notes == () and "SKILL_DEFECT" not in chat.system()
 
 
@@ -406,16 +390,12 @@ def test_skill_aware_off_prompts_identical_to_baseline(row, fake) -> None:
     rows = _rows(row, 2, 2)
     a_chat, a = fake(lambda req: _answer())
     b_chat, b = fake(lambda req: _answer())
-    reflect(rows, SKILL, model=a, env="spreadsheetbench", budget=4, seed=5)
+    reflect(rows, SKILL, ReflectParams(env="spreadsheetbench", budget=4, seed=5), model=a)
     reflect(
         rows,
         SKILL,
+        ReflectParams(env="spreadsheetbench", budget=4, seed=5, skill_aware=False, skill_aware_source="both"),
         model=b,
-        env="spreadsheetbench",
-        budget=4,
-        seed=5,
-        skill_aware=False,
-        skill_aware_source="both",
     )
     key = lambda r: r.messages[1].content  # noqa: E731
     assert sorted((r.messages[0].content, key(r)) for r in a_chat.requests) == sorted(
@@ -423,7 +403,10 @@ def test_skill_aware_off_prompts_identical_to_baseline(row, fake) -> None:
     )
 
 
-def test_negative_budget_rejected(row, fake) -> None:
-    _, model = fake([])
-    with pytest.raises(ValueError):
-        reflect([row("f0", 0.0)], SKILL, model=model, env=None, budget=-1, seed=0)
+def test_bad_params_are_refused_when_built() -> None:
+    with pytest.raises(ValueError, match="budget must be >= 0, got -1"):
+        ReflectParams(env=None, budget=-1, seed=0)
+    with pytest.raises(ValueError, match="minibatch_size must be >= 1, got 0"):
+        ReflectParams(env=None, budget=1, seed=0, minibatch_size=0)
+    with pytest.raises(ConfigError, match="unknown skill update mode 'nope'"):
+        ReflectParams(env=None, budget=1, seed=0, update_mode="nope")
