@@ -39,6 +39,8 @@ log = structlog.get_logger("skillopt.controller.embedded")
 
 @dataclass(frozen=True)
 class EmbeddedSandbox:
+    """A running embedded service, as the controller reaches it."""
+
     address: str
     token: str
     host_id: str
@@ -74,24 +76,80 @@ def embedded_sandbox(
         SandboxUnavailable: the service did not come up (its log tail is in the message).
     """
     reap_dead_embedded()
-    state = Path(tempfile.mkdtemp(prefix=_STATE_PREFIX, dir=_TMP))
-    token = secrets.token_urlsafe(32)
-    token_file = state / "token"
-    token_file.write_text(token)
-    token_file.chmod(0o600)
-    host_id = f"embedded-{secrets.token_hex(4)}"
-    (state / "host_id").write_text(host_id + "\n")
-    log_path = (log_dir or state) / "sandbox.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [
+    state = _State.create(log_dir)
+    args = _serve_args(state, capacity=capacity, image=image, memory_mb=memory_mb, cpus=cpus)
+    if pool_size is not None:
+        args += ["--pool-size", str(pool_size)]
+    if runtime:
+        args += ["--runtime", runtime]
+    if cache_dir:
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
+        args += ["--gateway-cache-dir", str(Path(cache_dir).resolve())]
+    if providers_file:
+        args += ["--providers", providers_file]
+    for spec in providers:
+        args += ["--provider", spec]
+    log_fh = open(state.log_path, "ab")  # noqa: SIM115 - lives as long as the process
+    # stdin is never written: its EOF tells the service we are gone (--exit-with-parent); its
+    # own session: a Ctrl-C in the terminal reaches us, and we stop it in order.
+    proc = spawn_service(args, stderr=log_fh, stdin=subprocess.PIPE, new_session=True)
+    try:
+        port = wait_listening(proc, start_timeout_s, state.log_path)
+        address = f"127.0.0.1:{port}"
+        log.info("embedded.started", address=address, host=state.host_id, pid=proc.pid)
+        yield EmbeddedSandbox(
+            address=address, token=state.token, host_id=state.host_id, pid=proc.pid, log_path=state.log_path
+        )
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(OSError):
+                if proc.stdin is not None:
+                    proc.stdin.close()
+        stop_service(proc)
+        log_fh.close()
+        shutil.rmtree(state.dir, ignore_errors=True)
+        log.info("embedded.stopped", host=state.host_id, exit_code=proc.returncode)
+
+
+@dataclass(frozen=True)
+class _State:
+    """What one embedded service is given before it starts: its own state directory under
+    ``/tmp`` (``so-emb-*``), a fresh token (in a file only we can read), a fresh host id (also
+    written there, so :func:`reap_dead_embedded` can tell whose leftovers these are) and where
+    its log goes."""
+
+    dir: Path
+    token: str
+    token_file: Path
+    host_id: str
+    log_path: Path
+
+    @classmethod
+    def create(cls, log_dir: Path | None) -> _State:
+        state = Path(tempfile.mkdtemp(prefix=_STATE_PREFIX, dir=_TMP))
+        token = secrets.token_urlsafe(32)
+        token_file = state / "token"
+        token_file.write_text(token)
+        token_file.chmod(0o600)
+        host_id = f"embedded-{secrets.token_hex(4)}"
+        (state / "host_id").write_text(host_id + "\n")
+        log_path = (log_dir or state) / "sandbox.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        return cls(dir=state, token=token, token_file=token_file, host_id=host_id, log_path=log_path)
+
+
+def _serve_args(state: _State, *, capacity: int, image: str, memory_mb: int, cpus: float) -> list[str]:
+    """The ``skillopt serve`` flags every embedded service gets: loopback on a free port, its
+    token, host id and state directory, a short drain, and an exit when this process is gone."""
+    return [
         "--listen",
         "127.0.0.1:0",
         "--token-file",
-        str(token_file),
+        str(state.token_file),
         "--host-id",
-        host_id,
+        state.host_id,
         "--state-dir",
-        str(state / "state"),
+        str(state.dir / "state"),
         "--capacity",
         str(capacity),
         "--image",
@@ -104,36 +162,6 @@ def embedded_sandbox(
         "10",
         "--exit-with-parent",
     ]
-    if pool_size is not None:
-        cmd += ["--pool-size", str(pool_size)]
-    if runtime:
-        cmd += ["--runtime", runtime]
-    if cache_dir:
-        Path(cache_dir).mkdir(parents=True, exist_ok=True)
-        cmd += ["--gateway-cache-dir", str(Path(cache_dir).resolve())]
-    if providers_file:
-        cmd += ["--providers", providers_file]
-    for spec in providers:
-        cmd += ["--provider", spec]
-    log_fh = open(log_path, "ab")  # noqa: SIM115 - lives as long as the process
-    # stdin is never written: its EOF tells the service we are gone (--exit-with-parent); its
-    # own session: a Ctrl-C in the terminal reaches us, and we stop it in order.
-    proc = spawn_service(cmd, stderr=log_fh, stdin=subprocess.PIPE, new_session=True)
-    try:
-        port = wait_listening(proc, start_timeout_s, log_path)
-        log.info("embedded.started", address=f"127.0.0.1:{port}", host=host_id, pid=proc.pid)
-        yield EmbeddedSandbox(
-            address=f"127.0.0.1:{port}", token=token, host_id=host_id, pid=proc.pid, log_path=log_path
-        )
-    finally:
-        if proc.poll() is None:
-            with contextlib.suppress(OSError):
-                if proc.stdin is not None:
-                    proc.stdin.close()
-        stop_service(proc)
-        log_fh.close()
-        shutil.rmtree(state, ignore_errors=True)
-        log.info("embedded.stopped", host=host_id, exit_code=proc.returncode)
 
 
 _TMP = "/tmp"
