@@ -86,9 +86,24 @@ def main():
         out.flush()
 
     per_probe = float(cfg.get("probe_timeout_s", 10.0))
-    load_timeout = float(cfg.get("load_timeout_s", per_probe))
+    # Chosen before the candidate's code runs in this process (it could rebind the names).
+    run = _run_trace if cfg.get("trace") else _run_probes
     signal.signal(signal.SIGALRM, _on_alarm)
     random.seed(0)
+    ns = _load(cfg, emit, float(cfg.get("load_timeout_s", per_probe)))
+    if ns is None:
+        return
+    entry = cfg["entry_point"]
+    fn = ns.get(entry)
+    if not callable(fn):
+        emit({"load_error": f"the solution defines no function {entry!r}"})
+        return
+    run(cfg, ns, fn, emit, per_probe)
+
+
+def _load(cfg, emit, load_timeout):
+    """The namespace of the loaded solution (and the suite's setup code), or None once a
+    ``load_error`` line says why it did not load."""
     ns = {"__name__": "solution"}
     try:
         with open(cfg["solution"], encoding="utf-8") as fh:
@@ -100,45 +115,49 @@ def main():
             exec(compile(cfg["setup"], "test_setup.py", "exec"), ns)
     except _ProbeTimeout:
         emit({"load_error": f"load-timeout: module-level code did not finish within {load_timeout:g} s"})
-        return
+        return None
     except BaseException as exc:  # the candidate's failure (SystemExit included) is data
         signal.setitimer(signal.ITIMER_REAL, 0)
         emit({"load_error": _error(exc)})
-        return
-    entry = cfg["entry_point"]
-    fn = ns.get(entry)
-    if not callable(fn):
-        emit({"load_error": f"the solution defines no function {entry!r}"})
-        return
-    if cfg.get("trace"):
-        depth = [0]
-        count = [0]
+        return None
+    return ns
 
-        def recorder(*args, **kwargs):
-            depth[0] += 1
-            try:
-                value = fn(*args, **kwargs)
-            finally:
-                depth[0] -= 1
-            if depth[0] == 0:
-                emit({"t": count[0], "v": encode(value)})
-                count[0] += 1
-            return value
 
-        ns[entry] = recorder
-        ns["candidate"] = recorder
-        trace_limit = float(cfg.get("trace_timeout_s", 30.0))
-        signal.setitimer(signal.ITIMER_REAL, trace_limit)
+def _run_trace(cfg, ns, fn, emit, per_probe):
+    """Trace mode: run the suite's own test code once, with the entry point wrapped so that the
+    value of every outermost call is one ``{"t": n, "v": ...}`` line; then an ``end`` line."""
+    depth = [0]
+    count = [0]
+
+    def recorder(*args, **kwargs):
+        depth[0] += 1
         try:
-            exec(compile(cfg["trace"], "test_trace.py", "exec"), ns)
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            emit({"end": "ok"})
-        except _ProbeTimeout:
-            emit({"end": f"timeout: more than {trace_limit:g}s"})
-        except BaseException as exc:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            emit({"end": _error(exc)})
-        return
+            value = fn(*args, **kwargs)
+        finally:
+            depth[0] -= 1
+        if depth[0] == 0:
+            emit({"t": count[0], "v": encode(value)})
+            count[0] += 1
+        return value
+
+    ns[cfg["entry_point"]] = recorder
+    ns["candidate"] = recorder
+    trace_limit = float(cfg.get("trace_timeout_s", 30.0))
+    signal.setitimer(signal.ITIMER_REAL, trace_limit)
+    try:
+        exec(compile(cfg["trace"], "test_trace.py", "exec"), ns)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        emit({"end": "ok"})
+    except _ProbeTimeout:
+        emit({"end": f"timeout: more than {trace_limit:g}s"})
+    except BaseException as exc:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        emit({"end": _error(exc)})
+
+
+def _run_probes(cfg, ns, fn, emit, per_probe):
+    """Probe mode: evaluate each candidate-side expression under its own time limit, one
+    ``{"i": n, "v": ...}`` or ``{"i": n, "err": ...}`` line each."""
     ns["candidate"] = fn
     limits = cfg.get("probe_timeouts_s") or []
     hung = None
