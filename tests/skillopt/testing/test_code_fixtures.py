@@ -9,7 +9,7 @@ import pytest
 from skillopt.agents.codegen import extract_code
 from skillopt.envs.registry import get_env, load_env_data
 from skillopt.testing.fixtures.code import code_envs, load_catalogue, sim_code_reply
-from skillopt.testing.simulation import _CATALOGUE, rule_signature, simulated_pass
+from skillopt.testing.sim_catalogue import CATALOGUE, rule_signature, simulated_pass
 
 
 @pytest.mark.parametrize("env_name", code_envs())
@@ -42,5 +42,5 @@ def test_the_simulated_target_places_every_code_prompt(env_name):
     for split in ("train", "val", "test"):
         for item in load_env_data(env_name).split(split):
             prompt = env.user_prompt(env.parse_task(item.task.attributes))
-            found = _CATALOGUE.code_item(prompt)
+            found = CATALOGUE.code_item(prompt)
             assert found is not None and found.id == item.id
