@@ -16,7 +16,7 @@ from skillopt.logs import is_secret_key
 __all__ = ["LEGACY_FLAT", "MOVED", "PROVIDER_PREFIXES", "RETIRED", "SECRET_HINT", "unknown_key_message"]
 
 #: Reference flat names whose structured path differs from ``<section>.<same name>``
-#: (names equal to a schema field are derived from the schema itself, see schema.py).
+#: (names equal to a schema field are derived from the schema itself, see skillopt/config/schema/).
 LEGACY_FLAT = MappingProxyType(
     {
         "edit_budget": "optimizer.learning_rate",
