@@ -31,7 +31,7 @@ from sandbox.runtime.labels import LABEL_HOST
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData, build_task
 from skillopt.testing.scripted import ScriptedModelServer
 from skillopt.testing.simulation import SIM_TARGET, SimulatedTarget
-from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillSpec
+from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillVersion
 
 
 def serve(tmp: Path, model_url: str, capacity: int) -> tuple[object, str, str]:
@@ -60,7 +60,7 @@ def requests(n: int, skill: str = "") -> list[RolloutRequest]:
                 agent="codegen_single",
                 task=dataclasses.replace(task, id=f"{tid}#{k}"),
                 grading=grading,
-                skill=SkillSpec(content=skill),
+                skill=SkillVersion(content=skill),
                 model=ModelSpec(provider="sim", model=SIM_TARGET),
                 limits=Limits(wall_time_s=120, exec_timeout_s=60),
             )
@@ -128,7 +128,7 @@ def main() -> None:
             one = [channels[0]]
             other = SandboxClient(channels[0])
             holders = [
-                dataclasses.replace(r, skill=SkillSpec(content="HOLD-THE-SLOT"))
+                dataclasses.replace(r, skill=SkillVersion(content="HOLD-THE-SLOT"))
                 for r in requests(args.capacity)
             ]
             threads = [

@@ -50,7 +50,7 @@ from skillopt.logs import configure_logging  # noqa: E402
 from skillopt.testing.fixtures.spreadsheetbench import load_catalogue, solution_code  # noqa: E402
 from skillopt.testing.scripted import ScriptedModelServer  # noqa: E402
 from skillopt.testing.simulation import SIM_TARGET, SimulatedTarget  # noqa: E402
-from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillSpec  # noqa: E402
+from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillVersion  # noqa: E402
 
 DATA = SpreadsheetBenchData(SAMPLE_ROOT)
 # A skill stating every rule: the simulated target then answers with each task's correct script.
@@ -73,7 +73,7 @@ def requests(n: int, ids: list[str]) -> list[RolloutRequest]:
                 agent="codegen_single",
                 task=dataclasses.replace(task, id=f"{task.id}#{k}"),
                 grading=grading,
-                skill=SkillSpec(content=SKILL),
+                skill=SkillVersion(content=SKILL),
                 model=ModelSpec(provider="sim", model=SIM_TARGET),
                 limits=Limits(wall_time_s=300, exec_timeout_s=120),
             )

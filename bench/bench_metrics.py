@@ -47,7 +47,7 @@ from skillopt.types import (  # noqa: E402
     ModelSpec,
     RolloutRequest,
     RolloutResult,
-    SkillSpec,
+    SkillVersion,
     Trace,
     Usage,
 )
@@ -147,7 +147,7 @@ def _request(env: str, agent: str, i: int) -> RolloutRequest:
         _SAMPLE.append(
             RolloutRequest(
                 rollout_id="r", env=env, agent=agent, task=task, grading=grading,
-                skill=SkillSpec(content=""), model=ModelSpec(provider="scripted", model="m"),
+                skill=SkillVersion(content=""), model=ModelSpec(provider="scripted", model="m"),
             )
         )  # fmt: skip
     return dataclasses.replace(_SAMPLE[0], rollout_id=f"r{i}", env=env, agent=agent)

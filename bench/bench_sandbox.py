@@ -51,7 +51,7 @@ from sandbox.runtime.spec import DEFAULT_IMAGE, ContainerSpec, RuntimeConfig  # 
 from skillopt.envs.registry import load_env_data  # noqa: E402
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData, build_task  # noqa: E402
 from skillopt.testing.shared_data import shared_datasets  # noqa: E402
-from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillFile, SkillSpec  # noqa: E402
+from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillFile, SkillVersion  # noqa: E402
 
 SHARED = (shared_datasets() or ROOT / "missing") / "spreadsheetbench"
 
@@ -107,7 +107,7 @@ def _wait_idle(client: SandboxClient, n: int) -> None:
 
 
 def codegen_request(
-    task, grading, *, skill: SkillSpec | None = None, tag: str = "bench", wall_time_s: float = 60
+    task, grading, *, skill: SkillVersion | None = None, tag: str = "bench", wall_time_s: float = 60
 ) -> RolloutRequest:
     """One SpreadsheetBench ``codegen_single`` rollout against the scripted provider (the
     benches' unit of work), with a fresh rollout id."""
@@ -117,7 +117,7 @@ def codegen_request(
         agent="codegen_single",
         task=task,
         grading=grading,
-        skill=skill if skill is not None else SkillSpec(content=""),
+        skill=skill if skill is not None else SkillVersion(content=""),
         model=ModelSpec(provider="scripted", model="m"),
         limits=Limits(wall_time_s=wall_time_s, exec_timeout_s=30),
     )
@@ -300,7 +300,7 @@ def grpc_overhead(n: int, in_bytes: int = 200 * 1024) -> dict[str, float]:
                 agent="qa",
                 task=item.task,
                 grading=item.grading,
-                skill=SkillSpec(content=skill),
+                skill=SkillVersion(content=skill),
                 model=ModelSpec(provider="scripted", model="m"),
                 limits=Limits(wall_time_s=60, max_turns=1),
             )
@@ -326,7 +326,7 @@ def grpc_overhead(n: int, in_bytes: int = 200 * 1024) -> dict[str, float]:
     }
 
 
-def bench_package(files: int = 50, total_bytes: int = 2 * 1024 * 1024) -> SkillSpec:
+def bench_package(files: int = 50, total_bytes: int = 2 * 1024 * 1024) -> SkillVersion:
     """A package of ``files`` files (SKILL.md, a script, references) and about ``total_bytes``."""
     salt = uuid.uuid4().hex
     each = total_bytes // (files - 1)
@@ -337,7 +337,7 @@ def bench_package(files: int = 50, total_bytes: int = 2 * 1024 * 1024) -> SkillS
 
     refs = [SkillFile(path=f"references/r{i:03d}.md", data=text(f"# {salt} {i}")) for i in range(files - 2)]
     script = SkillFile(path="scripts/check.py", data=text("print('ok')  #"), executable=True)
-    return SkillSpec(
+    return SkillVersion(
         name="bench-pkg",
         content=f"---\nname: bench-pkg\ndescription: Bench package {salt}.\n---\n# Bench\nSee references/.\n",
         files=tuple(sorted([*refs, script], key=lambda f: f.path)),
@@ -349,10 +349,10 @@ def package_wire(n: int) -> dict[str, float]:
     container, an instant scripted model), rollouts alternating between the two."""
     item = load_env_data("gsm8k").split("val")[0]
     pkg = bench_package()
-    one_file = SkillSpec(name=pkg.name, content=pkg.content)
+    one_file = SkillVersion(name=pkg.name, content=pkg.content)
     with served("The answer is 42.", 1) as client:
 
-        def req(skill: SkillSpec) -> RolloutRequest:
+        def req(skill: SkillVersion) -> RolloutRequest:
             return RolloutRequest(
                 rollout_id=f"bench/{uuid.uuid4().hex}",
                 env="gsm8k",
@@ -364,7 +364,7 @@ def package_wire(n: int) -> dict[str, float]:
                 limits=Limits(wall_time_s=60, max_turns=1),
             )
 
-        def one(skill: SkillSpec) -> float:
+        def one(skill: SkillVersion) -> float:
             t0 = time.perf_counter()
             row = client.run(req(skill), timeout_s=60)
             wall = time.perf_counter() - t0
@@ -405,10 +405,10 @@ def package_first_instruction(n: int) -> dict[str, float]:
     sample = SpreadsheetBenchData(SAMPLE_ROOT)
     task, grading = build_task(sample.task("32255"))
     pkg = bench_package()
-    one_file = SkillSpec(name=pkg.name, content=pkg.content)
+    one_file = SkillVersion(name=pkg.name, content=pkg.content)
     with served(f"```python\n{FIRST}```", 1) as client:
 
-        def one(skill: SkillSpec) -> tuple[float, float]:
+        def one(skill: SkillVersion) -> tuple[float, float]:
             _wait_idle(client, 1)
             req = RolloutRequest(
                 rollout_id=f"bench/{uuid.uuid4().hex}",

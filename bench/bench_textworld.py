@@ -35,7 +35,7 @@ from skillopt.envs.registry import load_env_data  # noqa: E402
 from skillopt.envs.textworld.games import GAMES_FILE, ensure_game, load_game_specs  # noqa: E402
 from skillopt.testing.fixtures.textworld import load_catalogue  # noqa: E402
 from skillopt.testing.simulation import SIM_TARGET, simulation_server  # noqa: E402
-from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillSpec  # noqa: E402
+from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillVersion  # noqa: E402
 
 
 def _stats(values: list[float]) -> dict:
@@ -73,7 +73,7 @@ def main() -> None:
                         agent="play",
                         task=it.task,
                         grading=it.grading,
-                        skill=SkillSpec(content=skill),
+                        skill=SkillVersion(content=skill),
                         model=ModelSpec(provider="sim", model=SIM_TARGET),
                         limits=Limits(wall_time_s=300, max_turns=10),
                     )

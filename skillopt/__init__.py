@@ -17,7 +17,7 @@ may change)::
   :class:`EnvData`, :class:`TaskItem`, :class:`Environment`;
 * the rollout types: :class:`RolloutRequest`, :class:`RolloutResult` (with its
   :class:`InfraFailure`), :class:`Task`, :class:`Grading`, :class:`Limits`, :class:`ModelSpec`,
-  :class:`SkillSpec`, :class:`Usage`;
+  :class:`SkillVersion`, :class:`Usage`;
 * the error tree (:mod:`skillopt.errors`, drawn in its docstring): :class:`SkillOptError` and
   its families :class:`ConfigError`, :class:`SkillError`, :class:`ModelError`,
   :class:`InfraError`, :class:`SystemicFailure`.
@@ -54,7 +54,7 @@ _EXPORTS = {
     "RunControl": "skillopt.trainer.callbacks",
     "SkillError": "skillopt.errors",
     "SkillOptError": "skillopt.errors",
-    "SkillSpec": "skillopt.types",
+    "SkillVersion": "skillopt.types",
     "StepRecord": "skillopt.trainer.records",
     "SystemicFailure": "skillopt.errors",
     "Task": "skillopt.types",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,7 @@ __all__ = [
     "RolloutRequest",
     "RolloutResult",
     "SkillFile",
-    "SkillSpec",
+    "SkillVersion",
     "Task",
     "TestCase",
     "Trace",
@@ -94,14 +95,18 @@ class SkillFile:
     path: str
     data: bytes
     executable: bool = False
+    _sha256: str = field(default="", init=False, repr=False, compare=False)
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
+        """SHA-256 of ``data``, computed once (on first use)."""
+        if not self._sha256:
+            object.__setattr__(self, "_sha256", hashlib.sha256(self.data).hexdigest())
+        return self._sha256
 
 
 def skill_manifest(skill_md_sha256: str, files: Iterable[tuple[str, str, bool]]) -> bytes:
-    """:meth:`SkillSpec.manifest` from hashes already known: SKILL.md's, and ``(path, sha256,
+    """:meth:`SkillVersion.manifest` from hashes already known: SKILL.md's, and ``(path, sha256,
     executable)`` per other file in any order (the wire's content addressing names files by
     hash, so neither side hashes a package twice)."""
     lines = [f"{skill_md_sha256} 644 SKILL.md"]
@@ -109,23 +114,41 @@ def skill_manifest(skill_md_sha256: str, files: Iterable[tuple[str, str, bool]])
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SkillSpec:
-    """The skill under training, as the agent receives it: an Agent Skills package.
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
+class SkillVersion:
+    """One version of a skill, as the agent receives it: an Agent Skills package. The one value
+    every holder of a skill takes (the trainer's state, the rollouts, the run directory, the
+    selection cache, the wire's content addressing, the sandbox that mounts it).
 
     ``content`` is the text of SKILL.md (mounted as ``/skill/SKILL.md``); ``files`` are the
-    package's other files, sorted by path (empty: a one-file skill, as every skill was before
-    packages). ``name`` is the package's folder name where the agent CLIs discover it.
+    package's other files, kept sorted by path (empty: a one-file skill, as every skill was
+    before packages). ``name`` is the package's folder name where the agent CLIs discover it.
+
+    Its hashes are computed once, on first use, inside it (:attr:`sha256`,
+    :attr:`tree_sha256`): nobody outside memoises them. Two versions are equal when they have
+    the same name and tree hash (the same SKILL.md and files). The text the optimizer model
+    reads and writes is a view of it made at that edge (:mod:`skillopt.skill.packed`), as the
+    proto is at the wire's (``sandbox/api/convert_skill.py``).
     """
 
     name: str = "skillopt-target"
     content: str = ""
     files: tuple[SkillFile, ...] = ()
+    _sha256: str = field(default="", init=False, repr=False)
+    _tree_sha256: str = field(default="", init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        files = tuple(self.files)
+        if any(a.path > b.path for a, b in itertools.pairwise(files)):
+            files = tuple(sorted(files, key=lambda f: f.path))
+        object.__setattr__(self, "files", files)
 
     @property
     def sha256(self) -> str:
-        """SHA-256 of SKILL.md alone."""
-        return hashlib.sha256(self.content.encode("utf-8")).hexdigest()
+        """SHA-256 of SKILL.md alone (computed once)."""
+        if not self._sha256:
+            object.__setattr__(self, "_sha256", hashlib.sha256(self.content.encode("utf-8")).hexdigest())
+        return self._sha256
 
     def manifest(self) -> bytes:
         """The package's canonical listing: one line ``<sha256> <mode> <path>`` per file,
@@ -135,8 +158,18 @@ class SkillSpec:
 
     @property
     def tree_sha256(self) -> str:
-        """SHA-256 of :meth:`manifest`: equal packages have equal tree hashes."""
-        return hashlib.sha256(self.manifest()).hexdigest()
+        """SHA-256 of :meth:`manifest` (computed once): equal packages have equal tree hashes."""
+        if not self._tree_sha256:
+            object.__setattr__(self, "_tree_sha256", hashlib.sha256(self.manifest()).hexdigest())
+        return self._tree_sha256
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SkillVersion):
+            return NotImplemented
+        return self is other or (self.name == other.name and self.tree_sha256 == other.tree_sha256)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.tree_sha256))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -179,7 +212,7 @@ class RolloutRequest:
     agent: str
     task: Task
     grading: Grading
-    skill: SkillSpec
+    skill: SkillVersion
     model: ModelSpec
     limits: Limits = field(default_factory=Limits)
     use_eval_feedback: bool = False

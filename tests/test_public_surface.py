@@ -30,7 +30,7 @@ SURFACE = {
         "RunControl",
         "SkillError",
         "SkillOptError",
-        "SkillSpec",
+        "SkillVersion",
         "StepRecord",
         "SystemicFailure",
         "Task",

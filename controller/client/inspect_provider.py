@@ -64,7 +64,7 @@ from skillopt.errors import (
     SkillOptError,
     UserUnsupported,
 )
-from skillopt.types import SkillSpec
+from skillopt.types import SkillVersion
 
 __all__ = ["SkillOptSandboxConfig", "SkillOptSandboxEnvironment"]
 
@@ -107,14 +107,14 @@ class SkillOptSandboxConfig(BaseModel):
 
 
 @functools.lru_cache(maxsize=8)
-def _load_skill(path: str) -> SkillSpec:
+def _load_skill(path: str) -> SkillVersion:
     """The skill package at ``path``, read once per process (every sample mounts it)."""
     from skillopt.skill.package import load_skill  # the standard's parser: only when used
 
     return load_skill(Path(path))
 
 
-def skill_of(config: SkillOptSandboxConfig) -> SkillSpec | None:
+def skill_of(config: SkillOptSandboxConfig) -> SkillVersion | None:
     """The configured skill (``None``: none).
 
     Raises:

@@ -253,7 +253,7 @@ class SandboxClient:
             names = self.blobs.package(request.skill)
             msg = convert.request_to_proto(request, skill=convert.skill_to_proto(request.skill, names))
             return msg, [*self.blobs.elide(msg), *names.inlined]
-        skill_sha256, skill_inline = self.blobs.skill(request.skill.content)
+        skill_sha256, skill_inline = self.blobs.skill(request.skill)
         msg = convert.request_to_proto(request, skill_sha256=skill_sha256, skill_inline=skill_inline)
         inlined = self.blobs.elide(msg)
         if skill_sha256 and skill_inline:

@@ -38,7 +38,7 @@ from skillopt.errors import (
     SkillOptError,
     SkillPackageUnsupported,
 )
-from skillopt.types import SkillSpec
+from skillopt.types import SkillVersion
 
 if TYPE_CHECKING:
     from controller.fleet.access import FleetAccess
@@ -190,7 +190,7 @@ class SandboxSession:
         max_lifetime_s: float = 0.0,
         labels: Mapping[str, str] | None = None,
         network: str = "none",
-        skill: str | SkillSpec | None = None,
+        skill: SkillVersion | None = None,
         files: Mapping[str, bytes] | None = None,
         timeout_s: float = 180.0,
         isolation: str = "",
@@ -202,8 +202,8 @@ class SandboxSession:
         next host is tried; its ``container_runtime`` is checked too, before any command: a
         host that gives another is left and the session there ended); ``""`` = any.
 
-        ``skill``: a SKILL.md text, or a skill package (:func:`skillopt.skill.package.load_skill`),
-        mounted read-only at ``/skill`` and, with ``network="gateway"``, where agent CLIs
+        ``skill``: a skill version (a package: :func:`skillopt.skill.package.load_skill`; a lone
+        SKILL.md text: ``SkillVersion(content=text)``), mounted read-only at ``/skill`` and, with ``network="gateway"``, where agent CLIs
         discover skills (``/workspace/.claude/skills/<name>/``, ``.agents/skills/<name>/``). A
         package goes only to a host that mounts packages.
 
@@ -508,7 +508,7 @@ def session_request(
     max_lifetime_s: float = 0.0,
     labels: Mapping[str, str] | None = None,
     network: str = "none",
-    skill: str | SkillSpec | None = None,
+    skill: SkillVersion | None = None,
     files: Mapping[str, bytes] | None = None,
     isolation: str = "",
 ) -> pb.CreateSessionRequest:
@@ -523,10 +523,8 @@ def session_request(
         network=network,
         files=[pb.File(name=name, content=data) for name, data in (files or {}).items()],
     )
-    if isinstance(skill, SkillSpec):
+    if skill is not None:
         request.skill.CopyFrom(convert.skill_to_proto(skill))
-    elif skill is not None:
-        request.skill.CopyFrom(pb.Skill(content=skill))
     return request
 
 

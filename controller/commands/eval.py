@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from skillopt.config import Config
     from skillopt.trainer.rundir import EvalConfigRecord, EvalSummary, SkillRef
     from skillopt.trainer.state import RunMode
-    from skillopt.types import SkillSpec
+    from skillopt.types import SkillVersion
 
 __all__ = ["load", "register"]
 
@@ -127,9 +127,9 @@ class _Plan:
     out: Path
     split: str
     skill_path: Path
-    skill: SkillSpec
+    skill: SkillVersion
     against_path: Path | None
-    against: SkillSpec | None
+    against: SkillVersion | None
     run_dir: Path | None
     #: The data root and split counts (the start line).
     data_line: str = ""
@@ -487,7 +487,7 @@ def _evaluate(plan: _Plan) -> EvalSummary:
             progress = RowProgress()
             session.rollouts.on_row = progress
 
-            def one(text: SkillSpec, path: str, suffix: str) -> tuple[EvalSummary, list]:
+            def one(text: SkillVersion, path: str, suffix: str) -> tuple[EvalSummary, list]:
                 label = f"eval_{split}{suffix}"
                 return evaluate_split(
                     session.rollouts,

@@ -27,7 +27,7 @@ from skillopt.errors import SkillError
 if TYPE_CHECKING:
     from skillopt.skill.diff import FileChange
     from skillopt.skill.package import PackageLimits, PackageProblem
-    from skillopt.types import SkillSpec
+    from skillopt.types import SkillVersion
 
 __all__ = ["register"]
 
@@ -274,7 +274,7 @@ def _size(n: int) -> str:
     )
 
 
-def _total_bytes(spec: SkillSpec) -> int:
+def _total_bytes(spec: SkillVersion) -> int:
     return len(spec.content.encode("utf-8")) + sum(len(f.data) for f in spec.files)
 
 
@@ -317,7 +317,7 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_leniently(command: str, src: _Source) -> SkillSpec:
+def _read_leniently(command: str, src: _Source) -> SkillVersion:
     """The skill at ``src`` even when it breaks rules (they are listed on stderr)."""
     from skillopt.skill.package import read_skill
 
@@ -332,7 +332,7 @@ def _read_leniently(command: str, src: _Source) -> SkillSpec:
 # ── show ──────────────────────────────────────────────────────────────────────────────────
 
 
-def _tree_lines(spec: SkillSpec) -> list[tuple[str, str]]:
+def _tree_lines(spec: SkillVersion) -> list[tuple[str, str]]:
     """``(left, right)`` per line: the tree drawing with a name, and its size and mark."""
     from skillopt.skill.package import SKILL_MD
 

@@ -164,14 +164,10 @@ def _fit(
     """
     from controller.rundir.live import LiveStatus
     from controller.session import open_session
-    from skillopt.skill.package import load_skill
     from skillopt.trainer import Trainer
+    from skillopt.trainer.planning import initial_skill
 
-    initial = (
-        load_skill(Path(cfg.env.skill_init), limits=cfg.env.skill_limits)
-        if cfg.env.skill_init
-        else data.initial_skill()
-    )
+    initial = initial_skill(cfg, data)
     if mode.noisy:
         from skillopt.testing.truth import simulation_truth
 

@@ -49,7 +49,7 @@ from skillopt.errors import (
 )
 from skillopt.observability import tracing
 from skillopt.skill.checks import DEFAULT_SELF_TEST_TIMEOUT_S, ScriptCheck
-from skillopt.types import HostDescription, RolloutRequest, RolloutResult, SkillSpec
+from skillopt.types import HostDescription, RolloutRequest, RolloutResult, SkillVersion
 
 __all__ = ["FleetExecutor"]
 
@@ -377,7 +377,7 @@ class FleetExecutor:
         self,
         avoid: set[str],
         stop: threading.Event,
-        skill: SkillSpec | None = None,
+        skill: SkillVersion | None = None,
         *,
         usable: Callable[[HostState], bool] | None = None,
         until: float = math.inf,
@@ -478,12 +478,12 @@ class FleetExecutor:
         Raises:
             SkillPackageUnsupported: a package no host that answered can mount.
         """
-        skills = {id(r.skill): r.skill for r in requests if r.skill.files}
+        skills = list(dict.fromkeys(r.skill for r in requests if r.skill.files))  # each version once
         if not skills:
             return
         with self._cond:
             hosts = [h for h in self.hosts_state if h.host_id and not h.gone]
-        for skill in skills.values():
+        for skill in skills:
             refusals = {h.address: h.package_refusal(skill) for h in hosts}
             for host in hosts:
                 reason = refusals[host.address]
@@ -560,7 +560,7 @@ class FleetExecutor:
 
     def check_scripts(
         self,
-        spec: SkillSpec,
+        spec: SkillVersion,
         paths: Sequence[str],
         *,
         self_test_timeout_s: float = DEFAULT_SELF_TEST_TIMEOUT_S,

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.client.sandbox_client import SandboxClient
-from skillopt.types import HostDescription, SkillSpec
+from skillopt.types import HostDescription, SkillVersion
 
 __all__ = ["FleetEvent", "HostHealth", "HostState"]
 
@@ -95,7 +95,7 @@ class HostState:
         self.skill_package_max_bytes = info.skill_package_max_bytes
         self.languages, self.http_port = tuple(info.languages), info.http_port
 
-    def package_refusal(self, skill: SkillSpec) -> str:
+    def package_refusal(self, skill: SkillVersion) -> str:
         """Why this host cannot mount ``skill`` ("" when it can, or when ``skill`` is one file):
         it predates packages, or the package exceeds its limits (it would refuse it)."""
         if not skill.files or not self.host_id:  # not described yet: its Describe will tell

@@ -26,7 +26,7 @@ from skillopt.skill.checks import (
     scripts_to_check,
     unchecked,
 )
-from skillopt.types import SkillSpec
+from skillopt.types import SkillVersion
 
 __all__ = ["SESSION_LABELS", "check_scripts_on_hosts"]
 
@@ -46,7 +46,7 @@ _ENABLE_HINT = (
 
 def check_scripts_on_hosts(
     hosts: Sequence[HostState],
-    spec: SkillSpec,
+    spec: SkillVersion,
     paths: Sequence[str],
     *,
     self_test_timeout_s: float = DEFAULT_SELF_TEST_TIMEOUT_S,
@@ -80,7 +80,7 @@ def check_scripts_on_hosts(
 
 def _check_in(
     session: SandboxSession,
-    spec: SkillSpec,
+    spec: SkillVersion,
     paths: list[str],
     self_test_timeout_s: float,
     verdicts: dict[str, ScriptCheck],
@@ -110,7 +110,7 @@ def _check_in(
 
 
 def _open_session(
-    hosts: Sequence[HostState], spec: SkillSpec, timeout_s: float
+    hosts: Sequence[HostState], spec: SkillVersion, timeout_s: float
 ) -> tuple[SandboxSession | None, list[str]]:
     """A session with ``spec`` mounted on the best host that gives one, or ``None`` and why
     each host did not (one line per host)."""
@@ -128,7 +128,7 @@ def _open_session(
     return None, refusals or ["no sandbox host in the fleet"]
 
 
-def _rank(hosts: Sequence[HostState], spec: SkillSpec) -> tuple[list[HostState], list[str]]:
+def _rank(hosts: Sequence[HostState], spec: SkillVersion) -> tuple[list[HostState], list[str]]:
     """The hosts that may give a session, most free session slots first, and why each other
     one may not. Each candidate is asked (``Describe``) how many sessions it holds."""
     scored: list[tuple[int, int, HostState]] = []
@@ -153,7 +153,7 @@ def _rank(hosts: Sequence[HostState], spec: SkillSpec) -> tuple[list[HostState],
     return [host for _, _, host in scored], refusals
 
 
-def _unfit(host: HostState, spec: SkillSpec) -> str:
+def _unfit(host: HostState, spec: SkillVersion) -> str:
     """Why the fleet would not place work on ``host`` now ("" when it would)."""
     if host.gone:
         return "left the fleet"

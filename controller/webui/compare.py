@@ -21,7 +21,7 @@ from skillopt.gate import ci_json
 from skillopt.skill.diff import package_diff
 from skillopt.skill.package import load_skill
 from skillopt.trainer.rundir import layout
-from skillopt.types import SkillSpec
+from skillopt.types import SkillVersion
 
 __all__ = ["MAX_RUNS", "compare_runs", "flatten"]
 
@@ -66,7 +66,7 @@ def _first(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
 
 
-def _best_package(run: RunDir) -> SkillSpec | None:
+def _best_package(run: RunDir) -> SkillVersion | None:
     """The run's best package (``best_skill/<name>/``), or None (a run from before packages)."""
     rel = run.skill_package(layout.BEST_SKILL)
     path = run.resolve(rel) if rel != layout.BEST_SKILL else None

@@ -8,7 +8,8 @@ expands again (:func:`elide` / :func:`restore`, applied by ``convert``).
 
 A skill package (SKILL.md plus files) is named as a whole by its tree hash: the first request
 of a version lists its files (each by hash, with its content unless the host keeps it), every
-later one sends the tree hash alone (:meth:`ClientBlobs.package`).
+later one sends the tree hash alone (:meth:`ClientBlobs.package`). A skill's hashes are the
+:class:`~skillopt.types.SkillVersion`'s own, computed once inside it.
 
 Usage (client)::
 
@@ -28,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sandbox.api.v1 import sandbox_pb2 as pb
-from skillopt.types import SkillSpec, skill_manifest
+from skillopt.types import SkillVersion
 
 __all__ = [
     "BLOB_MIN_BYTES",
@@ -50,7 +51,7 @@ SKILL_MARKER = "\ue000skill\ue000"
 _HASHES_KEPT = 4096
 _HASHED_BYTES_KEPT = 256 * 1024 * 1024
 _KNOWN_KEPT = 100_000
-#: Packages whose hashes a client remembers by the identity of their SkillSpec.
+#: Packages whose parts a client remembers by tree hash (to forget them with their tree).
 _PACKAGES_KEPT = 64
 
 
@@ -58,19 +59,12 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def tree_sha256(skill_sha256: str, skill: SkillSpec, file_sha256: Iterable[str]) -> str:
-    """:attr:`SkillSpec.tree_sha256` from the hashes of its parts (SKILL.md's, then one per
-    ``skill.files`` in order), so a package is hashed once."""
-    entries = ((f.path, sha, f.executable) for f, sha in zip(skill.files, file_sha256, strict=True))
-    return hashlib.sha256(skill_manifest(skill_sha256, entries)).hexdigest()
-
-
 @dataclass(frozen=True, kw_only=True)
 class PackageNames:
     """How one request names the parts of a skill package (:meth:`ClientBlobs.package`)."""
 
     tree_sha256: str
-    #: SKILL.md's hash, and each file's (in the order of ``SkillSpec.files``).
+    #: SKILL.md's hash, and each file's (in the order of ``SkillVersion.files``).
     skill_sha256: str
     file_sha256: tuple[str, ...]
     #: The host keeps the whole version: send its name and tree hash alone.
@@ -81,39 +75,43 @@ class PackageNames:
     inlined: tuple[str, ...] = ()
 
     @classmethod
-    def inline(cls, skill: SkillSpec) -> PackageNames:
+    def inline(cls, skill: SkillVersion) -> PackageNames:
         """Every part sent with its content (no cache consulted)."""
-        skill_sha = sha256_hex(skill.content.encode("utf-8"))
-        shas = tuple(sha256_hex(f.data) for f in skill.files)
-        return cls(tree_sha256=tree_sha256(skill_sha, skill, shas), skill_sha256=skill_sha, file_sha256=shas)
+        return cls(
+            tree_sha256=skill.tree_sha256,
+            skill_sha256=skill.sha256,
+            file_sha256=tuple(f.sha256 for f in skill.files),
+        )
 
 
 class ClientBlobs:
     """What one host is known to keep, as seen by one client (thread-safe).
 
-    Hashes of file contents are memoised by object identity (the loaders share one ``bytes``
-    object per file across items), so a corpus is hashed once per process, not per request.
+    Hashes of a task's file contents are memoised by object identity (the loaders share one
+    ``bytes`` object per file across items), so a corpus is hashed once per process, not per
+    request; a skill's come with it (:class:`~skillopt.types.SkillVersion`).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._known: OrderedDict[str, None] = OrderedDict()
-        self._hashes: OrderedDict[int, tuple[bytes | str, str]] = OrderedDict()
+        self._hashes: OrderedDict[int, tuple[bytes, str]] = OrderedDict()
         self._hashed_bytes = 0
-        self._packages: OrderedDict[int, tuple[SkillSpec, tuple[str, str, tuple[str, ...]]]] = OrderedDict()
+        #: Tree hash -> the hashes of its parts, for the packages sent lately.
+        self._packages: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         #: Bytes of content-addressed files, skills and skill packages sent inline, and named
         #: instead (by their own hash or their package's tree hash).
         self.inline_bytes = 0
         self.named_bytes = 0
 
-    def _sha(self, data: bytes | str) -> str:
+    def _sha(self, data: bytes) -> str:
         key = id(data)
         with self._lock:
             hit = self._hashes.get(key)
             if hit is not None and hit[0] is data:
                 self._hashes.move_to_end(key)
                 return hit[1]
-        digest = sha256_hex(data.encode("utf-8") if isinstance(data, str) else data)
+        digest = sha256_hex(data)
         with self._lock:
             old = self._hashes.pop(key, None)
             if old is not None:
@@ -150,38 +148,29 @@ class ClientBlobs:
                     inlined.append(digest)
         return inlined
 
-    def skill(self, content: str) -> tuple[str, bool]:
-        """``(sha256, inline)`` of a skill: its hash (memoised by the identity of ``content``)
-        and whether to send its text (the host does not keep it yet). ``("", True)`` for a skill
-        too small to name."""
+    def skill(self, skill: SkillVersion) -> tuple[str, bool]:
+        """``(sha256, inline)`` of a one-file skill: its hash and whether to send its text (the
+        host does not keep it yet). ``("", True)`` for a skill too small to name."""
+        content = skill.content
         if len(content) < BLOB_MIN_BYTES:
             return "", True
-        digest = self._sha(content)
+        digest = skill.sha256
         known = self._is_known(digest)
         self._count(named=len(content)) if known else self._count(inline=len(content))
         return digest, not known
 
-    def package(self, skill: SkillSpec) -> PackageNames:
+    def package(self, skill: SkillVersion) -> PackageNames:
         """How to name the parts of ``skill`` (a package) for this host: by the tree hash alone
         once the host keeps the version, else every part by hash, with the content of those the
-        host does not keep. Hashes are memoised by the identity of ``skill`` (one SkillSpec per
-        version: its every rollout after the first costs a lookup, not a hash of its bytes)."""
-        key = id(skill)
+        host does not keep. The hashes are the version's own (computed once inside it: its
+        every rollout after the first costs a lookup, not a hash of its bytes)."""
+        tree, skill_sha = skill.tree_sha256, skill.sha256
+        shas = tuple(f.sha256 for f in skill.files)
         with self._lock:
-            hit = self._packages.get(key)
-            if hit is not None and hit[0] is skill:
-                self._packages.move_to_end(key)
-                tree, skill_sha, shas = hit[1]
-            else:
-                hit = None
-        if hit is None:
-            skill_sha = self._sha(skill.content)
-            shas = tuple(self._sha(f.data) for f in skill.files)
-            tree = tree_sha256(skill_sha, skill, shas)
-            with self._lock:
-                self._packages[key] = (skill, (tree, skill_sha, shas))  # keeps id(skill) valid
-                while len(self._packages) > _PACKAGES_KEPT:
-                    self._packages.popitem(last=False)
+            self._packages[tree] = (skill_sha, *shas)
+            self._packages.move_to_end(tree)
+            while len(self._packages) > _PACKAGES_KEPT:
+                self._packages.popitem(last=False)
         sizes = [len(skill.content.encode("utf-8")), *(len(f.data) for f in skill.files)]
         if self._is_known(tree):
             self._count(named=sum(sizes))
@@ -216,10 +205,9 @@ class ClientBlobs:
         """The host no longer keeps these (evicted, restarted). A package's tree hash among
         them: none of its parts either (the host names the tree alone when any part is gone)."""
         with self._lock:
-            parts = {tree: (skill_sha, *shas) for _, (tree, skill_sha, shas) in self._packages.values()}
             for d in digests:
                 self._known.pop(d, None)
-                for part in parts.get(d, ()):
+                for part in self._packages.get(d, ()):
                     self._known.pop(part, None)
 
 

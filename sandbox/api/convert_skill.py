@@ -11,7 +11,7 @@ from sandbox.api.blobs import BLOB_MIN_BYTES, EMPTY_SHA256, PackageNames, sha256
 from sandbox.api.v1 import sandbox_pb2 as pb
 from skillopt.errors import InvalidRequest
 from skillopt.skill.package import DEFAULT_SKILL_NAME
-from skillopt.types import SkillFile, SkillSpec, skill_manifest
+from skillopt.types import SkillFile, SkillVersion, skill_manifest
 
 if TYPE_CHECKING:
     from sandbox.service.blobs import BlobResolver
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["skill_from_proto", "skill_to_proto"]
 
 
-def skill_from_proto(msg: pb.Skill, blobs: BlobResolver | None = None) -> SkillSpec:
+def skill_from_proto(msg: pb.Skill, blobs: BlobResolver | None = None) -> SkillVersion:
     """The domain skill of ``msg``: a one-file skill, or a package (listed, or named by its tree
     hash); content-addressed parts are resolved through ``blobs`` (``None``: none accepted).
 
@@ -36,18 +36,18 @@ def skill_from_proto(msg: pb.Skill, blobs: BlobResolver | None = None) -> SkillS
         if blobs is None:
             raise InvalidRequest("skill: content-addressed skills are not accepted here")
         try:
-            return SkillSpec(name=name, content=blobs.skill(digest, msg.content))
+            return SkillVersion(name=name, content=blobs.skill(digest, msg.content))
         except InvalidRequest:
             raise InvalidRequest(
                 "skill.sha256 does not match the skill content (corrupted or edited in transit)"
             ) from None
-    skill = SkillSpec(name=name, content=msg.content)
+    skill = SkillVersion(name=name, content=msg.content)
     if digest and digest != skill.sha256:
         raise InvalidRequest("skill.sha256 does not match the skill content (corrupted or edited in transit)")
     return skill
 
 
-def _package_from(msg: pb.Skill, blobs: BlobResolver | None) -> SkillSpec:
+def _package_from(msg: pb.Skill, blobs: BlobResolver | None) -> SkillVersion:
     """A skill package: named by its tree hash alone (a listing the host keeps), or listed in
     full (its files inline or named by hash), checked against its tree hash and kept."""
     name = msg.name or DEFAULT_SKILL_NAME
@@ -84,17 +84,17 @@ def _package_from(msg: pb.Skill, blobs: BlobResolver | None) -> SkillSpec:
         files.append(SkillFile(path=f.path, data=data, executable=f.executable))
         digests.append((f.path, sha, f.executable))
     if blobs is not None and blobs.missing:
-        return SkillSpec(name=name, content=content)  # blobs.check() refuses the request
+        return SkillVersion(name=name, content=content)  # blobs.check() refuses the request
     if hashlib.sha256(skill_manifest(content_sha, digests)).hexdigest() != tree:
         raise InvalidRequest(
             "skill.tree_sha256 does not match the package's files (corrupted or edited in transit)"
         )
     if blobs is not None:
         blobs.keep_package(tree, content_sha, digests)
-    return SkillSpec(name=name, content=content, files=tuple(sorted(files, key=lambda f: f.path)))
+    return SkillVersion(name=name, content=content, files=tuple(sorted(files, key=lambda f: f.path)))
 
 
-def skill_to_proto(skill: SkillSpec, names: PackageNames | None = None) -> pb.Skill:
+def skill_to_proto(skill: SkillVersion, names: PackageNames | None = None) -> pb.Skill:
     """The proto of a skill package (a one-file skill: name and content). With ``names``
     (:meth:`sandbox.api.blobs.ClientBlobs.package`), a version the host keeps travels as its
     name and tree hash alone, and files the host keeps as their hashes; without, every file is

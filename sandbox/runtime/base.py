@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from sandbox.runtime.runner.protocol import Sweep
 from sandbox.runtime.spec import ContainerSpec, RuntimeConfig
 from skillopt.agents.sandbox import ExecOutcome, FileEntry
-from skillopt.types import SkillSpec
+from skillopt.types import SkillVersion
 
 __all__ = [
     "ReapReport",
@@ -194,7 +194,7 @@ class RolloutSandbox(abc.ABC):
         """Regular files under the workspace, recursively, without following links."""
 
     @abc.abstractmethod
-    def write_skill(self, skill: SkillSpec, *, version: str = "") -> None:
+    def write_skill(self, skill: SkillVersion, *, version: str = "") -> None:
         """Place the skill package where the sandbox's read-only skill mounts show it (host
         side, replacing what an earlier call placed): SKILL.md and every file at
         ``<mount>/<path>`` for each of the spec's ``skill_mounts``, and the same at

@@ -13,7 +13,7 @@ from typing import Any
 from sandbox.runtime.base import RolloutSandbox, SandboxHandle, SandboxRuntime
 from skillopt.agents.sandbox import ExecOutcome, FileEntry
 from skillopt.observability import tracing
-from skillopt.types import SkillSpec
+from skillopt.types import SkillVersion
 
 __all__ = ["LeasedSandbox"]
 
@@ -52,7 +52,7 @@ class LeasedSandbox(RolloutSandbox):
         #: Seconds the skill package's placement took (0.0 until it ended).
         self.place_s = 0.0
 
-    def place_skill(self, skill: SkillSpec, *, version: str = "") -> None:
+    def place_skill(self, skill: SkillVersion, *, version: str = "") -> None:
         """Start placing the skill package (:meth:`RolloutSandbox.write_skill`) on a thread of
         its own: the agent's first model call overlaps it. Every operation on the sandbox but
         :meth:`kill` waits for it first (and raises what it raised), so nothing in the sandbox

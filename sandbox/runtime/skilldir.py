@@ -32,7 +32,7 @@ import structlog
 from skillopt.errors import InvalidRequest
 from skillopt.files import check_relative_name
 from skillopt.skill.package import DEFAULT_SKILL_NAME, SKILL_MD
-from skillopt.types import SkillSpec
+from skillopt.types import SkillVersion
 
 __all__ = ["PlacedPackages", "clear_placed", "place_skill"]
 
@@ -45,7 +45,7 @@ _VERSION = re.compile(r"[A-Za-z0-9._-]{1,128}")
 Entry = tuple[str, bytes, bool]
 
 
-def _entries(skill: SkillSpec) -> list[Entry]:
+def _entries(skill: SkillVersion) -> list[Entry]:
     """The package's files; paths checked (the service refused bad packages already: this is
     the runtime's own guard)."""
     entries = [(SKILL_MD, skill.content.encode("utf-8"), False)]
@@ -59,7 +59,7 @@ def _entries(skill: SkillSpec) -> list[Entry]:
     return entries
 
 
-def _folder_name(skill: SkillSpec) -> str:
+def _folder_name(skill: SkillVersion) -> str:
     name = check_relative_name(skill.name or DEFAULT_SKILL_NAME, what="skill name")
     if "/" in name or name.startswith("."):
         raise InvalidRequest(f"skill name must be a single folder name, got {name[:100]!r}")
@@ -125,7 +125,7 @@ def _fill(folder: Path, entries: list[Entry], source: Path | None) -> None:
 
 
 def place_skill(
-    skill: SkillSpec, package_dir: Path, skills_dir: Path | None, *, source: Path | None = None
+    skill: SkillVersion, package_dir: Path, skills_dir: Path | None, *, source: Path | None = None
 ) -> None:
     """Place ``skill`` in ``package_dir`` (replacing what was there) and, when ``skills_dir``
     is given, show it there as ``<name>/``. ``source``: a folder holding exactly these files
@@ -168,7 +168,7 @@ class PlacedPackages:
         self.written = 0
         self.linked = 0
 
-    def place(self, skill: SkillSpec, version: str, package_dir: Path, skills_dir: Path | None) -> None:
+    def place(self, skill: SkillVersion, version: str, package_dir: Path, skills_dir: Path | None) -> None:
         """:func:`place_skill`, linking from the store's copy of ``version`` (written there
         first when it is new). ``version`` must name exactly these files and modes (the
         caller's tree hash with SKILL.md's as placed); one that is not a plain name is placed
@@ -201,7 +201,7 @@ class PlacedPackages:
                 home.chmod(0o755)
                 _link_tree(source, str(home), dirs, files)
 
-    def _write(self, skill: SkillSpec, version: str) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+    def _write(self, skill: SkillVersion, version: str) -> tuple[tuple[str, ...], tuple[str, ...], int]:
         entries = _entries(skill)
         tmp = self.root / f".{uuid.uuid4().hex}"
         tmp.mkdir()

@@ -22,7 +22,7 @@ from sandbox.service.sessions import Session, SessionManager
 from sandbox.service.tenants import LOCAL_TENANT, Tenant, TenantTokens
 from skillopt.agents.sandbox import ExecOutcome
 from skillopt.errors import Cancelled, InvalidRequest, SandboxFileTooLarge, Unauthenticated
-from skillopt.types import Limits, SkillSpec
+from skillopt.types import Limits, SkillVersion
 
 __all__ = ["SessionRpcs"]
 
@@ -318,7 +318,7 @@ def _exit_to_proto(result: ExecOutcome) -> pb.ExecExit:
     )
 
 
-def _session_request(request: pb.CreateSessionRequest, skill: SkillSpec | None) -> SessionRequest:
+def _session_request(request: pb.CreateSessionRequest, skill: SkillVersion | None) -> SessionRequest:
     lim = request.limits
     return SessionRequest(
         image=request.image,

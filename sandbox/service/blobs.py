@@ -22,7 +22,7 @@ import structlog
 
 from sandbox.api.blobs import EMPTY_SHA256, sha256_hex
 from skillopt.errors import BlobsMissing, InvalidRequest
-from skillopt.types import SkillFile, SkillSpec
+from skillopt.types import SkillFile, SkillVersion
 
 __all__ = ["BlobResolver", "BlobStore"]
 
@@ -173,7 +173,7 @@ class BlobResolver:
             return ""
         return self.store.text(self.tenant, digest, data)
 
-    def package(self, tree: str, name: str) -> SkillSpec:
+    def package(self, tree: str, name: str) -> SkillVersion:
         """The package named by its tree hash alone (a listing kept from an earlier request).
         A listing or file not kept is a miss (:meth:`check` lists the tree hash with it, so the
         client sends the package in full)."""
@@ -182,7 +182,7 @@ class BlobResolver:
         listing = self.store.listing(self.tenant, tree)
         if listing is None:
             self.missing.append(tree)
-            return SkillSpec(name=name)
+            return SkillVersion(name=name)
         skill_sha, entries = listing
         text = self._kept(skill_sha)
         kept = [self._kept(sha) for _, sha, _ in entries]
@@ -190,14 +190,14 @@ class BlobResolver:
             # Parts evicted: name the tree alone (a few bytes of trailing metadata however many
             # files are gone); the client forgets every part of it and lists the package anew.
             self.missing.append(tree)
-            return SkillSpec(name=name)
+            return SkillVersion(name=name)
         files = tuple(
             SkillFile(path=path, data=data, executable=executable)
             for (path, _, executable), data in zip(entries, kept, strict=True)
             if data is not None
         )
         content = self.store.text(self.tenant, skill_sha, text) if text else ""
-        return SkillSpec(name=name, content=content, files=files)
+        return SkillVersion(name=name, content=content, files=files)
 
     def _kept(self, digest: str) -> bytes | None:
         return b"" if digest == EMPTY_SHA256 else self.store.get(self.tenant, digest)

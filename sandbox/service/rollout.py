@@ -47,7 +47,7 @@ from skillopt.grader_pool import GraderPool
 from skillopt.models.base import ChatModel
 from skillopt.models.profiles import ProviderProfile, build_model
 from skillopt.observability import tracing
-from skillopt.types import InfraErrorKind, InfraFailure, Limits, RolloutRequest, RolloutResult, SkillSpec
+from skillopt.types import InfraErrorKind, InfraFailure, Limits, RolloutRequest, RolloutResult, SkillVersion
 
 __all__ = ["RolloutService"]
 
@@ -169,7 +169,7 @@ class RolloutService:
         env.validate(request)
         check_rollout_isolation(request, runtime=self.runtime, config=self.config, exec_spec=self.exec_spec)
 
-    def check_skill(self, skill: SkillSpec, *, skill_tree: str = "") -> None:
+    def check_skill(self, skill: SkillVersion, *, skill_tree: str = "") -> None:
         """Refuse a skill (a session's) this host would refuse in a rollout: SKILL.md too
         large, a name that is not one folder name, a package that breaks a rule.
 
@@ -179,7 +179,7 @@ class RolloutService:
         check_skill(skill, self.config)
         self.check_package(skill, skill_tree=skill_tree)
 
-    def check_package(self, skill: SkillSpec, *, skill_tree: str = "") -> None:
+    def check_package(self, skill: SkillVersion, *, skill_tree: str = "") -> None:
         """Refuse a skill package that breaks a rule under this host's limits (see
         :class:`~sandbox.service.validation.CheckedPackages`).
 

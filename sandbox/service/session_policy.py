@@ -13,7 +13,7 @@ from sandbox.service.config import SessionConfig
 from sandbox.service.validation import effective_limits, validate_limits
 from skillopt.errors import InvalidRequest, SandboxFileTooLarge, UserUnsupported
 from skillopt.files import check_relative_name
-from skillopt.types import Limits, SkillSpec
+from skillopt.types import Limits, SkillVersion
 
 __all__ = ["SESSION_USER", "Admitted", "SessionPolicy", "SessionRequest"]
 
@@ -34,7 +34,7 @@ class SessionRequest:
     network: str = "none"
     #: Mounted read-only at /skill (and where agent CLIs look, on the gateway network);
     #: already checked like a rollout's skill.
-    skill: SkillSpec | None = None
+    skill: SkillVersion | None = None
     files: tuple[tuple[str, bytes], ...] = ()
     #: The workspace allows executing files (code runs of compiled languages; never from a
     #: client's CreateSession).

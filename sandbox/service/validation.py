@@ -32,7 +32,7 @@ from skillopt.skill.package import (
     PackageLimits,
     package_problems,
 )
-from skillopt.types import Limits, RolloutRequest, SkillFile, SkillSpec
+from skillopt.types import Limits, RolloutRequest, SkillFile, SkillVersion
 
 __all__ = [
     "MIN_CPUS",
@@ -329,7 +329,7 @@ def validate_request(
     check_skill(request.skill, config)
 
 
-def check_skill(skill: SkillSpec, config: ServiceConfig) -> None:
+def check_skill(skill: SkillVersion, config: ServiceConfig) -> None:
     """The checks every skill meets at the door (a package's rules: :func:`check_skill_package`).
 
     Raises:
@@ -345,7 +345,7 @@ def check_skill(skill: SkillSpec, config: ServiceConfig) -> None:
         raise InvalidRequest(f"skill name must be a single path component, got {shorten(skill.name)}")
 
 
-def check_skill_package(skill: SkillSpec, limits: PackageLimits) -> None:
+def check_skill_package(skill: SkillVersion, limits: PackageLimits) -> None:
     """Refuse a skill package that breaks a rule: the Agent Skills standard's, or ours within
     this host's ``limits`` (:func:`skillopt.skill.package.package_problems`).
 
@@ -374,7 +374,7 @@ class CheckedPackages:
         self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._lock = threading.Lock()
 
-    def check(self, skill: SkillSpec, *, skill_tree: str = "") -> None:
+    def check(self, skill: SkillVersion, *, skill_tree: str = "") -> None:
         """Raises :class:`SkillPackageRefused` (every problem) for a package that breaks a rule."""
         if not skill.files:
             return

@@ -20,15 +20,14 @@ from skillopt.agents.sandbox import ExecOutcome
 from skillopt.errors import InfraError, ModelError
 from skillopt.models.base import ChatRequest, ToolSpec
 from skillopt.observability import tracing
-from skillopt.skill.package import file_index
-from skillopt.skill.packed import split_package
+from skillopt.skill.package import file_index, split_front_matter
 from skillopt.types import (
     ExecRecord,
     InfraErrorKind,
     InfraFailure,
     Message,
     RolloutResult,
-    SkillSpec,
+    SkillVersion,
     Trace,
     Usage,
 )
@@ -65,13 +64,13 @@ def read_prompt(directory: Path, name: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def skill_text(skill: SkillSpec) -> str:
+def skill_text(skill: SkillVersion) -> str:
     """What an agent is told of its skill, as the harnesses do it: SKILL.md's body (without
     its front matter), then an index of the package's other files (path, size, first line),
     never their contents. A one-file skill is its text, unchanged."""
     if not skill.files and not skill.content.startswith("---"):
         return skill.content
-    _, body = split_package(skill)
+    _, body = split_front_matter(skill.content)
     index = file_index(skill)
     if not index:
         return body

@@ -26,8 +26,8 @@ from skillopt.agents.common import RolloutState, guarded
 from skillopt.agents.context import AgentContext, ProgressEvent
 from skillopt.agents.sandbox import ExecOutcome, read_output
 from skillopt.errors import InvalidRequest
-from skillopt.skill.packed import split_package
-from skillopt.types import Message, RolloutResult, SkillSpec
+from skillopt.skill.package import split_front_matter
+from skillopt.types import Message, RolloutResult
 
 __all__ = [
     "CLIS",
@@ -63,10 +63,10 @@ def render_skill_md(
     sentence when the skill is empty). With a preamble, the body goes under
     ``## Dynamic Guidance`` so the two stay apart. A package's SKILL.md keeps its own front
     matter (its name and description are what the CLI lists), with the body rendered as above."""
-    frame, body = split_package(SkillSpec(name=name, content=skill))
+    head, body = split_front_matter(skill)
     body = body.strip() or _EMPTY_SKILL
     desc = description.replace('"', "'")
-    head = frame.head.rstrip() or f'---\nname: {name}\ndescription: "{desc}"\n---'
+    head = head.rstrip() or f'---\nname: {name}\ndescription: "{desc}"\n---'
     parts = [head, f"# {title}"]
     if preamble.strip():
         parts += [preamble.strip(), f"## Dynamic Guidance\n\n{body}"]

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Protocol
 
-from skillopt.types import SkillFile, SkillSpec
+from skillopt.types import SkillFile, SkillVersion
 
 __all__ = [
     "DEFAULT_SELF_TEST_TIMEOUT_S",
@@ -119,7 +119,7 @@ def needs_check(path: str) -> bool:
     return path.startswith(_SCRIPTS_DIR) and len(path) > len(_SCRIPTS_DIR) and not path.endswith("/")
 
 
-def scripts_to_check(spec: SkillSpec, paths: Sequence[str]) -> list[SkillFile]:
+def scripts_to_check(spec: SkillVersion, paths: Sequence[str]) -> list[SkillFile]:
     """The files of ``spec`` that ``paths`` name and :func:`needs_check` selects, in input
     order, each once (a path the package no longer has, deleted, is left out)."""
     files = {f.path: f for f in spec.files}
@@ -130,7 +130,7 @@ def scripts_to_check(spec: SkillSpec, paths: Sequence[str]) -> list[SkillFile]:
     return out
 
 
-def unchecked(spec: SkillSpec, paths: Sequence[str], why: str) -> list[ScriptCheck]:
+def unchecked(spec: SkillVersion, paths: Sequence[str], why: str) -> list[ScriptCheck]:
     """A failed ``unchecked`` verdict for each script of ``paths`` (the check could not run)."""
     return [
         ScriptCheck(path=f.path, ok=False, rule="unchecked", message=_cap(why))
@@ -139,7 +139,7 @@ def unchecked(spec: SkillSpec, paths: Sequence[str], why: str) -> list[ScriptChe
 
 
 def check_scripts(
-    spec: SkillSpec,
+    spec: SkillVersion,
     paths: Sequence[str],
     run: Runner,
     *,

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from skillopt.types import SkillSpec
+from skillopt.types import SkillVersion
 
 __all__ = ["FileChange", "FileStatus", "diff_summary", "package_diff"]
 
@@ -87,7 +87,7 @@ class FileChange:
         }
 
 
-def _entries(spec: SkillSpec) -> dict[str, tuple[bytes, bool]]:
+def _entries(spec: SkillVersion) -> dict[str, tuple[bytes, bool]]:
     out = {SKILL_MD: (spec.content.encode("utf-8", "surrogatepass"), False)}
     out.update({f.path: (f.data, f.executable) for f in spec.files})
     return out
@@ -130,7 +130,7 @@ def _order(paths: Iterable[str]) -> list[str]:
     return sorted(paths, key=lambda p: (p != SKILL_MD, p))
 
 
-def package_diff(a: SkillSpec, b: SkillSpec, *, context: int = 3) -> list[FileChange]:
+def package_diff(a: SkillVersion, b: SkillVersion, *, context: int = 3) -> list[FileChange]:
     """The files that differ from ``a`` to ``b``, SKILL.md first then by path; unchanged
     files are left out (an empty list: same package, up to its name).
 

@@ -3,7 +3,7 @@
 A package is a folder named after the skill holding ``SKILL.md`` (YAML front matter with
 ``name`` and ``description``, then the body) and optional files, by convention under
 ``scripts/`` (code the agent runs), ``references/`` (documents read on demand) and ``assets/``
-(templates, data). In memory it is a :class:`skillopt.types.SkillSpec`: ``content`` is the
+(templates, data). In memory it is a :class:`skillopt.types.SkillVersion`: ``content`` is the
 text of SKILL.md, ``files`` the rest. A lone SKILL.md without front matter is the one-file
 case every skill was before packages; it gets a front matter when written as a package.
 
@@ -39,7 +39,7 @@ from skills_ref.parser import parse_frontmatter
 from skills_ref.validator import validate_metadata
 
 from skillopt.errors import SkillError
-from skillopt.types import SkillFile, SkillSpec
+from skillopt.types import SkillFile, SkillVersion
 
 __all__ = [
     "DEFAULT_SKILL_NAME",
@@ -54,6 +54,7 @@ __all__ = [
     "load_skill",
     "package_problems",
     "read_skill",
+    "split_front_matter",
     "write_package",
 ]
 
@@ -127,6 +128,17 @@ def front_matter(content: str) -> tuple[dict[str, Any] | None, str]:
     return dict(fields), body
 
 
+def split_front_matter(content: str) -> tuple[str, str]:
+    """``(head, body)`` of a SKILL.md text, with ``head + body == content``: the head is the
+    front matter block verbatim with the blank lines after it (``""`` when there is none)."""
+    head = ""
+    if content.startswith("---"):
+        match = re.match(r"---[^\n]*\n.*?^---[ \t]*(?:\n[ \t]*)*(?:\n|\Z)", content, re.S | re.M)
+        if match:
+            head = match.group(0)
+    return head, content[len(head) :]
+
+
 def _not_yaml(c: str) -> bool:
     """A character a YAML stream may not hold (YAML 1.2 §5.1, c-printable)."""
     o = ord(c)
@@ -162,12 +174,12 @@ def _synthesized_front_matter(name: str, body: str) -> str:
     return f"---\nname: {_yaml_string(name)}\ndescription: {_yaml_string(description)}\n---\n\n"
 
 
-def as_package(spec: SkillSpec) -> SkillSpec:
+def as_package(spec: SkillVersion) -> SkillVersion:
     """``spec`` with a front matter: a one-file skill without one gets ``name`` (its name)
     and ``description`` (its first line); any other skill is returned as it is."""
     if spec.content.startswith("---"):
         return spec
-    return SkillSpec(
+    return SkillVersion(
         name=spec.name,
         content=_synthesized_front_matter(spec.name, spec.content) + spec.content,
         files=spec.files,
@@ -269,7 +281,7 @@ def _layout_problems(files: Iterable[SkillFile]) -> list[PackageProblem]:
 
 
 def package_problems(
-    spec: SkillSpec, limits: PackageLimits = PackageLimits(), *, folder: str | None = None
+    spec: SkillVersion, limits: PackageLimits = PackageLimits(), *, folder: str | None = None
 ) -> list[PackageProblem]:
     """Every rule ``spec`` breaks (empty: a valid package). ``folder`` is the folder name it
     was read from or is written to (default: ``spec.name``).
@@ -338,8 +350,8 @@ def package_problems(
 
 
 def check_package(
-    spec: SkillSpec, limits: PackageLimits = PackageLimits(), *, where: str = "skill"
-) -> SkillSpec:
+    spec: SkillVersion, limits: PackageLimits = PackageLimits(), *, where: str = "skill"
+) -> SkillVersion:
     """``spec`` if it breaks no rule.
 
     Raises:
@@ -356,7 +368,7 @@ def check_package(
 
 def load_skill(
     path: Path, *, limits: PackageLimits = PackageLimits(), default_name: str = DEFAULT_SKILL_NAME
-) -> SkillSpec:
+) -> SkillVersion:
     """The skill at ``path``: a package folder, or a single SKILL.md (Markdown) file.
 
     ``path`` itself may be a symlink (a harness's skills folder often links to a package
@@ -378,7 +390,7 @@ def load_skill(
 
 def read_skill(
     path: Path, *, limits: PackageLimits = PackageLimits(), default_name: str = DEFAULT_SKILL_NAME
-) -> tuple[SkillSpec, list[PackageProblem]]:
+) -> tuple[SkillVersion, list[PackageProblem]]:
     """:func:`load_skill` without raising on broken rules: what could be read of the skill
     (a part when a limit stopped the reading) and every problem found. For tools that show a
     broken package (``skillopt skill show``/``diff``); never run or install what this returns
@@ -429,29 +441,29 @@ def _too_large(
 
 def _read_lone_file(
     path: Path, size: int, limits: PackageLimits, default_name: str
-) -> tuple[SkillSpec, list[PackageProblem]]:
+) -> tuple[SkillVersion, list[PackageProblem]]:
     if size > limits.max_bytes:
-        return SkillSpec(name=default_name), [_too_large(size, limits, (size, path.name))]
+        return SkillVersion(name=default_name), [_too_large(size, limits, (size, path.name))]
     try:
         data = _read_regular(path, limits.max_bytes, follow=True)
     except OSError as exc:
         raise SkillError(f"{path}: cannot read the skill: {exc.strerror or exc}") from None
     if len(data) > limits.max_bytes:  # grew since the stat
-        return SkillSpec(name=default_name), [
+        return SkillVersion(name=default_name), [
             _too_large(len(data), limits, (len(data), path.name), at_least=True)
         ]
     try:
         content = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return SkillSpec(name=default_name), [
+        return SkillVersion(name=default_name), [
             PackageProblem(path.name, "utf-8", f"not UTF-8 text (byte {exc.start})")
         ]
     try:
         fields, _ = front_matter(content)
     except SkillPackageError as exc:
-        return SkillSpec(name=default_name, content=content), list(exc.problems)
+        return SkillVersion(name=default_name, content=content), list(exc.problems)
     name = fields.get("name") if fields else None
-    spec = SkillSpec(name=name if isinstance(name, str) else default_name, content=content)
+    spec = SkillVersion(name=name if isinstance(name, str) else default_name, content=content)
     return spec, package_problems(spec, limits, folder=spec.name)
 
 
@@ -466,7 +478,7 @@ def _missing_skill_md_hint(root: Path) -> str:
     return ""
 
 
-def _read_folder(root: Path, limits: PackageLimits) -> tuple[SkillSpec, list[PackageProblem]]:
+def _read_folder(root: Path, limits: PackageLimits) -> tuple[SkillVersion, list[PackageProblem]]:
     problems: list[PackageProblem] = []
     files: list[SkillFile] = []
     content: str | None = None
@@ -535,7 +547,7 @@ def _read_folder(root: Path, limits: PackageLimits) -> tuple[SkillSpec, list[Pac
         if not stopped and total <= limits.max_bytes:
             hint = _missing_skill_md_hint(root)
             problems.append(PackageProblem(SKILL_MD, "missing", f"a package folder needs a SKILL.md{hint}"))
-        return SkillSpec(name=root.name, content="", files=tuple(files)), problems
+        return SkillVersion(name=root.name, content="", files=tuple(files)), problems
     try:
         fields: dict[str, Any] | None = front_matter(content)[0]
     except SkillPackageError:
@@ -544,7 +556,7 @@ def _read_folder(root: Path, limits: PackageLimits) -> tuple[SkillSpec, list[Pac
         problems.append(
             PackageProblem(SKILL_MD, "front-matter", "a package's SKILL.md starts with a front matter (---)")
         )
-    spec = SkillSpec(name=root.name, content=content, files=tuple(sorted(files, key=lambda f: f.path)))
+    spec = SkillVersion(name=root.name, content=content, files=tuple(sorted(files, key=lambda f: f.path)))
     seen = {(p.path, p.rule) for p in problems}
     problems += [p for p in package_problems(spec, limits, folder=root.name) if (p.path, p.rule) not in seen]
     return spec, problems
@@ -563,7 +575,7 @@ def _same_file(path: Path, f: SkillFile) -> bool:
         return False
 
 
-def write_package(spec: SkillSpec, parent: Path, *, link_from: Path | None = None) -> Path:
+def write_package(spec: SkillVersion, parent: Path, *, link_from: Path | None = None) -> Path:
     """Write ``spec`` as ``parent/<name>/`` (a one-file skill gets its front matter, see
     :func:`as_package`), replacing what was there; returns the folder. Written into a
     temporary sibling first, so a reader never sees half a package. A file equal to the one
@@ -595,7 +607,7 @@ def write_package(spec: SkillSpec, parent: Path, *, link_from: Path | None = Non
     return dest
 
 
-def _check_writable(spec: SkillSpec) -> None:
+def _check_writable(spec: SkillVersion) -> None:
     """The rules whose breach would write outside ``parent/<name>/`` or fail half-way."""
     problems = _name_problems(spec.name, "") + _layout_problems(spec.files)
     if problems:
@@ -639,7 +651,7 @@ def _first_line(f: SkillFile) -> str:
     return line[:120]
 
 
-def file_index(spec: SkillSpec, *, root: str = "/skill") -> str:
+def file_index(spec: SkillVersion, *, root: str = "/skill") -> str:
     """The package's other files as Markdown lines (path, size, first line), never their
     contents: what the harnesses show up front (progressive disclosure). ``""`` for a one-file
     skill."""
@@ -651,7 +663,7 @@ def file_index(spec: SkillSpec, *, root: str = "/skill") -> str:
     return "\n".join(lines)
 
 
-def manifest_fields(spec: SkillSpec) -> Mapping[str, Any]:
+def manifest_fields(spec: SkillVersion) -> Mapping[str, Any]:
     """Front-matter fields of ``spec`` (``{}`` for a one-file skill without one)."""
     fields, _ = front_matter(spec.content)
     return fields or {}

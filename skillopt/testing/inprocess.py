@@ -30,7 +30,7 @@ from skillopt.envs.registry import get_env
 from skillopt.errors import ConfigError, failure_of
 from skillopt.models.base import ChatModel, ChatRequest, ChatResponse
 from skillopt.skill.checks import DEFAULT_SELF_TEST_TIMEOUT_S, ScriptCheck, unchecked
-from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillSpec
+from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillVersion
 
 if TYPE_CHECKING:
     from skillopt.config import Config
@@ -101,7 +101,7 @@ class InProcessExecutor:
 
     def check_scripts(
         self,
-        spec: SkillSpec,
+        spec: SkillVersion,
         paths: Sequence[str],
         *,
         self_test_timeout_s: float = DEFAULT_SELF_TEST_TIMEOUT_S,
@@ -171,12 +171,11 @@ def simulated_trainer(
     """
     from skillopt.models.openai_chat import OpenAIChatModel
     from skillopt.models.roles import RoleModel, UsageTracker
-    from skillopt.skill.package import load_skill
     from skillopt.testing.simulation import SIM_PROVIDER, sim_models
     from skillopt.testing.truth import simulation_truth
     from skillopt.tracking import tracking_callbacks
     from skillopt.trainer import Trainer
-    from skillopt.trainer.planning import load_data
+    from skillopt.trainer.planning import initial_skill, load_data
     from skillopt.trainer.rollouts import Rollouts, RolloutSpec
     from skillopt.trainer.state import RunMode
 
@@ -212,9 +211,7 @@ def simulated_trainer(
         rollouts=rollouts,
         optimizer=optimizer,
         out_dir=out_dir,
-        initial_skill=load_skill(Path(e.skill_init), limits=e.skill_limits)
-        if e.skill_init
-        else data.initial_skill(),
+        initial_skill=initial_skill(config, data),
         callbacks=callbacks,
         mode=RunMode(simulated=True, noisy=noisy, reason="in-process simulation"),
         failpoint=failpoint,

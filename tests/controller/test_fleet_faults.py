@@ -32,7 +32,7 @@ from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchD
 from skillopt.errors import SandboxUnavailable
 from skillopt.testing.scripted import ScriptedModelServer
 from skillopt.testing.simulation import SIM_TARGET, SimulatedTarget, simulation_server
-from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillSpec
+from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillVersion
 
 
 @dataclasses.dataclass
@@ -106,7 +106,7 @@ def _requests(n: int, *, wall_s: float = 120.0) -> list[RolloutRequest]:
                 agent="codegen_single",
                 task=dataclasses.replace(task, id=f"{tid}#{k}"),
                 grading=grading,
-                skill=SkillSpec(content=""),
+                skill=SkillVersion(content=""),
                 model=ModelSpec(provider="sim", model=SIM_TARGET),
                 limits=Limits(wall_time_s=wall_s, exec_timeout_s=60),
             )
@@ -172,7 +172,7 @@ def test_a_host_full_of_another_clients_rollouts_is_waited_for_not_dropped(docke
         try:
             other = SandboxClient(_channel(fleet_tmp, host.address))
             holders = [
-                dataclasses.replace(r, skill=SkillSpec(content="HOLD-THE-SLOT"))
+                dataclasses.replace(r, skill=SkillVersion(content="HOLD-THE-SLOT"))
                 for r in _requests(2, wall_s=150)
             ]
             threads = [

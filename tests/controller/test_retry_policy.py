@@ -54,7 +54,7 @@ from skillopt.types import (
     ModelSpec,
     RolloutRequest,
     RolloutResult,
-    SkillSpec,
+    SkillVersion,
     Task,
     WorkOutcome,
 )
@@ -66,7 +66,7 @@ REQ = RolloutRequest(
     agent="codegen_single",
     task=Task(id="t7", instruction="x"),
     grading=GradingSpec(),
-    skill=SkillSpec(),
+    skill=SkillVersion(),
     model=ModelSpec(provider="p", model="m"),
 )
 

@@ -16,7 +16,7 @@ from controller.fleet.executor import FleetExecutor
 from sandbox.service.config import SessionConfig
 from skillopt.skill.checks import ScriptCheck
 from skillopt.testing.scripted import ScriptedModelServer
-from skillopt.types import SkillFile, SkillSpec
+from skillopt.types import SkillFile, SkillVersion
 from tests.sandbox.conftest import Service, start_service
 
 SCRIPTS = {
@@ -39,13 +39,13 @@ SCRIPTS = {
 }
 
 
-def package() -> SkillSpec:
+def package() -> SkillVersion:
     files = [
         SkillFile(path=p, data=text.encode(), executable=p.endswith(".sh")) for p, text in SCRIPTS.items()
     ]
     files.append(SkillFile(path="references/notes.md", data=b"# Notes\n"))
     salt = uuid.uuid4().hex[:8]
-    return SkillSpec(
+    return SkillVersion(
         name="checked-pkg",
         content=f"---\nname: checked-pkg\ndescription: Scripts to check ({salt}).\n---\n# Pkg\n",
         files=tuple(sorted(files, key=lambda f: f.path)),

@@ -18,7 +18,7 @@ from skillopt.envs.spreadsheetbench.loader import SpreadsheetBenchData, build_ta
 from skillopt.models.profiles import ProviderProfile
 from skillopt.testing.fixtures.spreadsheetbench import solution_code
 from skillopt.testing.scripted import ScriptedModelServer
-from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillSpec
+from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillVersion
 
 MiB = 1024 * 1024
 
@@ -164,7 +164,7 @@ def request_for(
         agent=agent,
         task=task,
         grading=grading,
-        skill=SkillSpec(content=skill),
+        skill=SkillVersion(content=skill),
         model=ModelSpec(provider="scripted", model="scripted-target"),
         limits=limits or Limits(wall_time_s=120, exec_timeout_s=60),
         use_eval_feedback=use_eval_feedback,

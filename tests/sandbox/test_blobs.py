@@ -18,7 +18,7 @@ from sandbox.api.v1 import sandbox_pb2 as pb
 from sandbox.api.v1 import sandbox_pb2_grpc as pb_grpc
 from skillopt.envs.base import TaskItem
 from skillopt.envs.registry import load_env_data
-from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillSpec
+from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillVersion
 from tests.sandbox.conftest import Service, start_service
 
 OTHER_TOKEN = "other-tenant-token-0001"
@@ -43,7 +43,7 @@ def request(it: TaskItem, skill: str = "# Rules\n") -> RolloutRequest:
         agent="qa",  # no container: what is measured is the door
         task=it.task,
         grading=it.grading,
-        skill=SkillSpec(content=skill),
+        skill=SkillVersion(content=skill),
         model=ModelSpec(provider="scripted", model="gpt-5.5"),
         limits=Limits(wall_time_s=60, max_turns=1),
     )

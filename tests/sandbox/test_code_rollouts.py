@@ -10,7 +10,7 @@ import pytest
 
 from skillopt.envs.base import TaskItem
 from skillopt.envs.registry import load_env_data
-from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillSpec
+from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillVersion
 from tests.sandbox.conftest import fenced
 
 
@@ -28,7 +28,7 @@ def request(
         agent=agent,
         task=it.task,
         grading=it.grading,
-        skill=SkillSpec(content="# Rule\nAlways MARKER-CODE-SKILL.\n"),
+        skill=SkillVersion(content="# Rule\nAlways MARKER-CODE-SKILL.\n"),
         model=ModelSpec(
             provider=provider, model="gpt-5.5" if provider == "scripted" else "claude-sonnet-4-6"
         ),

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from skillopt.testing.fixtures.spreadsheetbench import solution_code
-from skillopt.types import Limits, ModelSpec, SkillFile, SkillSpec
+from skillopt.types import Limits, ModelSpec, SkillFile, SkillVersion
 from tests.sandbox.conftest import request_for
 
 TASK = "32255"
@@ -80,7 +80,7 @@ def test_real_cli_finds_a_skill_package_and_runs_its_script(service, scripts, sa
     ``<workspace>/.agents/skills/<name>/`` and ``.claude/skills/<name>/``; the CLI reads it and
     runs its script from the read-only mount."""
     name = "xlsx-helper"
-    skill = SkillSpec(
+    skill = SkillVersion(
         name=name,
         content=f"---\nname: {name}\ndescription: Spreadsheet helper.\n---\n# Helper\nMARKER-PKG-BODY\n",
         files=(

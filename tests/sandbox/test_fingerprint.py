@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from sandbox.api import convert
 from sandbox.service.validation import fingerprint
-from skillopt.types import File, Grading, Limits, ModelSpec, RolloutRequest, SkillSpec, Task, TestCase
+from skillopt.types import File, Grading, Limits, ModelSpec, RolloutRequest, SkillVersion, Task, TestCase
 
 
 def _request(**changes) -> RolloutRequest:
@@ -21,7 +21,7 @@ def _request(**changes) -> RolloutRequest:
         agent="qa",
         task=Task(id="t1", instruction="What is 2+2?", attributes={"a": [1, 2.5, None, {"b": True}]}),
         grading=Grading(attributes={"answer": "4"}),
-        skill=SkillSpec(content="- check the arithmetic\n"),
+        skill=SkillVersion(content="- check the arithmetic\n"),
         model=ModelSpec(provider="p", model="m", temperature=0.5),
         limits=Limits(wall_time_s=60, max_turns=1),
     )
@@ -38,7 +38,7 @@ def test_equal_requests_share_it_and_a_proto_round_trip_keeps_it():
     "changes",
     [
         {"env": "math500"},
-        {"skill": SkillSpec(content="- check the arithmetic")},
+        {"skill": SkillVersion(content="- check the arithmetic")},
         {"model": ModelSpec(provider="p", model="m", temperature=0.6)},
         {"model": ModelSpec(provider="p", model="m")},  # temperature None vs 0.5
         {"limits": Limits(wall_time_s=61, max_turns=1)},

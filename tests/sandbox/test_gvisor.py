@@ -45,7 +45,7 @@ from skillopt.envs.spreadsheetbench.loader import build_task
 from skillopt.errors import ConfigError, IsolationUnavailable
 from skillopt.trainer.rollouts import Rollouts, RolloutSpec
 from skillopt.trainer.rundir import ResultRow
-from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillSpec
+from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillVersion
 from tests.sandbox.conftest import Service, fenced, solution_code, start_service
 from tests.sandbox.test_exec_agents import TASK, exec_request, script
 
@@ -250,7 +250,7 @@ def test_each_request_says_the_isolation_it_requires_and_a_host_that_cannot_refu
         agent="codegen_single",
         task=task,
         grading=grading,
-        skill=SkillSpec(content="# skill"),
+        skill=SkillVersion(content="# skill"),
         model=ModelSpec(provider="scripted", model="scripted-target"),
         limits=Limits(wall_time_s=120, exec_timeout_s=60),
         isolation="gvisor",

@@ -35,7 +35,7 @@ from controller.fleet.hosts import FleetEvent
 from skillopt.envs.spreadsheetbench.loader import SAMPLE_ROOT, SpreadsheetBenchData, build_task
 from skillopt.errors import Draining
 from skillopt.testing.simulation import SIM_TARGET, simulation_server
-from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillSpec
+from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillVersion
 
 BASE = "skillopt-base:bookworm"
 FAULT_IMAGE = "skillopt-faultbox:latest"
@@ -146,7 +146,7 @@ def _requests(n: int, tag: str) -> list[RolloutRequest]:
                 agent="codegen_single",
                 task=dataclasses.replace(task, id=f"{tid}#{k}"),
                 grading=grading,
-                skill=SkillSpec(content=""),
+                skill=SkillVersion(content=""),
                 model=ModelSpec(provider="sim", model=SIM_TARGET),
                 limits=Limits(wall_time_s=180, exec_timeout_s=60),
             )

@@ -12,7 +12,7 @@ import pytest
 
 from skillopt.envs.base import TaskItem
 from skillopt.envs.registry import load_env_data
-from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillFile, SkillSpec
+from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillFile, SkillVersion
 
 
 def item(uid: str) -> TaskItem:
@@ -21,7 +21,7 @@ def item(uid: str) -> TaskItem:
 
 
 def run(service, scripts, it: TaskItem, replies: list, *, agent: str = "tools", provider: str = "scripted",
-        marker: str = "", max_turns: int = 30, skill: SkillSpec | None = None):  # fmt: skip
+        marker: str = "", max_turns: int = 30, skill: SkillVersion | None = None):  # fmt: skip
     marker = marker or it.task.instruction.strip()[:80]
     scripts.scripts[marker] = replies
     req = RolloutRequest(
@@ -30,7 +30,7 @@ def run(service, scripts, it: TaskItem, replies: list, *, agent: str = "tools", 
         agent=agent,
         task=it.task,
         grading=it.grading,
-        skill=skill or SkillSpec(content="# Rules\n- MARKER-OQA-SKILL: answer with the value alone.\n"),
+        skill=skill or SkillVersion(content="# Rules\n- MARKER-OQA-SKILL: answer with the value alone.\n"),
         model=ModelSpec(
             provider=provider, model="gpt-5.5" if provider == "scripted" else "claude-sonnet-4-6"
         ),
@@ -131,7 +131,7 @@ def test_a_package_script_runs_in_the_container_from_its_read_only_mount(service
         "print('millions:', float(sys.argv[1]) / 1000)\n"
         "open('/skill/scripts/owned.txt', 'w')\n"  # the mount is read-only: this fails
     )
-    skill = SkillSpec(
+    skill = SkillVersion(
         name="bulletin-units",
         content="---\nname: bulletin-units\ndescription: Units in Treasury bulletins.\n---\n# Units\n",
         files=(SkillFile(path="scripts/convert.py", data=convert.encode(), executable=True),),

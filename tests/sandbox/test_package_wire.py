@@ -15,9 +15,9 @@ from sandbox.service.blobs import BlobStore
 from sandbox.service.validation import check_skill_package
 from skillopt.errors import BlobsMissing, InvalidRequest, SkillPackageRefused
 from skillopt.skill.package import PackageLimits
-from skillopt.types import SkillFile, SkillSpec, WorkOutcome
+from skillopt.types import SkillFile, SkillVersion, WorkOutcome
 
-SKILL = SkillSpec(
+SKILL = SkillVersion(
     name="demo-pkg",
     content="---\nname: demo-pkg\ndescription: A demo.\n---\n# Demo\n",
     files=(
@@ -28,7 +28,7 @@ SKILL = SkillSpec(
 SIZE = len(SKILL.content.encode()) + sum(len(f.data) for f in SKILL.files)
 
 
-def resolve(store: BlobStore, msg, tenant: str = "t") -> SkillSpec:
+def resolve(store: BlobStore, msg, tenant: str = "t") -> SkillVersion:
     resolver = store.resolver(tenant)
     skill = convert.skill_from_proto(msg, resolver)
     resolver.check()
@@ -58,6 +58,26 @@ def test_a_version_is_listed_once_then_named_by_its_tree_hash():
     with pytest.raises(BlobsMissing) as err:
         resolve(store, msg, tenant="other")
     assert err.value.missing == (SKILL.tree_sha256,)
+
+
+def test_an_equal_version_built_anew_is_named_by_its_tree_hash():
+    """The client names a version by the hashes inside it, never by the object: a copy built
+    elsewhere (another batch, a resumed run) is named by its tree hash alone once the host
+    keeps the version, and its parts' hashes come with it."""
+    client = ClientBlobs()
+    client.learn(client.package(SKILL).inlined)
+    copy = SkillVersion(
+        name=SKILL.name,
+        content="".join(SKILL.content),
+        files=tuple(
+            SkillFile(path=f.path, data=bytes(bytearray(f.data)), executable=f.executable)
+            for f in SKILL.files
+        ),
+    )
+    assert copy is not SKILL and copy.files[0].data is not SKILL.files[0].data and copy == SKILL
+    names = client.package(copy)
+    assert names.tree_known and names.file_sha256 == tuple(f.sha256 for f in SKILL.files)
+    assert convert.skill_to_proto(copy, names).ByteSize() < 100
 
 
 def test_evicted_parts_name_the_tree_alone_and_the_client_lists_it_all_again():
@@ -96,7 +116,7 @@ def test_a_package_that_does_not_hash_to_its_tree_is_refused():
 
 
 def test_a_one_file_skill_travels_as_it_always_did():
-    msg = convert.skill_to_proto(SkillSpec(content="# Rules\n"))
+    msg = convert.skill_to_proto(SkillVersion(content="# Rules\n"))
     assert (msg.content, msg.tree_sha256, len(msg.files)) == ("# Rules\n", "", 0)
 
 
@@ -119,13 +139,15 @@ def test_a_refusal_carries_every_file_and_rule_within_the_metadata_limit():
     [
         # A NUL the standard's YAML parser cannot read: a named refusal, never INTERNAL.
         (
-            SkillSpec(name="demo-pkg", content="---\nname: \x00\n---\n", files=SKILL.files),
+            SkillVersion(name="demo-pkg", content="---\nname: \x00\n---\n", files=SKILL.files),
             "SKILL.md",
             "front-matter",
         ),
         # A newline in a file name (it would forge a manifest line): refused at the door.
         (
-            SkillSpec(name=SKILL.name, content=SKILL.content, files=(SkillFile(path="a\n.md", data=b"x"),)),
+            SkillVersion(
+                name=SKILL.name, content=SKILL.content, files=(SkillFile(path="a\n.md", data=b"x"),)
+            ),
             "a\n.md",
             "path",
         ),

@@ -17,7 +17,7 @@ from skillopt.envs.registry import envs_with_agent, get_env, load_env_data
 from skillopt.errors import SystemicFailure
 from skillopt.testing.fixtures.qa import load_catalogue, sim_reply
 from skillopt.trainer.rollouts import Rollouts, RolloutSpec
-from skillopt.types import Limits, ModelSpec
+from skillopt.types import Limits, ModelSpec, SkillVersion
 
 
 def rollouts_for(service, env: str, *, agent: str = "qa", provider: str = "scripted", wall: float = 60.0):
@@ -87,9 +87,9 @@ def test_rows_append_and_a_resume_skips_done_ids(service, scripts, tmp_path):
     markers = script_answers(scripts, "searchqa", items, [True] * 4)
     try:
         rollouts = rollouts_for(service, "searchqa")
-        first = rollouts.run(items[:2], "", tmp_path / "r", label="t")
+        first = rollouts.run(items[:2], SkillVersion(), tmp_path / "r", label="t")
         before = len(service.model.api_requests("chat"))
-        rows = rollouts.run(items, "", tmp_path / "r", label="t")
+        rows = rollouts.run(items, SkillVersion(), tmp_path / "r", label="t")
     finally:
         for m in markers:
             scripts.scripts.pop(m, None)
@@ -104,7 +104,9 @@ def test_a_model_reply_past_the_wall_time_is_a_timeout_row(service, scripts, tmp
     scripts.scripts[slow.task.instruction[:100]] = [{"text": "<answer>1</answer>", "delay_s": 30}]
     (marker,) = script_answers(scripts, "gsm8k", [quick], [True])
     try:
-        row, ok = rollouts_for(service, "gsm8k", wall=3.0).run([slow, quick], "", tmp_path / "r", label="t")
+        row, ok = rollouts_for(service, "gsm8k", wall=3.0).run(
+            [slow, quick], SkillVersion(), tmp_path / "r", label="t"
+        )
     finally:
         del scripts.scripts[slow.task.instruction[:100]], scripts.scripts[marker]
     assert row.infra_error is not None and row.infra_error.kind.value == "timeout", row.fail_reason
@@ -122,9 +124,9 @@ def test_every_qa_row_failing_before_any_model_reply_stops_the_run(docker_client
         )
         rollouts = rollouts_for(svc, "hotpotqa", provider="dead")
         with pytest.raises(SystemicFailure, match="before any model reply"):
-            rollouts.run(items, "", tmp_path / "r", label="t")
+            rollouts.run(items, SkillVersion(), tmp_path / "r", label="t")
         with pytest.raises(SystemicFailure):  # cached all-failed rows abort too
-            rollouts.run(items, "", tmp_path / "r", label="t")
+            rollouts.run(items, SkillVersion(), tmp_path / "r", label="t")
 
 
 def test_searchqa_codex_exec_answers_from_files_in_its_container(service, scripts, tmp_path):

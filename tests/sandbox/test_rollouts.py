@@ -16,7 +16,7 @@ from skillopt.errors import SystemicFailure
 from skillopt.testing.fixtures.spreadsheetbench import solution_code
 from skillopt.trainer.rollouts import Rollouts, RolloutSpec
 from skillopt.trainer.rundir import load_rows
-from skillopt.types import Limits, ModelSpec
+from skillopt.types import Limits, ModelSpec, SkillVersion
 from tests.sandbox.conftest import fenced
 
 IDS = ["32255", "42354", "32902", "66-24"]
@@ -61,11 +61,11 @@ def test_rows_are_appended_and_a_resume_skips_finished_ids(service, scripts, sam
     rollouts = rollouts_for(service)
     seen = []
     rollouts.on_row = lambda row, progress: seen.append(row.id)
-    rows = rollouts.run(items(sample, IDS[:2]), "", tmp_path / "r", label="t")
+    rows = rollouts.run(items(sample, IDS[:2]), SkillVersion(), tmp_path / "r", label="t")
     assert [r.id for r in rows] == IDS[:2] and all(r.hard == 1.0 for r in rows)
     assert sorted(seen) == sorted(IDS[:2])
     before = len(service.model.api_requests("chat"))
-    rows = rollouts.run(items(sample, IDS), "", tmp_path / "r", label="t")
+    rows = rollouts.run(items(sample, IDS), SkillVersion(), tmp_path / "r", label="t")
     assert [r.id for r in rows] == IDS
     # Only the two new ids went to the sandbox (one model call each).
     assert len(service.model.api_requests("chat")) - before == 2
@@ -79,7 +79,7 @@ def test_rows_are_appended_and_a_resume_skips_finished_ids(service, scripts, sam
 def test_a_torn_last_line_is_dropped_on_resume(service, scripts, sample, tmp_path):
     scripts.scripts[sample.task("32255").instruction[:120]] = [fenced(solution_code("32255"))]
     rollouts = rollouts_for(service)
-    rollouts.run(items(sample, ["32255"]), "", tmp_path / "r", label="t")
+    rollouts.run(items(sample, ["32255"]), SkillVersion(), tmp_path / "r", label="t")
     with open(tmp_path / "r" / "results.jsonl", "a") as fh:
         fh.write('{"id": "42354", "hard": 1.0, "so')  # a crash in the middle of a write
     assert set(load_rows(tmp_path / "r")) == {"32255"}
@@ -89,7 +89,7 @@ def test_a_torn_last_line_is_dropped_on_resume(service, scripts, sample, tmp_pat
 def test_a_rollout_over_its_wall_time_is_a_timeout_row(service, scripts, sample, tmp_path):
     scripts.scripts[sample.task("82-30").instruction[:120]] = [fenced("while True:\n    pass\n")]
     rollouts = rollouts_for(service, wall=4.0)
-    (row,) = rollouts.run(items(sample, ["82-30"]), "", tmp_path / "r", label="t")
+    (row,) = rollouts.run(items(sample, ["82-30"]), SkillVersion(), tmp_path / "r", label="t")
     assert row.infra_error is not None and row.infra_error.kind.value == "timeout"
     assert row.hard == 0.0
     assert service.client.describe().running == 0  # really cancelled, not abandoned
@@ -105,11 +105,11 @@ def test_every_row_failing_before_any_model_reply_stops_the_run(docker_client, s
         )
         rollouts = rollouts_for(svc, provider="dead", workers=2)
         with pytest.raises(SystemicFailure, match="before any model reply") as info:
-            rollouts.run(items(sample, IDS), "", tmp_path / "r", label="t")
+            rollouts.run(items(sample, IDS), SkillVersion(), tmp_path / "r", label="t")
         assert "cannot connect" in str(info.value) or "model" in str(info.value)
         # The rows ended on infrastructure, so a rerun runs them again (and aborts again).
         with pytest.raises(SystemicFailure):
-            rollouts.run(items(sample, IDS), "", tmp_path / "r", label="t")
+            rollouts.run(items(sample, IDS), SkillVersion(), tmp_path / "r", label="t")
         assert len((tmp_path / "r" / "infra_attempts.jsonl").read_text().splitlines()) == len(IDS)
 
 
@@ -141,13 +141,19 @@ def test_a_resumed_batch_reruns_rows_that_ended_on_infrastructure(service, scrip
     scripts.scripts[sample.task(ok).instruction[:120]] = [fenced(solution_code(ok))]
     scripts.scripts[sample.task(broken).instruction[:120]] = [{"error": {"status": 503}}]
     rollouts = rollouts_for(service)
-    rows = {r.id: r for r in rollouts.run(items(sample, [ok, broken]), "", tmp_path / "r", label="rerun")}
+    rows = {
+        r.id: r
+        for r in rollouts.run(items(sample, [ok, broken]), SkillVersion(), tmp_path / "r", label="rerun")
+    }
     assert rows[ok].infra_error is None and rows[broken].infra_error is not None
     # The provider is back: the resumed batch reruns only the infrastructure row, under a new
     # rollout id (the host would replay the old one), and keeps each id once in results.jsonl.
     scripts.scripts[sample.task(broken).instruction[:120]] = [fenced(solution_code(broken))]
     before = len(service.model.api_requests("chat"))
-    rows = {r.id: r for r in rollouts.run(items(sample, [ok, broken]), "", tmp_path / "r", label="rerun")}
+    rows = {
+        r.id: r
+        for r in rollouts.run(items(sample, [ok, broken]), SkillVersion(), tmp_path / "r", label="rerun")
+    }
     assert rows[broken].infra_error is None and rows[broken].hard == 1.0
     assert rows[broken].rollout_id.endswith("+r1")
     assert len(service.model.api_requests("chat")) - before == 1
@@ -170,7 +176,7 @@ def test_the_per_rollout_token_budget_ends_the_model_conversation(service, scrip
         ),
     )
     before = len(service.model.api_requests("chat"))
-    (row,) = rollouts.run(items(sample, [tid]), "", tmp_path / "r", label="budget")
+    (row,) = rollouts.run(items(sample, [tid]), SkillVersion(), tmp_path / "r", label="budget")
     # One model call used the whole budget; the retry turn was refused by the gateway.
     assert len(service.model.api_requests("chat")) - before == 1
     assert row.infra_error is None and row.fail_reason.startswith("budget-exceeded"), row.fail_reason

@@ -25,6 +25,7 @@ from skillopt.errors import (
     UnknownSession,
     UserUnsupported,
 )
+from skillopt.types import SkillVersion
 from tests.sandbox.conftest import RUNTIMES, start_service
 
 MiB = 1024 * 1024
@@ -268,7 +269,9 @@ def test_bad_requests_are_refused_with_clear_errors(host):
 
 def test_seeded_files_and_skill_are_in_place(host):
     with SandboxSession.create(
-        where(host, TOKEN_A), files={"task.md": b"do it", "data/x.txt": b"1"}, skill="# My skill"
+        where(host, TOKEN_A),
+        files={"task.md": b"do it", "data/x.txt": b"1"},
+        skill=SkillVersion(content="# My skill"),
     ) as session:
         assert session.read_file("task.md") == b"do it"
         assert session.read_file("/skill/SKILL.md") == b"# My skill"

@@ -27,7 +27,7 @@ from skillopt.envs.base import TaskItem
 from skillopt.envs.registry import load_env_data
 from skillopt.errors import SkillPackageRefused, SkillPackageUnsupported
 from skillopt.skill.package import PackageLimits, write_package
-from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillFile, SkillSpec, WorkOutcome
+from skillopt.types import Limits, ModelSpec, RolloutRequest, SkillFile, SkillVersion, WorkOutcome
 from tests.sandbox.conftest import Service, fenced, request_for, solution_code, start_service
 
 MiB = 1024 * 1024
@@ -40,7 +40,7 @@ HELLO = b'#!/bin/sh\necho "hello from the package: $(cat "$(dirname "$0")/../ref
 
 def package(
     name: str = "xlsx-helper", *, marker: str = "RULE-42", extra: int = 0, size: int = 0
-) -> SkillSpec:
+) -> SkillVersion:
     """A valid package: SKILL.md, an executable script, a reference; ``extra`` more references
     of ``size`` bytes each (unique per call, so each call is a version no host has seen)."""
     salt = uuid.uuid4().hex
@@ -56,14 +56,14 @@ def package(
             for i in range(extra)
         ),
     ]
-    return SkillSpec(
+    return SkillVersion(
         name=name,
         content=f"---\nname: {name}\ndescription: Spreadsheet helper ({salt}).\n---\n# Helper\nRun scripts/hello.sh.\n",
         files=tuple(sorted(files, key=lambda f: f.path)),
     )
 
 
-def package_bytes(skill: SkillSpec) -> int:
+def package_bytes(skill: SkillVersion) -> int:
     return len(skill.content.encode()) + sum(len(f.data) for f in skill.files)
 
 
@@ -117,7 +117,7 @@ def qa_item() -> TaskItem:
     return next(it for s in ("train", "val", "test") for it in data.split(s) if it.id == "UID0001")
 
 
-def qa_request(skill: SkillSpec) -> RolloutRequest:
+def qa_request(skill: SkillVersion) -> RolloutRequest:
     """A rollout whose agent runs no container (what is measured is the wire and the door)."""
     it = qa_item()
     return RolloutRequest(
@@ -326,7 +326,7 @@ def test_a_host_without_packages_is_named_and_skipped_before_any_rollout(pkg_ser
         assert err.value.outcome is WorkOutcome.NOT_STARTED and old_host.address in err.value.message
         assert len(pkg_service.model.requests) == calls
         # A one-file skill still runs there as it always did.
-        row = c.run(qa_request(SkillSpec(content="# Rules\n")), timeout_s=60)
+        row = c.run(qa_request(SkillVersion(content="# Rules\n")), timeout_s=60)
         assert row.infra_error is None and row.hard == 1.0
     events: list[FleetEvent] = []
     channels = [

@@ -20,7 +20,7 @@ from skillopt.envs.registry import get_env, load_env_data
 from skillopt.envs.textworld.spec import IMAGE
 from skillopt.testing.fixtures.textworld import STEP_HEADER
 from skillopt.trainer.rollouts import Rollouts, RolloutSpec
-from skillopt.types import Limits, ModelSpec
+from skillopt.types import Limits, ModelSpec, SkillVersion
 from tests.sandbox.conftest import start_service
 
 FORGED = (
@@ -168,7 +168,9 @@ def test_a_model_slower_than_the_wall_time_is_a_timeout_row(service, player, gam
     # start, ~5-10 s here), so the 8 s go to the game, not to container creation.
     svc = service.running.service
     assert svc.pools.wait_ready(svc.agent_spec(get_env("textworld"), "play"), 2, timeout_s=180)
-    row, ok = rollouts_for(service, wall=8.0).run([slow, quick], "", tmp_path / "r", label="timeout")
+    row, ok = rollouts_for(service, wall=8.0).run(
+        [slow, quick], SkillVersion(), tmp_path / "r", label="timeout"
+    )
     assert row.infra_error is not None and row.infra_error.kind.value == "timeout", row.fail_reason
     assert row.fail_reason.startswith("infra-timeout") and row.hard == 0.0
     assert ok.infra_error is None and ok.hard == 1.0
@@ -180,10 +182,10 @@ def test_a_resume_reruns_no_finished_game(service, player, games, tmp_path):
         player.walkthroughs[item.id] = list(item.grading.attributes["walkthrough"])
         player.modes[item.id] = "walk"
     rollouts = rollouts_for(service)
-    done = rollouts.run([first], "", tmp_path / "r", label="resume")
+    done = rollouts.run([first], SkillVersion(), tmp_path / "r", label="resume")
     assert done[0].hard == 1.0
     player.calls.clear()
-    rows = rollouts.run([first, second], "", tmp_path / "r", label="resume")
+    rows = rollouts.run([first, second], SkillVersion(), tmp_path / "r", label="resume")
     assert [r.id for r in rows] == [first.id, second.id] and all(r.hard == 1.0 for r in rows)
     assert set(player.calls) == {second.id}  # the finished game was not played again
     assert len((tmp_path / "r" / "results.jsonl").read_text().splitlines()) == 2
@@ -224,14 +226,14 @@ def test_a_container_that_forges_a_win_is_graded_by_the_trusted_replay(
     from sandbox.runtime.spec import ContainerSpec
     from skillopt.agents.context import AgentContext
     from skillopt.models.openai_chat import OpenAIChatModel
-    from skillopt.types import RolloutRequest, SkillSpec
+    from skillopt.types import RolloutRequest, SkillVersion
 
     item = games["coin_collector_l1"]
     player.modes[item.id] = "forge"
     limits = Limits(wall_time_s=120, exec_timeout_s=60, max_turns=3)
     request = RolloutRequest(
         rollout_id=f"test/forge/{uuid.uuid4().hex[:8]}", env="textworld", agent="play", task=item.task,
-        grading=item.grading, skill=SkillSpec(content=""), model=ModelSpec(provider="scripted", model="gpt-5.5"),
+        grading=item.grading, skill=SkillVersion(content=""), model=ModelSpec(provider="scripted", model="gpt-5.5"),
         limits=limits,
     )  # fmt: skip
     with local_grading_sandboxes(spec=replace(ContainerSpec(), image=IMAGE)) as fresh, fresh() as box:

@@ -21,7 +21,7 @@ from skillopt.errors import (
     SandboxFileRefused,
     SandboxUnavailable,
 )
-from skillopt.types import SkillFile, SkillSpec
+from skillopt.types import SkillFile, SkillVersion
 
 
 @_check
@@ -198,7 +198,7 @@ def check_lifecycle(c: Conformance) -> None:
         runtime.destroy(a)
     assert not runtime.alive(a)
     box = runtime.lease(b, "conformance/lifecycle")
-    box.write_skill(SkillSpec(content="# skill\n"))
+    box.write_skill(SkillVersion(content="# skill\n"))
     out = box.run_command(["cat", "/skill/SKILL.md"], timeout_s=30)
     assert out.stdout_tail == "# skill\n", out
     runtime.kill(b)
@@ -207,7 +207,7 @@ def check_lifecycle(c: Conformance) -> None:
     runtime.destroy(b)
 
 
-_PKG = SkillSpec(
+_PKG = SkillVersion(
     name="conformance-pkg",
     content="---\nname: conformance-pkg\ndescription: The conformance suite's package.\n---\n# Body\n",
     files=(
@@ -271,7 +271,7 @@ def check_a_skill_package_runs_read_only(c: Conformance) -> None:
             ["sh", "-c", "cd /skill && sha256sum SKILL.md scripts/* references/*"], timeout_s=30
         )
         assert after.stdout_tail == before.stdout_tail, (before, after)
-        box.write_skill(SkillSpec(name="other", content="# one file\n"))
+        box.write_skill(SkillVersion(name="other", content="# one file\n"))
         out = box.run_command(
             ["sh", "-c", f"cat /skill/SKILL.md; ls /skill; ls {EXEC_SKILLS_ROOTS[0]}"], timeout_s=30
         )

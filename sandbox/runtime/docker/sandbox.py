@@ -54,7 +54,7 @@ from skillopt.errors import (
     SkillOptError,
 )
 from skillopt.files import check_relative_name
-from skillopt.types import SkillSpec
+from skillopt.types import SkillVersion
 
 __all__ = ["DockerSandbox"]
 
@@ -177,7 +177,7 @@ class DockerSandbox(SessionSandbox):
         )
         return self._execute(request, stdin or b"")
 
-    def write_skill(self, skill: SkillSpec, *, version: str = "") -> None:
+    def write_skill(self, skill: SkillVersion, *, version: str = "") -> None:
         """Place the package in the container's read-only skill mounts (host side: a version
         seen before is hard-linked from the runtime's package store, see
         :mod:`sandbox.runtime.skilldir`)."""

@@ -22,7 +22,7 @@ from skillopt.models.openai_chat import OpenAIChatModel
 from skillopt.testing.fixtures import catalogue, simulated_envs
 from skillopt.testing.fixtures.qa import load_catalogue as load_qa_catalogue
 from skillopt.testing.scripted import ScriptedModelServer
-from skillopt.types import Grading, Limits, ModelSpec, RolloutRequest, SkillSpec, Task
+from skillopt.types import Grading, Limits, ModelSpec, RolloutRequest, SkillVersion, Task
 
 ENVS = available_envs()
 REPO = Path(__file__).resolve().parents[3]
@@ -35,7 +35,7 @@ def request(env: str, agent: str, item: TaskItem, **kw) -> RolloutRequest:
         agent=agent,
         task=item.task,
         grading=item.grading,
-        skill=SkillSpec(content="# Skill\n- be careful\n"),
+        skill=SkillVersion(content="# Skill\n- be careful\n"),
         model=ModelSpec(provider="scripted", model="m"),
         **kw,
     )

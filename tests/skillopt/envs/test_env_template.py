@@ -7,7 +7,7 @@ from skillopt.envs._template.data import TemplateData
 from skillopt.envs._template.env import TemplateEnv
 from skillopt.envs._template.spec import SPEC
 from skillopt.envs.registry import available_envs
-from skillopt.types import ModelSpec, RolloutRequest, SkillSpec
+from skillopt.types import ModelSpec, RolloutRequest, SkillVersion
 
 
 def test_the_template_is_complete_but_not_registered():
@@ -26,7 +26,7 @@ def test_the_template_is_complete_but_not_registered():
                 agent="qa",
                 task=it.task,
                 grading=it.grading,
-                skill=SkillSpec(),
+                skill=SkillVersion(),
                 model=ModelSpec(provider="p", model="m"),
             )
         )

@@ -13,7 +13,7 @@ from skillopt.envs.registry import get_env, load_env_data
 from skillopt.envs.textworld.agents import MAX_ACTION_CHARS, clean_action, parse_reply
 from skillopt.envs.textworld.games import GAMES_FILE, GameSpec, ensure_game, load_game_specs
 from skillopt.errors import ConfigError, InvalidRequest
-from skillopt.types import File, ModelSpec, RolloutRequest, SkillSpec, TestCase
+from skillopt.types import File, ModelSpec, RolloutRequest, SkillVersion, TestCase
 
 
 @pytest.mark.parametrize(
@@ -89,7 +89,7 @@ def _request(item, **changes) -> RolloutRequest:
         agent="play",
         task=item.task,
         grading=item.grading,
-        skill=SkillSpec(content=""),
+        skill=SkillVersion(content=""),
         model=ModelSpec(provider="p", model="m"),
     )
     return dataclasses.replace(req, **changes)

@@ -22,13 +22,13 @@ from skillopt.skill.checks import (
     needs_check,
     unchecked,
 )
-from skillopt.types import SkillFile, SkillSpec
+from skillopt.types import SkillFile, SkillVersion
 
 OK = ExecResult(exit_code=0, stdout=b"", stderr=b"")
 
 
-def spec(*files: SkillFile) -> SkillSpec:
-    return SkillSpec(name="pkg", content="# Pkg\n", files=tuple(sorted(files, key=lambda f: f.path)))
+def spec(*files: SkillFile) -> SkillVersion:
+    return SkillVersion(name="pkg", content="# Pkg\n", files=tuple(sorted(files, key=lambda f: f.path)))
 
 
 class Recorder:

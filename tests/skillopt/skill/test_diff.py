@@ -10,17 +10,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skillopt.skill.diff import diff_summary, package_diff
-from skillopt.types import SkillFile, SkillSpec
+from skillopt.types import SkillFile, SkillVersion
 
 HEAD = "---\nname: demo\ndescription: Demo.\n---\n\n"
 
 
-def spec(content: str = HEAD + "# Demo\n", **files: tuple[bytes, bool] | bytes) -> SkillSpec:
+def spec(content: str = HEAD + "# Demo\n", **files: tuple[bytes, bool] | bytes) -> SkillVersion:
     out = []
     for key, value in sorted(files.items()):
         data, executable = value if isinstance(value, tuple) else (value, False)
         out.append(SkillFile(path=key.replace("__", "/"), data=data, executable=executable))
-    return SkillSpec(name="demo", content=content, files=tuple(out))
+    return SkillVersion(name="demo", content=content, files=tuple(out))
 
 
 def test_the_same_package_has_no_changes():

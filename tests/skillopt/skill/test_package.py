@@ -31,7 +31,7 @@ from skillopt.skill.package import (
     read_skill,
     write_package,
 )
-from skillopt.types import SkillFile, SkillSpec
+from skillopt.types import SkillFile, SkillVersion
 
 AGENTSKILLS = Path(sys.executable).parent / "agentskills"  # skills-ref's CLI
 MiB = 1024 * 1024
@@ -113,7 +113,7 @@ def test_a_parent_or_absolute_path_is_refused_and_nothing_is_written(tmp_path):
         ("scripts/../../evil.sh", "parent-path"),
         ("/etc/cron.d/x", "absolute-path"),
     ):
-        spec = SkillSpec(name="demo", content=skill_md(), files=(SkillFile(path=path, data=b"x"),))
+        spec = SkillVersion(name="demo", content=skill_md(), files=(SkillFile(path=path, data=b"x"),))
         problem = only(package_problems(spec), rule)
         assert problem.path == path
         with pytest.raises(SkillPackageError) as info:
@@ -128,7 +128,7 @@ def test_a_parent_or_absolute_path_is_refused_and_nothing_is_written(tmp_path):
 def test_a_folder_name_that_would_escape_is_refused_by_write(tmp_path):
     for name in ("../up", "a/b", "Has Caps", ""):
         with pytest.raises(SkillPackageError) as info:
-            write_package(SkillSpec(name=name, content=skill_md()), tmp_path / "out")
+            write_package(SkillVersion(name=name, content=skill_md()), tmp_path / "out")
         assert info.value.problems[0].rule == "name"
     assert not (tmp_path / "out").exists() and not (tmp_path / "up").exists()
 
@@ -259,7 +259,7 @@ def test_a_folder_without_skill_md_or_that_is_nothing_at_all(tmp_path):
 
 
 def test_paths_that_cannot_coexist_on_disk_are_refused():
-    spec = SkillSpec(
+    spec = SkillVersion(
         name="demo",
         content=skill_md(),
         files=(
@@ -282,7 +282,7 @@ def test_a_file_name_with_a_newline_cannot_forge_the_manifest(tmp_path):
     """``a\n<sha> 644 b`` as one path would read, in the manifest, as two files."""
     b = SkillFile(path="b", data=b"x\n")
     forged = SkillFile(path=f"a\n{b.sha256} 644 b", data=b"")
-    spec = SkillSpec(name="demo", content=skill_md(), files=(forged,))
+    spec = SkillVersion(name="demo", content=skill_md(), files=(forged,))
     problem = only(package_problems(spec), "path")
     assert "control characters" in problem.message
     with pytest.raises(SkillPackageError):
@@ -330,12 +330,12 @@ def test_the_tree_hash_names_content_and_modes_not_order():
     files = tuple(
         SkillFile(path=p, data=d, executable=p.startswith("scripts/")) for p, d in DEMO_FILES.items()
     )
-    a = SkillSpec(name="demo", content=skill_md(), files=files)
-    b = SkillSpec(name="demo", content=skill_md(), files=tuple(reversed(files)))
+    a = SkillVersion(name="demo", content=skill_md(), files=files)
+    b = SkillVersion(name="demo", content=skill_md(), files=tuple(reversed(files)))
     assert a.tree_sha256 == b.tree_sha256 and a.manifest() == b.manifest()
     flipped = tuple(SkillFile(path=f.path, data=f.data, executable=not f.executable) for f in files)
-    assert SkillSpec(name="demo", content=skill_md(), files=flipped).tree_sha256 != a.tree_sha256
-    assert SkillSpec(name="demo", content=skill_md() + " ", files=files).tree_sha256 != a.tree_sha256
+    assert SkillVersion(name="demo", content=skill_md(), files=flipped).tree_sha256 != a.tree_sha256
+    assert SkillVersion(name="demo", content=skill_md() + " ", files=files).tree_sha256 != a.tree_sha256
 
 
 def test_a_one_file_skill_without_front_matter_is_written_as_a_valid_package(tmp_path):
@@ -357,8 +357,8 @@ def test_a_one_file_skill_without_front_matter_is_written_as_a_valid_package(tmp
 def test_the_standards_validator_passes_on_every_package_we_write(tmp_path):
     written = [
         write_package(load_skill(make_package(tmp_path / "a", files=DEMO_FILES)), tmp_path / "w1"),
-        write_package(SkillSpec(name="one-file", content="Just a line.\n"), tmp_path / "w2"),
-        write_package(SkillSpec(name="empty", content=""), tmp_path / "w3"),
+        write_package(SkillVersion(name="one-file", content="Just a line.\n"), tmp_path / "w2"),
+        write_package(SkillVersion(name="empty", content=""), tmp_path / "w3"),
     ]
     for folder in written:
         assert load_skill(folder).name == folder.name
@@ -372,7 +372,7 @@ def test_write_replaces_a_symlinked_install_not_its_target(tmp_path):
     parent.mkdir()
     (parent / "demo").symlink_to(elsewhere)
     assert load_skill(parent / "demo").name == "demo"  # the path given may be a link
-    write_package(SkillSpec(name="demo", content=skill_md()), parent)
+    write_package(SkillVersion(name="demo", content=skill_md()), parent)
     assert not (parent / "demo").is_symlink() and load_skill(parent / "demo").files == ()
     assert (elsewhere / "references" / "old.md").read_bytes() == b"old\n"
 
@@ -386,7 +386,7 @@ def test_the_folder_name_comes_from_the_path_as_given(tmp_path, monkeypatch):
 
 
 def test_the_file_index_lists_files_never_their_contents():
-    spec = SkillSpec(
+    spec = SkillVersion(
         name="demo",
         content=skill_md(),
         files=tuple(
@@ -399,7 +399,7 @@ def test_the_file_index_lists_files_never_their_contents():
         "- `/skill/references/rules.md` (31 B): # Rules",
         f"- `/skill/scripts/check.py` ({len(DEMO_FILES['scripts/check.py'])} B, executable): print('ok')",
     ]
-    assert file_index(SkillSpec(content="x")) == ""
+    assert file_index(SkillVersion(content="x")) == ""
 
 
 # ── properties ────────────────────────────────────────────────────────────────────────────
@@ -426,7 +426,7 @@ def package_files(draw) -> tuple[SkillFile, ...]:
 @given(name=names, files=package_files(), body=st.text(max_size=300))
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_any_valid_package_round_trips_through_disk(name, files, body):
-    spec = SkillSpec(name=name, content=skill_md(name) + body, files=files)
+    spec = SkillVersion(name=name, content=skill_md(name) + body, files=files)
     assume(not package_problems(spec))
     with tempfile.TemporaryDirectory() as tmp:
         out = write_package(spec, Path(tmp))
@@ -440,7 +440,7 @@ def test_any_valid_package_round_trips_through_disk(name, files, body):
 @given(name=names, body=st.text(max_size=400).filter(lambda t: not t.startswith("---")))
 @settings(max_examples=150, deadline=None)
 def test_any_one_file_skill_becomes_a_valid_package(name, body):
-    spec = as_package(SkillSpec(name=name, content=body))
+    spec = as_package(SkillVersion(name=name, content=body))
     assert package_problems(spec) == []
     fields, rest = front_matter(spec.content)
     assert fields is not None and fields["name"] == name and 1 <= len(fields["description"]) <= 200
@@ -455,9 +455,9 @@ def test_any_one_file_skill_becomes_a_valid_package(name, body):
 def test_a_synthesized_front_matter_quotes_names_other_parsers_would_not_read_as_text(name):
     import yaml  # PyYAML reads YAML 1.1 as the harnesses' parsers do: booleans, numbers, null
 
-    head = as_package(SkillSpec(name=name, content="Body.\n")).content.split("---")[1]
+    head = as_package(SkillVersion(name=name, content="Body.\n")).content.split("---")[1]
     assert yaml.safe_load(head)["name"] == name
-    assert front_matter(as_package(SkillSpec(name=name, content="Body.\n")).content)[0]["name"] == name
+    assert front_matter(as_package(SkillVersion(name=name, content="Body.\n")).content)[0]["name"] == name
 
 
 @given(text=st.text(max_size=200) | st.text(alphabet=st.characters(max_codepoint=0x9F), max_size=60))
@@ -471,7 +471,7 @@ def test_front_matter_raises_nothing_but_a_package_error(text):
         assert exc.problems[0].rule == "front-matter" and exc.problems[0].path == SKILL_MD
     else:
         assert isinstance(fields, dict)
-        package_problems(SkillSpec(name="demo", content="---" + text))  # never raises
+        package_problems(SkillVersion(name="demo", content="---" + text))  # never raises
 
 
 KNOWN_RULES = {

@@ -12,7 +12,7 @@ from skillopt.config import load_config
 from skillopt.envs.registry import get_env, load_env_data
 from skillopt.envs.spreadsheetbench.evaluator import grade_case
 from skillopt.errors import ConfigError, InvalidRequest
-from skillopt.types import ModelSpec, RolloutRequest, SkillSpec
+from skillopt.types import ModelSpec, RolloutRequest, SkillVersion
 
 
 def book(sheets: dict[str, dict[str, object]]) -> bytes:
@@ -110,7 +110,7 @@ def test_the_mode_is_an_env_option_carried_to_the_grader_and_checked():
         grading=type(item.grading)(
             attributes={**item.grading.attributes, "grading_mode": "lenient"}, cases=item.grading.cases
         ),
-        skill=SkillSpec(),
+        skill=SkillVersion(),
         model=ModelSpec(provider="p", model="m"),
     )
     with pytest.raises(InvalidRequest, match="grading_mode must be one of official, corrected"):
