@@ -10,7 +10,7 @@ byte-identical to the baseline.
 
 Here: tolerant note parsing (:func:`parse_notes`) and the consolidation call
 (:func:`consolidate_appendix`). Writing notes into the skill's appendix block is the
-trainer's job (``SkillDocument.with_appendix_notes``), after the gate.
+trainer's job (:func:`skillopt.skill.document.merge_appendix_notes`), after the gate.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The skill document, its edit operations and the edit-budget schedule (pure, no I/O)."""
+"""Skill texts and packages, their edit operations and the edit-budget schedule (pure, no I/O)."""
 
 from skillopt.skill.document import (
     APPENDIX_END,
@@ -9,7 +9,6 @@ from skillopt.skill.document import (
     PROTECTED_MARKERS,
     SLOW_UPDATE_END,
     SLOW_UPDATE_START,
-    SkillDocument,
     appendix_notes,
     dedup_notes,
     extract_slow_update_field,
@@ -62,7 +61,6 @@ __all__ = [
     "ParsedEdits",
     "Patch",
     "RejectedEdit",
-    "SkillDocument",
     "appendix_notes",
     "apply_edits",
     "budget_at",

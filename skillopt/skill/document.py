@@ -1,4 +1,4 @@
-"""The skill document and its machine-managed (protected) regions.
+"""The text of a skill file and its machine-managed (protected) regions.
 
 A skill is free-form Markdown. Two regions of it belong to the trainer, not to step-level
 edits (reference §7.8):
@@ -16,23 +16,21 @@ edits (reference §7.8):
       - note
       <!-- APPENDIX_END -->
 
-Everything here is a pure function of strings (no I/O). :class:`SkillDocument` wraps the text
-as a frozen value; its methods return new documents and never change the receiver.
+Everything here is a pure function of strings (no I/O): the text of one file of a skill (its
+SKILL.md, the optimizer's packed text of a version), never the version itself
+(:class:`skillopt.types.SkillVersion`).
 
 Usage::
 
-    doc = SkillDocument("# Skill\\n").with_empty_slow_update()
-    doc = doc.with_slow_update("Check the header row first.")
-    assert doc.slow_update_field == "Check the header row first."
+    text = inject_empty_slow_update_field("# Skill\\n")
+    text = replace_slow_update_field(text, "Check the header row first.")
+    assert extract_slow_update_field(text) == "Check the header row first."
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
-
-from skillopt.types import skill_hash
 
 __all__ = [
     "APPENDIX_END",
@@ -43,7 +41,6 @@ __all__ = [
     "PROTECTED_MARKERS",
     "SLOW_UPDATE_END",
     "SLOW_UPDATE_START",
-    "SkillDocument",
     "appendix_notes",
     "dedup_notes",
     "extract_slow_update_field",
@@ -389,61 +386,3 @@ def merge_appendix_notes(text: str, notes: Iterable[str]) -> str:
     ]
     body = _remove_spans(text, blocks + markers)
     return _append_block(body, block) if merged else body
-
-
-# ── the value type ────────────────────────────────────────────────────────────────────────
-
-
-@dataclass(frozen=True, slots=True)
-class SkillDocument:
-    """An immutable skill text. Methods return new documents; the receiver never changes.
-
-    Attributes:
-        content: The Markdown text exactly as the agent receives it.
-    """
-
-    content: str = ""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.content, str):
-            raise TypeError(f"SkillDocument.content must be str, got {type(self.content).__name__}")
-
-    def __str__(self) -> str:
-        return self.content
-
-    @property
-    def hash(self) -> str:
-        """16-hex content hash (:func:`skillopt.types.skill_hash`), the gate-cache key."""
-        return skill_hash(self.content)
-
-    @property
-    def protected_spans(self) -> tuple[Span, ...]:
-        """See :func:`protected_spans`."""
-        return protected_spans(self.content)
-
-    @property
-    def body(self) -> str:
-        """The text without protected regions (see :func:`strip_protected_regions`)."""
-        return strip_protected_regions(self.content)
-
-    @property
-    def slow_update_field(self) -> str:
-        """See :func:`extract_slow_update_field`."""
-        return extract_slow_update_field(self.content)
-
-    @property
-    def appendix_notes(self) -> list[str]:
-        """See :func:`appendix_notes`."""
-        return appendix_notes(self.content)
-
-    def with_empty_slow_update(self) -> SkillDocument:
-        """See :func:`inject_empty_slow_update_field`."""
-        return SkillDocument(inject_empty_slow_update_field(self.content))
-
-    def with_slow_update(self, guidance: str) -> SkillDocument:
-        """See :func:`replace_slow_update_field`."""
-        return SkillDocument(replace_slow_update_field(self.content, guidance))
-
-    def with_appendix_notes(self, notes: Iterable[str]) -> SkillDocument:
-        """See :func:`merge_appendix_notes`."""
-        return SkillDocument(merge_appendix_notes(self.content, notes))

@@ -1,4 +1,4 @@
-"""Edit operations on a skill document: the model, payload parsing and application.
+"""Edit operations on the text of a skill file: the model, payload parsing and application.
 
 An edit is one of four ops (reference §6.4): ``append`` (content at the end of the body),
 ``insert_after`` (content on a new line after the line holding ``target``), ``replace`` (first
@@ -27,8 +27,8 @@ Deliberate differences from the reference, each for a reason given where it is i
 
 Usage::
 
-    result = apply_edits(SkillDocument("# Skill\\n- a\\n"), [Edit("insert_after", "- b", "- a")])
-    assert result.document.content == "# Skill\\n- a\\n- b\\n"
+    result = apply_edits("# Skill\\n- a\\n", [Edit("insert_after", "- b", "- a")])
+    assert result.text == "# Skill\\n- a\\n- b\\n"
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from skillopt.errors import SkillParseError
-from skillopt.skill.document import SkillDocument, protected_spans, remove_protected_markers
+from skillopt.skill.document import protected_spans, remove_protected_markers
 
 __all__ = [
     "DEFAULT_FILE",
@@ -412,14 +412,14 @@ class ApplyResult:
     """Output of :func:`apply_edits`.
 
     Attributes:
-        document: The new document (the input is never changed).
+        text: The new text (the input is never changed).
         reports: One report per edit, in order.
         summary: Counts over ``reports``.
         changed: Whether the content differs from the input (an unchanged candidate needs
             no selection evaluation).
     """
 
-    document: SkillDocument
+    text: str
     reports: tuple[EditReport, ...] = ()
     summary: ApplySummary = field(default_factory=ApplySummary)
     changed: bool = False
@@ -626,7 +626,7 @@ def _apply_one(text: str, edit: Edit, whitespace_tolerant: bool) -> tuple[str, s
 
 
 def apply_edits(
-    doc: SkillDocument | str,
+    text: str,
     edits: Iterable[Edit | Mapping[str, Any]],
     *,
     whitespace_tolerant: bool = False,
@@ -643,21 +643,20 @@ def apply_edits(
     text is left as it was before that edit.
 
     Args:
-        doc: The current skill (never changed).
+        text: The current text of the file (never changed).
         edits: Edits or plain mappings (read with :meth:`Edit.from_dict`).
         whitespace_tolerant: When a target is not found exactly, match it ignoring
             differences in runs of whitespace (reported as ``matched="whitespace"``).
 
     Returns:
-        The new document, the reports and their summary.
+        The new text, the reports and their summary.
 
     Usage::
 
-        result = apply_edits(doc, patch.edits)
+        result = apply_edits(text, patch.edits)
         step_record["edit_apply_summary"] = result.summary.to_dict()
     """
-    original = doc.content if isinstance(doc, SkillDocument) else str(doc)
-    text = original
+    original = text
     reports: list[EditReport] = []
     for index, raw in enumerate(edits, 1):
         op, target, content, file = "", "", "", DEFAULT_FILE
@@ -684,7 +683,7 @@ def apply_edits(
             )  # fmt: skip
         reports.append(report)
     return ApplyResult(
-        document=SkillDocument(text),
+        text=text,
         reports=tuple(reports),
         summary=ApplySummary.of(reports),
         changed=text != original,

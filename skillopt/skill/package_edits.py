@@ -1,6 +1,6 @@
 """Edits of a whole package: each edit names its file, and files can be created and deleted.
 
-The package is the trainer's text of it (:mod:`skillopt.skill.packed`). An edit's ``file``
+Edits apply to a version's packed text (:mod:`skillopt.skill.packed`). An edit's ``file``
 (``SKILL.md`` by default) picks the text it applies to with the document ops of
 :func:`~skillopt.skill.edits.apply_edits`; ``create_file`` writes a new file (under
 ``scripts/`` it is executable) and ``delete_file`` removes one. Edits apply in order, and after
@@ -13,9 +13,9 @@ optimizer cannot edit (binary or large, kept in the frame) are reported
 
 Usage::
 
-    frame, text = pack(load_skill(Path("my-skill")))
-    result = apply_package_edits(text, patch.edits, frame=frame)
-    candidate = frame.spec(result.text)
+    skill = load_skill(Path("my-skill"))
+    result = apply_package_edits(skill, patch.edits, frame=PackageFrame.of(skill))
+    candidate = result.skill
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from skillopt.skill.edits import (
     apply_edits,
 )
 from skillopt.skill.package import PackageLimits, package_problems
-from skillopt.skill.packed import FileSection, PackageFrame, join_packed, split_packed, unpack
+from skillopt.skill.packed import FileSection, PackageFrame, join_packed, split_packed
+from skillopt.types import SkillVersion
 
 __all__ = ["SCRIPTS", "PackageApplyResult", "apply_package_edits", "changed_paths"]
 
@@ -48,13 +49,15 @@ class PackageApplyResult:
     """Output of :func:`apply_package_edits`.
 
     Attributes:
-        text: The new package text (the input is never changed).
+        skill: The new version (the input is never changed).
+        text: Its packed text (what ``candidate_skill.md`` keeps).
         reports: One per edit, in order, each naming its file.
         summary: Counts over ``reports``.
-        changed: Whether the text differs from the input.
+        changed: Whether the version differs from the input.
         changed_files: Paths created, changed or deleted (``SKILL.md`` included), sorted.
     """
 
+    skill: SkillVersion
     text: str
     reports: tuple[EditReport, ...] = ()
     summary: ApplySummary = field(default_factory=ApplySummary)
@@ -112,12 +115,12 @@ def _apply_one(
             index, edit, "skipped_file_not_found", f"{path} is not in the package (create_file makes it)"
         )
     result = apply_edits(current.text, [edit], whitespace_tolerant=whitespace_tolerant)
-    docs[path] = dataclasses.replace(current, text=result.document.content)
+    docs[path] = dataclasses.replace(current, text=result.text)
     return dataclasses.replace(result.reports[0], index=index)
 
 
 def apply_package_edits(
-    text: str,
+    skill: SkillVersion,
     edits: Iterable[Edit | Mapping[str, Any]],
     *,
     frame: PackageFrame,
@@ -125,25 +128,27 @@ def apply_package_edits(
     whitespace_tolerant: bool = False,
     drop_files: Mapping[str, str] | None = None,
 ) -> PackageApplyResult:
-    """Apply edits in order to a package's text, checking the package after each one.
+    """Apply edits in order to a version's packed text, checking the package after each one.
 
     Args:
-        text: The current package text (never changed).
+        skill: The current version (never changed).
         edits: Edits or plain mappings (:meth:`Edit.from_dict`).
-        frame: The package's frame (name, front matter, files the optimizer cannot edit).
+        frame: The run's frame (:class:`~skillopt.skill.packed.PackageFrame`: name, front
+            matter, files the optimizer cannot edit).
         limits: The package's limits (files, bytes; default :class:`PackageLimits`).
         whitespace_tolerant: As for :func:`apply_edits`.
         drop_files: Files whose edits are dropped, with the reason (a script that failed its
             check): reported ``skipped_script_check_failed``.
 
     Returns:
-        The new text, one report per edit and the files that changed.
+        The new version and its text, one report per edit and the files that changed.
     """
     limits = limits or PackageLimits()
+    text = frame.text(skill)
     start = _docs(text)
     docs = dict(start)
     fixed = {f.path for f in frame.files}
-    known = {str(p) for p in package_problems(unpack(frame, text), limits)}
+    known = {str(p) for p in package_problems(skill, limits)}
     dropped = drop_files or {}
     reports: list[EditReport] = []
     for index, raw in enumerate(edits, 1):
@@ -162,16 +167,17 @@ def apply_package_edits(
             docs = before
             report = _report(index, edit, "error", f"{type(exc).__name__}: {exc}")
         if report.applied and docs != before:
-            new = [p for p in package_problems(unpack(frame, _join(docs)), limits) if str(p) not in known]
-            if new:
+            broken = [p for p in package_problems(frame.version(_join(docs)), limits) if str(p) not in known]
+            if broken:
                 docs = before
-                report = _report(index, edit, "skipped_invalid_package", "; ".join(str(p) for p in new))
+                report = _report(index, edit, "skipped_invalid_package", "; ".join(str(p) for p in broken))
         reports.append(report)
-    out = _join(docs) if docs != start else text
+    new = frame.version(_join(docs)) if docs != start else skill
     return PackageApplyResult(
-        text=out,
+        skill=new,
+        text=frame.text(new) if new is not skill else text,
         reports=tuple(reports),
         summary=ApplySummary.of(reports),
-        changed=out != text,
+        changed=new != skill,
         changed_files=changed_paths(start, docs),
     )

@@ -1,9 +1,9 @@
-"""A skill package as the one text the trainer optimizes.
+"""The packed text: a skill version as the optimizer model reads and writes it.
 
-The trainer's machinery (hashes, caches, the run state, the gate, diffs, optimizer prompts)
-works on one string per version. A package's *editable* files ride inside that string as
-sections after SKILL.md, so every version of a package is still one string, a one-file skill's
-text is exactly what it always was, and the optimizer reads the files it may edit::
+The trainer holds every version of a skill as a :class:`~skillopt.types.SkillVersion` (the
+package, with its hashes). The optimizer model sees one text per version instead: SKILL.md,
+then the package's *editable* files as sections, so it reads the files it may edit, and a
+one-file skill's text is exactly its SKILL.md::
 
     ---
     name: sheet-totals
@@ -20,22 +20,23 @@ text is exactly what it always was, and the optimizer reads the files it may edi
     <!-- SKILL_FILE_END -->
 
 Editable = UTF-8 text up to :data:`EDITABLE_MAX_BYTES` that holds no marker line; the rest
-(binary assets, large files) stays in the :class:`~skillopt.skill.package.PackageFrame` and
-rides along unchanged. :func:`pack` splits a package into ``(frame, text)``;
-``frame.spec(text)`` (:func:`unpack`) puts it back together, so ``frame.spec(text) == spec``
-up to SKILL.md ending in exactly one newline when the package has sections.
+(binary assets, large files) stays in the run's :class:`PackageFrame` and rides along
+unchanged. The frame, made once from the run's initial version (:meth:`PackageFrame.of`), is
+the one codec between the two forms: :meth:`PackageFrame.text` is a version's text,
+:meth:`PackageFrame.version` the version a text (the optimizer's answer, a stored text) stands
+for. ``frame.version(frame.text(v)) == v`` for every version the frame made, and for the
+initial one up to SKILL.md ending in exactly one newline when the package has sections.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from skillopt.skill.document import FILE_END, FILE_START_RE, PROTECTED_MARKERS, file_spans
-from skillopt.skill.package import DEFAULT_SKILL_NAME, as_package
-from skillopt.types import SkillFile, SkillSpec
+from skillopt.skill.package import DEFAULT_SKILL_NAME, as_package, split_front_matter
+from skillopt.types import SkillFile, SkillVersion
 
 __all__ = [
     "EDITABLE_MAX_BYTES",
@@ -43,11 +44,8 @@ __all__ = [
     "PackageFrame",
     "editable",
     "join_packed",
-    "pack",
     "skill_md_of",
-    "split_package",
     "split_packed",
-    "unpack",
 ]
 
 #: Larger files are not put in the optimizer's text (they ride along unchanged).
@@ -79,31 +77,62 @@ class FileSection:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PackageFrame:
-    """What a package's trainer text leaves out: the name, the front matter block as written
-    (``""`` for a one-file skill without one; used when the text has none) and the files the
-    optimizer cannot edit (:func:`pack`). :meth:`spec` puts a text
-    back into the frame."""
+    """What a run's packed texts leave out: the package's name, its front matter block as
+    written (``""`` for a one-file skill without one; put back into a text that has none) and
+    the files the optimizer cannot edit. Made once per run from its initial version
+    (:meth:`of`); the codec between a version and its text (:meth:`text`, :meth:`version`)."""
 
     name: str = DEFAULT_SKILL_NAME
     head: str = ""
     files: tuple[SkillFile, ...] = ()
+    #: The initial version's editable files: a stored text from before the optimizer edited
+    #: files (SKILL.md alone: the files rode in the frame then) gets them back (:meth:`stored`).
+    sections: tuple[FileSection, ...] = ()
 
-    def spec(self, text: str) -> SkillSpec:
-        """The package the trainer's ``text`` stands for: SKILL.md (the head put back when the
-        text has no front matter of its own), then the text's file sections and the frame's
-        files (:func:`unpack`)."""
-        return unpack(self, text)
+    @classmethod
+    def of(cls, skill: SkillVersion) -> PackageFrame:
+        """The frame of ``skill`` (a run's initial version): its name, front matter and the
+        files the optimizer cannot edit (:func:`editable`)."""
+        head, _ = split_front_matter(skill.content)
+        sections = tuple(
+            FileSection(path=f.path, text=f.data.decode("utf-8"), executable=f.executable)
+            for f in skill.files
+            if editable(f)
+        )
+        fixed = tuple(f for f in skill.files if not editable(f))
+        return cls(name=skill.name, head=head, files=fixed, sections=sections)
 
+    def text(self, skill: SkillVersion) -> str:
+        """The packed text of ``skill`` (a version of this frame's package): its SKILL.md, then
+        every file the frame does not hold as a section. A one-file skill's text is its
+        SKILL.md unchanged."""
+        fixed = {f.path for f in self.files}
+        sections = [
+            FileSection(path=f.path, text=f.data.decode("utf-8"), executable=f.executable)
+            for f in skill.files
+            if f.path not in fixed
+        ]
+        return join_packed(skill.content, sections)
 
-def split_package(spec: SkillSpec) -> tuple[PackageFrame, str]:
-    """``(frame, body)`` of ``spec``, with ``frame.spec(body) == spec``: the head is the front
-    matter block verbatim with the blank lines after it, the body the rest."""
-    head = ""
-    if spec.content.startswith("---"):
-        match = re.match(r"---[^\n]*\n.*?^---[ \t]*(?:\n[ \t]*)*(?:\n|\Z)", spec.content, re.S | re.M)
-        if match:
-            head = match.group(0)
-    return PackageFrame(name=spec.name, head=head, files=spec.files), spec.content[len(head) :]
+    def version(self, text: str) -> SkillVersion:
+        """The version a packed text stands for: its SKILL.md (the frame's front matter put
+        back when the text has none: a rewrite that dropped it), its sections as files, and the
+        frame's fixed files. A one-file skill that gained files gets a front matter (a package
+        needs one)."""
+        skill_md, sections = split_packed(text)
+        content = skill_md if skill_md.startswith("---") else self.head + skill_md
+        fixed = {f.path: f for f in self.files}
+        files = (*fixed.values(), *(s.as_file() for p, s in sections.items() if p not in fixed))
+        skill = SkillVersion(name=self.name, content=content, files=files)
+        return as_package(skill) if files and not content.startswith("---") else skill
+
+    def stored(self, text: str) -> SkillVersion:
+        """:meth:`version` of a text a run stored (its state, ``skills/skill_vNNNN.md``),
+        also one stored before the optimizer edited files: SKILL.md's body alone, which gets
+        the initial version's editable files back."""
+        if self.sections and text and not text.startswith("---") and "<!-- SKILL_FILE" not in text:
+            text = join_packed(text, self.sections)
+        return self.version(text)
 
 
 def editable(f: SkillFile) -> bool:
@@ -166,34 +195,6 @@ def join_packed(skill_md: str, sections: Iterable[FileSection] | Mapping[str, Fi
     parts = [skill_md.strip("\n")] if skill_md.strip() else []
     parts += [s.render() for s in sorted(items, key=lambda s: s.path)]
     return "\n\n".join(parts) + "\n"
-
-
-def pack(spec: SkillSpec) -> tuple[PackageFrame, str]:
-    """Split a package into the frame (name, front matter, files the optimizer cannot edit)
-    and the text the trainer optimizes (SKILL.md with its front matter, then the editable
-    files). A one-file skill's text is its SKILL.md unchanged."""
-    frame, _ = split_package(spec)
-    fixed = tuple(f for f in spec.files if not editable(f))
-    sections = [
-        FileSection(path=f.path, text=f.data.decode("utf-8"), executable=f.executable)
-        for f in spec.files
-        if editable(f)
-    ]
-    return PackageFrame(name=frame.name, head=frame.head, files=fixed), join_packed(spec.content, sections)
-
-
-def unpack(frame: PackageFrame, text: str) -> SkillSpec:
-    """The package a text stands for in ``frame``: its SKILL.md (the frame's front matter
-    put back when the text has none: a text from before packages, or a rewrite that dropped
-    it), its sections as files, and the frame's fixed files. A one-file skill that gained
-    files gets a front matter (a package needs one)."""
-    skill_md, sections = split_packed(text)
-    content = skill_md if skill_md.startswith("---") else frame.head + skill_md
-    fixed = {f.path: f for f in frame.files}
-    files = [*fixed.values(), *(s.as_file() for p, s in sections.items() if p not in fixed)]
-    files.sort(key=lambda f: f.path)
-    spec = SkillSpec(name=frame.name, content=content, files=tuple(files))
-    return as_package(spec) if files and not content.startswith("---") else spec
 
 
 def skill_md_of(text: str) -> str:

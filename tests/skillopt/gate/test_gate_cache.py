@@ -14,7 +14,7 @@ from skillopt.gate import (
     round_draws,
     round_key,
 )
-from skillopt.skill import SkillDocument
+from skillopt.types import SkillVersion
 
 # ── cache ─────────────────────────────────────────────────────────────────────────────────
 
@@ -31,13 +31,13 @@ def test_cache_keys_carry_the_measurement_protocol_and_round_trip() -> None:
 
 
 def test_cache_put_get_and_json_round_trip() -> None:
-    doc = SkillDocument("# Skill\n")
+    key = SkillVersion(content="# Skill\n").tree_sha256
     cache = GateCache()
-    assert cache.get(doc.hash) is None and doc.hash not in cache
-    cache.put(doc.hash, 0.6, 0.7)
+    assert cache.get(key) is None and key not in cache
+    cache.put(key, 0.6, 0.7)
     cache.put("other", 1, 0, items={"t1": 1.0, "t2": 0.0})
-    assert cache.get(doc.hash) == GateCacheEntry(0.6, 0.7)
-    assert len(cache) == 2 and set(cache) == {doc.hash, "other"}
+    assert cache.get(key) == GateCacheEntry(0.6, 0.7)
+    assert len(cache) == 2 and set(cache) == {key, "other"}
     text = cache.to_json()
     assert json.loads(text)["version"] == 1
     restored = GateCache.from_json(text)

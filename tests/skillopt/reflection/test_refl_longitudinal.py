@@ -17,10 +17,15 @@ from skillopt.reflection.longitudinal import (
     propose_meta_skill,
     propose_slow_update,
 )
-from skillopt.skill import SLOW_UPDATE_END, SLOW_UPDATE_START, SkillDocument
+from skillopt.skill import (
+    SLOW_UPDATE_END,
+    SLOW_UPDATE_START,
+    extract_slow_update_field,
+    replace_slow_update_field,
+)
 
 PREV = "# Skill v1\n- rule one\n"
-CURR = SkillDocument("# Skill v2\n- rule one\n- rule two\n").with_slow_update("Old guidance.").content
+CURR = replace_slow_update_field("# Skill v2\n- rule one\n- rule two\n", "Old guidance.")
 
 
 def _pairs(row):
@@ -110,7 +115,7 @@ def test_slow_update_candidate_has_exactly_one_block(row, fake) -> None:
     assert proposal.content == "New guidance." and proposal.reasoning == "old guidance helped"
     assert proposal.candidate is not None
     assert proposal.candidate.count(SLOW_UPDATE_START) == 1 and proposal.candidate.count(SLOW_UPDATE_END) == 1
-    assert SkillDocument(proposal.candidate).slow_update_field == "New guidance."
+    assert extract_slow_update_field(proposal.candidate) == "New guidance."
     user = chat.user()
     order = [
         "## Previous-Epoch Skill\n# Skill v1",

@@ -6,10 +6,17 @@ import json
 
 from skillopt.errors import ModelError
 from skillopt.reflection.update import full_rewrite_candidate, protect, rewrite_skill
-from skillopt.skill import SkillDocument
+from skillopt.skill import (
+    appendix_notes,
+    extract_slow_update_field,
+    merge_appendix_notes,
+    protected_spans,
+    replace_slow_update_field,
+    strip_protected_regions,
+)
 
 BODY = "# Skill\n- old rule\n"
-SKILL = SkillDocument(BODY).with_appendix_notes(["Check totals."]).with_slow_update("Keep headers.").content
+SKILL = replace_slow_update_field(merge_appendix_notes(BODY, ["Check totals."]), "Keep headers.")
 
 
 def _answer(new_skill: str) -> str:
@@ -43,7 +50,7 @@ def test_rewrite_refuses_damaged_slow_update_block(fake) -> None:
     for damaged in (
         SKILL.replace("Keep headers.", "Keep headers and footers."),  # altered guidance
         SKILL.replace("<!-- SLOW_UPDATE_END -->", ""),  # broken block
-        SkillDocument(SKILL).body,  # dropped entirely
+        strip_protected_regions(SKILL),  # dropped entirely
     ):
         _chat, model = fake([_answer(damaged)])
         result = rewrite_skill(SKILL, SUGGESTIONS, model=model)
@@ -52,7 +59,7 @@ def test_rewrite_refuses_damaged_slow_update_block(fake) -> None:
 
 
 def test_rewrite_may_not_add_a_slow_update_block(fake) -> None:
-    _chat, model = fake([_answer(SkillDocument(BODY).with_slow_update("sneaky").content)])
+    _chat, model = fake([_answer(replace_slow_update_field(BODY, "sneaky"))])
     result = rewrite_skill(BODY, SUGGESTIONS, model=model)
     assert result.new_skill is None and "added a slow-update block" in result.error
 
@@ -61,12 +68,12 @@ def test_dropped_appendix_is_restored() -> None:
     rewritten = "# Skill\n- new rule\n\n<!-- SLOW_UPDATE_START -->\nKeep headers.\n<!-- SLOW_UPDATE_END -->\n"
     check = protect(SKILL, rewritten)
     assert check.repaired_appendix and check.text is not None
-    doc = SkillDocument(check.text)
-    assert doc.appendix_notes == ["Check totals."] and doc.slow_update_field == "Keep headers."
-    assert "- new rule" in doc.body
+    text = check.text
+    assert appendix_notes(text) == ["Check totals."] and extract_slow_update_field(text) == "Keep headers."
+    assert "- new rule" in strip_protected_regions(text)
     # The original protected blocks come back byte for byte.
-    original = [SKILL[a:b] for a, b in SkillDocument(SKILL).protected_spans]
-    assert [check.text[a:b] for a, b in doc.protected_spans] == original
+    original = [SKILL[a:b] for a, b in protected_spans(SKILL)]
+    assert [text[a:b] for a, b in protected_spans(text)] == original
 
 
 def test_rewrite_failures_return_none(fake) -> None:
@@ -88,6 +95,6 @@ def test_full_rewrite_candidate() -> None:
     assert full_rewrite_candidate(items) == "# B\n"
     # With the current skill given, a candidate that damaged the slow-update block is skipped.
     good = SKILL.replace("- old rule", "- better rule")
-    bad = SkillDocument(SKILL).body
+    bad = strip_protected_regions(SKILL)
     assert full_rewrite_candidate([{"new_skill": bad}, {"new_skill": good}], skill=SKILL) == good
     assert full_rewrite_candidate([{"new_skill": bad}], skill=SKILL) is None

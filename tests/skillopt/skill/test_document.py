@@ -1,10 +1,6 @@
-"""Protected regions, slow-update helpers, appendix notes and the SkillDocument value type."""
+"""Protected regions, slow-update helpers and appendix notes."""
 
 from __future__ import annotations
-
-import dataclasses
-
-import pytest
 
 from skillopt.skill import (
     APPENDIX_END,
@@ -12,7 +8,6 @@ from skillopt.skill import (
     APPENDIX_START,
     SLOW_UPDATE_END,
     SLOW_UPDATE_START,
-    SkillDocument,
     appendix_notes,
     dedup_notes,
     extract_slow_update_field,
@@ -23,7 +18,6 @@ from skillopt.skill import (
     replace_slow_update_field,
     strip_protected_regions,
 )
-from skillopt.types import skill_hash
 
 SU = f"{SLOW_UPDATE_START}\nold guidance\n{SLOW_UPDATE_END}"
 AP = f"{APPENDIX_START}\n{APPENDIX_HEADING}\n- note one\n{APPENDIX_END}"
@@ -169,31 +163,17 @@ def test_merge_repairs_duplicate_blocks() -> None:
     assert out.startswith("# S\n\nbody\n\n")
 
 
-# ── SkillDocument ─────────────────────────────────────────────────────────────────────────
-
-
-def test_document_is_frozen_and_hash_matches_skill_hash() -> None:
-    doc = SkillDocument("# Skill\n")
-    assert doc.hash == skill_hash("# Skill\n")
-    assert str(doc) == "# Skill\n"
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        doc.content = "x"  # type: ignore[misc]
-    with pytest.raises(TypeError):
-        SkillDocument(b"bytes")  # type: ignore[arg-type]
-
-
-def test_document_methods_return_new_documents() -> None:
-    doc = SkillDocument("# Skill\n")
-    a = doc.with_empty_slow_update()
-    b = a.with_slow_update("guide")
-    c = b.with_appendix_notes(["n1"])
-    assert doc.content == "# Skill\n"
-    assert a is not doc and a.slow_update_field == ""
-    assert b.slow_update_field == "guide"
-    assert c.appendix_notes == ["n1"] and c.slow_update_field == "guide"
-    assert c.body == "# Skill\n"
-    assert len(c.protected_spans) == 2
-    assert doc == SkillDocument("# Skill\n") and hash(doc) == hash(SkillDocument("# Skill\n"))
+def test_the_helpers_compose_and_never_change_their_input() -> None:
+    text = "# Skill\n"
+    a = inject_empty_slow_update_field(text)
+    b = replace_slow_update_field(a, "guide")
+    c = merge_appendix_notes(b, ["n1"])
+    assert text == "# Skill\n"
+    assert extract_slow_update_field(a) == ""
+    assert extract_slow_update_field(b) == "guide"
+    assert appendix_notes(c) == ["n1"] and extract_slow_update_field(c) == "guide"
+    assert strip_protected_regions(c) == "# Skill\n"
+    assert len(protected_spans(c)) == 2
 
 
 def test_package_exports_every_public_name_of_its_modules() -> None:

@@ -15,7 +15,6 @@ from skillopt.skill import (
     SLOW_UPDATE_START,
     Edit,
     Patch,
-    SkillDocument,
     apply_edits,
     edits_from_payload,
     protected_spans,
@@ -27,8 +26,8 @@ BODY = "# Skill\n\n## Steps\n- Load the workbook.\n- Write the answer.\n"
 
 
 def apply_one(text: str, edit: Edit, **kw: bool) -> tuple[str, dict]:
-    result = apply_edits(SkillDocument(text), [edit], **kw)
-    return result.document.content, result.reports[0].to_dict()
+    result = apply_edits(text, [edit], **kw)
+    return result.text, result.reports[0].to_dict()
 
 
 # ── Edit / Patch model ────────────────────────────────────────────────────────────────────
@@ -317,19 +316,19 @@ def test_edits_apply_sequentially_to_evolving_text() -> None:
         Edit("replace", "- Step 3.", target="- Step three."),
         Edit("delete", target="- Write the answer."),
     ]
-    result = apply_edits(SkillDocument(BODY), edits)
+    result = apply_edits(BODY, edits)
     assert [r.status for r in result.reports] == [
         "applied_append",
         "applied_insert_after",
         "applied_replace",
         "applied_delete",
     ]
-    assert result.document.content == "# Skill\n\n## Steps\n- Load the workbook.\n\n- Step 3.\n- Step four.\n"
+    assert result.text == "# Skill\n\n## Steps\n- Load the workbook.\n\n- Step 3.\n- Step four.\n"
     assert result.changed
 
 
 def test_reports_and_summary() -> None:
-    doc = SkillDocument(f"{BODY}\n{SU}\n")
+    doc = f"{BODY}\n{SU}\n"
     edits = [
         Edit("append", "a"),
         {"op": "replace", "target": "missing", "content": "x"},
@@ -357,18 +356,17 @@ def test_reports_and_summary() -> None:
         "index", "op", "target", "content_preview", "status", "matched", "content", "full_target", "file",
     }  # fmt: skip
     assert first["file"] == "SKILL.md"
-    assert doc.content == f"{BODY}\n{SU}\n"  # input untouched
 
 
 def test_report_truncates_target_and_preview_and_keeps_the_whole_edit() -> None:
-    result = apply_edits(SkillDocument("x"), [Edit("replace", "c" * 500, target="t" * 500)])
+    result = apply_edits("x", [Edit("replace", "c" * 500, target="t" * 500)])
     rep = result.reports[0]
     assert len(rep.target) == 200 and len(rep.content_preview) == 200
     assert rep.content == "c" * 500 and rep.full_target == "t" * 500  # the WebUI shows these
 
 
 def test_exception_gives_error_status_and_keeps_text() -> None:
-    result = apply_edits(SkillDocument(BODY), [["not", "an", "edit"], Edit("append", "ok")])  # type: ignore[list-item]
+    result = apply_edits(BODY, [["not", "an", "edit"], Edit("append", "ok")])  # type: ignore[list-item]
     assert result.reports[0].status == "error" and "SkillParseError" in result.reports[0].error
     assert result.reports[0].to_dict()["error"]
     assert result.reports[1].status == "applied_append"
@@ -376,12 +374,12 @@ def test_exception_gives_error_status_and_keeps_text() -> None:
 
 
 def test_unchanged_document_reports_not_changed() -> None:
-    result = apply_edits(SkillDocument(BODY), [Edit("delete", target="nowhere")])
-    assert not result.changed and result.document == SkillDocument(BODY)
+    result = apply_edits(BODY, [Edit("delete", target="nowhere")])
+    assert not result.changed and result.text == BODY
 
 
-def test_apply_accepts_plain_string() -> None:
-    assert apply_edits("a", [Edit("append", "b")]).document.content == "a\n\nb\n"
+def test_append_to_a_text_without_a_final_newline() -> None:
+    assert apply_edits("a", [Edit("append", "b")]).text == "a\n\nb\n"
 
 
 # ── whitespace-tolerant matching ──────────────────────────────────────────────────────────
@@ -436,9 +434,7 @@ def test_whitespace_tolerant_uses_unprotected_occurrence() -> None:
 
 
 def test_whitespace_tolerant_insert_after_fallback_counts_unmatched() -> None:
-    result = apply_edits(
-        SkillDocument(BODY), [Edit("insert_after", "x", target="no such words")], whitespace_tolerant=True
-    )
+    result = apply_edits(BODY, [Edit("insert_after", "x", target="no such words")], whitespace_tolerant=True)
     assert result.reports[0].status == "applied_insert_after_fallback_append"
     assert result.summary.unmatched == 1
 
@@ -447,7 +443,7 @@ def test_whitespace_tolerant_insert_after_fallback_counts_unmatched() -> None:
 def test_whitespace_tolerant_is_fast_on_repetitive_text() -> None:
     text = "a " * 50_000
     target = "a " * 2_000 + "b"
-    result = apply_edits(SkillDocument(text), [Edit("delete", target=target)], whitespace_tolerant=True)
+    result = apply_edits(text, [Edit("delete", target=target)], whitespace_tolerant=True)
     assert result.reports[0].status == "skipped_delete_target_not_found"
 
 
@@ -470,7 +466,7 @@ def test_random_edits_never_touch_protected_regions() -> None:
             target = text[lo : lo + rng.randint(0, 30)]
             content = rng.choice(["new line", "", f"x {SLOW_UPDATE_END} y", "- item\n- item2", target])
             edits.append(Edit(rng.choice(["append", "insert_after", "replace", "delete"]), content, target))
-        result = apply_edits(SkillDocument(text), edits, whitespace_tolerant=rng.random() < 0.5)
-        out = result.document.content
+        result = apply_edits(text, edits, whitespace_tolerant=rng.random() < 0.5)
+        out = result.text
         assert [out[a:b] for a, b in protected_spans(out)] == before, (text, edits)
         assert result.summary.errors == 0
