@@ -9,6 +9,7 @@ dependency a reader has to follow, and a circle of them is one definition in the
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -227,7 +228,7 @@ def test_the_runner_package_imports_nothing_of_the_project():
 #: trainer's gate segment takes the rollouts and the run directory, and calls it.
 GATE_MAY_IMPORT = {
     "skillopt.errors": "ConfigError and SkillOptError",
-    "skillopt.types": "skill_hash, the selection cache's keys",
+    "skillopt.types": "SkillVersion, whose tree hash keys the selection cache (skill_hash: a cache from before)",
     "skillopt.skill.document": "the protected regions that semantic density leaves out",
     "skillopt.config.schema": "EvaluationConfig, for the type checker only (SelectionScoring's settings)",
 }
@@ -370,3 +371,51 @@ def test_run_directory_readers_read_through_its_records():
     if '.get("' in modules["controller.rundir.reader"].read_text(encoding="utf-8"):
         wrong.append("controller.rundir.reader walks a dict with .get(...)")
     assert wrong == [], "read the file through its record in skillopt.trainer.rundir:\n" + "\n".join(wrong)
+
+
+def test_the_skill_version_sits_below_everything():
+    """``skillopt.types`` (with :class:`~skillopt.types.SkillVersion`, the value every holder of
+    a skill takes) imports the standard library alone: the trainer, the wire, the sandbox and
+    the controller all import it, and it imports none of them."""
+    import sys
+
+    path = _modules()["skillopt.types"]
+    outside = sorted(m for m in _sdk_imports(path) if m not in sys.stdlib_module_names and m != "__future__")
+    assert outside == [] and _graph()["skillopt.types"] == set()
+
+
+#: The modules that may import the packed text (``skillopt.skill.packed``): the format the
+#: optimizer model reads and writes is made and read at the trainer's edge with that model,
+#: and where the run stores it. Rollouts, agents, the wire, the sandbox and the controller see
+#: only ``SkillVersion``.
+PACKED_TEXT_EDGE = {
+    "skillopt.skill.package_edits": "the optimizer's edits apply to a version's text",
+    "skillopt.trainer.context": "owns the run's frame (the codec between versions and texts)",
+    "skillopt.trainer.state": "stores the current and best versions as their text",
+    "skillopt.trainer.rundir.store": "writes skills/skill_vNNNN.md, the text of each version",
+    "skillopt.trainer.segments.propose": "the rewrite modes rewrite SKILL.md within the text",
+    "skillopt.trainer.segments.finish": "two texts that differ by an empty block behave alike",
+    "skillopt.testing.package_sim": "the simulated optimizer reads the text as a model would",
+}
+
+
+def test_the_packed_text_stays_at_the_optimizer_edge():
+    packed = "skillopt.skill.packed"
+    users = {name for name, targets in _graph().items() if packed in targets}
+    assert users - set(PACKED_TEXT_EDGE) == set(), "take a SkillVersion instead of its packed text"
+    assert set(PACKED_TEXT_EDGE) - users == set(), "a module left the edge: drop it from PACKED_TEXT_EDGE"
+
+
+def test_no_signature_takes_a_skill_as_text_or_version():
+    """One shape per version: a parameter typed ``str | SkillVersion`` (in any order, with or
+    without ``None``) means a holder that converts behind its callers' backs."""
+    union = re.compile(
+        r"\bstr\s*\|\s*(?:None\s*\|\s*)?SkillVersion\b|\bSkillVersion\s*\|\s*(?:None\s*\|\s*)?str\b"
+    )
+    found = [
+        f"{path.relative_to(REPO)}:{n}"
+        for path in _modules().values()
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if union.search(line)
+    ]
+    assert found == []

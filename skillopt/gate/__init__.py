@@ -12,7 +12,7 @@ the decision. The modules, and what each decides:
 * :mod:`~skillopt.gate.score`: the score the gate compares (``evaluation.gate_metric``, the
   semantic-density bonus); :mod:`~skillopt.gate.selection`: a skill's score on the selection
   split from the run's cache;
-* :mod:`~skillopt.gate.cache`: the selection cache, keyed by skill hash and protocol;
+* :mod:`~skillopt.gate.cache`: the selection cache, keyed by a version's tree hash and protocol;
 * :mod:`~skillopt.gate.paired`: the paired test of candidate against current (exact sign test,
   paired bootstrap); :mod:`~skillopt.gate.sequential`: the ``sequential`` gate's
   group-sequential test over rounds; :mod:`~skillopt.gate.rounds`: which items a later round
@@ -30,7 +30,7 @@ Usage::
     assert d.action == "accept_new_best" and d.best_step == 3
 """
 
-from skillopt.gate.cache import GateCache, GateCacheEntry, gate_key, round_draws, round_key
+from skillopt.gate.cache import GateCache, GateCacheEntry, gate_key, rekey_by_tree, round_draws, round_key
 from skillopt.gate.decision import GateDecision, decide, decide_final, regressions
 from skillopt.gate.intervals import (
     Interval,
@@ -100,6 +100,7 @@ __all__ = [
     "paired_differences",
     "paired_test",
     "regressions",
+    "rekey_by_tree",
     "reproduced",
     "round_draws",
     "round_key",

@@ -1,30 +1,35 @@
-"""The selection cache: a skill's selection measurements by its hash and the protocol that took
-them, so an unchanged skill is never rolled out again.
+"""The selection cache: a skill version's selection measurements by its tree hash
+(:attr:`~skillopt.types.SkillVersion.tree_sha256`) and the protocol that took them, so an
+unchanged version is never rolled out again.
 
 * :func:`gate_key`: ``<hash>`` for one rollout per item, ``<hash>/repeats=k`` for the
   ``repeat`` gate's ``k``; :func:`round_key`: ``<hash>/round=k``, the ``sequential`` gate's
   later rounds; :func:`round_draws`: a skill's later-round draws pooled per item.
 * :class:`GateCache`: the entries, and their JSON form (kept in the run
   state, ``gate_cache``); :class:`GateCacheEntry`: one measurement.
+* :func:`rekey_by_tree`: a cache written before versions (keyed by the hash of each skill's
+  packed text, 16 hex digits) keyed by tree hashes, when such a run resumes.
 
 Usage::
 
     cache = GateCache()
-    cache.put(gate_key(doc.hash), 0.6, 0.7)
-    cache.get(gate_key(doc.hash))       # GateCacheEntry(hard=0.6, soft=0.7, items={})
+    cache.put(gate_key(skill.tree_sha256), 0.6, 0.7)
+    cache.get(gate_key(skill.tree_sha256))       # GateCacheEntry(hard=0.6, soft=0.7, items={})
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from skillopt.errors import SkillOptError
+from skillopt.types import SkillVersion, skill_hash
 
-__all__ = ["GateCache", "GateCacheEntry", "gate_key", "round_draws", "round_key"]
+__all__ = ["GateCache", "GateCacheEntry", "gate_key", "rekey_by_tree", "round_draws", "round_key"]
 
 
 def gate_key(skill_hash: str, repeats: int = 1) -> str:
@@ -190,3 +195,33 @@ class GateCache:
             else:
                 raise SkillOptError(f"gate cache: entry {key} must be [hard, soft] or an object")
         return cache
+
+
+#: A key of a selection cache written before versions: a packed text's 16-hex hash, then the
+#: protocol (``/repeats=N``, ``/round=K``) if any.
+_TEXT_KEY = re.compile(r"^([0-9a-f]{16})(/.*)?$")
+
+
+def rekey_by_tree(
+    cache: GateCache, texts: Iterable[str], version_of: Callable[[str], SkillVersion]
+) -> GateCache:
+    """``cache`` with the keys of a cache written before versions (the hash of a packed text)
+    turned into the tree hash of the version each text stands for (``version_of``); ``texts``
+    are the texts the run stored (read only when a key needs them). A key made from none of
+    them is dropped: no version of the run can hit it. A cache keyed by tree hashes is returned
+    as it is."""
+    if not any(_TEXT_KEY.match(k) for k in cache):
+        return cache
+    trees: dict[str, str] = {}
+    for text in texts:
+        trees.setdefault(skill_hash(text), version_of(text).tree_sha256)
+    out = GateCache()
+    for key in cache:
+        match = _TEXT_KEY.match(key)
+        entry = cache.get(key)
+        assert entry is not None
+        if match is None:
+            out.put_entry(key, entry)
+        elif match.group(1) in trees:
+            out.put_entry(trees[match.group(1)] + (match.group(2) or ""), entry)
+    return out

@@ -114,13 +114,14 @@ class SimulationTruth(Callback):
         self.data.setdefault("gates", {})
 
     def on_gate_decision(self, event: GateEvent) -> None:
-        if self.path is None or not event.candidate_skill:
+        if self.path is None or event.candidate_skill is None or event.current_skill is None:
             return
+        # The target is told SKILL.md (the simulation's skills are one-file skills).
         self.data["gates"][event.origin] = {
             "step": event.step,
             "action": event.action,
-            "candidate": self._skill(event.candidate_skill),
-            "current": self._skill(event.current_skill),
+            "candidate": self._skill(event.candidate_skill.content),
+            "current": self._skill(event.current_skill.content),
         }
         self._save()
 

@@ -42,7 +42,7 @@ from skillopt.config import Config
 from skillopt.trainer.records import StepRecord
 from skillopt.trainer.rollouts import BatchProgress
 from skillopt.trainer.summary import EpochRecord, FitResult
-from skillopt.types import RolloutResult
+from skillopt.types import RolloutResult, SkillVersion
 
 __all__ = [
     "HOOKS",
@@ -194,9 +194,9 @@ class GateEvent:
     current_score: float
     best_score: float
     reason: str = ""
-    #: The candidate and the current skill (before the decision) the gate compared.
-    candidate_skill: str = ""
-    current_skill: str = ""
+    #: The candidate and the current version (before the decision) the gate compared.
+    candidate_skill: SkillVersion | None = None
+    current_skill: SkillVersion | None = None
     #: 95% interval of ``candidate_score``.
     candidate_ci95: tuple[float, float] | None = None
     #: The paired test (``gate_test`` of the step record).

@@ -18,13 +18,14 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import structlog
 
 from skillopt.config import Config
 from skillopt.envs.base import EnvData, TaskItem
-from skillopt.gate import GateCache, SelectionScoring
+from skillopt.gate import GateCache, SelectionScoring, rekey_by_tree
 from skillopt.models.prefix import prefix_report
 from skillopt.models.roles import PriceTable, RoleModel, UsageTracker
 from skillopt.observability import tracing
@@ -32,16 +33,22 @@ from skillopt.reflection import StepBuffer, meta_skill_block
 from skillopt.reflection.cache import Slot
 from skillopt.skill.checks import ScriptCheck, needs_check
 from skillopt.skill.package import PackageProblem, SkillPackageError
-from skillopt.skill.packed import PackageFrame, join_packed, pack, split_packed
+from skillopt.skill.packed import PackageFrame
 from skillopt.skill.schedule import EditBudgetSchedule
 from skillopt.trainer.callbacks import BatchEvent, CallbackList, RowEvent, RunControl, Spend, StageEvent
 from skillopt.trainer.planning import RunPlan
 from skillopt.trainer.records import StepRecord
 from skillopt.trainer.rollouts import BatchProgress, Rollouts
-from skillopt.trainer.rundir import RunDirectory, layout, target_prefix_on_disk, target_usage_on_disk
+from skillopt.trainer.rundir import (
+    Failpoint,
+    RunDirectory,
+    layout,
+    target_prefix_on_disk,
+    target_usage_on_disk,
+)
 from skillopt.trainer.scoring import too_many_infra
 from skillopt.trainer.state import RunMode, TrainerState, refuse_mode_change
-from skillopt.types import RolloutResult, SkillSpec
+from skillopt.types import RolloutResult, SkillVersion
 
 __all__ = ["STEP_STAGES", "RunContext", "StopAtStage", "Timer"]
 
@@ -77,10 +84,10 @@ class RunContext:
         data: the env's splits.
         rollouts: runs rollouts (embedded or remote sandbox hosts) into rollout dirs.
         optimizer: the optimizer model.
-        run: the run directory.
-        initial_skill: the skill to start from: its text (a one-file skill named
-            ``rollouts.spec.skill_name``), or a whole package, whose SKILL.md body is what the
-            trainer edits (its front matter and other files ride along unchanged).
+        out_dir: the run directory (:class:`RunDirectory`, with the run's frame).
+        failpoint: crash injection of the run directory (tests).
+        initial_skill: the version to start from (a one-file skill, or a package whose
+            SKILL.md and editable files the optimizer edits; its other files ride along).
         hooks: the callbacks.
         mode: real models or the offline simulation.
         environment: the sandbox side of the environment manifest.
@@ -93,8 +100,9 @@ class RunContext:
         data: EnvData,
         rollouts: Rollouts,
         optimizer: RoleModel,
-        run: RunDirectory,
-        initial_skill: str | SkillSpec,
+        out_dir: Path,
+        failpoint: Failpoint | None,
+        initial_skill: SkillVersion,
         hooks: CallbackList,
         mode: RunMode,
         environment: Mapping[str, Any],
@@ -104,14 +112,12 @@ class RunContext:
         self.plan = RunPlan.of(config, data)
         self.rollouts = rollouts
         self.optimizer = optimizer
-        self.run = run
-        if isinstance(initial_skill, SkillSpec):
-            # The trainer optimizes one text per version: SKILL.md and the editable files.
-            rollouts.frame, initial_skill = pack(initial_skill)
-        #: The package every version of the skill lives in (name, front matter, fixed files).
-        self.frame: PackageFrame = rollouts.frame
-        run.frame = self.frame
-        self.initial_skill: str = initial_skill
+        #: How the run's versions map onto the packed text the optimizer model reads and
+        #: writes (name, front matter, files it cannot edit), made from the initial version.
+        self.frame = PackageFrame.of(initial_skill)
+        self.run = RunDirectory(out_dir, frame=self.frame, failpoint=failpoint)
+        #: The initial version as the run trains it (a package's SKILL.md ends in one newline).
+        self.initial_skill = self.frame.version(self.frame.text(initial_skill))
         self.hooks = hooks
         self.mode = mode
         self.environment = dict(environment)
@@ -125,7 +131,7 @@ class RunContext:
         #: Skills measured on the selection split, by skill and protocol (a resume keeps it).
         self.selection_cache = GateCache()
         #: Skills' selection scores, their intervals, the measurement protocol.
-        self.scoring = SelectionScoring(config.evaluation, self.selection_cache)
+        self.scoring = SelectionScoring(config.evaluation, self.selection_cache, text=self.frame.text)
         rollouts.on_row = self._on_row
         rollouts.on_batch = lambda p: hooks(
             "on_rollout_batch", BatchEvent(label=p.label, total=p.total, done=p.done)
@@ -178,6 +184,10 @@ class RunContext:
         disk; optimizer: from its ledger) and the per-role counts."""
         return prefix_report({"target": target_prefix_on_disk(self.run.root), "optimizer": self.usage.prefix})
 
+    def text(self, skill: SkillVersion) -> str:
+        """``skill`` as the optimizer model reads it: its packed text (:mod:`skillopt.skill.packed`)."""
+        return self.frame.text(skill)
+
     def meta_text(self) -> str:
         return meta_skill_block(self.state.meta_skill) if self.state.meta_skill else ""
 
@@ -208,12 +218,12 @@ class RunContext:
             baseline_score=self.baseline_score(),
             spend=self.spend(),
             current_ci95=self.scoring.interval(self.state.current_skill)
-            if name == "baseline" and seconds is not None and self.state.current_skill
+            if name == "baseline" and seconds is not None and self.state.current_skill is not None
             else None,
         )
 
     def rollout(
-        self, items: Sequence[TaskItem], skill: str, rel: str, *, train: bool, diagnostic: str = ""
+        self, items: Sequence[TaskItem], skill: SkillVersion, rel: str, *, train: bool, diagnostic: str = ""
     ) -> list[RolloutResult]:
         """Roll ``skill`` out on ``items`` into the rollout dir ``rel`` (resumable row by row)."""
         return self.rollouts.run(
@@ -221,7 +231,7 @@ class RunContext:
         )
 
     def rollout_repeats(
-        self, items: Sequence[TaskItem], skill: str, rels: Sequence[str]
+        self, items: Sequence[TaskItem], skill: SkillVersion, rels: Sequence[str]
     ) -> list[list[RolloutResult]]:
         """Roll ``skill`` out on ``items`` once into each evaluation dir of ``rels`` (a
         repeated evaluation: one executor call, each dir resumable row by row)."""
@@ -254,7 +264,7 @@ class RunContext:
         self.state.step_stages = [*self.state.step_stages, name]
         self.run.commit_progress(self.state)
 
-    def check_scripts(self, spec: SkillSpec, paths: Sequence[str]) -> list[ScriptCheck]:
+    def check_scripts(self, spec: SkillVersion, paths: Sequence[str]) -> list[ScriptCheck]:
         """Check ``paths`` of ``spec`` (scripts) in a sandbox container through the executor
         (:meth:`controller.fleet.FleetExecutor.check_scripts`); an executor without one leaves
         each ``unchecked``, which never counts as passing."""
@@ -274,11 +284,10 @@ class RunContext:
             SkillPackageError: a script fails its check (each named with its rule). A script
                 no sandbox could check is logged and let through: it is the user's own.
         """
-        spec = self.frame.spec(self.initial_skill)
-        paths = [f.path for f in spec.files if needs_check(f.path)]
+        paths = [f.path for f in self.initial_skill.files if needs_check(f.path)]
         if not paths:
             return
-        checks = self.check_scripts(spec, paths)
+        checks = self.check_scripts(self.initial_skill, paths)
         failed = [c for c in checks if not c.ok and c.rule != "unchecked"]
         for c in checks:
             if c.rule == "unchecked":
@@ -301,16 +310,14 @@ class RunContext:
         if st is None:
             return 0
         refuse_mode_change(self.run.root, RunMode.from_dict(st.mode), self.mode)
-        _adopt_package_files(st, self.initial_skill)
         self.state = st
         self.schedule = self._new_schedule()
         if st.scheduler:
             self.schedule.load_state_dict(st.scheduler)
         self.buffer = StepBuffer.from_json(st.step_buffer) if st.step_buffer else StepBuffer()
-        self.selection_cache = (
-            GateCache.from_json(st.gate_cache["json"]) if st.gate_cache.get("json") else GateCache()
-        )
-        self.scoring = SelectionScoring(self.cfg.evaluation, self.selection_cache)
+        cache = GateCache.from_json(st.gate_cache["json"]) if st.gate_cache.get("json") else GateCache()
+        self.selection_cache = rekey_by_tree(cache, self.run.skill_texts(), self.frame.stored)
+        self.scoring = SelectionScoring(self.cfg.evaluation, self.selection_cache, text=self.frame.text)
         if st.usage:
             self.usage.load_json(st.usage)
         log.info(
@@ -352,15 +359,3 @@ class RunContext:
         self.control.request_stop(reason)
         log.warning("trainer.budget_stop", reason=reason, step=self.state.last_completed_step)
         return True
-
-
-def _adopt_package_files(st: TrainerState, initial: str) -> None:
-    """A package run started before the optimizer edited files kept only SKILL.md's body in
-    its state (the files rode in the frame): give those texts the initial files back."""
-    _, sections = split_packed(initial)
-    if not sections:
-        return
-    for key in ("current_skill", "best_skill"):
-        text = getattr(st, key)
-        if text and not text.startswith("---") and "<!-- SKILL_FILE" not in text:
-            setattr(st, key, join_packed(text, sections))

@@ -28,7 +28,7 @@ from skillopt.gate import PairedTest, gate_score
 from skillopt.trainer.rollouts import Rollouts
 from skillopt.trainer.rundir.evalsummary import EvalSummary
 from skillopt.trainer.scoring import paired_rows
-from skillopt.types import RolloutResult, SkillSpec
+from skillopt.types import RolloutResult, SkillVersion
 
 __all__ = ["compare_rows", "evaluate_split"]
 
@@ -36,7 +36,7 @@ __all__ = ["compare_rows", "evaluate_split"]
 def evaluate_split(
     rollouts: Rollouts,
     items: Sequence[TaskItem],
-    skill: str | SkillSpec,
+    skill: SkillVersion,
     out_dir: Path,
     *,
     label: str,
@@ -51,7 +51,7 @@ def evaluate_split(
     Args:
         rollouts: the run's (or the eval's) rollouts.
         items: the split's items, in order.
-        skill: the skill's text (rolled out in ``rollouts.frame``) or its whole package.
+        skill: the version rolled out.
         out_dir: its rollout dir; ``label`` names it in rollout ids and progress.
         split: the split's name, for the summary.
         skill_name: what the summary says was evaluated (a file).

@@ -264,12 +264,15 @@ class FitLoop:
             ),
         )
         committed = set(ctx.state.step_stages)
+        current = ctx.state.current_skill
+        assert current is not None, "steps run after the baseline"
         state = StepState(
             inputs=StepInputs(
                 step=step,
                 epoch=epoch,
                 step_in_epoch=step_in_epoch,
-                skill=ctx.state.current_skill,
+                skill=current,
+                text=ctx.text(current),
                 batches=tuple(batches),
                 buffer_text=ctx.buffer.format_for_prompt(),
                 meta_text=ctx.meta_text(),

@@ -1,5 +1,6 @@
 """What a run is made of, decided once from the config and the data (reference §1.2): the
-splits it uses, steps per epoch, and the epoch's batches (deterministic given the seed)."""
+skill it starts from, the splits it uses, steps per epoch, and the epoch's batches
+(deterministic given the seed)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,23 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from skillopt.config import Config
 from skillopt.envs.base import EnvData, TaskItem
 from skillopt.errors import ConfigError
+from skillopt.types import SkillVersion
 
-__all__ = ["Batch", "RunPlan", "first", "load_data", "plan_epoch", "sample_items", "steps_per_epoch"]
+__all__ = [
+    "Batch",
+    "RunPlan",
+    "first",
+    "initial_skill",
+    "load_data",
+    "plan_epoch",
+    "sample_items",
+    "steps_per_epoch",
+]
 
 
 @dataclass(frozen=True)
@@ -39,6 +51,22 @@ def load_data(config: Config) -> EnvData:
         split_seed=e.split_seed,
         options=e.options,
     )
+
+
+def initial_skill(config: Config, data: EnvData) -> SkillVersion:
+    """The version a run starts from: the package or SKILL.md that ``env.skill_init`` names,
+    else the env's shipped initial skill as a one-file skill.
+
+    Raises:
+        SkillPackageError: ``env.skill_init`` breaks a package rule (each one named).
+        SkillError: ``env.skill_init`` cannot be read.
+    """
+    from skillopt.skill.package import load_skill  # the standard's parser: only when used
+
+    e = config.env
+    if e.skill_init:
+        return load_skill(Path(e.skill_init), limits=e.skill_limits)
+    return SkillVersion(content=data.initial_skill())
 
 
 def first(items: Sequence[TaskItem], n: int) -> list[TaskItem]:

@@ -21,10 +21,9 @@ import structlog
 from skillopt.envs.base import TaskItem
 from skillopt.errors import SystemicFailure
 from skillopt.observability import tracing
-from skillopt.skill.packed import PackageFrame
 from skillopt.trainer.executor import RolloutExecutor
 from skillopt.trainer.rundir.results import append_row, load_rows, set_aside_infra_rows
-from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillSpec
+from skillopt.types import Limits, ModelSpec, RolloutRequest, RolloutResult, SkillVersion
 
 __all__ = ["BatchProgress", "RolloutSpec", "Rollouts", "rollout_seed"]
 
@@ -40,7 +39,6 @@ class RolloutSpec:
     agent: str
     model: ModelSpec
     limits: Limits
-    skill_name: str = "skillopt-target"
     #: Model exchange cache mode for every rollout ("" = the host's default).
     model_cache: str = ""
     #: The run's seed (``train.seed``): every rollout's sampling seed derives from it.
@@ -129,14 +127,11 @@ class Rollouts:
         self.on_row = on_row
         self.on_batch: Callable[[BatchProgress], None] | None = None
         self.systemic_after = systemic_after
-        #: The package a skill's text (SKILL.md's body) is rolled out in; the trainer sets it
-        #: from the run's initial package. A :class:`SkillSpec` given to :meth:`run` is used as is.
-        self.frame = PackageFrame(name=spec.skill_name)
 
     def request(
         self,
         item: TaskItem,
-        skill: str | SkillSpec,
+        skill: SkillVersion,
         label: str,
         *,
         use_eval_feedback: bool,
@@ -153,8 +148,7 @@ class Rollouts:
             agent=self.spec.agent,
             task=item.task,
             grading=item.grading,
-            # The trainer edits SKILL.md's body; the frame puts it back into its package.
-            skill=skill if isinstance(skill, SkillSpec) else self.frame.spec(skill),
+            skill=skill,
             model=self.spec.model,
             limits=self.spec.limits,
             use_eval_feedback=use_eval_feedback,
@@ -171,7 +165,7 @@ class Rollouts:
     def run(
         self,
         items: Sequence[TaskItem],
-        skill: str | SkillSpec,
+        skill: SkillVersion,
         out_dir: Path,
         *,
         label: str,
@@ -196,7 +190,7 @@ class Rollouts:
     def run_many(
         self,
         items: Sequence[TaskItem],
-        skill: str | SkillSpec,
+        skill: SkillVersion,
         lanes: Sequence[tuple[Path, str]],
         *,
         use_eval_feedback: bool = False,
@@ -210,10 +204,6 @@ class Rollouts:
             SystemicFailure: as :meth:`run`, for any lane.
         """
         stop = threading.Event()
-        # One SkillSpec for the whole call: the client names a package's parts by hashes it
-        # memoises per SkillSpec object, so every request must share it (else each rollout
-        # would hash the package's bytes again).
-        skill = skill if isinstance(skill, SkillSpec) else self.frame.spec(skill)
         batches = [self._open(items, out_dir, label, stop) for out_dir, label in lanes]
         by_rollout: dict[str, _Batch] = {}
         requests: list[RolloutRequest] = []

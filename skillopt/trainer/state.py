@@ -12,9 +12,10 @@ Progress is counted, never guessed from which files exist:
 (Both keys name what they count after the stored format, which predates the word "segment":
 :mod:`skillopt.trainer.segments`.)
 
-The rest is what the next commit builds on: the current and best skills with their scores and
-origins, the edit-budget schedule, the in-epoch step buffer (the reference lost it on resume,
-§14.9), the selection cache, the meta skill, usage, the run mode and the pinned environment.
+The rest is what the next commit builds on: the current and best skill versions (stored as
+their packed text, :mod:`skillopt.skill.packed`) with their scores and origins, the
+edit-budget schedule, the in-epoch step buffer (the reference lost it on resume, §14.9), the
+selection cache, the meta skill, usage, the run mode and the pinned environment.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from skillopt.errors import ConfigError
+from skillopt.skill.packed import PackageFrame
 from skillopt.trainer.records import StepRecord
 from skillopt.trainer.versions import RecordError, upgrade
-from skillopt.types import Usage
+from skillopt.types import SkillVersion, Usage
 
 __all__ = ["STATE_VERSION", "RunMode", "TrainerState", "refuse_mode_change"]
 
@@ -100,10 +102,11 @@ class TrainerState:
     """Mutable state of one run; the run context owns it and commits it."""
 
     last_completed_step: int = 0
-    current_skill: str = ""
+    #: The current and best versions (None until the baseline made the initial one both).
+    current_skill: SkillVersion | None = None
     current_score: float | None = None  # None: the baseline has not been measured
     current_origin: str = "initial"
-    best_skill: str = ""
+    best_skill: SkillVersion | None = None
     best_score: float | None = None
     best_step: int = 0
     best_origin: str = "initial"
@@ -156,18 +159,24 @@ class TrainerState:
             target = target + Usage.from_dict(u)
         return optimizer, target
 
-    def to_json(self) -> dict[str, Any]:
-        """``runtime_state.json`` (without the history). Fields hold plain JSON values already:
-        no deep copy (it dominated the controller's per-step overhead)."""
+    def to_json(self, frame: PackageFrame) -> dict[str, Any]:
+        """``runtime_state.json`` (without the history): the skill versions as their packed
+        text in ``frame`` (the run's), the other fields hold plain JSON values already: no deep
+        copy (it dominated the controller's per-step overhead)."""
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "history"}
+        for key in _SKILLS:
+            skill = data[key]
+            data[key] = "" if skill is None else frame.text(skill)
         data["version"] = STATE_VERSION
         return data
 
     @classmethod
-    def from_json(cls, data: Any, history: list[StepRecord]) -> TrainerState:
-        """The state from ``runtime_state.json`` of any version (unknown keys are ignored; a
-        version 1 state has no ``step_stages`` nor ``epoch_records``: a resume then reruns the
-        whole next step, reusing what its stage caches hold).
+    def from_json(cls, data: Any, history: list[StepRecord], frame: PackageFrame) -> TrainerState:
+        """The state from ``runtime_state.json`` of any version, its skill texts read back in
+        ``frame`` (the run's; a reader without it gets a package's versions without the files
+        the frame holds). Unknown keys are ignored; a version 1 state has no ``step_stages`` nor
+        ``epoch_records``: a resume then reruns the whole next step, reusing what its stage
+        caches hold.
 
         Raises:
             RecordError: not a run state (or one written by a newer skillopt).
@@ -177,6 +186,16 @@ class TrainerState:
         if not isinstance(last, int) or isinstance(last, bool):
             raise RecordError(f"has last_completed_step {last!r}, not a step number")
         known = {f.name for f in fields(cls)} - {"history", "version"}
-        state = cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        for key, score in _SKILLS.items():
+            text = values.get(key)
+            # "" is an empty skill once it has a score, before that no skill at all.
+            measured = text or values.get(score) is not None
+            values[key] = frame.stored(text) if isinstance(text, str) and measured else None
+        state = cls(**values)
         state.history = [r for r in history if r.step <= state.last_completed_step]
         return state
+
+
+#: The state's skill versions (stored as their packed text), each with its score's key.
+_SKILLS = {"current_skill": "current_score", "best_skill": "best_score"}

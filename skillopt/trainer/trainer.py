@@ -3,7 +3,7 @@
 Usage::
 
     trainer = Trainer(config, data=data, rollouts=rollouts, optimizer=optimizer,
-                      out_dir=Path("runs/demo"), initial_skill=data.initial_skill(),
+                      out_dir=Path("runs/demo"), initial_skill=initial_skill(config, data),
                       callbacks=[ProgressDisplay()])
     result = trainer.fit()          # a FitResult; summary.json holds its JSON form
     result.best_selection_score, result.status
@@ -26,11 +26,11 @@ from skillopt.trainer.callbacks import Callback, CallbackList, RunControl
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.loop import FitLoop
 from skillopt.trainer.rollouts import Rollouts
-from skillopt.trainer.rundir import Failpoint, RunDirectory
+from skillopt.trainer.rundir import Failpoint
 from skillopt.trainer.rundir.store import _FROM_ENV
 from skillopt.trainer.state import RunMode
 from skillopt.trainer.summary import FitResult
-from skillopt.types import SkillSpec
+from skillopt.types import SkillVersion
 
 __all__ = ["Trainer"]
 
@@ -44,8 +44,10 @@ class Trainer:
         rollouts: runs rollouts (embedded or remote sandbox hosts) into rollout dirs.
         optimizer: the optimizer model (reflection, merge, ranking, slow update...).
         out_dir: the run directory (created; resumed when it holds a run).
-        initial_skill: the skill to start from: a SKILL.md text, or a package
-            (:func:`skillopt.skill.package.load_skill`) whose SKILL.md body is trained.
+        initial_skill: the version to start from: a one-file skill
+            (``SkillVersion(content=data.initial_skill())``) or a package
+            (:func:`skillopt.skill.package.load_skill`); see
+            :func:`skillopt.trainer.planning.initial_skill`.
         callbacks: progress display, plotter, ... (order-independent).
         mode: real models or the offline simulation (recorded in the state and summaries).
         environment: the sandbox side of the environment manifest (pinned runtime image
@@ -67,7 +69,7 @@ class Trainer:
         rollouts: Rollouts,
         optimizer: RoleModel,
         out_dir: Path,
-        initial_skill: str | SkillSpec,
+        initial_skill: SkillVersion,
         callbacks: Sequence[Callback] = (),
         mode: RunMode | None = None,
         environment: Mapping[str, Any] | None = None,
@@ -78,7 +80,8 @@ class Trainer:
             data=data,
             rollouts=rollouts,
             optimizer=optimizer,
-            run=RunDirectory(out_dir, failpoint=failpoint),
+            out_dir=out_dir,
+            failpoint=failpoint,
             initial_skill=initial_skill,
             hooks=CallbackList(callbacks),
             mode=mode or RunMode(simulated=False),

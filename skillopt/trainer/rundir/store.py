@@ -36,6 +36,7 @@ from skillopt.trainer.rundir.schema import ConfigRecord, EvalConfigRecord, parse
 from skillopt.trainer.state import TrainerState
 from skillopt.trainer.summary import FitResult
 from skillopt.trainer.versions import RecordError, json_type
+from skillopt.types import SkillVersion
 
 __all__ = ["DirStageCache", "Failpoint", "RunDirectory", "RunDirectoryDamaged", "RunDirectoryFull"]
 
@@ -101,14 +102,18 @@ class RunDirectory:
 
     Args:
         root: the directory (created on the first write, never by reading).
+        frame: how the run's skill versions are written as text and read back
+            (``skills/skill_vNNNN.md``, the state): made from the run's initial version. A
+            reader leaves it out: a package's versions then lack the files the frame holds.
         failpoint: crash injection; by default ``SKILLOPT_FAILPOINT`` when set.
     """
 
-    def __init__(self, root: Path, *, failpoint: Failpoint | None = _FROM_ENV) -> None:
+    def __init__(
+        self, root: Path, *, frame: PackageFrame | None = None, failpoint: Failpoint | None = _FROM_ENV
+    ) -> None:
         self.root = Path(root)
+        self.frame = frame or PackageFrame()
         self.failpoint = Failpoint.from_env() if failpoint is _FROM_ENV else failpoint
-        #: The package the run's skill texts (SKILL.md bodies) live in; the trainer sets it.
-        self.frame = PackageFrame()
         self._best_written = ""  # tree hash of the package in best_skill/, written once each
 
     def path(self, rel: str = "") -> Path:
@@ -130,19 +135,19 @@ class RunDirectory:
         self._check(path)
         atomic_write_text(path, text)
 
-    def save_skill(self, step: int, text: str) -> None:
-        """The skill after ``step``: its text (``skills/skill_vNNNN.md``) and its whole package
-        (``skill_packages/vNNNN/<name>/``, files unchanged since the previous version hard-linked)."""
-        self.write_text(layout.skill_file(step), text)
-        previous = self.path(layout.skill_package_dir(step - 1)) / self.frame.name if step else None
-        write_package(self.frame.spec(text), self.path(layout.skill_package_dir(step)), link_from=previous)
+    def save_skill(self, step: int, skill: SkillVersion) -> None:
+        """The skill after ``step``: its packed text (``skills/skill_vNNNN.md``) and its whole
+        package (``skill_packages/vNNNN/<name>/``, files unchanged since the previous version
+        hard-linked)."""
+        self.write_text(layout.skill_file(step), self.frame.text(skill))
+        previous = self.path(layout.skill_package_dir(step - 1)) / skill.name if step else None
+        write_package(skill, self.path(layout.skill_package_dir(step)), link_from=previous)
 
-    def _write_best(self, text: str) -> None:
-        spec = self.frame.spec(text)
-        self.write_text(layout.BEST_SKILL, spec.content)
-        tree = spec.tree_sha256
-        if tree != self._best_written or not (self.path(layout.BEST_SKILL_DIR) / spec.name).is_dir():
-            write_package(spec, self.path(layout.BEST_SKILL_DIR))
+    def _write_best(self, skill: SkillVersion) -> None:
+        self.write_text(layout.BEST_SKILL, skill.content)
+        tree = skill.tree_sha256
+        if tree != self._best_written or not (self.path(layout.BEST_SKILL_DIR) / skill.name).is_dir():
+            write_package(skill, self.path(layout.BEST_SKILL_DIR))
             self._best_written = tree
 
     def commit(self, state: TrainerState, record: StepRecord | None = None) -> None:
@@ -151,13 +156,14 @@ class RunDirectory:
         if record is not None:
             self.write_json(f"{layout.step_dir(record.step)}/{layout.Step.RECORD}", record.to_json())
         self.write_json(layout.HISTORY, [r.to_json() for r in state.history])
-        self._write_best(state.best_skill)
-        self.write_json(layout.STATE, state.to_json())
+        if state.best_skill is not None:
+            self._write_best(state.best_skill)
+        self.write_json(layout.STATE, state.to_json(self.frame))
 
     def commit_progress(self, state: TrainerState) -> None:
         """Commit the progress counters only (a segment of a step, whose outputs are in the
         stage cache): the rest of ``state`` must be as it was at the last :meth:`commit`."""
-        self.write_json(layout.STATE, state.to_json())
+        self.write_json(layout.STATE, state.to_json(self.frame))
 
     # -- the stage cache -------------------------------------------------------------------------
 
@@ -188,8 +194,26 @@ class RunDirectory:
         except (OSError, UnicodeDecodeError):
             return None
 
-    def read_skill(self, step: int) -> str | None:
-        return self.read_text(layout.skill_file(step))
+    def read_skill(self, step: int) -> SkillVersion | None:
+        """The skill after ``step`` as it was saved (``None``: never saved, or unreadable)."""
+        text = self.read_text(layout.skill_file(step))
+        return None if text is None else self.frame.stored(text)
+
+    def skill_texts(self) -> list[str]:
+        """Every packed text of a skill the run stored: its versions (``skills/``), its
+        candidates (``candidate_skill.md`` of its steps and slow updates) and the state's
+        current and best skills. What a selection cache written before versions keyed its
+        measurements by (:func:`skillopt.gate.rekey_by_tree`)."""
+        paths = [
+            *self.root.glob(f"{layout.SKILLS}/*.md"),
+            *self.root.glob(f"{layout.STEPS}/*/{layout.Step.CANDIDATE}"),
+            *self.root.glob(f"slow_update/*/{layout.Epoch.CANDIDATE}"),
+        ]
+        texts = [t for p in sorted(paths) if (t := self.read_text(str(p.relative_to(self.root)))) is not None]
+        state = self.read_json(layout.STATE)
+        if isinstance(state, dict):
+            texts += [t for key in ("current_skill", "best_skill") if isinstance(t := state.get(key), str)]
+        return texts
 
     def record(
         self, rel: str, parser: Callable[[Any], T], *, what: str = "", frozen: bool = False
@@ -209,7 +233,7 @@ class RunDirectory:
 
     def state(self) -> TrainerState | None:
         """``runtime_state.json`` without its history. Raises: RecordError: unreadable."""
-        return self.record(layout.STATE, lambda d: TrainerState.from_json(d, []), what="a run state")
+        return self.record(layout.STATE, lambda d: TrainerState.from_json(d, [], self.frame), what="a run state")
 
     def summary(self) -> FitResult | None:
         """``summary.json``. Raises: RecordError: unreadable."""

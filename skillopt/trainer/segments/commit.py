@@ -27,6 +27,7 @@ def commit_step(ctx: RunContext, state: StepState) -> StepRecord:
     st, inp = ctx.state, state.inputs
     refl, proposal, gate = state.reflection, state.proposal, state.gate
     assert refl is not None, "a step commits after its rollout + reflect segment"
+    assert st.current_skill is not None and st.best_skill is not None, "steps run after the baseline"
     if gate is not None:
         remember(ctx, gate.evaluation)
         if gate.current_evaluation is not None:
@@ -61,7 +62,7 @@ def commit_step(ctx: RunContext, state: StepState) -> StepRecord:
         best_step=st.best_step,
         current_origin=st.current_origin,
         best_origin=st.best_origin,
-        skill_len=len(st.current_skill),
+        skill_len=len(ctx.text(st.current_skill)),
         tokens=UsageTracker.delta(inp.usage_before, ctx.usage.snapshot()),
         wall_time_s=round(time.monotonic() - inp.started_at, 3),
         current_score_ci95=score_interval(ctx, st.current_skill),

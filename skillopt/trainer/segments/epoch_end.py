@@ -33,7 +33,7 @@ from skillopt.trainer.planning import sample_items
 from skillopt.trainer.rundir.layout import Epoch, epoch_dir
 from skillopt.trainer.segments.gate import decide_gate
 from skillopt.trainer.segments.selection import SelectionEval, evaluate_selection, promote, remember
-from skillopt.types import skill_hash
+from skillopt.types import SkillVersion, skill_hash
 
 __all__ = ["Comparison", "EpochEndOutcome", "EpochEndState", "MetaSkillSegment", "SlowUpdateSegment"]
 
@@ -42,6 +42,8 @@ log = structlog.get_logger("skillopt.trainer")
 
 @dataclass(frozen=True, kw_only=True)
 class Comparison:
+    """Both skills' packed texts (what the optimizer reads) and their pairs of rows."""
+
     prev_skill: str
     curr_skill: str
     pairs: tuple[Pair, ...]
@@ -52,7 +54,7 @@ class EpochEndOutcome:
     """An epoch-end segment's result: its action, the skill it leaves current, its record."""
 
     action: str
-    skill: str | None = None
+    skill: SkillVersion | None = None
     evaluation: SelectionEval | None = None
     #: The current skill's measurement when the gate had to take it.
     current_evaluation: SelectionEval | None = None
@@ -81,10 +83,12 @@ def _compare(ctx: RunContext, state: EpochEndState) -> Comparison:
     if prev_skill is None:
         log.warning("epoch_end.previous_skill_missing", step=prev_step, using="the initial skill")
         prev_skill = ctx.initial_skill
+    curr_skill = ctx.state.current_skill
+    assert curr_skill is not None, "epochs end after the baseline"
     return memoized(
         ctx.slot(rel, Epoch.COMPARISON),
-        cache_key("comparison", 1, {"epoch": state.epoch, "prev": skill_hash(prev_skill)}),
-        lambda: _pairs(ctx, state.epoch, rel, prev_skill, ctx.state.current_skill),
+        cache_key("comparison", 1, {"epoch": state.epoch, "prev": skill_hash(ctx.text(prev_skill))}),
+        lambda: _pairs(ctx, state.epoch, rel, prev_skill, curr_skill),
         encode=lambda c: {
             "prev_skill": c.prev_skill,
             "curr_skill": c.curr_skill,
@@ -98,15 +102,18 @@ def _compare(ctx: RunContext, state: EpochEndState) -> Comparison:
     )
 
 
-def _pairs(ctx: RunContext, epoch: int, rel: str, prev_skill: str, curr_skill: str) -> Comparison:
+def _pairs(
+    ctx: RunContext, epoch: int, rel: str, prev_skill: SkillVersion, curr_skill: SkillVersion
+) -> Comparison:
     """Roll both skills out on the same train sample (topped up for the ``changed`` policy)."""
     o, seed = ctx.cfg.optimizer, ctx.cfg.train.seed + epoch * 2000
     texts = ctx.plan.task_texts
+    prev_text, curr_text = ctx.text(prev_skill), ctx.text(curr_skill)
     sample = sample_items(ctx.plan.train, o.slow_update_samples, seed)
     prev_rows = ctx.rollout(sample, prev_skill, f"{rel}/{Epoch.ROLLOUT_PREV}", train=False)
     curr_rows = ctx.rollout(sample, curr_skill, f"{rel}/{Epoch.ROLLOUT_CURR}", train=False)
     pairs = comparison_pairs(
-        prev_rows, curr_rows, task_texts=texts, prev_skill=prev_skill, curr_skill=curr_skill
+        prev_rows, curr_rows, task_texts=texts, prev_skill=prev_text, curr_skill=curr_text
     )
     policy = o.longitudinal_pair_policy
     need = missing_changed_pairs(pairs, policy, target=o.slow_update_samples)
@@ -118,13 +125,13 @@ def _pairs(ctx: RunContext, epoch: int, rel: str, prev_skill: str, curr_skill: s
         used |= {it.id for it in extra}
         p = ctx.rollout(extra, prev_skill, f"{rel}/{Epoch.ROLLOUT_PREV}/topup", train=False)
         c = ctx.rollout(extra, curr_skill, f"{rel}/{Epoch.ROLLOUT_CURR}/topup", train=False)
-        pairs += comparison_pairs(p, c, task_texts=texts, prev_skill=prev_skill, curr_skill=curr_skill)
+        pairs += comparison_pairs(p, c, task_texts=texts, prev_skill=prev_text, curr_skill=curr_text)
         need = missing_changed_pairs(pairs, policy, target=o.slow_update_samples)
     kept = filter_pairs(pairs, policy)
     ctx.run.write_json(f"{rel}/{Epoch.PAIRS}", [p.to_dict() for p in kept])
     if len(kept) != len(pairs):
         ctx.run.write_json(f"{rel}/{Epoch.PAIRS_ALL}", [p.to_dict() for p in pairs])
-    return Comparison(prev_skill=prev_skill, curr_skill=curr_skill, pairs=tuple(kept))
+    return Comparison(prev_skill=prev_text, curr_skill=curr_text, pairs=tuple(kept))
 
 
 class SlowUpdateSegment:
@@ -140,7 +147,9 @@ class SlowUpdateSegment:
         t0 = time.monotonic()
         rel = epoch_dir(self.name, state.epoch)
         if state.epoch == 1:
-            skill = inject_empty_slow_update_field(ctx.state.current_skill)
+            current = ctx.state.current_skill
+            assert current is not None, "epochs end after the baseline"
+            skill = ctx.frame.version(inject_empty_slow_update_field(ctx.text(current)))
             outcome = EpochEndOutcome(
                 action="inject_placeholder", skill=skill, result={"action": "inject_placeholder"}
             )
@@ -164,8 +173,9 @@ class SlowUpdateSegment:
             return EpochEndOutcome(
                 action="no_content", result={"action": "no_content", "error": proposal.error}
             )
-        ctx.run.write_text(f"{rel}/{Epoch.CANDIDATE}", proposal.candidate)
-        ev = evaluate_selection(ctx, proposal.candidate, f"{rel}/{Epoch.SELECTION}")
+        candidate = ctx.frame.version(proposal.candidate)
+        ctx.run.write_text(f"{rel}/{Epoch.CANDIDATE}", ctx.text(candidate))
+        ev = evaluate_selection(ctx, candidate, f"{rel}/{Epoch.SELECTION}")
         current_eval, gate_test, gate_reason = None, None, ""
         if ctx.cfg.optimizer.slow_update_gate_with_selection:
             origin = f"slow_update_epoch_{state.epoch:02d}"
@@ -173,7 +183,7 @@ class SlowUpdateSegment:
                 ctx,
                 state.last_step,
                 origin,
-                proposal.candidate,
+                candidate,
                 ev,
                 current_rel=f"{rel}/{Epoch.SELECTION_CURRENT}",
                 candidate_rel=f"{rel}/{Epoch.SELECTION}",
@@ -191,7 +201,7 @@ class SlowUpdateSegment:
             "gate_reason": gate_reason,
             "content": proposal.content,
             "reasoning": proposal.reasoning,
-            "candidate_hash": skill_hash(proposal.candidate),
+            "candidate_hash": skill_hash(ctx.text(candidate)),
             "selection_hard": ev.hard,
             "selection_hard_ci95": ci_json(ev.hard_ci95),
             "candidate_gate_score": ev.score,
@@ -203,7 +213,7 @@ class SlowUpdateSegment:
         }
         return EpochEndOutcome(
             action=action,
-            skill=proposal.candidate,
+            skill=candidate,
             evaluation=ev,
             current_evaluation=current_eval,
             accepted=accepted,
@@ -217,10 +227,10 @@ class SlowUpdateSegment:
         if o.action == "inject_placeholder" and o.skill is not None:
             # An empty protected block changes the hash, not the behaviour: carry the measured
             # selection scores over to the new text.
-            before = ctx.scoring.measured(st.current_skill)
+            before = ctx.scoring.measured(st.current_skill) if st.current_skill is not None else None
             st.current_skill = o.skill
             if before is not None:
-                ctx.selection_cache.put_entry(gate_key(skill_hash(o.skill), before.repeats), before)
+                ctx.selection_cache.put_entry(gate_key(o.skill.tree_sha256, before.repeats), before)
         elif o.evaluation is not None and o.skill is not None:
             remember(ctx, o.evaluation)
             if o.current_evaluation is not None:
@@ -235,6 +245,7 @@ class SlowUpdateSegment:
                     origin=origin,
                     may_become_best=o.action != GateAction.FORCE_ACCEPT,
                 )
+        assert st.current_skill is not None, "epochs end after the baseline"
         ctx.run.save_skill(state.last_step, st.current_skill)
         st.epoch_stages[f"{self.name}_{state.epoch}"] = o.action
         ctx.persist()

@@ -13,6 +13,7 @@ from dataclasses import replace
 from skillopt import __version__
 from skillopt.gate import GateAction
 from skillopt.skill.document import inject_empty_slow_update_field
+from skillopt.skill.packed import PackageFrame
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.evaluation import evaluate_split
 from skillopt.trainer.manifest import data_manifest
@@ -29,7 +30,7 @@ from skillopt.trainer.segments.selection import (
 )
 from skillopt.trainer.segments.state import FinalCheck, FitState
 from skillopt.trainer.summary import EpochRecord, FitResult, TestScores
-from skillopt.types import RolloutResult, skill_hash
+from skillopt.types import RolloutResult, SkillVersion
 
 __all__ = ["FinalCheckSegment", "FinishSegment"]
 
@@ -45,7 +46,8 @@ class FinalCheckSegment:
         st = ctx.state
         if not state.complete:
             return replace(state, final_score=st.current_score)
-        if skill_hash(st.current_skill) == skill_hash(st.best_skill):
+        assert st.current_skill is not None, "a complete run measured its baseline"
+        if st.current_skill == st.best_skill:
             return replace(state, final_score=st.best_score)
         ev = evaluate_selection(ctx, st.current_skill, layout.FINAL_SELECTION)
         verdict, best_ev = decide_final_best(
@@ -58,6 +60,7 @@ class FinalCheckSegment:
         """The measurements kept, the verdict applied and recorded, the stop reason set."""
         st, final = ctx.state, state.final
         if final is not None:
+            assert st.current_skill is not None, "a final check follows the baseline"
             remember(ctx, final.evaluation)
             if final.best_evaluation is not None:
                 remember(ctx, final.best_evaluation)
@@ -75,13 +78,13 @@ class FinalCheckSegment:
         ctx.persist()
 
 
-def _same_behaviour(a: str, b: str) -> bool:
-    """Two skills that differ at most by the slow update's empty block (epoch 1 adds it: the hash
-    changes, what the target is told does not), so one test evaluation stands for both, as the
-    selection scores carry over when the block is added."""
-    if skill_hash(a) == skill_hash(b):
+def _same_behaviour(frame: PackageFrame, a: SkillVersion, b: SkillVersion) -> bool:
+    """Two versions that differ at most by the slow update's empty block (epoch 1 adds it: the
+    hash changes, what the target is told does not), so one test evaluation stands for both, as
+    the selection scores carry over when the block is added."""
+    if a == b:
         return True
-    return inject_empty_slow_update_field(a) == inject_empty_slow_update_field(b)
+    return inject_empty_slow_update_field(frame.text(a)) == inject_empty_slow_update_field(frame.text(b))
 
 
 class FinishSegment:
@@ -102,6 +105,7 @@ class FinishSegment:
 
     def _tests(self, ctx: RunContext) -> TestScores:
         st = ctx.state
+        assert st.current_skill is not None and st.best_skill is not None, "after the baseline"
         with ctx.stage(st.last_completed_step, "test"):
             baseline, baseline_rows = _test_eval(
                 ctx, ctx.initial_skill, layout.TEST_BASELINE, layout.skill_file(0)
@@ -109,7 +113,7 @@ class FinishSegment:
             best, best_rows = _test_eval(ctx, st.best_skill, layout.TEST_BEST, layout.BEST_SKILL)
             final, final_rows = (
                 (best, best_rows)
-                if _same_behaviour(st.current_skill, st.best_skill)
+                if _same_behaviour(ctx.frame, st.current_skill, st.best_skill)
                 else _test_eval(
                     ctx, st.current_skill, layout.TEST_FINAL, layout.skill_file(st.last_completed_step)
                 )
@@ -142,7 +146,7 @@ class FinishSegment:
         st, cfg = ctx.state, ctx.cfg
 
         measured = {
-            name: measurement(ctx, skill)
+            name: measurement(ctx, skill) if skill is not None else None
             for name, skill in (
                 ("baseline", ctx.initial_skill),
                 ("best", st.best_skill),
@@ -208,7 +212,7 @@ class FinishSegment:
 
 
 def _test_eval(
-    ctx: RunContext, skill: str, rel: str, skill_file: str
+    ctx: RunContext, skill: SkillVersion, rel: str, skill_file: str
 ) -> tuple[EvalSummary, list[RolloutResult]]:
     """``skill`` on the test split (``skillopt eval``'s routine), its summary kept in its
     rollout dir (with the keys those summaries had before they were ``skillopt eval``'s too)."""

@@ -47,7 +47,7 @@ from skillopt.trainer.segments.selection import (
     round_items,
 )
 from skillopt.trainer.segments.state import GateOutcome, StepState
-from skillopt.types import skill_hash
+from skillopt.types import SkillVersion
 
 __all__ = [
     "GateOutcome",
@@ -65,7 +65,7 @@ def decide_gate(
     ctx: RunContext,
     step: int,
     origin: str,
-    candidate: str,
+    candidate: SkillVersion,
     ev: SelectionEval,
     *,
     current_rel: str,
@@ -82,6 +82,7 @@ def decide_gate(
     cfg, st = ctx.cfg, ctx.state
     e = cfg.evaluation
     assert st.current_score is not None and st.best_score is not None
+    assert st.current_skill is not None, "the gate decides after the baseline"
     current = measurement(ctx, st.current_skill)
     fresh_current = None
     if current is None and e.use_gate and e.gate_mode.tests:
@@ -172,6 +173,7 @@ def decide_final_best(
     """
     st, e = ctx.state, ctx.cfg.evaluation
     assert st.best_score is not None
+    assert st.current_skill is not None and st.best_skill is not None, "after the baseline"
     if ctx.too_many_infra(ev.n_infra, ev.n_rows):
         reason = f"{ev.n_infra} selection rollouts failed on infrastructure"
         return {"action": GateAction.REJECT, "reason": reason, "gate_test": None}, None
@@ -204,9 +206,9 @@ def decide_final_best(
 
 def sequential_rounds(
     ctx: RunContext,
-    candidate: str,
+    candidate: SkillVersion,
     ev: SelectionEval,
-    reference: str,
+    reference: SkillVersion,
     reference_ev: SelectionEval,
     *,
     candidate_rel: str,
@@ -258,7 +260,7 @@ def sequential_rounds(
             # ``strict``.
             test = replace(first, boundary="reproduced", looks=2)
         if test.decided:
-            log.info("gate.sequential", candidate=skill_hash(candidate)[:12], **test.to_json())
+            log.info("gate.sequential", candidate=candidate.tree_sha256[:12], **test.to_json())
             return test
     raise AssertionError("the sequential test stops at its last look")  # pragma: no cover
 
@@ -318,7 +320,9 @@ class GateSegment:
             current_rel=f"{layout.step_dir(step)}/{layout.Step.SELECTION_CURRENT}",
             candidate_rel=f"{layout.step_dir(step)}/{layout.Step.SELECTION}",
         )
-        current = measurement(ctx, ctx.state.current_skill) or outcome.current_evaluation
+        current_skill = ctx.state.current_skill
+        assert current_skill is not None, "steps run after the baseline"
+        current = measurement(ctx, current_skill) or outcome.current_evaluation
         selection = SelectionStats(
             hard=ev.hard,
             soft=ev.soft,

@@ -33,7 +33,7 @@ from skillopt.trainer.rundir import layout
 from skillopt.trainer.rundir.layout import Step
 from skillopt.trainer.scoring import score_rows
 from skillopt.trainer.segments.state import Proposal, StepState
-from skillopt.types import skill_hash
+from skillopt.types import SkillVersion, skill_hash
 
 __all__ = ["ProposeSegment"]
 
@@ -56,7 +56,7 @@ class ProposeSegment:
         timing = dict(state.timing)
         with ctx.stage(inp.step, "aggregate") as t:
             merged = merge_patches(
-                inp.skill,
+                inp.text,
                 refl.failure_patches,
                 refl.success_patches,
                 model=ctx.optimizer,
@@ -70,7 +70,7 @@ class ProposeSegment:
         with ctx.stage(inp.step, "select") as t:
             budget, lr_decision = self._budget(ctx, state, merged.items)
             selection = rank_and_select(
-                inp.skill,
+                inp.text,
                 merged.items,
                 budget=budget,
                 model=ctx.optimizer,
@@ -84,8 +84,9 @@ class ProposeSegment:
         with ctx.stage(inp.step, "update") as t:
             candidate, report = _update(ctx, state, selection.items)
         timing["update_s"] = t.seconds
-        if candidate is not None:
-            ctx.run.write_text(f"{sdir}/{Step.CANDIDATE}", candidate)
+        text = None if candidate is None else ctx.text(candidate)
+        if text is not None:
+            ctx.run.write_text(f"{sdir}/{Step.CANDIDATE}", text)
         stats = ProposalStats(
             n_edits_merged=len(merged.items),
             lr_decision=lr_decision,
@@ -95,8 +96,8 @@ class ProposeSegment:
             support_counts=tuple(_support(i) for i in selection.items),
             edit_apply_summary=report.get("edit_apply_summary"),
             rewrite_change_summary=report.get("rewrite_change_summary"),
-            candidate_hash=skill_hash(candidate) if candidate is not None else None,
-            candidate_skill_len=len(candidate) if candidate is not None else None,
+            candidate_hash=skill_hash(text) if text is not None else None,
+            candidate_skill_len=len(text) if text is not None else None,
             file_changes=tuple(report.get("file_changes") or ()),
             script_checks=tuple(report.get("script_checks") or ()),
         )
@@ -124,7 +125,7 @@ class ProposeSegment:
         s = score_rows(refl.rows)
         sdir = layout.step_dir(inp.step)
         decision = autonomous_budget(
-            inp.skill,
+            inp.text,
             items,
             model=ctx.optimizer,
             rollout_n=s.n,
@@ -146,15 +147,17 @@ def _support(item: Any) -> Any:
     )
 
 
-def _update(ctx: RunContext, state: StepState, items: Sequence[Any]) -> tuple[str | None, dict[str, Any]]:
-    """The candidate skill and what the record keeps about how it was made."""
+def _update(
+    ctx: RunContext, state: StepState, items: Sequence[Any]
+) -> tuple[SkillVersion | None, dict[str, Any]]:
+    """The candidate version and what the record keeps about how it was made."""
     inp, cfg = state.inputs, ctx.cfg
     sdir = layout.step_dir(inp.step)
     mode = cfg.optimizer.skill_update_mode
     if mode == "patch":
         return _patch(ctx, state, items)
     # The rewrite modes rewrite SKILL.md; a package's other files ride along unchanged.
-    skill_md, sections = split_packed(inp.skill)
+    skill_md, sections = split_packed(inp.text)
     if mode == "rewrite_from_suggestions":
         rw = rewrite_skill(
             skill_md,
@@ -167,25 +170,24 @@ def _update(ctx: RunContext, state: StepState, items: Sequence[Any]) -> tuple[st
         )
         if rw.new_skill is None:  # a failed rewrite is not cached: on record
             ctx.run.write_json(f"{sdir}/{Step.REWRITE}", rw.to_dict())
-        new = None if rw.new_skill is None else join_packed(rw.new_skill, sections)
-        return new, {"rewrite_change_summary": tuple(rw.change_summary), **_changes(ctx, inp.skill, new)}
-    new = full_rewrite_candidate(list(items), skill=skill_md)
-    ctx.run.write_json(f"{sdir}/{Step.FULL_REWRITE}", {"new_skill": new})
-    new = None if new is None else join_packed(new, sections)
-    return new, _changes(ctx, inp.skill, new)
+        new = None if rw.new_skill is None else ctx.frame.version(join_packed(rw.new_skill, sections))
+        return new, {"rewrite_change_summary": tuple(rw.change_summary), **_changes(inp.skill, new)}
+    rewritten = full_rewrite_candidate(list(items), skill=skill_md)
+    ctx.run.write_json(f"{sdir}/{Step.FULL_REWRITE}", {"new_skill": rewritten})
+    new = None if rewritten is None else ctx.frame.version(join_packed(rewritten, sections))
+    return new, _changes(inp.skill, new)
 
 
-def _changes(ctx: RunContext, old: str, new: str | None) -> dict[str, Any]:
+def _changes(old: SkillVersion, new: SkillVersion | None) -> dict[str, Any]:
     """The candidate's change per package file, for the step record."""
     if new is None or new == old:
         return {}
-    a, b = ctx.frame.spec(old), ctx.frame.spec(new)
-    if not (a.files or b.files):  # a one-file skill: its record keeps the reference's shape
+    if not (old.files or new.files):  # a one-file skill: its record keeps the reference's shape
         return {}
-    return {"file_changes": tuple(c.summary() for c in package_diff(a, b))}
+    return {"file_changes": tuple(c.summary() for c in package_diff(old, new))}
 
 
-def _patch(ctx: RunContext, state: StepState, items: Sequence[Any]) -> tuple[str, dict[str, Any]]:
+def _patch(ctx: RunContext, state: StepState, items: Sequence[Any]) -> tuple[SkillVersion, dict[str, Any]]:
     """Apply the edits to the package; check the scripts they created or changed in a sandbox
     and apply again without the edits of a script that failed (the others stand)."""
     inp, cfg = state.inputs, ctx.cfg
@@ -212,13 +214,13 @@ def _patch(ctx: RunContext, state: StepState, items: Sequence[Any]) -> tuple[str
         },
     )
     report: dict[str, Any] = {"edit_apply_summary": result.summary.to_dict(), "script_checks": tuple(checks)}
-    return result.text, {**report, **_changes(ctx, inp.skill, result.text)}
+    return result.skill, {**report, **_changes(inp.skill, result.skill)}
 
 
 def _check_scripts(ctx: RunContext, state: StepState, result: PackageApplyResult) -> list[dict[str, Any]]:
     """Check, in a sandbox container, the scripts ``result`` created or changed (cached per
     step and package version: a resumed step does not check again)."""
-    spec = ctx.frame.spec(result.text)
+    spec = result.skill
     present = {f.path for f in spec.files}
     paths = [p for p in result.changed_files if p in present and needs_check(p)]
     if not paths:

@@ -68,7 +68,7 @@ class RolloutReflectSegment:
                 )
                 res = reflect(
                     rows,
-                    inp.skill,
+                    inp.text,
                     params,
                     model=ctx.optimizer,
                     cache=ctx.run.stage_cache(f"{bdir}/{Step.PATCHES}"),
@@ -121,7 +121,7 @@ def probe_patch(
     if not picked:
         return None
     instruction = diagnostic_instruction(
-        inp.skill,
+        inp.text,
         picked,
         model=ctx.optimizer,
         task_texts=ctx.plan.task_texts,
@@ -138,7 +138,7 @@ def probe_patch(
     return reflect_on_probe(
         picked,
         diag_rows,
-        inp.skill,
+        inp.text,
         model=ctx.optimizer,
         budget=ctx.cfg.optimizer.learning_rate,
         diagnostic_text=instruction,

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 import structlog
 
 from skillopt.envs.base import TaskItem
-from skillopt.gate import Interval, discordant_round, gate_key, mean_interval, round_draws, round_key
+from skillopt.gate import Interval, discordant_round, mean_interval, round_draws, round_key
 from skillopt.trainer.context import RunContext
 from skillopt.trainer.rundir import layout
 from skillopt.trainer.scoring import score_rows
 from skillopt.trainer.state import TrainerState
 from skillopt.trainer.summary import EpochRecord
-from skillopt.types import RolloutResult, skill_hash
+from skillopt.types import RolloutResult, SkillVersion
 
 __all__ = [
     "SelectionEval",
@@ -65,7 +65,7 @@ class SelectionEval:
 
 def _evaluation(
     ctx: RunContext,
-    skill: str,
+    skill: SkillVersion,
     *,
     key: str,
     hard: float,
@@ -96,7 +96,7 @@ def _evaluation(
     )
 
 
-def measurement(ctx: RunContext, skill: str) -> SelectionEval | None:
+def measurement(ctx: RunContext, skill: SkillVersion) -> SelectionEval | None:
     """The selection measurement of ``skill`` taken earlier in the run (``None``: never)."""
     key = ctx.scoring.key(skill)
     hit = ctx.selection_cache.get(key)
@@ -117,7 +117,7 @@ def measurement(ctx: RunContext, skill: str) -> SelectionEval | None:
     )
 
 
-def score_interval(ctx: RunContext, skill: str) -> Interval | None:
+def score_interval(ctx: RunContext, skill: SkillVersion) -> Interval | None:
     """95% interval of ``skill``'s selection score (``None``: not measured)."""
     return ctx.scoring.interval(skill)
 
@@ -131,12 +131,12 @@ def epoch_record(ctx: RunContext, epoch: int) -> EpochRecord:
         st.history,
         best=st.best_score,
         current=st.current_score,
-        best_ci95=score_interval(ctx, st.best_skill) if st.best_skill else None,
-        current_ci95=score_interval(ctx, st.current_skill) if st.current_skill else None,
+        best_ci95=score_interval(ctx, st.best_skill) if st.best_skill is not None else None,
+        current_ci95=score_interval(ctx, st.current_skill) if st.current_skill is not None else None,
     )
 
 
-def evaluate_selection(ctx: RunContext, skill: str, rel: str) -> SelectionEval:
+def evaluate_selection(ctx: RunContext, skill: SkillVersion, rel: str) -> SelectionEval:
     """Selection score of ``skill``: from the cache when measured before with this run's
     protocol, else rolled out into ``rel`` (and, in the ``repeat`` gate, ``rel_r2`` ...)."""
     cached = measurement(ctx, skill)
@@ -156,7 +156,7 @@ def evaluate_selection(ctx: RunContext, skill: str, rel: str) -> SelectionEval:
     return _evaluation(
         ctx,
         skill,
-        key=gate_key(skill_hash(skill), repeats),
+        key=ctx.scoring.key(skill),
         hard=s.hard,
         soft=s.soft,
         items={i: sum(r.hard for r in rs) / len(rs) for i, rs in per_item.items()},
@@ -169,7 +169,7 @@ def evaluate_selection(ctx: RunContext, skill: str, rel: str) -> SelectionEval:
 
 
 def evaluate_round(
-    ctx: RunContext, skill: str, items: Sequence[TaskItem], used: Counter[str], rel: str
+    ctx: RunContext, skill: SkillVersion, items: Sequence[TaskItem], used: Counter[str], rel: str
 ) -> SelectionEval:
     """A later round of the ``sequential`` gate: one draw of ``skill`` per item of ``items``,
     each the skill's next draw on that item this decision has not used yet (``used``: draws
@@ -177,7 +177,7 @@ def evaluate_round(
     cache (:func:`skillopt.gate.round_draws`); the missing ones are rolled out into ``rel``
     (resumable row by row) and cached at once as the skill's next round (its own draws, under
     :func:`~skillopt.gate.round_key`). Items lost to infrastructure are left out."""
-    h = skill_hash(skill)
+    h = skill.tree_sha256
     pool_hard, pool_soft, batch = round_draws(ctx.selection_cache, h)
     hard: dict[str, float] = {}
     soft: dict[str, float] = {}
@@ -257,7 +257,7 @@ def remember(ctx: RunContext, ev: SelectionEval) -> None:
 
 def promote(
     st: TrainerState,
-    skill: str,
+    skill: SkillVersion,
     score: float,
     *,
     step: int,

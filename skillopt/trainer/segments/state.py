@@ -20,7 +20,7 @@ from skillopt.trainer.records import BatchStats, ProposalStats, RolloutStats, Se
 from skillopt.trainer.scoring import score_rows
 from skillopt.trainer.segments.selection import SelectionEval
 from skillopt.trainer.summary import FitResult, TestScores
-from skillopt.types import RolloutResult, Usage
+from skillopt.types import RolloutResult, SkillVersion, Usage
 
 __all__ = ["FinalCheck", "FitState", "GateOutcome", "Proposal", "Reflection", "StepInputs", "StepState"]
 
@@ -32,7 +32,9 @@ class StepInputs:
     step: int
     epoch: int
     step_in_epoch: int
-    skill: str
+    #: The current version, and its packed text (what the optimizer model reads).
+    skill: SkillVersion
+    text: str
     batches: tuple[Batch, ...]
     #: The step buffer and the meta skill as the optimizer's prompts show them.
     buffer_text: str
@@ -79,7 +81,7 @@ class Proposal:
     """The propose segment's output: the candidate skill (``None``: the update produced none)."""
 
     stats: ProposalStats
-    candidate: str | None
+    candidate: SkillVersion | None
     #: The selected edits or suggestions (the step buffer keeps them when the gate rejects).
     selected_items: tuple[Any, ...]
     #: The edit-budget schedule gave the budget: it advances when the step commits.
@@ -93,7 +95,7 @@ class GateOutcome:
     origin: str
     action: GateAction
     reason: str
-    candidate: str
+    candidate: SkillVersion
     evaluation: SelectionEval
     current_score_after: float
     best_score_after: float

@@ -11,10 +11,11 @@ from skillopt.gate import (
     GateCache,
     GateCacheEntry,
     gate_key,
+    rekey_by_tree,
     round_draws,
     round_key,
 )
-from skillopt.types import SkillVersion
+from skillopt.types import SkillVersion, skill_hash
 
 # ── cache ─────────────────────────────────────────────────────────────────────────────────
 
@@ -75,3 +76,16 @@ def test_a_skills_later_round_draws_are_pooled_per_item_in_round_order():
     hard, soft, nxt = round_draws(cache, "h")
     assert hard == {"a": [1.0, 0.0], "b": [1.0]} and soft == {"a": [0.8, 0.2], "b": [0.9]}
     assert nxt == 4
+
+
+def test_rekeying_turns_text_keys_into_tree_keys_and_drops_what_no_text_made() -> None:
+    text = "# Skill\n- a\n"
+    tree = SkillVersion(content=text).tree_sha256
+    old = GateCache()
+    old.put(skill_hash(text), 0.5, 0.6)
+    old.put(f"{skill_hash(text)}/round=2", 1.0, 1.0, {"t1": 1.0})
+    old.put(skill_hash("# gone\n"), 0.1, 0.1)
+    new = rekey_by_tree(old, [text], lambda t: SkillVersion(content=t))
+    assert set(new) == {tree, f"{tree}/round=2"}
+    assert new.get(tree) == old.get(skill_hash(text))
+    assert rekey_by_tree(new, [], lambda t: SkillVersion(content=t)) is new  # keyed by trees already

@@ -15,7 +15,7 @@ from skillopt.trainer.evaluation import compare_rows, evaluate_split
 from skillopt.trainer.planning import load_data
 from skillopt.trainer.rollouts import Rollouts, RolloutSpec
 from skillopt.trainer.rundir import EvalSummary, layout, load_rows
-from skillopt.types import Limits, ModelSpec
+from skillopt.types import Limits, ModelSpec, SkillVersion
 from tests.skillopt.trainer.conftest import ENV, config
 
 #: ``eval_summary.json``'s keys before it was shared with the trainer (all still written).
@@ -103,7 +103,7 @@ def test_evaluate_split_is_resumable_and_compares_on_the_same_items(sim, tmp_pat
         return evaluate_split(
             rollouts,
             items,
-            skill,
+            SkillVersion(content=skill),
             tmp_path / name,
             label=name,
             split="val",

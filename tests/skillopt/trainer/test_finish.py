@@ -4,9 +4,15 @@ told the same thing by both."""
 from __future__ import annotations
 
 from skillopt.skill.document import inject_empty_slow_update_field, replace_slow_update_field
-from skillopt.trainer.segments.finish import _same_behaviour
+from skillopt.skill.packed import PackageFrame
+from skillopt.trainer.segments.finish import _same_behaviour as _same
+from skillopt.types import SkillVersion
 
 SKILL = "# Spreadsheets\n\n- Write values, not formulas.\n"
+
+
+def _same_behaviour(a: str, b: str) -> bool:
+    return _same(PackageFrame(), SkillVersion(content=a), SkillVersion(content=b))
 
 
 def test_the_slow_updates_empty_block_alone_does_not_cost_a_second_test_evaluation():

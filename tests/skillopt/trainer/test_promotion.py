@@ -8,13 +8,18 @@ import json
 from skillopt.trainer.rundir import layout
 from skillopt.trainer.segments import promote
 from skillopt.trainer.state import TrainerState
+from skillopt.types import SkillVersion
+
+
+def v(text: str) -> SkillVersion:
+    return SkillVersion(content=text)
 
 
 def _state() -> TrainerState:
     return TrainerState(
-        current_skill="cur",
+        current_skill=v("cur"),
         current_score=0.5,
-        best_skill="best",
+        best_skill=v("best"),
         best_score=0.6,
         best_step=2,
         best_origin="step_0002",
@@ -23,19 +28,21 @@ def _state() -> TrainerState:
 
 def test_promote_makes_current_and_best_only_when_strictly_higher():
     st = _state()
-    assert promote(st, "cand", 0.6, step=3, origin="step_0003") is False  # ties: the earlier skill stays best
-    assert (st.current_skill, st.current_score, st.current_origin) == ("cand", 0.6, "step_0003")
-    assert (st.best_skill, st.best_step) == ("best", 2)
-    assert promote(st, "cand2", 0.7, step=4, origin="step_0004") is True
-    assert (st.best_skill, st.best_score, st.best_step, st.best_origin) == ("cand2", 0.7, 4, "step_0004")
+    assert (
+        promote(st, v("cand"), 0.6, step=3, origin="step_0003") is False
+    )  # ties: the earlier skill stays best
+    assert (st.current_skill, st.current_score, st.current_origin) == (v("cand"), 0.6, "step_0003")
+    assert (st.best_skill, st.best_step) == (v("best"), 2)
+    assert promote(st, v("cand2"), 0.7, step=4, origin="step_0004") is True
+    assert (st.best_skill, st.best_score, st.best_step, st.best_origin) == (v("cand2"), 0.7, 4, "step_0004")
 
 
 def test_promote_can_leave_the_current_skill_alone():
     st = _state()
-    assert promote(st, "final", 0.9, step=5, origin="step_0004", make_current=False) is True
-    assert st.current_skill == "cur" and st.best_skill == "final" and st.best_origin == "step_0004"
-    assert promote(st, "worse", 0.1, step=6, origin="x", make_current=False) is False
-    assert st.current_skill == "cur" and st.best_skill == "final"
+    assert promote(st, v("final"), 0.9, step=5, origin="step_0004", make_current=False) is True
+    assert st.current_skill == v("cur") and st.best_skill == v("final") and st.best_origin == "step_0004"
+    assert promote(st, v("worse"), 0.1, step=6, origin="x", make_current=False) is False
+    assert st.current_skill == v("cur") and st.best_skill == v("final")
 
 
 def test_with_the_gate_off_every_candidate_is_forced_in_and_best_stays_the_highest(fit, tmp_path):
@@ -75,9 +82,11 @@ def test_the_final_skill_becomes_best_only_when_it_scores_higher(reference):
 
 def test_promote_never_makes_an_ungated_skill_best():
     st = _state()
-    assert promote(st, "forced", 0.9, step=4, origin="slow_update_epoch_02", may_become_best=False) is False
-    assert (st.current_skill, st.current_score) == ("forced", 0.9)
-    assert (st.best_skill, st.best_score, st.best_origin) == ("best", 0.6, "step_0002")
+    assert (
+        promote(st, v("forced"), 0.9, step=4, origin="slow_update_epoch_02", may_become_best=False) is False
+    )
+    assert (st.current_skill, st.current_score) == (v("forced"), 0.9)
+    assert (st.best_skill, st.best_score, st.best_origin) == (v("best"), 0.6, "step_0002")
 
 
 NOISY_PAIRED = ("run.simulate=noisy", "train.seed=7", "evaluation.gate_mode=paired")

@@ -11,6 +11,7 @@ import pytest
 from skillopt.reflection.cache import cache_key, memoized
 from skillopt.trainer.records import SCHEMA_VERSION
 from skillopt.trainer.rundir import Failpoint, RunDirectory, RunDirectoryDamaged, layout
+from skillopt.types import SkillVersion, skill_hash
 from tests.rundirs import WRITTEN_BY, copy_run
 from tests.skillopt.trainer.conftest import Crash, crash_at, decisions
 
@@ -133,3 +134,31 @@ def test_a_run_directory_of_every_earlier_version_resumes(fit, tmp_path, commit)
     assert [(r["step"], r["action"], r["best_score"]) for r in history] == before
     assert {r["schema_version"] for r in history} == {SCHEMA_VERSION}
     assert json.loads((out / layout.SUMMARY).read_text())["schema_version"] == SCHEMA_VERSION
+
+
+def test_a_selection_cache_keyed_by_skill_texts_resumes_with_every_measurement(reference, fit, tmp_path):
+    """A run from before skill versions keyed its selection cache by the hash of each skill's
+    text (16 hex digits): resumed mid-epoch 2, every measurement is found again under its
+    version's tree hash, and the run ends as the reference did (its cache included)."""
+    out = tmp_path / "run"
+    with pytest.raises(Crash):  # after step 4's rollout + reflect commit (14), before propose's
+        fit(out, failpoint=crash_at(layout.STATE, 15))
+    state = json.loads((out / layout.STATE).read_text())
+    cache = json.loads(state["gate_cache"]["json"])
+    texts = {SkillVersion(content=t).tree_sha256: skill_hash(t) for t in RunDirectory(out).skill_texts()}
+    old = {}
+    for key, entry in cache["entries"].items():
+        tree, _, protocol = key.partition("/")
+        old[texts[tree] + (f"/{protocol}" if protocol else "")] = entry
+    assert len(old) == len(cache["entries"]) > 1
+    state["gate_cache"] = {"json": json.dumps({"version": 1, "entries": old})}
+    (out / layout.STATE).write_text(json.dumps(state))
+
+    result, _ = fit(out)
+
+    assert result.status == "complete"
+    assert decisions(out) == decisions(reference)
+    final = json.loads((out / layout.STATE).read_text())["gate_cache"]
+    assert final == json.loads((reference / layout.STATE).read_text())["gate_cache"]
+    summary, expected = (json.loads((r / layout.SUMMARY).read_text()) for r in (out, reference))
+    assert summary["baseline_selection_hard"] == expected["baseline_selection_hard"] is not None

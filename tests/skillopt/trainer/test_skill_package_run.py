@@ -55,10 +55,9 @@ def test_a_package_trains_rolls_out_whole_and_every_version_is_a_valid_package(f
         assert req.skill.name == NAME
         assert req.skill.content.startswith(f"---\nname: {NAME}\n")
         assert req.skill.files == initial.files
-    # A batch's requests share one SkillSpec: the gRPC client memoises a package's hashes
-    # per object, so a new object per rollout would hash its bytes again on every rollout.
+    # A batch's requests carry one version: its hashes were computed once, inside it.
     baseline = [r.skill for r in executor.requests if f"/{layout.BASELINE_SELECTION}/" in r.rollout_id]
-    assert len(baseline) > 1 and all(s is baseline[0] for s in baseline)
+    assert len(baseline) > 1 and all(s == baseline[0] for s in baseline)
     # The agent was told what the package holds, never the contents.
     rows = load_rows(out / layout.BASELINE_SELECTION)
     system = next(iter(rows.values())).trace.system_prompt
