@@ -63,7 +63,7 @@ APPENDIX_HEADING = "## Execution Notes Appendix"
 
 PROTECTED_MARKERS: tuple[str, ...] = (SLOW_UPDATE_START, SLOW_UPDATE_END, APPENDIX_START, APPENDIX_END)
 
-#: A package file inside the trainer's text of a package (:mod:`skillopt.skill.packed`): a line
+#: A package file inside a version's packed text (:mod:`skillopt.skill.packed`): a line
 #: ``<!-- SKILL_FILE path="scripts/x.py" executable -->``, the file, ``<!-- SKILL_FILE_END -->``.
 #: Step-level edits of SKILL.md never reach into one (edits name the file instead).
 FILE_START_RE = re.compile(r'^<!-- SKILL_FILE path=("(?:[^"\\\n]|\\.)*")((?: [a-z-]+)*) -->[ \t]*$', re.M)

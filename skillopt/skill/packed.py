@@ -94,25 +94,20 @@ class PackageFrame:
         """The frame of ``skill`` (a run's initial version): its name, front matter and the
         files the optimizer cannot edit (:func:`editable`)."""
         head, _ = split_front_matter(skill.content)
-        sections = tuple(
-            FileSection(path=f.path, text=f.data.decode("utf-8"), executable=f.executable)
-            for f in skill.files
-            if editable(f)
+        text = {f.path for f in skill.files if editable(f)}
+        return cls(
+            name=skill.name,
+            head=head,
+            files=tuple(f for f in skill.files if f.path not in text),
+            sections=tuple(_section(f) for f in skill.files if f.path in text),
         )
-        fixed = tuple(f for f in skill.files if not editable(f))
-        return cls(name=skill.name, head=head, files=fixed, sections=sections)
 
     def text(self, skill: SkillVersion) -> str:
         """The packed text of ``skill`` (a version of this frame's package): its SKILL.md, then
         every file the frame does not hold as a section. A one-file skill's text is its
         SKILL.md unchanged."""
         fixed = {f.path for f in self.files}
-        sections = [
-            FileSection(path=f.path, text=f.data.decode("utf-8"), executable=f.executable)
-            for f in skill.files
-            if f.path not in fixed
-        ]
-        return join_packed(skill.content, sections)
+        return join_packed(skill.content, [_section(f) for f in skill.files if f.path not in fixed])
 
     def version(self, text: str) -> SkillVersion:
         """The version a packed text stands for: its SKILL.md (the frame's front matter put
@@ -133,6 +128,10 @@ class PackageFrame:
         if self.sections and text and not text.startswith("---") and "<!-- SKILL_FILE" not in text:
             text = join_packed(text, self.sections)
         return self.version(text)
+
+
+def _section(f: SkillFile) -> FileSection:
+    return FileSection(path=f.path, text=f.data.decode("utf-8"), executable=f.executable)
 
 
 def editable(f: SkillFile) -> bool:

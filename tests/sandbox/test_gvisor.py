@@ -299,9 +299,9 @@ def test_each_request_says_the_isolation_it_requires_and_a_host_that_cannot_refu
     spec = RolloutSpec(run_id="r", env="spreadsheetbench", agent="codegen_single", model=req.model,
                        limits=req.limits, isolation="gvisor")  # fmt: skip
     item = TaskItem(task=task, grading=grading)
-    assert (
-        Rollouts(None, spec).request(item, "# skill", "step", use_eval_feedback=False).isolation == "gvisor"
-    )  # type: ignore[arg-type]
+    rollouts = Rollouts(None, spec)  # type: ignore[arg-type]  # request() needs no executor
+    sent = rollouts.request(item, SkillVersion(content="# skill"), "step", use_eval_feedback=False)
+    assert sent.isolation == "gvisor"
 
 
 def test_a_gvisor_host_whose_networked_containers_fall_back_says_how_to_keep_them_under_it():

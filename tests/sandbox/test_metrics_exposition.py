@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from skillopt.envs.registry import available_envs, get_env, load_env_data
 from skillopt.testing.fixtures.qa import sim_reply
-from skillopt.types import InfraErrorKind
+from skillopt.types import InfraErrorKind, SkillVersion
 from tests.sandbox.conftest import start_service
 from tests.sandbox.test_qa_rollouts import rollouts_for
 
@@ -51,7 +51,7 @@ def hosts(docker_client, scripted, _session_scripts, tmp_path_factory) -> Iterat
     _session_scripts.scripts[marker] = [{"text": reply}]
     try:
         (row,) = rollouts_for(a, "searchqa").run(
-            [item], "# Skill\n", tmp_path_factory.mktemp("r"), label="eval"
+            [item], SkillVersion(content="# Skill\n"), tmp_path_factory.mktemp("r"), label="eval"
         )
         assert row.infra_error is None and row.hard == 1.0
         yield a, b, item

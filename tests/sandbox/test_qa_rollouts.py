@@ -53,7 +53,9 @@ def test_right_answers_score_1_wrong_ones_0_with_a_breakdown(service, scripts, t
     solved = [True, False, True, False][: len(items)]
     markers = script_answers(scripts, env_name, items, solved)
     try:
-        rows = rollouts_for(service, env_name).run(items, "# Skill\n", tmp_path / "r", label="eval")
+        rows = rollouts_for(service, env_name).run(
+            items, SkillVersion(content="# Skill\n"), tmp_path / "r", label="eval"
+        )
     finally:
         for m in markers:
             scripts.scripts.pop(m, None)
@@ -71,7 +73,7 @@ def test_right_answers_score_1_wrong_ones_0_with_a_breakdown(service, scripts, t
 
 def test_a_malformed_qa_payload_is_refused_with_the_field_named(service):
     item = load_env_data("searchqa").split("val")[0]
-    req = rollouts_for(service, "searchqa").request(item, "", "bad", use_eval_feedback=False)
+    req = rollouts_for(service, "searchqa").request(item, SkillVersion(), "bad", use_eval_feedback=False)
     bad = dataclasses.replace(req, task=dataclasses.replace(req.task, attributes={"context": "x"}))
     from skillopt.errors import InvalidRequest
 
@@ -141,7 +143,10 @@ def test_searchqa_codex_exec_answers_from_files_in_its_container(service, script
     before = len(service.model.requests)
     try:
         (row,) = rollouts_for(service, "searchqa", agent="codex_exec", wall=180).run(
-            [item], "# Rules\n- MARKER-QA-SKILL: answer with the full name.\n", tmp_path / "r", label="x"
+            [item],
+            SkillVersion(content="# Rules\n- MARKER-QA-SKILL: answer with the full name.\n"),
+            tmp_path / "r",
+            label="x",
         )
     finally:
         del scripts.scripts[marker]

@@ -117,7 +117,7 @@ def test_stop_cancels_what_is_in_flight(service, scripts, sample):
     scripts.scripts[sample.task("263-1").instruction[:120]] = [fenced("while True:\n    pass\n")]
     rollouts = rollouts_for(service, wall=120.0)
     stop = threading.Event()
-    req = rollouts.request(items(sample, ["263-1"])[0], "", "t", use_eval_feedback=False)
+    req = rollouts.request(items(sample, ["263-1"])[0], SkillVersion(), "t", use_eval_feedback=False)
     got = []
     t = threading.Thread(
         target=rollouts.executor.run, args=([req],), kwargs={"on_result": got.append, "stop": stop}

@@ -91,7 +91,7 @@ def test_the_walkthrough_wins_and_forged_text_does_not(service, player, games, t
     player.walkthroughs[won_item.id] = route
     player.modes.update({won_item.id: "walk", lost_item.id: "forge"})
     rows = rollouts_for(service, steps=6).run(
-        [won_item, lost_item], "# Skill\n- play well\n", tmp_path / "r", label="t"
+        [won_item, lost_item], SkillVersion(content="# Skill\n- play well\n"), tmp_path / "r", label="t"
     )
     won, lost = rows
     assert won.infra_error is None and lost.infra_error is None, (won.fail_reason, lost.fail_reason)
@@ -147,7 +147,9 @@ def _replay_takes_the_announced_container(svc, player: GamePlayer, item, tmp_pat
     ready: list[bool] = []
     player.before = lambda: ready or ready.append(service.pools.wait_ready(spec, 1, timeout_s=60))
     try:
-        (row,) = rollouts_for(svc, steps=len(route)).run([item], "# Skill\n", tmp_path / "r", label="w")
+        (row,) = rollouts_for(svc, steps=len(route)).run(
+            [item], SkillVersion(content="# Skill\n"), tmp_path / "r", label="w"
+        )
     finally:
         player.before = None
     assert ready == [True], "no container was made for the replay while the episode played"

@@ -12,7 +12,7 @@ these names, never by literals of its own::
       live.json  launch.json  run_id  .lock  stop_request.json       (the controller's)
       simulation_truth.json          the noisy simulation's ground truth (simulation only)
       tracking.json  tensorboard/  wandb/   experiment trackers' run ids and files (tracking.*)
-      skills/skill_v0000.md ...                  the current skill after each step (SKILL.md body)
+      skills/skill_v0000.md ...                  the current skill after each step (its packed text)
       skill_packages/v0000/<name>/ ...           the same versions as whole Agent Skills packages
       selection_eval_baseline/  final_selection_eval/  final_selection_eval_best/   rollout dirs
       test_eval_baseline/  test_eval/  test_eval_final/              rollout dirs + summary.json

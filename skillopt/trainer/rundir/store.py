@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -199,21 +199,23 @@ class RunDirectory:
         text = self.read_text(layout.skill_file(step))
         return None if text is None else self.frame.stored(text)
 
-    def skill_texts(self) -> list[str]:
+    def skill_texts(self) -> Iterator[str]:
         """Every packed text of a skill the run stored: its versions (``skills/``), its
         candidates (``candidate_skill.md`` of its steps and slow updates) and the state's
         current and best skills. What a selection cache written before versions keyed its
-        measurements by (:func:`skillopt.gate.rekey_by_tree`)."""
+        measurements by (:func:`skillopt.gate.rekey_by_tree`); read as it is asked."""
         paths = [
             *self.root.glob(f"{layout.SKILLS}/*.md"),
             *self.root.glob(f"{layout.STEPS}/*/{layout.Step.CANDIDATE}"),
             *self.root.glob(f"slow_update/*/{layout.Epoch.CANDIDATE}"),
         ]
-        texts = [t for p in sorted(paths) if (t := self.read_text(str(p.relative_to(self.root)))) is not None]
+        for path in sorted(paths):
+            text = self.read_text(str(path.relative_to(self.root)))
+            if text is not None:
+                yield text
         state = self.read_json(layout.STATE)
         if isinstance(state, dict):
-            texts += [t for key in ("current_skill", "best_skill") if isinstance(t := state.get(key), str)]
-        return texts
+            yield from (t for key in ("current_skill", "best_skill") if isinstance(t := state.get(key), str))
 
     def record(
         self, rel: str, parser: Callable[[Any], T], *, what: str = "", frozen: bool = False
