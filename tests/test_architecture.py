@@ -407,8 +407,8 @@ def test_the_packed_text_stays_at_the_optimizer_edge():
 
 
 def test_no_signature_takes_a_skill_as_text_or_version():
-    """One shape per version: a parameter typed ``str | SkillVersion`` (in any order, with or
-    without ``None``) means a holder that converts behind its callers' backs."""
+    """One shape per version: a union of ``str`` and ``SkillVersion`` in a signature (in any
+    order, with or without ``None``) means a holder that converts behind its callers' backs."""
     union = re.compile(
         r"\bstr\s*\|\s*(?:None\s*\|\s*)?SkillVersion\b|\bSkillVersion\s*\|\s*(?:None\s*\|\s*)?str\b"
     )

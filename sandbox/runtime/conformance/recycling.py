@@ -10,7 +10,7 @@ from sandbox.runtime.base import SandboxHandle, Sweep
 from sandbox.runtime.conformance.core import Conformance, _check, _raises
 from sandbox.runtime.conformance.sessions import _stream
 from skillopt.errors import SandboxResetFailed
-from skillopt.types import SkillFile, SkillSpec
+from skillopt.types import SkillFile, SkillVersion
 
 #: A program that leaves all it can for the next execution: files in every writable place (one
 #: in a folder it locked itself out of), a daemon in its own session that ignores SIGTERM and
@@ -148,7 +148,7 @@ def check_a_reset_puts_back_or_refuses_what_a_program_did_to_the_runner(c: Confo
 def check_a_reset_empties_the_skill_folders(c: Conformance) -> None:
     """A skill package placed for one execution is gone after the reset (the next execution
     gets its own, or none)."""
-    skill = SkillSpec(
+    skill = SkillVersion(
         name="conformance-skill",
         content="---\nname: conformance-skill\ndescription: a check\n---\n# body\n",
         files=(SkillFile(path="scripts/run.sh", data=b"#!/bin/sh\necho hi\n", executable=True),),
