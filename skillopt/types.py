@@ -44,7 +44,9 @@ __all__ = [
 
 
 def skill_hash(content: str) -> str:
-    """Short content hash of a skill (first 16 hex chars of SHA-256), used as cache key."""
+    """Short hash of a text (first 16 hex chars of SHA-256): what the optimizer's caches and the
+    step records (``candidate_hash``) name a version's packed text by. A version itself is named
+    by its :attr:`SkillVersion.tree_sha256`."""
     return hashlib.sha256(content.encode("utf-8")).hexdigest()[:16]
 
 

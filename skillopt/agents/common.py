@@ -20,7 +20,8 @@ from skillopt.agents.sandbox import ExecOutcome
 from skillopt.errors import InfraError, ModelError
 from skillopt.models.base import ChatRequest, ToolSpec
 from skillopt.observability import tracing
-from skillopt.skill.package import file_index, split_front_matter
+from skillopt.skill.document import split_front_matter
+from skillopt.skill.package import file_index
 from skillopt.types import (
     ExecRecord,
     InfraErrorKind,

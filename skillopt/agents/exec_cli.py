@@ -26,7 +26,7 @@ from skillopt.agents.common import RolloutState, guarded
 from skillopt.agents.context import AgentContext, ProgressEvent
 from skillopt.agents.sandbox import ExecOutcome, read_output
 from skillopt.errors import InvalidRequest
-from skillopt.skill.package import split_front_matter
+from skillopt.skill.document import split_front_matter
 from skillopt.types import Message, RolloutResult
 
 __all__ = [

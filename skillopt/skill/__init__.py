@@ -20,6 +20,7 @@ from skillopt.skill.document import (
     protected_spans,
     remove_protected_markers,
     replace_slow_update_field,
+    split_front_matter,
     strip_protected_regions,
 )
 from skillopt.skill.edits import (
@@ -76,5 +77,6 @@ __all__ = [
     "protected_spans",
     "remove_protected_markers",
     "replace_slow_update_field",
+    "split_front_matter",
     "strip_protected_regions",
 ]

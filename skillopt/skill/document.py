@@ -52,6 +52,7 @@ __all__ = [
     "protected_spans",
     "remove_protected_markers",
     "replace_slow_update_field",
+    "split_front_matter",
     "strip_protected_regions",
 ]
 
@@ -86,6 +87,20 @@ _NOTE_KEY_TRAILING = " .;:,_-"
 _BULLET_RE = re.compile(r"\A(?:[-*+]|\d+[.)])\s+")
 
 Span = tuple[int, int]
+
+
+# ── the front matter ──────────────────────────────────────────────────────────────────────
+
+
+def split_front_matter(content: str) -> tuple[str, str]:
+    """``(head, body)`` of a SKILL.md text, with ``head + body == content``: the head is the
+    front matter block verbatim with the blank lines after it (``""`` when there is none)."""
+    head = ""
+    if content.startswith("---"):
+        match = re.match(r"---[^\n]*\n.*?^---[ \t]*(?:\n[ \t]*)*(?:\n|\Z)", content, re.S | re.M)
+        if match:
+            head = match.group(0)
+    return head, content[len(head) :]
 
 
 # ── protected regions ─────────────────────────────────────────────────────────────────────

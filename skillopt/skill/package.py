@@ -54,7 +54,6 @@ __all__ = [
     "load_skill",
     "package_problems",
     "read_skill",
-    "split_front_matter",
     "write_package",
 ]
 
@@ -126,17 +125,6 @@ def front_matter(content: str) -> tuple[dict[str, Any] | None, str]:
         message = f"Invalid YAML in frontmatter: {where or f'the parser failed ({type(exc).__name__})'}"
         raise SkillPackageError(SKILL_MD, [PackageProblem(SKILL_MD, "front-matter", message)]) from None
     return dict(fields), body
-
-
-def split_front_matter(content: str) -> tuple[str, str]:
-    """``(head, body)`` of a SKILL.md text, with ``head + body == content``: the head is the
-    front matter block verbatim with the blank lines after it (``""`` when there is none)."""
-    head = ""
-    if content.startswith("---"):
-        match = re.match(r"---[^\n]*\n.*?^---[ \t]*(?:\n[ \t]*)*(?:\n|\Z)", content, re.S | re.M)
-        if match:
-            head = match.group(0)
-    return head, content[len(head) :]
 
 
 def _not_yaml(c: str) -> bool:

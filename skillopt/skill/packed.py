@@ -34,8 +34,8 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from skillopt.skill.document import FILE_END, FILE_START_RE, PROTECTED_MARKERS, file_spans
-from skillopt.skill.package import DEFAULT_SKILL_NAME, as_package, split_front_matter
+from skillopt.skill.document import FILE_END, FILE_START_RE, PROTECTED_MARKERS, file_spans, split_front_matter
+from skillopt.skill.package import DEFAULT_SKILL_NAME, as_package
 from skillopt.types import SkillFile, SkillVersion
 
 __all__ = [
