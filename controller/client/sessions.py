@@ -202,10 +202,10 @@ class SandboxSession:
         next host is tried; its ``container_runtime`` is checked too, before any command: a
         host that gives another is left and the session there ended); ``""`` = any.
 
-        ``skill``: a skill version (a package: :func:`skillopt.skill.package.load_skill`; a lone
-        SKILL.md text: ``SkillVersion(content=text)``), mounted read-only at ``/skill`` and, with ``network="gateway"``, where agent CLIs
-        discover skills (``/workspace/.claude/skills/<name>/``, ``.agents/skills/<name>/``). A
-        package goes only to a host that mounts packages.
+        ``skill``: a package (:func:`skillopt.skill.package.load_skill`) or a lone SKILL.md
+        (``SkillVersion(content=text)``), mounted read-only at ``/skill`` and, on the gateway
+        network, where agent CLIs discover skills (``/workspace/.claude/skills/<name>/``,
+        ``.agents/skills/<name>/``). A package goes only to a host that mounts packages.
 
         Raises:
             ConfigError: no endpoint; no host gives the required ``isolation`` (each one's

@@ -235,7 +235,7 @@ def test_a_container_that_forges_a_win_is_graded_by_the_trusted_replay(
     limits = Limits(wall_time_s=120, exec_timeout_s=60, max_turns=3)
     request = RolloutRequest(
         rollout_id=f"test/forge/{uuid.uuid4().hex[:8]}", env="textworld", agent="play", task=item.task,
-        grading=item.grading, skill=SkillVersion(content=""), model=ModelSpec(provider="scripted", model="gpt-5.5"),
+        grading=item.grading, skill=SkillVersion(), model=ModelSpec(provider="scripted", model="gpt-5.5"),
         limits=limits,
     )  # fmt: skip
     with local_grading_sandboxes(spec=replace(ContainerSpec(), image=IMAGE)) as fresh, fresh() as box:

@@ -81,8 +81,7 @@ def decide_gate(
     """
     cfg, st = ctx.cfg, ctx.state
     e = cfg.evaluation
-    assert st.current_score is not None and st.best_score is not None
-    assert st.current_skill is not None, "the gate decides after the baseline"
+    assert st.current_skill is not None and st.current_score is not None and st.best_score is not None
     current = measurement(ctx, st.current_skill)
     fresh_current = None
     if current is None and e.use_gate and e.gate_mode.tests:
