@@ -89,13 +89,13 @@ def _number(value: Any, what: str) -> float:
 
 
 class GateCache:
-    """Selection scores by skill hash (:func:`skillopt.types.skill_hash`).
+    """Selection scores by key (:func:`gate_key` of a version's tree hash).
 
     Usage::
 
         cache = GateCache()
-        cache.put(doc.hash, 0.6, 0.7)
-        cache.get(doc.hash)            # GateCacheEntry(hard=0.6, soft=0.7, items={})
+        cache.put(gate_key(skill.tree_sha256), 0.6, 0.7)
+        cache.get(gate_key(skill.tree_sha256))     # GateCacheEntry(hard=0.6, soft=0.7, items={})
         GateCache.from_json(cache.to_json()) == cache
     """
 
