@@ -103,7 +103,7 @@ class LeasedSandbox(RolloutSandbox):
         self.settle()
         return self.box.list_files(max_files=max_files)
 
-    def write_skill(self, skill: SkillSpec, *, version: str = "") -> None:
+    def write_skill(self, skill: SkillVersion, *, version: str = "") -> None:
         self.settle()
         self.box.write_skill(skill, version=version)
 

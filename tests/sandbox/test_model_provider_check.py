@@ -9,7 +9,7 @@ from sandbox.service.validation import check_model_provider
 from skillopt.envs.registry import get_env
 from skillopt.errors import InvalidRequest
 from skillopt.models.profiles import ProviderProfile
-from skillopt.types import Grading, Limits, ModelSpec, RolloutRequest, SkillSpec, Task
+from skillopt.types import Grading, Limits, ModelSpec, RolloutRequest, SkillVersion, Task
 
 PROVIDERS = {
     "oa": ProviderProfile(name="oa", kind="openai"),
@@ -24,7 +24,7 @@ def _request(agent: str, provider: str, env: str = "humaneval") -> RolloutReques
         agent=agent,
         task=Task(id="t1", instruction="x"),
         grading=Grading(),
-        skill=SkillSpec(content="- rule\n"),
+        skill=SkillVersion(content="- rule\n"),
         model=ModelSpec(provider=provider, model="m"),
         limits=Limits(wall_time_s=60, max_turns=1),
     )

@@ -235,7 +235,9 @@ class RunDirectory:
 
     def state(self) -> TrainerState | None:
         """``runtime_state.json`` without its history. Raises: RecordError: unreadable."""
-        return self.record(layout.STATE, lambda d: TrainerState.from_json(d, [], self.frame), what="a run state")
+        return self.record(
+            layout.STATE, lambda d: TrainerState.from_json(d, [], self.frame), what="a run state"
+        )
 
     def summary(self) -> FitResult | None:
         """``summary.json``. Raises: RecordError: unreadable."""
