@@ -171,12 +171,14 @@ class TrainerState:
         return data
 
     @classmethod
-    def from_json(cls, data: Any, history: list[StepRecord], frame: PackageFrame) -> TrainerState:
+    def from_json(
+        cls, data: Any, history: list[StepRecord], frame: PackageFrame | None = None
+    ) -> TrainerState:
         """The state from ``runtime_state.json`` of any version, its skill texts read back in
-        ``frame`` (the run's; a reader without it gets a package's versions without the files
-        the frame holds). Unknown keys are ignored; a version 1 state has no ``step_stages`` nor
-        ``epoch_records``: a resume then reruns the whole next step, reusing what its stage
-        caches hold.
+        ``frame`` (the run's; a reader leaves it out and gets a package's versions without the
+        files the frame holds). Unknown keys are ignored; a version 1 state has no
+        ``step_stages`` nor ``epoch_records``: a resume then reruns the whole next step, reusing
+        what its stage caches hold.
 
         Raises:
             RecordError: not a run state (or one written by a newer skillopt).
@@ -185,6 +187,7 @@ class TrainerState:
         last = data.get("last_completed_step", 0)
         if not isinstance(last, int) or isinstance(last, bool):
             raise RecordError(f"has last_completed_step {last!r}, not a step number")
+        frame = frame or PackageFrame()
         known = {f.name for f in fields(cls)} - {"history", "version"}
         values = {k: v for k, v in data.items() if k in known}
         for key, score in _SKILLS.items():
