@@ -476,7 +476,9 @@ class PoolManager:
         if not refill:
             return 0
         target = (self.config.pool_size if warm else 0) + pool.expected
-        return max(0, min(target - len(pool.idle) - pool.creating, idle_room + pool.expected))
+        # Announced acquisitions are demand: tenants' idle reset containers filling the cap do
+        # not hold them back (the least recently used idle ones go once over it).
+        return max(0, min(target - len(pool.idle) - pool.creating, max(idle_room, 0) + pool.expected))
 
     def _maintain(self) -> None:
         while True:
