@@ -476,8 +476,7 @@ class PoolManager:
         if not refill:
             return 0
         target = (self.config.pool_size if warm else 0) + pool.expected
-        # Announced acquisitions are demand: tenants' idle reset containers filling the cap do
-        # not hold them back (the least recently used idle ones go once over it).
+        # Announced ones are demand: reset containers filling the idle cap never hold them back.
         return max(0, min(target - len(pool.idle) - pool.creating, max(idle_room, 0) + pool.expected))
 
     def _maintain(self) -> None:
