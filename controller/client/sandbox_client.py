@@ -378,15 +378,23 @@ class SandboxClient:
         Uses the health ``Watch`` stream, so it wakes on the status change itself rather
         than polling. Returns False if the host still serves after ``timeout_s``.
         """
+        return self._wait_health(serving=False, timeout_s=timeout_s)
+
+    def wait_until_serving(self, *, timeout_s: float = 30.0) -> bool:
+        """Block until the host reports it serves (again: after its engine came back, say).
+        Returns False if it does not within ``timeout_s`` or the host goes away."""
+        return self._wait_health(serving=True, timeout_s=timeout_s)
+
+    def _wait_health(self, *, serving: bool, timeout_s: float) -> bool:
         stream = self._health.Watch(health_pb2.HealthCheckRequest(service=""), timeout=timeout_s)
         try:
             for reply in stream:
-                if reply.status != health_pb2.HealthCheckResponse.SERVING:
+                if (reply.status == health_pb2.HealthCheckResponse.SERVING) == serving:
                     return True
         except grpc.RpcError as exc:
             # The server going away mid-watch also means it no longer serves.
-            return exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED
-        return True
+            return not serving and exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED
+        return not serving
 
     def call(self, method: str, request, *, timeout_s: float | None = None, **kwargs):
         """Call the Sandbox service's ``method`` with this client's credentials (the raw stub

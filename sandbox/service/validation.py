@@ -168,7 +168,9 @@ def _feed(digest: Any, obj: Any) -> None:
             obj = int(obj)
         digest.update(f"n:{obj!r};".encode())
     elif is_dataclass(obj) and not isinstance(obj, type):
-        names = [f.name for f in fields(obj)]
+        # Fields outside __init__ are derived (a skill version's hashes, computed on first
+        # use): whether they are filled yet must not change the fingerprint.
+        names = [f.name for f in fields(obj) if f.init]
         digest.update(f"{type(obj).__name__}{len(names)}(".encode())
         for name in names:
             digest.update(name.encode() + b"=")

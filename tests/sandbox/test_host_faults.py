@@ -205,7 +205,17 @@ def test_dockerd_restart_mid_batch_loses_nothing(private_dockerd, short_tmp):
     events: list[FleetEvent] = []
     restarted = threading.Event()
     timings: dict[str, float] = {}
-    with simulation_server() as sim:
+    # The rollouts after the second row wait for their model reply until the engine is down,
+    # so the restart lands mid-batch (rollouts on reused containers finish a batch of 8 faster
+    # than the engine stops).
+    hold, engine_down = threading.Event(), threading.Event()
+
+    def wait_for_the_fault(_request) -> None:
+        if hold.is_set():
+            engine_down.wait(120)
+        return None  # the simulation answers
+
+    with simulation_server(before=[wait_for_the_fault]) as sim:
         proc, port = _serve(
             short_tmp, short_tmp / "state", sim.base_url, image=FAULT_IMAGE, docker_host=private_dockerd.host
         )
@@ -215,6 +225,7 @@ def test_dockerd_restart_mid_batch_loses_nothing(private_dockerd, short_tmp):
             def restart() -> None:
                 t0 = time.monotonic()
                 private_dockerd.stop()  # its containers (in-flight rollouts, warm pool) die with it
+                engine_down.set()
                 # The host notices on its own and says so on the health stream.
                 assert client.wait_until_not_serving(timeout_s=60)
                 private_dockerd.start()
@@ -222,7 +233,8 @@ def test_dockerd_restart_mid_batch_loses_nothing(private_dockerd, short_tmp):
                 restarted.set()
 
             def on_result(row: RolloutResult, n: int) -> None:
-                if n == 2 and not restarted.is_set():
+                if n == 2 and not hold.is_set():
+                    hold.set()
                     threading.Thread(target=restart, daemon=True).start()
 
             requests = _requests(8, f"dockerd-{uuid.uuid4().hex[:4]}")
@@ -230,11 +242,13 @@ def test_dockerd_restart_mid_batch_loses_nothing(private_dockerd, short_tmp):
             rows = _run_batch(f"127.0.0.1:{port}", token, requests, on_result, events.append)
             timings["batch_s"] = time.monotonic() - t0
             assert restarted.wait(120)
+            assert "retry" in [e.kind for e in events]  # the fault hit rollouts in flight
             # Nothing lost, nothing doubled, nothing left as an infrastructure failure.
             assert sorted(r.rollout_id for r in rows) == sorted(r.rollout_id for r in requests)
             assert [(r.rollout_id, r.fail_reason) for r in rows if r.infra_error is not None] == []
-            # The service survived and serves again on the restarted engine.
-            assert proc.poll() is None and client.healthy()
+            # The service survived and serves again on the restarted engine (its watch notices
+            # the engine's return on its next check, which may come after the batch ended).
+            assert proc.poll() is None and client.wait_until_serving(timeout_s=60)
             assert (
                 client.run(_requests(1, f"after-{uuid.uuid4().hex[:4]}")[0], timeout_s=180).infra_error
                 is None
