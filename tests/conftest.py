@@ -4,6 +4,7 @@ fail with instructions (CI's .ci/run sets both up)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import shutil
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import docker
 import pytest
+import structlog
+import structlog.testing
 
 from sandbox.runtime.spec import DEFAULT_IMAGE
 
@@ -70,6 +73,20 @@ def short_tmp() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="so-", dir="/tmp"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def log_events() -> Iterator[list[dict]]:
+    """Every structlog event logged during the test, whatever level an earlier test in this
+    worker configured (``structlog.testing.capture_logs`` swaps the processors only, so a
+    level filter left by a quiet CLI run would drop info events before they are captured)."""
+    saved = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.NOTSET))
+    try:
+        with structlog.testing.capture_logs() as events:
+            yield events
+    finally:
+        structlog.configure(**saved)
 
 
 @pytest.fixture

@@ -269,12 +269,13 @@ class PoolManager:
             self._pool(spec).last_used = time.monotonic()
             self._cond.notify_all()
 
-    def wait_ready(self, spec: ContainerSpec, count: int, *, timeout_s: float) -> bool:
-        """Block until ``count`` idle containers of ``spec`` exist (for benchmarks/startup)."""
+    def wait_ready(self, spec: ContainerSpec, count: int, *, timeout_s: float, tenant: str = "") -> bool:
+        """Block until ``count`` idle containers of ``spec`` are ready for ``tenant`` (fresh
+        ones, plus the tenant's reset ones when named); for tests, benchmarks and startup."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
             pool = self._pool(spec)
-            while len(pool.idle) < count:
+            while len(pool.idle) + (len(pool.recycled.get(tenant, ())) if tenant else 0) < count:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._closing:
                     return False

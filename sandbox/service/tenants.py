@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from skillopt.errors import ConfigError
 
-__all__ = ["LOCAL_TENANT", "Tenant", "TenantTokens", "parse_token_file"]
+__all__ = ["LOCAL_TENANT", "Tenant", "TenantTokens", "parse_token_file", "tenant_id"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +30,9 @@ class Tenant:
 LOCAL_TENANT = Tenant(id="local")
 
 
-def _tenant_id(token: str) -> str:
+def tenant_id(token: str) -> str:
+    """The id a token's tenant goes by (in logs, metrics and the pool's recycling): a
+    prefix of its hash, never the token."""
     return "t-" + hashlib.sha256(token.encode("utf-8")).hexdigest()[:12]
 
 
@@ -39,7 +41,7 @@ class TenantTokens:
     constant time per token (no early exit on the first byte that differs)."""
 
     def __init__(self, entries: list[tuple[str, int]]) -> None:
-        self._entries = [(token.encode("utf-8"), Tenant(_tenant_id(token), cap)) for token, cap in entries]
+        self._entries = [(token.encode("utf-8"), Tenant(tenant_id(token), cap)) for token, cap in entries]
 
     @classmethod
     def single(cls, token: str) -> TenantTokens:

@@ -16,6 +16,7 @@ import pytest
 
 from controller.client.sandbox_client import ChannelConfig
 from controller.fleet.executor import FleetExecutor
+from sandbox.service.tenants import tenant_id
 from skillopt.envs.registry import get_env, load_env_data
 from skillopt.envs.textworld.spec import IMAGE
 from skillopt.testing.fixtures.textworld import STEP_HEADER
@@ -167,9 +168,11 @@ def test_a_model_slower_than_the_wall_time_is_a_timeout_row(service, player, gam
     player.modes[quick.id] = "walk"
     player.walkthroughs[quick.id] = list(quick.grading.attributes["walkthrough"])
     # Both containers warm first (a textworld container's runner parses the game logic at
-    # start, ~5-10 s here), so the 8 s go to the game, not to container creation.
+    # start, ~5-10 s here), so the 8 s go to the game, not to container creation: fresh ones or
+    # this token's from the tests before, reset (which then fill the idle cap).
     svc = service.running.service
-    assert svc.pools.wait_ready(svc.agent_spec(get_env("textworld"), "play"), 2, timeout_s=180)
+    spec = svc.agent_spec(get_env("textworld"), "play")
+    assert svc.pools.wait_ready(spec, 2, timeout_s=180, tenant=tenant_id(service.token))
     row, ok = rollouts_for(service, wall=8.0).run(
         [slow, quick], SkillVersion(), tmp_path / "r", label="timeout"
     )

@@ -6,7 +6,6 @@ import json
 import re
 
 import pytest
-from structlog.testing import capture_logs
 
 from skillopt.errors import ModelError
 from skillopt.reflection.aggregate import merge_patches
@@ -100,10 +99,10 @@ def test_merge_batch_size_below_two_is_clamped_and_terminates(fake, size: int) -
         (RuntimeError("boom: internal detail"), "internal_error"),
     ],
 )
-def test_fallback_concatenates_and_does_not_leak(fake, reply, reason: str) -> None:
+def test_fallback_concatenates_and_does_not_leak(fake, reply, reason: str, log_events) -> None:
     _chat, model = fake([reply])
-    with capture_logs() as logs:
-        result = merge_patches(SKILL, [_patch("a", 2), _patch("b", 1)], [], model=model)
+    logs = log_events
+    result = merge_patches(SKILL, [_patch("a", 2), _patch("b", 1)], [], model=model)
     assert [e.content for e in result.items] == ["- a0", "- a1", "- b0"]
     assert result.n_fallbacks == 1 and result.fallback_reasons == (reason,)
     warnings = [e for e in logs if e.get("event") == "merge.fallback"]
