@@ -141,7 +141,6 @@ OWN_MIB = {
     "sandbox.service.coderun",
     "sandbox.service.config",
     "sandbox.service.validation",
-    "skillopt.skill.package",
 }
 
 
