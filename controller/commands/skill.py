@@ -43,6 +43,7 @@ HARNESSES = {
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``skillopt skill`` and its four actions (each built by its own function below)."""
     p = sub.add_parser(
         "skill",
         help="check, show, diff and install skill packages (a folder with SKILL.md, or a run's best skill)",
@@ -61,7 +62,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     actions = p.add_subparsers(dest="skill_command", metavar="ACTION")
     actions.required = True
+    for add in (_validate_parser, _show_parser, _diff_parser, _install_parser):
+        add(actions)
 
+
+def _validate_parser(actions: argparse._SubParsersAction) -> None:
+    """``skillopt skill validate PATH|RUN``: the rules, and the limits to check against."""
     v = actions.add_parser(
         "validate",
         help="check the standard's rules and ours; exit 1 listing every problem",
@@ -81,6 +87,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--json", action="store_true", help="one JSON object: ok, name, files, bytes, problems")
     v.set_defaults(func=_validate)
 
+
+def _show_parser(actions: argparse._SubParsersAction) -> None:
+    """``skillopt skill show PATH|RUN``: the front matter and the tree of files."""
     s = actions.add_parser(
         "show",
         help="the package's tree (sizes, executables) and front matter",
@@ -92,6 +101,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     s.set_defaults(func=_show)
 
+
+def _diff_parser(actions: argparse._SubParsersAction) -> None:
+    """``skillopt skill diff A B``: two skills compared file by file."""
     d = actions.add_parser(
         "diff",
         help="what changed from A to B, file by file",
@@ -123,6 +135,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--json", action="store_true", help="one JSON object: {a, b, summary, changes: [...]}")
     d.set_defaults(func=_diff)
 
+
+def _install_parser(actions: argparse._SubParsersAction) -> None:
+    """``skillopt skill install PATH|RUN --harness H``: where the copy goes."""
     i = actions.add_parser(
         "install",
         help="copy a skill where Claude Code or Codex discovers it",
