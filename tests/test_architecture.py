@@ -135,12 +135,7 @@ def test_every_folder_of_code_is_a_regular_package():
 #: Modules that still define their own ``MiB`` instead of importing ``skillopt.units.MiB``,
 #: each a debt (the list may only shrink).
 OWN_MIB = {
-    "controller.client.sandbox_client",
-    "sandbox.runtime.skilldir",
     "sandbox.server.fusion_http",
-    "sandbox.service.coderun",
-    "sandbox.service.config",
-    "sandbox.service.validation",
 }
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skillopt.errors import SkillError
+from skillopt.units import size_text
 
 if TYPE_CHECKING:
     from skillopt.skill.diff import FileChange
@@ -283,12 +284,6 @@ def _fail(command: str, exc: SkillError) -> int:
     return EXIT_UNREADABLE
 
 
-def _size(n: int) -> str:
-    return (
-        f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB" if n < 1024 * 1024 else f"{n / 1024 / 1024:.1f} MiB"
-    )
-
-
 def _total_bytes(spec: SkillVersion) -> int:
     return len(spec.content.encode("utf-8")) + sum(len(f.data) for f in spec.files)
 
@@ -374,7 +369,9 @@ def _tree_lines(spec: SkillVersion) -> list[tuple[str, str]]:
                 walk(value, prefix + below)
             else:
                 size, executable = value
-                lines.append((prefix + branch + name, f"{_size(size):>9}" + ("  *" if executable else "")))
+                lines.append(
+                    (prefix + branch + name, f"{size_text(size):>9}" + ("  *" if executable else ""))
+                )
 
     walk(root, "")
     return lines
@@ -421,7 +418,7 @@ def _show(args: argparse.Namespace) -> int:
         )
         return 0
     n = 1 + len(spec.files)
-    print(f"{spec.name}: {n} file(s), {_size(_total_bytes(spec))}, tree {spec.tree_sha256[:12]}")
+    print(f"{spec.name}: {n} file(s), {size_text(_total_bytes(spec))}, tree {spec.tree_sha256[:12]}")
     print(f"from {src.label}")
     print()
     if fields is None:
@@ -488,13 +485,15 @@ def _change_header(c: FileChange) -> str:
     """``changed scripts/run.sh (1.0 KiB -> 1.2 KiB, now executable)`` and the like."""
     notes = []
     if c.status == "added":
-        notes.append(_size(c.new_size or 0))
+        notes.append(size_text(c.new_size or 0))
         notes += ["executable"] if c.new_executable else []
     elif c.status == "removed":
-        notes.append(_size(c.old_size or 0))
+        notes.append(size_text(c.old_size or 0))
     else:
         notes.append(
-            f"{_size(c.old_size or 0)} -> {_size(c.new_size or 0)}" if c.content_changed else "same bytes"
+            f"{size_text(c.old_size or 0)} -> {size_text(c.new_size or 0)}"
+            if c.content_changed
+            else "same bytes"
         )
         if c.mode_changed:
             notes.append("now executable" if c.new_executable else "no longer executable")
@@ -573,6 +572,6 @@ def _install(args: argparse.Namespace) -> int:
         else f"for every {harness} run of this user"
     )
     print(
-        f"installed {spec.name} ({1 + len(spec.files)} file(s), {_size(_total_bytes(spec))}) at {out}/ ({where})"
+        f"installed {spec.name} ({1 + len(spec.files)} file(s), {size_text(_total_bytes(spec))}) at {out}/ ({where})"
     )
     return 0

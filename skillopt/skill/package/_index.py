@@ -6,13 +6,9 @@ from pathlib import PurePosixPath
 
 from skillopt.skill.package._rules import ASSETS
 from skillopt.types import SkillFile, SkillVersion
-from skillopt.units import MiB
+from skillopt.units import size_text
 
 __all__ = ["file_index"]
-
-
-def _size(n: int) -> str:
-    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB" if n < MiB else f"{n / MiB:.1f} MiB"
 
 
 def _first_line(f: SkillFile) -> str:
@@ -34,5 +30,7 @@ def file_index(spec: SkillVersion, *, root: str = "/skill") -> str:
     for f in spec.files:
         flags = ", executable" if f.executable else ""
         first = _first_line(f)
-        lines.append(f"- `{root}/{f.path}` ({_size(len(f.data))}{flags})" + (f": {first}" if first else ""))
+        lines.append(
+            f"- `{root}/{f.path}` ({size_text(len(f.data))}{flags})" + (f": {first}" if first else "")
+        )
     return "\n".join(lines)
