@@ -29,14 +29,13 @@ from skillopt.errors import (
     Unauthenticated,
 )
 from skillopt.types import HostDescription, RolloutRequest, RolloutResult, WorkOutcome
+from skillopt.units import MiB
 
 log = structlog.get_logger(__name__)
 #: Runs of one rollout whose named files went missing before the client gives up.
 _BLOB_ATTEMPTS = 3
 
 __all__ = ["ChannelConfig", "HealthWatch", "SandboxClient", "connect_hint", "map_rpc_error"]
-
-MiB = 1024 * 1024
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -56,6 +56,9 @@ __all__ = [
 CHUNK_BYTES = 1024 * 1024
 #: Time the RPC deadline allows beyond the command's own timeout (the host enforces that one).
 _DEADLINE_SLACK_S = 60.0
+#: A host's refusals after which :meth:`SandboxSession.create` asks the next host: it is full,
+#: drains, is gone, predates skill packages, or cannot give the required isolation.
+_TRY_THE_NEXT_HOST = (HostFull, Draining, SandboxUnavailable, SkillPackageUnsupported, IsolationUnavailable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,24 +237,22 @@ class SandboxSession:
             isolation=isolation,
         )
         isolation_refusal(isolation, "")  # an unknown level is refused before any host is asked
-        last: SkillOptError | None = None
-        refusals: list[str] = []
+        return cls._create_on_best(where, request, isolation=isolation, timeout_s=timeout_s)
+
+    @classmethod
+    def _create_on_best(
+        cls, where: SessionEndpoints, request: pb.CreateSessionRequest, *, isolation: str, timeout_s: float
+    ) -> SandboxSession:
+        """Ask the hosts of ``where`` in turn, the most free slots first, until one gives a
+        session with the required ``isolation``; the clients of the hosts not kept are closed."""
+        refusals: list[SkillOptError] = []  # why each host asked gave no session, in order
         clients = _ranked_clients(where)
         for position, client in enumerate(clients):
             try:
                 session = cls.create_on(client, request, timeout_s=timeout_s)
-            except (HostFull, Draining, SandboxUnavailable, SkillPackageUnsupported) as refused:
+            except _TRY_THE_NEXT_HOST as refused:
                 client.close()
-                last = refused  # full, draining, gone, or predates packages: try the next host
-                refusals.append(refused.message)
-                continue
-            except IsolationUnavailable as refused:  # the host refused before taking a container
-                client.close()
-                said = refused.message.removeprefix(f"{client.config.address}: ")
-                last = ConfigError(
-                    f"session isolation={isolation}: host {client.config.address} refused: {said}"
-                )
-                refusals.append(last.message)
+                refusals.append(_refusal(refused, isolation, client.config.address))
                 continue
             except SkillOptError:
                 for other in clients[position:]:
@@ -261,17 +262,14 @@ class SandboxSession:
             refusal = isolation_refusal(isolation, session.info.container_runtime)
             if refusal:
                 session.destroy()  # closes its client; nothing ran in it
-                last = ConfigError(f"session isolation={isolation}: host {client.config.address} {refusal}")
-                refusals.append(last.message)
+                refusals.append(
+                    ConfigError(f"session isolation={isolation}: host {client.config.address} {refusal}")
+                )
                 continue
             for other in clients[position + 1 :]:
                 other.close()
             return session
-        if last is None:  # only dns:/// names, resolving to nothing
-            raise SandboxUnavailable(f"no sandbox host behind {', '.join(where.endpoints)} (no address)")
-        if len(refusals) > 1:  # say every host's reason, not just the last one's
-            last.message = f"no sandbox host gave a session: {'; '.join(refusals)}"
-        raise last
+        raise _no_session(where, refusals)
 
     @classmethod
     def create_on(
@@ -526,6 +524,27 @@ def session_request(
     if skill is not None:
         request.skill.CopyFrom(convert.skill_to_proto(skill))
     return request
+
+
+def _refusal(refused: SkillOptError, isolation: str, address: str) -> SkillOptError:
+    """What a host's refusal to create a session says: as it is, or, when the host cannot give
+    the required ``isolation`` (it refused before taking a container), a :class:`ConfigError`
+    naming the level and the host."""
+    if not isinstance(refused, IsolationUnavailable):
+        return refused
+    said = refused.message.removeprefix(f"{address}: ")
+    return ConfigError(f"session isolation={isolation}: host {address} refused: {said}")
+
+
+def _no_session(where: SessionEndpoints, refusals: list[SkillOptError]) -> SkillOptError:
+    """The error when no host gave a session: the last host's refusal, saying every host's
+    reason when several were asked."""
+    if not refusals:  # only dns:/// names, resolving to nothing
+        return SandboxUnavailable(f"no sandbox host behind {', '.join(where.endpoints)} (no address)")
+    last = refusals[-1]
+    if len(refusals) > 1:  # say every host's reason, not just the last one's
+        last.message = f"no sandbox host gave a session: {'; '.join(r.message for r in refusals)}"
+    return last
 
 
 def list_sessions(where: SessionEndpoints) -> list[pb.SessionInfo]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skillopt.errors import SkillError
+from skillopt.units import size_text
 
 if TYPE_CHECKING:
     from skillopt.skill.diff import FileChange
@@ -43,6 +44,7 @@ HARNESSES = {
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``skillopt skill`` and its four actions (each built by its own function below)."""
     p = sub.add_parser(
         "skill",
         help="check, show, diff and install skill packages (a folder with SKILL.md, or a run's best skill)",
@@ -61,7 +63,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     actions = p.add_subparsers(dest="skill_command", metavar="ACTION")
     actions.required = True
+    for add in (_validate_parser, _show_parser, _diff_parser, _install_parser):
+        add(actions)
 
+
+def _validate_parser(actions: argparse._SubParsersAction) -> None:
+    """``skillopt skill validate PATH|RUN``: the rules, and the limits to check against."""
     v = actions.add_parser(
         "validate",
         help="check the standard's rules and ours; exit 1 listing every problem",
@@ -81,6 +88,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--json", action="store_true", help="one JSON object: ok, name, files, bytes, problems")
     v.set_defaults(func=_validate)
 
+
+def _show_parser(actions: argparse._SubParsersAction) -> None:
+    """``skillopt skill show PATH|RUN``: the front matter and the tree of files."""
     s = actions.add_parser(
         "show",
         help="the package's tree (sizes, executables) and front matter",
@@ -92,6 +102,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     s.set_defaults(func=_show)
 
+
+def _diff_parser(actions: argparse._SubParsersAction) -> None:
+    """``skillopt skill diff A B``: two skills compared file by file."""
     d = actions.add_parser(
         "diff",
         help="what changed from A to B, file by file",
@@ -123,6 +136,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--json", action="store_true", help="one JSON object: {a, b, summary, changes: [...]}")
     d.set_defaults(func=_diff)
 
+
+def _install_parser(actions: argparse._SubParsersAction) -> None:
+    """``skillopt skill install PATH|RUN --harness H``: where the copy goes."""
     i = actions.add_parser(
         "install",
         help="copy a skill where Claude Code or Codex discovers it",
@@ -268,12 +284,6 @@ def _fail(command: str, exc: SkillError) -> int:
     return EXIT_UNREADABLE
 
 
-def _size(n: int) -> str:
-    return (
-        f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB" if n < 1024 * 1024 else f"{n / 1024 / 1024:.1f} MiB"
-    )
-
-
 def _total_bytes(spec: SkillVersion) -> int:
     return len(spec.content.encode("utf-8")) + sum(len(f.data) for f in spec.files)
 
@@ -359,7 +369,9 @@ def _tree_lines(spec: SkillVersion) -> list[tuple[str, str]]:
                 walk(value, prefix + below)
             else:
                 size, executable = value
-                lines.append((prefix + branch + name, f"{_size(size):>9}" + ("  *" if executable else "")))
+                lines.append(
+                    (prefix + branch + name, f"{size_text(size):>9}" + ("  *" if executable else ""))
+                )
 
     walk(root, "")
     return lines
@@ -406,7 +418,7 @@ def _show(args: argparse.Namespace) -> int:
         )
         return 0
     n = 1 + len(spec.files)
-    print(f"{spec.name}: {n} file(s), {_size(_total_bytes(spec))}, tree {spec.tree_sha256[:12]}")
+    print(f"{spec.name}: {n} file(s), {size_text(_total_bytes(spec))}, tree {spec.tree_sha256[:12]}")
     print(f"from {src.label}")
     print()
     if fields is None:
@@ -473,13 +485,15 @@ def _change_header(c: FileChange) -> str:
     """``changed scripts/run.sh (1.0 KiB -> 1.2 KiB, now executable)`` and the like."""
     notes = []
     if c.status == "added":
-        notes.append(_size(c.new_size or 0))
+        notes.append(size_text(c.new_size or 0))
         notes += ["executable"] if c.new_executable else []
     elif c.status == "removed":
-        notes.append(_size(c.old_size or 0))
+        notes.append(size_text(c.old_size or 0))
     else:
         notes.append(
-            f"{_size(c.old_size or 0)} -> {_size(c.new_size or 0)}" if c.content_changed else "same bytes"
+            f"{size_text(c.old_size or 0)} -> {size_text(c.new_size or 0)}"
+            if c.content_changed
+            else "same bytes"
         )
         if c.mode_changed:
             notes.append("now executable" if c.new_executable else "no longer executable")
@@ -558,6 +572,6 @@ def _install(args: argparse.Namespace) -> int:
         else f"for every {harness} run of this user"
     )
     print(
-        f"installed {spec.name} ({1 + len(spec.files)} file(s), {_size(_total_bytes(spec))}) at {out}/ ({where})"
+        f"installed {spec.name} ({1 + len(spec.files)} file(s), {size_text(_total_bytes(spec))}) at {out}/ ({where})"
     )
     return 0

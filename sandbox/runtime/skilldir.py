@@ -33,12 +33,12 @@ from skillopt.errors import InvalidRequest
 from skillopt.files import check_relative_name
 from skillopt.skill.package import DEFAULT_SKILL_NAME, SKILL_MD
 from skillopt.types import SkillVersion
+from skillopt.units import MiB
 
 __all__ = ["PlacedPackages", "clear_placed", "place_skill"]
 
 log = structlog.get_logger("skillopt.sandbox.runtime")
 
-MiB = 1024 * 1024
 _VERSION = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
 #: ``(relative path, bytes, executable)``, SKILL.md first.

@@ -37,12 +37,12 @@ from skillopt.errors import (
     SessionLimit,
 )
 from skillopt.files import check_relative_name
+from skillopt.units import MiB
 
 __all__ = ["CodeRequest", "CodeResult", "CodeRunConfig", "CodeRunner", "CommandResult", "JupyterRequest"]
 
 log = structlog.get_logger("skillopt.sandbox.coderun")
 
-_MiB = 1024 * 1024
 _DRIVER = (Path(__file__).parent / "jupyter_driver.py").read_text(encoding="utf-8")
 _DRIVER_PATH = "/tmp/.skillopt_jupyter.py"
 _CELLS_PATH = "/tmp/.skillopt_cells.jsonl"
@@ -58,11 +58,11 @@ class CodeRunConfig:
     #: Longest compile or run timeout (and a notebook's total); more is refused, not clamped.
     max_timeout_s: float = 300.0
     #: Largest source (or all cells together) accepted.
-    max_code_bytes: int = 16 * _MiB
+    max_code_bytes: int = 16 * MiB
     #: Most files in (and names fetched out) per request.
     max_files: int = 256
     #: Largest fetched file; larger ones are left out of the response.
-    max_fetch_bytes: int = 32 * _MiB
+    max_fetch_bytes: int = 32 * MiB
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -197,7 +197,7 @@ class CodeRunner:
             session.box.write_path(_DRIVER_PATH, _DRIVER.encode("utf-8"))
             argv = ("python3", _DRIVER_PATH)
             driver = self._command(session, argv, request.total_timeout_s, json.dumps(spec).encode("utf-8"))
-            cells = _parse_cells(self._read(session, _CELLS_PATH, 8 * cap + _MiB) or b"")
+            cells = _parse_cells(self._read(session, _CELLS_PATH, 8 * cap + MiB) or b"")
             ok = (
                 driver.status == "Finished" and driver.return_code == 0 and not any(c["error"] for c in cells)
             )
@@ -240,7 +240,7 @@ class CodeRunner:
         STACK on the compile and the run), never above the container's own memory limit."""
         if memory_mb <= 0:
             return ()
-        cap = min(memory_mb * _MiB, self.sessions.policy.base_spec.memory_bytes)
+        cap = min(memory_mb * MiB, self.sessions.policy.base_spec.memory_bytes)
         return ("prlimit", f"--as={cap}", f"--data={cap}", f"--stack={cap}", "--")
 
     def _check_size(self, size: int) -> None:

@@ -11,10 +11,10 @@ from skillopt.errors import ConfigError
 from skillopt.grader_pool import default_workers
 from skillopt.skill.package import PackageLimits
 from skillopt.types import Limits
+from skillopt.units import MiB
 
-__all__ = ["DEFAULT_LIMITS", "MAX_LIMITS", "MiB", "ServiceConfig", "SessionConfig"]
+__all__ = ["DEFAULT_LIMITS", "MAX_LIMITS", "ServiceConfig", "SessionConfig"]
 
-MiB = 1024 * 1024
 DEFAULT_LIMITS = Limits(
     wall_time_s=600.0,
     max_turns=30,

@@ -23,7 +23,7 @@ from sandbox.runtime.base import SandboxRuntime
 from sandbox.runtime.lease import LeasedSandbox
 from sandbox.runtime.pool import PoolManager
 from sandbox.runtime.spec import EXEC_SKILLS_ROOTS, ContainerSpec, exec_runtime_choice, net_sibling_of
-from sandbox.service.config import DEFAULT_LIMITS, MiB, ServiceConfig
+from sandbox.service.config import DEFAULT_LIMITS, ServiceConfig
 from sandbox.service.isolation import check_rollout_isolation
 from sandbox.service.validation import (
     CheckedPackages,
@@ -48,6 +48,7 @@ from skillopt.models.base import ChatModel
 from skillopt.models.profiles import ProviderProfile, build_model
 from skillopt.observability import tracing
 from skillopt.types import InfraErrorKind, InfraFailure, Limits, RolloutRequest, RolloutResult, SkillVersion
+from skillopt.units import MiB
 
 __all__ = ["RolloutService"]
 

@@ -33,6 +33,7 @@ from skillopt.skill.package import (
     package_problems,
 )
 from skillopt.types import Limits, RolloutRequest, SkillFile, SkillVersion
+from skillopt.units import MiB
 
 __all__ = [
     "MIN_CPUS",
@@ -50,7 +51,6 @@ __all__ = [
     "validate_request",
 ]
 
-MiB = 1024 * 1024
 #: Docker's smallest CPU quota (``nano_cpus`` of 0.01 cores).
 MIN_CPUS = 0.01
 #: Below this a Python runner with openpyxl cannot even start (and ContainerSpec refuses it).

@@ -26,14 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skillopt.skill.document import remove_protected_markers
-from skillopt.skill.edits import (
-    _PREVIEW,
-    DEFAULT_FILE,
-    ApplySummary,
-    Edit,
-    EditReport,
-    apply_edits,
-)
+from skillopt.skill.edits import DEFAULT_FILE, ApplySummary, Edit, EditReport, apply_edits
 from skillopt.skill.package import PackageLimits, package_problems
 from skillopt.skill.packed import FileSection, PackageFrame, join_packed, split_packed
 from skillopt.types import SkillVersion
@@ -81,10 +74,7 @@ def _join(docs: Mapping[str, FileSection]) -> str:
 
 def _report(index: int, edit: Edit, status: str, error: str = "") -> EditReport:
     content = remove_protected_markers(edit.content).strip()
-    return EditReport(
-        index, edit.op, edit.target[:_PREVIEW], content[:_PREVIEW], status, None, error,
-        content=content, full_target=edit.target, file=edit.file,
-    )  # fmt: skip
+    return EditReport.of(index, edit.op, edit.target, content, status, error=error, file=edit.file)
 
 
 def _file_text(content: str) -> str:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from sandbox.runtime.spec import ContainerSpec
-from sandbox.service.config import DEFAULT_LIMITS, MAX_LIMITS, MiB, SessionConfig
+from sandbox.service.config import DEFAULT_LIMITS, MAX_LIMITS, SessionConfig
 from sandbox.service.session_policy import SESSION_USER, SessionPolicy, SessionRequest
 from skillopt.errors import InvalidRequest, SandboxFileTooLarge, UserUnsupported
 from skillopt.types import Limits
+from skillopt.units import MiB
 
 BASE = ContainerSpec()
 

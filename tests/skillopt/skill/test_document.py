@@ -179,9 +179,10 @@ def test_the_helpers_compose_and_never_change_their_input() -> None:
 def test_package_exports_every_public_name_of_its_modules() -> None:
     import skillopt.skill as pkg
     from skillopt.skill import document, edits, schedule
+    from skillopt.skill.edits import _apply, _model
 
     exported = set(pkg.__all__)
-    for module in (document, edits, schedule):
+    for module in (document, edits, _model, _apply, schedule):
         assert set(module.__all__) <= exported, module.__name__
         defined = {
             name
