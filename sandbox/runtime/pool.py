@@ -270,8 +270,7 @@ class PoolManager:
             self._cond.notify_all()
 
     def wait_ready(self, spec: ContainerSpec, count: int, *, timeout_s: float, tenant: str = "") -> bool:
-        """Block until ``count`` idle containers of ``spec`` are ready for ``tenant`` (fresh
-        ones, plus the tenant's reset ones when named); for tests, benchmarks and startup."""
+        """Block until ``count`` idle containers of ``spec`` are ready (fresh; ``tenant``'s reset too)."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
             pool = self._pool(spec)
