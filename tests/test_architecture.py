@@ -134,9 +134,7 @@ def test_every_folder_of_code_is_a_regular_package():
 
 #: Modules that still define their own ``MiB`` instead of importing ``skillopt.units.MiB``,
 #: each a debt (the list may only shrink).
-OWN_MIB = {
-    "sandbox.server.fusion_http",
-}
+OWN_MIB: set[str] = set()
 
 
 def test_mib_is_defined_once():

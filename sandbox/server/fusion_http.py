@@ -60,12 +60,11 @@ from sandbox.service.languages import image_languages
 from sandbox.service.sessions import SessionManager
 from sandbox.service.tenants import LOCAL_TENANT, Tenant, TenantTokens
 from skillopt.errors import ConfigError, Draining, InvalidRequest, IsolationUnavailable, SessionLimit
+from skillopt.units import MiB
 
 __all__ = ["FusionHttpServer", "HttpApi", "HttpRefusal", "credential", "start_http_api"]
 
 log = structlog.get_logger("skillopt.sandbox.http")
-
-_MiB = 1024 * 1024
 
 
 class HttpRefusal(Exception):
@@ -112,7 +111,7 @@ class HttpApi:
         self,
         *,
         listen: str,
-        max_body_bytes: int = 64 * _MiB,
+        max_body_bytes: int = 64 * MiB,
         max_connections: int = 128,
         max_buffered_bytes: int | None = None,
     ) -> None:
@@ -175,7 +174,7 @@ class FusionHttpServer(HttpApi):
         *,
         tenants: TenantTokens | None,
         listen: str,
-        max_body_bytes: int = 64 * _MiB,
+        max_body_bytes: int = 64 * MiB,
         max_connections: int = 128,
     ) -> None:
         self.runner = runner
