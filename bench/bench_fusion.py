@@ -21,6 +21,10 @@ One ``skillopt serve --http-listen`` subprocess (code runs from
 fresh container per request, as before issue 47), alternating with the first
 (``*_fresh_containers``).
 
+``--compare DIR``: a third host from another checkout (its code, this interpreter), and 8
+clients on each of the two default hosts alternating in rounds: requests/min and the host
+process's CPU per request (``compare``), for a change to the HTTP layer or the code-run path.
+
 SandboxFusion's own server, side by side in the same run and JSON (1, alternating with ours,
 and 2 right after ours, with the same client): ``--sandboxfusion-dir DIR`` starts it from a checkout the way its README
 does (``make run``: ``uvicorn sandbox.server.server:app``, its default config
@@ -32,6 +36,7 @@ Setting it up once (offline from this machine's PyPI mirror): ``bench/README.md`
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -265,14 +270,18 @@ def start_front(grpc_address: str, tmp: Path) -> tuple[subprocess.Popen, str]:
     return proc, f"http://127.0.0.1:{wait_listening(proc, 60)}"
 
 
-def _spawn_host(tmp: Path, name: str, reuse: int | None) -> tuple[subprocess.Popen, str, tuple[str, str]]:
+def _spawn_host(
+    tmp: Path, name: str, reuse: int | None, checkout: Path | None = None
+) -> tuple[subprocess.Popen, str, tuple[str, str]]:
     """One ``skillopt serve --http-listen`` host (``reuse``: its ``--reuse-max-executions``,
-    None: the default); its process, HTTP endpoint and (gRPC address, code image)."""
+    None: the default; ``checkout``: run that checkout's code instead of this one's); its
+    process, HTTP endpoint and (gRPC address, code image)."""
     from controller.embedded import spawn_service, wait_listening
     from sandbox.service.languages import POLYGLOT_IMAGE
 
     (tmp / name).mkdir()
-    proc = spawn_service(
+    spawn = spawn_service if checkout is None else functools.partial(_spawn_from, checkout)
+    proc = spawn(
         [
             "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--http-port-file", str(tmp / name / "hp"),
             "--host-id", f"bench-{name}-{uuid.uuid4().hex[:4]}", "--state-dir", str(tmp / name / "state"),
@@ -282,6 +291,57 @@ def _spawn_host(tmp: Path, name: str, reuse: int | None) -> tuple[subprocess.Pop
     )  # fmt: skip
     port = wait_listening(proc, 120)
     return proc, f"http://127.0.0.1:{(tmp / name / 'hp').read_text()}", (f"127.0.0.1:{port}", POLYGLOT_IMAGE)
+
+
+def _spawn_from(checkout: Path, serve_args: list[str]) -> subprocess.Popen:
+    """``skillopt serve`` from another checkout (its code first on the path), with this
+    interpreter and its installed dependencies."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "serve", *serve_args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        cwd=checkout,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(checkout)},
+    )
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, every thread) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def compare_hosts(
+    ours: tuple[subprocess.Popen, str], other: tuple[subprocess.Popen, str], seconds: float
+) -> dict:
+    """8 clients on this checkout's host and on another checkout's, alternating in rounds
+    (the machine's load drifts): requests/min, and the host process's CPU per request (the
+    HTTP layer and the code-run path; the containers' work is the same for both)."""
+    rounds = 6
+    totals = {
+        name: {"requests": 0.0, "seconds": 0.0, "cpu_s": 0.0, "errors": 0} for name in ("ours", "other")
+    }
+    for k in range(rounds):
+        for name, (proc, endpoint) in (("ours", ours), ("other", other))[:: 1 if k % 2 == 0 else -1]:
+            cpu0 = _cpu_s(proc.pid)
+            got = clients(endpoint, 8, seconds / rounds)
+            t = totals[name]
+            t["cpu_s"] += _cpu_s(proc.pid) - cpu0
+            t["requests"] += got["requests_per_min"] * got["seconds"] / 60
+            t["seconds"] += got["seconds"]
+            t["errors"] += got["errors"]
+    out: dict[str, object] = {}
+    for name, t in totals.items():
+        out[name] = {
+            "requests_per_min": round(t["requests"] / t["seconds"] * 60, 1),
+            "host_cpu_ms_per_request": round(t["cpu_s"] * 1000 / max(t["requests"], 1), 2),
+            "errors": t["errors"],
+        }
+    o, x = out["ours"], out["other"]
+    out["ours_over_other_req_per_min"] = round(o["requests_per_min"] / x["requests_per_min"], 3)  # type: ignore[index]
+    out["ours_over_other_host_cpu"] = round(o["host_cpu_ms_per_request"] / x["host_cpu_ms_per_request"], 3)  # type: ignore[index]
+    return out
 
 
 def main() -> None:
@@ -296,6 +356,11 @@ def main() -> None:
         "--sandboxfusion-venv",
         default="/tmp/sf/venv",
         help="the venv with its dependencies (bench/README.md)",
+    )
+    parser.add_argument(
+        "--compare",
+        default="",
+        help="another checkout: its host beside this one's, 8 clients alternating (compare_hosts)",
     )
     args = parser.parse_args()
     from sandbox.service.languages import POLYGLOT_IMAGE
@@ -318,6 +383,17 @@ def main() -> None:
             sf_proc, sf_url = start_sandboxfusion(Path(args.sandboxfusion_dir), Path(args.sandboxfusion_venv))
         front, front_url = start_front(warm[0], tmp)
         procs.append(front)
+        if args.compare:
+            other, other_endpoint, other_warm = _spawn_host(
+                tmp, "compare", None, Path(args.compare).resolve()
+            )
+            procs.append(other)
+            wait_warm(*warm, idle=8)
+            wait_warm(*other_warm, idle=8)
+            out["compare"] = {
+                "other": str(Path(args.compare).resolve()),
+                **compare_hosts((procs[0], endpoint), (other, other_endpoint), seconds * 2),
+            }
         # One at a time, alternating (the load of this shared machine drifts by the minute):
         # recycling on, through the fleet front, recycling off, SandboxFusion's server.
         ours, via, fresh, sf_hello = [], [], [], []
