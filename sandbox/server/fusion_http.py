@@ -4,7 +4,8 @@
 ``RunCodeRequest``/``RunCodeResponse`` and ``RunJupyterRequest``/``RunJupyterResponse``
 (bytedance/SandboxFusion, ``sandbox/server/sandbox_api.py``; its PyPI client
 ``sandbox-fusion`` talks to this listener unmodified), ``GET /v1/ping`` answers ``"pong"``.
-Translation only: the work is :class:`~sandbox.service.coderun.CodeRunner`'s.
+Translation only: the shapes are :mod:`sandbox.server.fusion_models`' pydantic models, the
+work is :class:`~sandbox.service.coderun.CodeRunner`'s.
 
 Who may call (the host's tenant tokens, as on gRPC):
 
@@ -17,45 +18,64 @@ Who may call (the host's tenant tokens, as on gRPC):
 * A host without tokens (loopback only, as its gRPC port) lets every caller in as the local
   tenant.
 
-Beyond SandboxFusion's fields (its clients send none of these and ignore the extra answer):
-
-* request ``isolation``: ``""`` (any, the default) or ``"gvisor"``: the container must run
-  under gVisor, else 412 before any container starts, saying what this host has and how to
-  get it (the levels: :mod:`skillopt.isolation`);
-* answer ``container_runtime``: the OCI runtime the container actually ran under (``runc``,
-  ``runsc``; "" when no container was had).
-
 Status codes: 200 with ``status`` Success / Failed / SandboxError (the sandbox's own failure,
 with a message); 400 a request this host will not run (unknown language: the message names
 the host's languages; bad timeouts, base64, names, isolation); 401 no valid token; 404, 405;
-411/413 no or too large a body (refused before it is read); 412 an isolation this host cannot
-give; 429 no room now (``Retry-After``); 503 draining or too many connections.
+408 a body that stopped coming; 411/413 no or too large a body (refused before it is read);
+412 an isolation this host cannot give; 429 no room now (``Retry-After``); 503 draining or too
+many connections. Every refusal is ``{"detail": message}``.
+
+What serves it: Starlette on uvicorn (the WebUI's server), on an event loop in a thread of its
+own (the host's gRPC server has the others). uvicorn runs httptools and uvloop when they are
+installed (``skillopt``'s dependencies on Linux: half the CPU per request of its pure-Python
+h11, :mod:`sandbox.server.http_protocol` has the figures) and h11 otherwise. The
+blocking work (:meth:`HttpApi.post`) runs in a thread pool as large as ``max_connections``
+(anyio's, through a limiter of that size), so a request never waits for a thread: a full
+host's 429 stays immediate and a bad request's 400 never queues behind running programs (a
+pool the size of the host's session cap would hold them instead).
+
+Written here rather than taken from uvicorn, and why:
+
+* Requests in flight (``max_connections``): uvicorn's ``limit_concurrency`` answers a plain-text
+  503 without ``Retry-After`` and counts idle keep-alive connections too; ours counts the
+  requests being served and answers like every other refusal.
+* The body (uvicorn has no limit of its own): refused from its ``Content-Length`` before a byte
+  of it is read (411 none or chunked, 413 too large, 503 when the bodies held in memory at once
+  would pass ``max_buffered_bytes``), each with ``Connection: close``, which makes uvicorn close
+  the connection rather than read the unwanted body off it.
+* A body that stops coming for 60 s is answered 408 (uvicorn has no read timeout; the stdlib
+  server this replaced had its socket timeout).
+* A request line and headers past 64 KiB are refused (400) as they arrive: httptools has no
+  bound of its own (:mod:`sandbox.server.http_protocol`).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import math
+import socket
 import threading
-from collections.abc import Callable
 from dataclasses import replace
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import anyio
+import anyio.to_thread
+import pydantic_core
 import structlog
+import uvicorn
+from pydantic import BaseModel
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sandbox.runtime.base import SandboxRuntime
-from sandbox.service.coderun import (
-    CodeRequest,
-    CodeResult,
-    CodeRunConfig,
-    CodeRunner,
-    CommandResult,
-    JupyterRequest,
-)
+from sandbox.server.fusion_models import ROUTES, RunCodeRequest, answer_of, parse_request
+from sandbox.server.http_protocol import http_protocol
+from sandbox.service.coderun import CodeRunConfig, CodeRunner
 from sandbox.service.languages import image_languages
 from sandbox.service.sessions import SessionManager
 from sandbox.service.tenants import LOCAL_TENANT, Tenant, TenantTokens
@@ -66,6 +86,15 @@ __all__ = ["FusionHttpServer", "HttpApi", "HttpRefusal", "credential", "start_ht
 
 log = structlog.get_logger("skillopt.sandbox.http")
 
+#: Seconds a request's body may stop coming before the request is answered 408.
+BODY_IDLE_S = 60.0
+#: Seconds an idle keep-alive connection is kept (longer than the fleet front's own expiry of
+#: the connections it keeps to a host, so the front never sends on one the host just closed).
+KEEP_ALIVE_S = 15
+#: Where a request's caller (what :meth:`HttpApi.authorize` returned) rides in the ASGI scope.
+_CALLER = "skillopt.caller"
+_CLOSE = {"Connection": "close"}
+
 
 class HttpRefusal(Exception):
     """A request answered with ``status`` and ``{"detail": message}`` (and ``headers``)."""
@@ -73,10 +102,6 @@ class HttpRefusal(Exception):
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.headers = status, message, headers or {}
-
-
-#: The routes a POST may take.
-ROUTES = ("/run_code", "/run_jupyter")
 
 
 def credential(path: str, authorization: str) -> tuple[str, str]:
@@ -98,7 +123,7 @@ class HttpApi:
     Args:
         listen: ``HOST:PORT`` (port 0: any free one; :attr:`port` tells which).
         max_body_bytes: largest request body; larger ones are refused unread (413).
-        max_connections: connections served at once; more get 503 at once.
+        max_connections: requests served at once; more get 503 at once.
         max_buffered_bytes: request bodies held in memory at once, across connections (default
             4 bodies of the largest size); a body that would exceed it is refused unread (503,
             ``Retry-After``), so many connections cannot add up to the machine's memory.
@@ -117,36 +142,52 @@ class HttpApi:
     ) -> None:
         self.max_body_bytes = max_body_bytes
         self.max_buffered_bytes = 4 * max_body_bytes if max_buffered_bytes is None else max_buffered_bytes
+        self.max_connections = max_connections
+        # Both counted on the event loop's thread only: no lock.
         self._buffered = 0
-        self._buffered_lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(max_connections)
-        host, _, port = listen.rpartition(":")
-        self._httpd = ThreadingHTTPServer((host.strip("[]") or "0.0.0.0", int(port)), _handler_class(self))
-        self._httpd.daemon_threads = True
-        self.port: int = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fusion-http", daemon=True)
+        self._in_flight = 0
+        self._threads = anyio.CapacityLimiter(max_connections)
+        routes = [Route(path, self._posted, methods=["POST"]) for path in ROUTES]
+        app = Starlette(
+            routes=[*routes, Route("/v1/ping", _ping, methods=["GET"])],
+            exception_handlers={HTTPException: _http_error},
+        )
+        sock = _bound(listen)
+        self.port: int = sock.getsockname()[1]
+        http, http_settings = http_protocol()
+        config = uvicorn.Config(
+            _Door(self, app),
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            ws="none",
+            proxy_headers=False,  # no X-Forwarded-For: nothing here uses the client's address
+            http=http,
+            **http_settings,
+            server_header=False,
+            headers=[("server", "skillopt-sandbox")],
+            timeout_keep_alive=KEEP_ALIVE_S,
+        )
+        self._server = _Server(config)
+        self._thread = threading.Thread(target=self._serve, args=(sock,), name="fusion-http", daemon=True)
         self._thread.start()
 
     def close(self) -> None:
-        """Stop accepting connections (requests in flight finish on their own threads)."""
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5.0)
+        """Stop accepting connections (requests in flight finish and are answered)."""
+        self._server.should_exit = True
+        self._server.stopped_accepting.wait(5.0)
 
-    def reserve_body(self, size: int) -> bool:
-        """Room for a body of ``size`` bytes in memory (give it back with :meth:`release_body`)."""
-        with self._buffered_lock:
-            if self._buffered + size > self.max_buffered_bytes:
-                return False
-            self._buffered += size
-            return True
-
-    def release_body(self, size: int) -> None:
-        with self._buffered_lock:
-            self._buffered -= size
+    def _serve(self, sock: socket.socket) -> None:
+        try:
+            self._server.run(sockets=[sock])
+        finally:  # also when it stopped before it served (closed at once)
+            sock.close()
+            self._server.stopped_accepting.set()
 
     def authorize(self, path: str, authorization: str) -> tuple[Any, str]:
         """Who calls (what :meth:`post` gets) and the path without a ``/t/<token>`` prefix.
+        Runs on the event loop: it must not block.
 
         Raises:
             HttpRefusal: 401, the caller may not.
@@ -154,9 +195,162 @@ class HttpApi:
         raise NotImplementedError
 
     def post(self, route: str, caller: Any, body: bytes) -> tuple[int, Any]:
-        """The answer to a POST of ``body`` to ``route`` (one of :data:`ROUTES`): a status and
-        a payload (JSON-able, or ``bytes`` that are JSON already)."""
+        """The answer to a POST of ``body`` to ``route`` (``/run_code`` or ``/run_jupyter``):
+        a status and a payload (a pydantic model, ``bytes`` that are JSON already, or anything
+        :func:`json.dumps` takes). Runs in a thread of the listener's pool: it may block."""
         raise NotImplementedError
+
+    async def _posted(self, request: Request) -> Response:
+        try:
+            size = _declared_size(request.headers, self.max_body_bytes)
+            if self._buffered + size > self.max_buffered_bytes:
+                raise HttpRefusal(
+                    503,
+                    f"this API holds {self.max_buffered_bytes} bytes of request bodies already; retry shortly",
+                    {"Retry-After": "1", **_CLOSE},
+                )
+            self._buffered += size
+            try:
+                body = await _body(request.receive)
+                status, payload = await anyio.to_thread.run_sync(
+                    self.post, request.scope["path"], request.scope[_CALLER], body, limiter=self._threads
+                )
+            finally:
+                self._buffered -= size
+            return _json(status, payload)
+        except Exception as exc:
+            return _refused(exc, request.scope["path"])
+
+
+class _Door:
+    """The ASGI middleware in front of the routes: at most ``max_connections`` requests in
+    flight (503 past them), then the caller (401), whose ``/t/<token>`` prefix leaves the path."""
+
+    def __init__(self, api: HttpApi, app: ASGIApp) -> None:
+        self.api, self.app = api, app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        api = self.api
+        if api._in_flight >= api.max_connections:
+            refusal = HttpRefusal(
+                503, "too many connections to this host; retry shortly", {"Retry-After": "1", **_CLOSE}
+            )
+            return await _refused(refusal, "")(scope, receive, send)
+        api._in_flight += 1
+        try:
+            authorization = Headers(scope=scope).get("authorization", "")
+            try:
+                caller, path = api.authorize(scope["path"], authorization)
+            except HttpRefusal as exc:
+                return await _refused(exc, "")(scope, receive, send)
+            path = path.rstrip("/") or "/"
+            # The token leaves the scope with its prefix (nothing downstream sees or logs it).
+            scope = {**scope, "path": path, "raw_path": path.encode(), _CALLER: caller}
+            await self.app(scope, receive, send)
+        finally:
+            api._in_flight -= 1
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling :meth:`HttpApi.close` when it stopped accepting (it then
+    goes on answering the requests in flight)."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.stopped_accepting = threading.Event()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in self.servers:
+            server.close()
+        self.stopped_accepting.set()
+        await super().shutdown(sockets=sockets)
+
+
+def _bound(listen: str) -> socket.socket:
+    """A listening socket on ``HOST:PORT`` (``[::]:PORT`` for IPv6; no host: every IPv4 one)."""
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]") or "0.0.0.0"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, int(port)), family=family, backlog=2048)
+
+
+def _declared_size(headers: Headers, max_bytes: int) -> int:
+    """The body's size from its ``Content-Length``.
+
+    Raises:
+        HttpRefusal: 411 chunked or no length, 413 above ``max_bytes``.
+    """
+    if headers.get("transfer-encoding", "").lower() not in ("", "identity"):
+        raise HttpRefusal(
+            411, "send the body with a Content-Length (chunked bodies are not accepted)", _CLOSE
+        )
+    raw = headers.get("content-length")
+    if raw is None or not raw.strip().isdigit():
+        raise HttpRefusal(411, "a Content-Length header is required", _CLOSE)
+    size = int(raw)
+    if size > max_bytes:
+        raise HttpRefusal(413, f"a body of {size} bytes exceeds this host's {max_bytes}", _CLOSE)
+    return size
+
+
+async def _body(receive: Receive) -> bytes:
+    """The request's body (its length is the server's to hold to its ``Content-Length``).
+
+    Raises:
+        HttpRefusal: 408, no part of it came for :data:`BODY_IDLE_S`; 400, the client left.
+    """
+    chunks = []
+    while True:
+        try:
+            with anyio.fail_after(BODY_IDLE_S):
+                message = await receive()
+        except TimeoutError:
+            raise HttpRefusal(408, f"the body stopped coming for {BODY_IDLE_S:g} s", _CLOSE) from None
+        if message["type"] == "http.disconnect":
+            raise HttpRefusal(400, "the client closed the connection before its body was sent", _CLOSE)
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _json(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response:
+    if isinstance(payload, BaseModel):
+        data = pydantic_core.to_json(payload)
+    else:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode("utf-8")
+    return Response(data, status_code=status, headers=headers, media_type="application/json")
+
+
+def _refused(exc: Exception, path: str) -> Response:
+    """The answer to a request that raised ``exc``: a refusal with its reason, or a 500 (a bug
+    of ours: logged, and the host goes on)."""
+    if isinstance(exc, HttpRefusal):
+        return _json(exc.status, {"detail": exc.message}, exc.headers)
+    if isinstance(exc, InvalidRequest):
+        return _json(400, {"detail": str(exc)})
+    if isinstance(exc, IsolationUnavailable):  # nothing ran; another host may give it
+        return _json(412, {"detail": str(exc)})
+    if isinstance(exc, SessionLimit):
+        retry = str(max(1, math.ceil(exc.retry_after_s or 1.0)))
+        return _json(429, {"detail": str(exc)}, {"Retry-After": retry})
+    if isinstance(exc, Draining):
+        return _json(503, {"detail": str(exc)}, {"Retry-After": "1"})
+    log.error("http.failed", path=path[:100], exc_info=exc)
+    return _json(500, {"detail": f"internal error: {exc.__class__.__name__}: {str(exc)[:500]}"})
+
+
+async def _ping(request: Request) -> Response:
+    return _json(200, "pong")
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's 404 (no such route) and 405 (another method's route), as our refusals."""
+    assert isinstance(exc, HTTPException)
+    what = "no such resource" if exc.status_code == 404 else f"{request.method} is not allowed on"
+    detail = f"{what}: {request.url.path[:100]} (GET /v1/ping, POST /run_code, /run_jupyter)"
+    return _json(exc.status_code, {"detail": detail}, dict(exc.headers or {}))
 
 
 class FusionHttpServer(HttpApi):
@@ -201,259 +395,15 @@ class FusionHttpServer(HttpApi):
             )
         return tenant, path
 
-    def post(self, route: str, caller: Tenant, body: bytes) -> tuple[int, Any]:
+    def post(self, route: str, caller: Tenant, body: bytes) -> tuple[int, BaseModel]:
         log.debug("http.request", route=route, tenant=caller.id)
         with self.runner.sessions.buffering(len(body)):  # bodies held in memory count against the budget
-            parsed = parse_body(body)
-            del body
-            return 200, self.dispatch(route, caller, parsed)
-
-    def dispatch(self, route: str, tenant: Tenant, body: dict[str, Any]) -> dict[str, Any]:
-        if route == "/run_code":
-            return _code_response(self.runner.run_code(tenant, _code_request(body)))
-        return _jupyter_response(self.runner.run_jupyter(tenant, _jupyter_request(body)))
-
-
-def parse_body(body: bytes) -> dict[str, Any]:
-    """A request's JSON object.
-
-    Raises:
-        HttpRefusal: 400, not JSON or not an object.
-    """
-    try:
-        parsed = json.loads(body)
-    except ValueError as exc:
-        raise HttpRefusal(400, f"the body is not JSON: {exc}") from None
-    if not isinstance(parsed, dict):
-        raise HttpRefusal(400, "the body must be a JSON object")
-    return parsed
-
-
-def _handler_class(server: HttpApi) -> type[BaseHTTPRequestHandler]:
-    class Handler(_Handler):
-        front = server
-
-    return Handler
-
-
-class _Handler(BaseHTTPRequestHandler):
-    front: HttpApi
-    protocol_version = "HTTP/1.1"  # keep-alive (every reply carries Content-Length)
-    server_version = "skillopt-sandbox"
-    #: Seconds a connection may sit idle or trickle (slow clients hold no slot forever).
-    timeout = 60
-    #: Bytes of this request's body counted against the listener's buffer budget.
-    _reserved = 0
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # structlog lines per request instead of stderr
-
-    def do_GET(self) -> None:
-        self._guarded(self._get)
-
-    def do_POST(self) -> None:
-        self._guarded(self._post)
-
-    def _guarded(self, work: Callable[[], tuple[int, Any]]) -> None:
-        if not self.front._slots.acquire(blocking=False):
-            self._send(
-                503, {"detail": "too many connections to this host; retry shortly"}, {"Retry-After": "1"}
-            )
-            self.close_connection = True
-            return
-        try:
-            status, payload = work()
-            self._send(status, payload)
-        except HttpRefusal as exc:
-            self._send(exc.status, {"detail": exc.message}, exc.headers)
-        except InvalidRequest as exc:
-            self._send(400, {"detail": str(exc)})
-        except IsolationUnavailable as exc:  # nothing ran; another host may give it
-            self._send(412, {"detail": str(exc)})
-        except SessionLimit as exc:
-            retry = str(max(1, math.ceil(exc.retry_after_s or 1.0)))
-            self._send(429, {"detail": str(exc)}, {"Retry-After": retry})
-        except Draining as exc:
-            self._send(503, {"detail": str(exc)}, {"Retry-After": "1"})
-        except Exception as exc:  # a bug of ours: a 500 with the reason, the host goes on
-            log.exception("http.failed", path=_redacted(self.path))
-            self._send(500, {"detail": f"internal error: {exc.__class__.__name__}: {str(exc)[:500]}"})
-        finally:
-            if self._reserved:
-                self.front.release_body(self._reserved)
-                self._reserved = 0
-            self.front._slots.release()
-
-    def _get(self) -> tuple[int, Any]:
-        _, path = self.front.authorize(self.path, self.headers.get("Authorization", ""))
-        if path == "/v1/ping":
-            return 200, "pong"
-        raise HttpRefusal(404, f"no such resource: {path[:100]} (GET /v1/ping, POST /run_code, /run_jupyter)")
-
-    def _post(self) -> tuple[int, Any]:
-        caller, path = self.front.authorize(self.path, self.headers.get("Authorization", ""))
-        route = path.split("?", 1)[0].rstrip("/")
-        if route not in ROUTES:
-            raise HttpRefusal(404, f"no such resource: {route[:100]} (POST /run_code or /run_jupyter)")
-        return self.front.post(route, caller, self._body())
-
-    def _body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() not in ("", "identity"):
-            self.close_connection = True
-            raise HttpRefusal(411, "send the body with a Content-Length (chunked bodies are not accepted)")
-        raw = self.headers.get("Content-Length")
-        if raw is None or not raw.strip().isdigit():
-            self.close_connection = True
-            raise HttpRefusal(411, "a Content-Length header is required")
-        size = int(raw)
-        if size > self.front.max_body_bytes:
-            self.close_connection = True  # the body is never read
-            raise HttpRefusal(413, f"a body of {size} bytes exceeds this host's {self.front.max_body_bytes}")
-        if not self.front.reserve_body(size):
-            self.close_connection = True  # the body is never read
-            raise HttpRefusal(
-                503,
-                f"this API holds {self.front.max_buffered_bytes} bytes of request bodies already; "
-                "retry shortly",
-                {"Retry-After": "1"},
-            )
-        self._reserved = size
-        return self.rfile.read(size)
-
-    def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode("utf-8")
-        try:
-            self.send_response(
-                status, HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else ""
-            )
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            if self.close_connection:
-                self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(data)
-        except OSError:
-            self.close_connection = True  # the client went away
-
-
-def _redacted(path: str) -> str:
-    """``path`` without a ``/t/<token>`` prefix's token (never logged)."""
-    return "/t/***/" + path[3:].partition("/")[2][:100] if path.startswith("/t/") else path[:100]
-
-
-# -- SandboxFusion's JSON <-> domain values ----------------------------------------------------------
-
-
-def _field(body: dict[str, Any], name: str, kinds: type | tuple[type, ...], default: Any) -> Any:
-    value = body.get(name, default)
-    if value is None and default is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        raise InvalidRequest(f"{name} has the wrong type ({type(value).__name__})")
-    return value
-
-
-def _seconds(body: dict[str, Any], name: str, default: float) -> float:
-    return float(_field(body, name, (int, float), default))
-
-
-def _files_in(body: dict[str, Any]) -> tuple[tuple[str, bytes], ...]:
-    files = _field(body, "files", dict, {})
-    decoded = []
-    for name, content in files.items():
-        if content is None:  # SandboxFusion skips a file without content
-            continue
-        if not isinstance(content, str):
-            raise InvalidRequest(f"files[{name[:60]!r}] must be a base64 string")
-        try:
-            decoded.append((name, base64.b64decode(content, validate=True)))
-        except (binascii.Error, ValueError):
-            raise InvalidRequest(f"files[{name[:60]!r}] is not valid base64") from None
-    return tuple(decoded)
-
-
-def _names(body: dict[str, Any]) -> tuple[str, ...]:
-    names = _field(body, "fetch_files", list, [])
-    if not all(isinstance(n, str) for n in names):
-        raise InvalidRequest("fetch_files must be a list of strings")
-    return tuple(names)
-
-
-def _code_request(body: dict[str, Any]) -> CodeRequest:
-    if "code" not in body or "language" not in body:
-        raise InvalidRequest("code and language are required")
-    stdin = _field(body, "stdin", str, None)
-    return CodeRequest(
-        language=_field(body, "language", str, ""),
-        code=_field(body, "code", str, "").encode("utf-8", "replace"),
-        compile_timeout_s=_seconds(body, "compile_timeout", 10.0),
-        run_timeout_s=_seconds(body, "run_timeout", 10.0),
-        stdin=stdin.encode("utf-8", "replace") if stdin else b"",
-        files=_files_in(body),
-        fetch_files=_names(body),
-        memory_limit_mb=_field(body, "memory_limit_MB", int, -1),
-        isolation=_field(body, "isolation", str, ""),
-    )
-
-
-def _jupyter_request(body: dict[str, Any]) -> JupyterRequest:
-    cells = _field(body, "cells", list, None)
-    if cells is None or not all(isinstance(c, str) for c in cells):
-        raise InvalidRequest("cells is required: a list of strings")
-    kernel = _field(body, "kernel", str, "python3")
-    if kernel != "python3":
-        raise InvalidRequest(f"kernel must be 'python3', got {kernel[:40]!r}")
-    return JupyterRequest(
-        cells=tuple(cells),
-        cell_timeout_s=_seconds(body, "cell_timeout", 0.0),
-        total_timeout_s=_seconds(body, "total_timeout", 45.0),
-        files=_files_in(body),
-        fetch_files=_names(body),
-        isolation=_field(body, "isolation", str, ""),
-    )
-
-
-def _command(result: CommandResult | None) -> dict[str, Any] | None:
-    if result is None:
-        return None
-    return {
-        "status": result.status,
-        "execution_time": result.execution_time_s,
-        "cpu_time": None,
-        "return_code": result.return_code,
-        "stdout": result.stdout,
-        "stderr": result.stderr,
-    }
-
-
-def _files_out(files: dict[str, bytes]) -> dict[str, str]:
-    return {name: base64.b64encode(data).decode("ascii") for name, data in files.items()}
-
-
-def _code_response(result: CodeResult) -> dict[str, Any]:
-    return {
-        "status": result.status,
-        "message": result.message,
-        "compile_result": _command(result.compile),
-        "run_result": _command(result.run),
-        "executor_pod_name": result.executor,
-        "files": _files_out(result.files),
-        "container_runtime": result.container_runtime,
-    }
-
-
-def _jupyter_response(result: CodeResult) -> dict[str, Any]:
-    return {
-        "status": result.status,
-        "message": result.message,
-        "driver": _command(result.run),
-        "cells": result.cells,
-        "executor_pod_name": result.executor,
-        "files": _files_out(result.files),
-        "container_runtime": result.container_runtime,
-    }
+            request = parse_request(ROUTES[route], body)
+            if isinstance(request, RunCodeRequest):
+                result = self.runner.run_code(caller, request.to_domain())
+            else:
+                result = self.runner.run_jupyter(caller, request.to_domain())
+            return 200, answer_of(route, result)
 
 
 def start_http_api(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import threading
 from collections.abc import Iterator
+from email.message import Message
 from typing import Any
 
 import pytest
@@ -33,12 +34,12 @@ class Holding(HttpApi):
         return 200, {"status": "Success", "size": len(body)}
 
 
-def _post(port: int, body: bytes) -> tuple[int, dict[str, str], bytes]:
+def _post(port: int, body: bytes) -> tuple[int, Message, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
         conn.request("POST", "/run_code", body=body, headers={"Content-Type": "application/json"})
         resp = conn.getresponse()
-        return resp.status, dict(resp.getheaders()), resp.read()
+        return resp.status, resp.headers, resp.read()  # header names: any case (RFC 9110)
     finally:
         conn.close()
 
