@@ -214,15 +214,20 @@ DOCKER_COMPOSITION_ROOTS = {
 DOCKER_PACKAGE = "sandbox.runtime.docker"
 
 
-def _sdk_imports(path: Path) -> set[str]:
-    """The top-level names of the absolute imports in ``path`` (``docker`` is the SDK)."""
+def _absolute_imports(path: Path) -> set[str]:
+    """The full dotted names of the absolute imports in ``path``."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            found |= {a.name.split(".")[0] for a in node.names}
+            found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            found.add(node.module.split(".")[0])
+            found.add(node.module)
     return found
+
+
+def _sdk_imports(path: Path) -> set[str]:
+    """The top-level names of the absolute imports in ``path`` (``docker`` is the SDK)."""
+    return {name.split(".")[0] for name in _absolute_imports(path)}
 
 
 def test_docker_stays_inside_its_runtime_package():
@@ -452,3 +457,33 @@ def test_no_signature_takes_a_skill_as_text_or_version():
         if union.search(line)
     ]
     assert found == []
+
+
+#: The modules that may import the HTTP server library (Starlette, uvicorn): the listener every
+#: HTTP API of a host and of the fleet's front serves with, and the WebUI.
+HTTP_SERVER_MODULES = {
+    "sandbox.server.fusion_http",
+    "sandbox.server.http_protocol",
+    "controller.webui.app",
+    "controller.commands.ui",
+}
+#: The standard library's HTTP server and client: test doubles only (``skillopt/testing/``).
+STDLIB_HTTP = {"http.server", "http.client", "socketserver"}
+
+
+def test_one_http_stack():
+    """HTTP is served with Starlette on uvicorn from one listener (``fusion_http.HttpApi``: the
+    host's API and the fleet's front) and the WebUI, and called with httpx; the model gateway
+    parses HTTP with h11 for the reasons in its docstring. The stdlib's HTTP server and client
+    are left to the test doubles."""
+    wrong = []
+    for name, path in _modules().items():
+        imports = _absolute_imports(path)
+        roots = {i.split(".")[0] for i in imports}
+        if roots & {"starlette", "uvicorn"} and name not in HTTP_SERVER_MODULES:
+            wrong.append(f"{name} imports {sorted(roots & {'starlette', 'uvicorn'})}")
+        stdlib = imports & STDLIB_HTTP
+        # skillopt.httpbody reads bodies for the scripted model server (a test double) too.
+        if stdlib and not name.startswith("skillopt.testing") and name != "skillopt.httpbody":
+            wrong.append(f"{name} imports {sorted(stdlib)}")
+    assert wrong == [], "serve with sandbox.server.fusion_http.HttpApi, call with httpx:\n" + "\n".join(wrong)
