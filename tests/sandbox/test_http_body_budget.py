@@ -7,6 +7,7 @@ until released)."""
 from __future__ import annotations
 
 import http.client
+import json
 import threading
 from collections.abc import Iterator
 from email.message import Message
@@ -14,24 +15,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.server.fusion_http import HttpApi
-
-
-class Holding(HttpApi):
-    """A POST keeps its body until :attr:`release` is set."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        self.entered = threading.Semaphore(0)
-        self.release = threading.Event()
-        super().__init__(**kwargs)
-
-    def authorize(self, path: str, authorization: str) -> tuple[Any, str]:
-        return None, path
-
-    def post(self, route: str, caller: Any, body: bytes) -> tuple[int, Any]:
-        self.entered.release()
-        assert self.release.wait(30)
-        return 200, {"status": "Success", "size": len(body)}
+from tests.sandbox.holding_api import Holding
 
 
 def _post(port: int, body: bytes) -> tuple[int, Message, bytes]:
@@ -67,4 +51,4 @@ def test_bodies_held_at_once_stay_within_the_budget_and_come_back_after(api):
     assert first[0][0] == 200
     # The first body's room came back: the same body fits again.
     status, _, data = _post(api.port, b"y" * 900)
-    assert status == 200 and b'"size": 900' in data
+    assert status == 200 and json.loads(data)["body"] == "y" * 900

@@ -10,34 +10,13 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
 
 from sandbox.server import fusion_http
-from sandbox.server.fusion_http import HttpApi, HttpRefusal, credential
 from sandbox.server.http_protocol import MAX_HEAD_BYTES
-
-
-class Holding(HttpApi):
-    """A POST answers what it was sent, once :attr:`release` is set; a caller is its token."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        self.entered = threading.Semaphore(0)
-        self.release = threading.Event()
-        super().__init__(**kwargs)
-
-    def authorize(self, path: str, authorization: str) -> tuple[Any, str]:
-        token, path = credential(path, authorization)
-        if token == "wrong":
-            raise HttpRefusal(401, "a valid token is required", {"WWW-Authenticate": "Bearer"})
-        return token, path
-
-    def post(self, route: str, caller: Any, body: bytes) -> tuple[int, Any]:
-        self.entered.release()
-        assert self.release.wait(30)
-        return 200, {"route": route, "caller": caller, "body": body.decode()}
+from tests.sandbox.holding_api import Holding
 
 
 @pytest.fixture
@@ -113,10 +92,7 @@ def test_a_head_past_the_bound_is_refused_before_it_fills_memory(api):
 
 
 def test_an_ipv6_address_binds():
-    try:
-        server = Holding(listen="[::1]:0")
-    except OSError as exc:
-        pytest.skip(f"no IPv6 loopback here: {exc}")
+    server = Holding(listen="[::1]:0")  # the loopback's IPv6 address: every CI machine has it
     try:
         server.release.set()
         r = httpx.post(f"http://[::1]:{server.port}/run_code", content=b"6", timeout=30)
