@@ -262,8 +262,7 @@ def _sandbox_hosts(
     emb = stack.enter_context(
         embedded_sandbox(
             capacity=capacity,
-            # 0 (auto): the service's default for its runtime (larger under gVisor).
-            pool_size=cfg.sandbox.embedded_pool_size or None,
+            pool_size=_embedded_pool_size(cfg),
             providers=provider_specs,
             providers_file=cfg.model.providers_file,
             image=cfg.sandbox.image,
@@ -275,6 +274,19 @@ def _sandbox_hosts(
         )
     )
     return [ChannelConfig(address=emb.address, token=emb.token)], emb.address
+
+
+def _embedded_pool_size(cfg: Config) -> int | None:
+    """The embedded host's warm pool: as configured; else (0, auto) none for an agent whose
+    rollouts need no container (the QA agents: each warm container costs the machine about half
+    a second of CPU to start and remove, for nothing), the service's default otherwise (larger
+    under gVisor). A container something else asks for (a package's script check) still comes,
+    cold."""
+    from skillopt.envs.registry import env_spec
+
+    if cfg.sandbox.embedded_pool_size:
+        return cfg.sandbox.embedded_pool_size
+    return 0 if env_spec(cfg.env.name).agent(cfg.env.agent).sandbox == "none" else None
 
 
 def _agent_image_pin(executor: FleetExecutor, cfg: Config, pinned: str, refuse: bool) -> tuple[str, str]:

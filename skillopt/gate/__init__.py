@@ -19,9 +19,11 @@ the decision. The modules, and what each decides:
   measures; :mod:`~skillopt.gate.power`: what a sign test over ``n`` items can detect;
 * :mod:`~skillopt.gate.intervals`: the 95% interval of every score, and how it is written.
 
-The distributions come from ``scipy.stats``, imported inside the functions that use them,
-not at a module's top: scipy takes seconds to load, which the commands that only read the config
-or print scores should not pay (``tests/skillopt/gate/test_gate_intervals.py`` checks it).
+The distributions are scipy's (:mod:`~skillopt.gate.distributions`: ``scipy.special``, which
+``scipy.stats`` evaluates underneath, at a sixth of its import cost), imported inside the
+functions that use them, not at a module's top: scipy takes seconds to load, which the commands
+that only read the config or print scores should not pay
+(``tests/skillopt/gate/test_gate_intervals.py`` checks it).
 
 Usage::
 

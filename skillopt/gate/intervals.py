@@ -9,8 +9,8 @@ its interval says how much.
   score with its interval as the console and the WebUI print it.
 
 Every function is deterministic: a bootstrap draws from a seeded generator (``seed``), so the
-same scores always give the same interval. Wilson's interval is scipy's
-(``scipy.stats.binomtest``); the bootstrap is ours, not ``scipy.stats.bootstrap``, because it
+same scores always give the same interval. Wilson's interval is the one
+``scipy.stats.binomtest`` gives (:func:`skillopt.gate.distributions.wilson`); the bootstrap is ours, not ``scipy.stats.bootstrap``, because it
 sorts the values first: a measurement read back from disk lists its items in another order
 than when it was taken, and must give the same interval (and the same gate decision).
 
@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
+from skillopt.gate.distributions import wilson
 
 __all__ = [
     "EPS",
@@ -67,10 +69,7 @@ def wilson_interval(successes: int, n: int) -> Interval:
         return (0.0, 1.0)
     if not 0 <= successes <= n:
         raise ValueError(f"wilson_interval: {successes} successes of {n}")
-    from scipy import stats  # here, not at the top: see the package docstring
-
-    ci = stats.binomtest(int(successes), n).proportion_ci(confidence_level=0.95, method="wilson")
-    return (float(ci.low), float(ci.high))
+    return wilson(int(successes), n)
 
 
 def resampled_means(values: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:

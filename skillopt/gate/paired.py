@@ -3,7 +3,7 @@
 Every gate decision compares two means on the same items. :func:`paired_test` is the
 one-sided test the ``paired`` and ``repeat`` gates decide by (and every decision records): the
 exact sign test (McNemar's exact test) on pass/fail pairs (:func:`sign_test`, the binomial
-tail from ``scipy.stats``), a paired bootstrap on anything else (:func:`paired_bootstrap`). It
+tail from :mod:`skillopt.gate.distributions`), a paired bootstrap on anything else (:func:`paired_bootstrap`). It
 returns the p-value, the effect (the mean paired difference) and the effect's 95% interval.
 
 Deterministic: the bootstrap draws from a seeded generator (``seed``), so the same scores
@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from skillopt.gate.distributions import fair_coin_tail
 from skillopt.gate.intervals import EPS, Interval, is_binary, percentile_interval, resampled_means
 
 __all__ = ["TEST_RESAMPLES", "PairedTest", "paired_bootstrap", "paired_test", "record_of", "sign_test"]
@@ -38,9 +39,7 @@ def sign_test(wins: int, losses: int) -> float:
     n = wins + losses
     if n <= 0 or wins <= 0:
         return 1.0
-    from scipy import stats  # here, not at the top: see the package docstring
-
-    return min(1.0, float(stats.binom.sf(wins - 1, n, 0.5)))
+    return min(1.0, fair_coin_tail(wins, n))
 
 
 def paired_bootstrap(

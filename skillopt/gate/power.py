@@ -19,6 +19,7 @@ import functools
 
 import numpy as np
 
+from skillopt.gate.distributions import binom_pmf, binom_sf
 from skillopt.gate.modes import GateMode
 
 __all__ = ["detectable_effect", "gate_power_notice", "items_for_power", "sign_test_min_p", "sign_test_power"]
@@ -29,9 +30,7 @@ def _wins_needed(discordant: int, alpha: float) -> int:
     """The fewest wins among ``discordant`` pairs that the one-sided sign test at ``alpha``
     calls significant: the smallest ``c`` with ``P(W >= c) <= alpha``, ``W`` binomial with
     probability 1/2 (``discordant + 1`` when no ``c`` is)."""
-    from scipy import stats  # here, not at the top: see the package docstring
-
-    tails = stats.binom.sf(np.arange(discordant + 1) - 1, discordant, 0.5)  # P(W >= c), c = 0..d
+    tails = binom_sf(np.arange(discordant + 1) - 1, discordant, 0.5)  # P(W >= c), c = 0..d
     significant = np.nonzero(tails <= alpha * (1 + 1e-12))[0]
     return int(significant[0]) if len(significant) else discordant + 1
 
@@ -44,14 +43,12 @@ def sign_test_power(base: float, effect: float, n: int, *, alpha: float = 0.05) 
     a, b = p1 * (1 - p0), p0 * (1 - p1)  # P(candidate wins), P(current wins) on an item
     if a + b <= 0 or n <= 0:
         return 0.0
-    from scipy import stats  # here, not at the top: see the package docstring
-
     # Given d discordant pairs (a binomial count), the test finds the improvement when the
     # candidate wins at least the wins it needs (each pair the candidate's with a / (a + b)).
     d = np.arange(1, n + 1)
     needed = np.array([_wins_needed(int(k), alpha) for k in d])
-    p_discordant = stats.binom.pmf(d, n, a + b)
-    p_enough = stats.binom.sf(needed - 1, d, a / (a + b))
+    p_discordant = binom_pmf(d, n, a + b)
+    p_enough = binom_sf(needed - 1, d, a / (a + b))
     likely = p_discordant >= 1e-15
     return float(np.sum(p_discordant[likely] * p_enough[likely]))
 

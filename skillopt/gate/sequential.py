@@ -13,8 +13,8 @@ and the probability that a no-better candidate is accepted at *any* look stays a
 * :func:`sequential_test`: one decision's looks, stopped at the first boundary
   (:class:`SequentialTest`).
 
-The normal and binomial distributions come from ``scipy.stats``, and each boundary is solved
-by ``scipy.optimize.brentq``. The one computation written here is the integration of the
+The normal and binomial distributions come from :mod:`skillopt.gate.distributions` (scipy's
+own functions), and each boundary is solved by ``scipy.optimize.brentq``. The one computation written here is the integration of the
 looks' joint normal law (Armitage, McPherson & Rowe's recursion on a grid, Jennison & Turnbull
 ch. 19, as gsDesign does it): scipy has no group-sequential design, and its multivariate
 normal CDF (Genz's quasi-Monte Carlo) took 0.7 s per evaluation at 1e-5 and 13 s at 1e-6 for
@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from skillopt.gate.distributions import binom_pmf, normal_isf, normal_pdf, normal_sf
 from skillopt.gate.intervals import EPS, INTERVAL_RESAMPLES, is_binary
 from skillopt.gate.paired import PairedTest, paired_bootstrap, record_of
 
@@ -69,9 +70,7 @@ def alpha_spent(t: float, alpha: float, spending: str) -> float:
     if spending == "obrien_fleming":
         if t <= 0:
             return 0.0
-        from scipy import stats  # here, not at the top: see the package docstring
-
-        return min(alpha, 2 * float(stats.norm.sf(stats.norm.isf(alpha / 2) / math.sqrt(t))))
+        return min(alpha, 2 * float(normal_sf(normal_isf(alpha / 2) / math.sqrt(t))))
     raise ValueError(f"unknown spending function {spending!r}; expected one of {SPENDING_FUNCTIONS}")
 
 
@@ -136,17 +135,15 @@ def _exit_excess(
     ``bound`` at a look with cumulative information ``info``, the sum having grown by a
     normal increment of variance ``var`` (``int f(u) P(u + N(0, var) >= bound sqrt(info)) du``),
     minus ``target``: the bound that spends ``target`` is this function's root."""
-    from scipy import stats
-
     if not density.any():
-        return float(stats.norm.sf(bound)) - target
-    tail = stats.norm.sf(bound * math.sqrt(info) - grid, scale=math.sqrt(var))
+        return float(normal_sf(bound)) - target
+    tail = normal_sf(bound * math.sqrt(info) - grid, scale=math.sqrt(var))
     return float(np.sum(density * tail) * _GRID) - target
 
 
 @functools.lru_cache(maxsize=256)
 def _bounds(max_looks: int, alpha: float, spending: str, binding: bool, fraction: float) -> tuple[float, ...]:
-    from scipy import optimize, stats  # here, not at the top: see the package docstring
+    from scipy import optimize  # here, not at the top: see the package docstring
 
     info = look_information(max_looks, fraction)
     bounds: list[float] = []
@@ -166,10 +163,10 @@ def _bounds(max_looks: int, alpha: float, spending: str, binding: bool, fraction
         bounds.append(b)
         cut = (grid < b * math.sqrt(look)) & ((grid > 0) if binding else True)
         if k == 1:
-            density = np.where(cut, stats.norm.pdf(grid, scale=sd), 0.0)
+            density = np.where(cut, normal_pdf(grid, scale=sd), 0.0)
         else:
             # f_k(s) = int f_{k-1}(u) phi((s - u) / sd) / sd du on the continuation region
-            kernel = stats.norm.pdf(np.arange(-8.0 * sd, 8.0 * sd + _GRID / 2, _GRID), scale=sd)
+            kernel = normal_pdf(np.arange(-8.0 * sd, 8.0 * sd + _GRID / 2, _GRID), scale=sd)
             density = np.where(cut, np.convolve(density, kernel, mode="same") * _GRID, 0.0)
         prev_info = look
     return tuple(bounds)
@@ -217,8 +214,6 @@ def sign_walk_bounds(
 def _walk_bounds(
     steps: tuple[int, ...], max_looks: int, alpha: float, spending: str, futility: str, round_fraction: float
 ) -> tuple[int, ...]:
-    from scipy import stats  # here, not at the top: see the package docstring
-
     info = look_information(max_looks, round_fraction)
     total = int(sum(steps))
     # dist[i]: P(S = i - total, still running); index = S + total.
@@ -228,7 +223,7 @@ def _walk_bounds(
     for k, m in enumerate(steps, start=1):
         if m:
             inc = np.zeros(2 * m + 1)
-            inc[::2] = stats.binom.pmf(np.arange(m + 1), m, 0.5)
+            inc[::2] = binom_pmf(np.arange(m + 1), m, 0.5)
             dist = np.convolve(dist, inc)[m : m + 2 * total + 1]
         allowed = alpha_spent(info[k - 1] / info[-1], alpha, spending) - spent
         tail = np.cumsum(dist[::-1])[::-1]  # tail[i] = P(S >= i - total, running)
@@ -357,11 +352,9 @@ def sequential_test(
         if seen and with_interval
         else (effect, effect)
     )
-    from scipy import stats
-
     return SequentialTest(
         name="group_sequential",
-        p_value=float(stats.norm.sf(z)),
+        p_value=float(normal_sf(z)),
         effect=effect,
         ci95=ci,
         n=len(seen),
@@ -369,7 +362,7 @@ def sequential_test(
         losses=sum(d < -EPS for d in seen),
         z=z,
         bound=bound,
-        nominal_alpha=float(stats.norm.sf(bound)),
+        nominal_alpha=float(normal_sf(bound)),
         looks=looks,
         max_looks=max_looks,
         boundary=boundary,

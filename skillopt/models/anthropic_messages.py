@@ -33,7 +33,7 @@ from typing import Any
 
 from skillopt.errors import ModelError
 from skillopt.models._errors import ErrorContext, map_sdk_error
-from skillopt.models.base import ChatRequest, ChatResponse
+from skillopt.models.base import ChatRequest, ChatResponse, LazyClient
 from skillopt.types import Message, Usage
 
 __all__ = ["ANTHROPIC_BASE_URL", "THINKING_KEY", "AnthropicModel", "parse_message", "to_anthropic_messages"]
@@ -135,6 +135,12 @@ def parse_message(resp: Any) -> ChatResponse:
     )
 
 
+def _anthropic_client(endpoint: str, api_key: str, *, max_retries: int, timeout_s: float) -> Any:
+    import anthropic  # here, on first use: the package loads without provider SDKs
+
+    return anthropic.Anthropic(api_key=api_key, base_url=endpoint, max_retries=max_retries, timeout=timeout_s)
+
+
 class AnthropicModel:
     """A configured Anthropic Messages endpoint.
 
@@ -168,8 +174,6 @@ class AnthropicModel:
         client: Any = None,
         key_hint: str = "",
     ) -> None:
-        import anthropic  # lazily: the package loads without provider SDKs
-
         self.name = name
         self.timeout_s = timeout_s
         self.max_tokens = max_tokens
@@ -183,9 +187,16 @@ class AnthropicModel:
             retries=max_retries,
             secrets=(api_key,),
         )
-        self._client = client or anthropic.Anthropic(
-            api_key=api_key or "unused", base_url=endpoint, max_retries=max_retries, timeout=timeout_s
+        self._lazy = LazyClient(
+            client,
+            lambda: _anthropic_client(
+                endpoint, api_key or "unused", max_retries=max_retries, timeout_s=timeout_s
+            ),
         )
+
+    @property
+    def _client(self) -> Any:
+        return self._lazy.get()
 
     def __repr__(self) -> str:
         return f"AnthropicModel(name={self.name!r}, endpoint={self._ctx.endpoint!r})"

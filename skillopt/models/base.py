@@ -7,13 +7,22 @@ SDKs; nothing outside them imports ``openai`` or ``anthropic``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from skillopt.types import Message, Usage
 
-__all__ = ["SEED_HEADER", "STAGE_HEADER", "ChatModel", "ChatRequest", "ChatResponse", "ToolSpec"]
+__all__ = [
+    "SEED_HEADER",
+    "STAGE_HEADER",
+    "ChatModel",
+    "ChatRequest",
+    "ChatResponse",
+    "LazyClient",
+    "ToolSpec",
+]
 
 #: Which stage of the method asked (rollout, analyst, merge ...).
 STAGE_HEADER = "X-Skillopt-Stage"
@@ -88,3 +97,23 @@ class ChatModel(Protocol):
 def messages_from(pairs: Sequence[tuple[str, str]]) -> tuple[Message, ...]:
     """Shorthand: ``[("system", s), ("user", u)]`` → messages."""
     return tuple(Message(role=r, content=c) for r, c in pairs)
+
+
+class LazyClient:
+    """A provider SDK's client, built on first use (``get``), once, whichever thread asks first.
+
+    The SDKs take about a second of CPU each to import (``anthropic`` 1.0 s, ``openai`` 0.8 s):
+    a sandbox host configured with several provider profiles, or a controller that never calls
+    one of its models, should not pay that at start for a provider no rollout uses.
+    """
+
+    def __init__(self, client: Any, build: Callable[[], Any]) -> None:
+        self._client, self._build = client, build
+        self._lock = threading.Lock()
+
+    def get(self) -> Any:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = self._build()
+        return self._client

@@ -19,7 +19,7 @@ from typing import Any
 
 from skillopt.errors import ConfigError, ModelError
 from skillopt.models._errors import ErrorContext, map_sdk_error
-from skillopt.models.base import ChatRequest, ChatResponse
+from skillopt.models.base import ChatRequest, ChatResponse, LazyClient
 from skillopt.models.responses_wire import needs_responses_api, parse_response, responses_kwargs
 from skillopt.types import Message, Usage
 
@@ -106,6 +106,12 @@ def _sent_as_is(
     return kwargs
 
 
+def _openai_client(endpoint: str, api_key: str, *, max_retries: int, timeout_s: float) -> Any:
+    import openai  # here, on first use: the package loads without provider SDKs
+
+    return openai.OpenAI(base_url=endpoint, api_key=api_key, max_retries=max_retries, timeout=timeout_s)
+
+
 class OpenAIChatModel:
     """A configured OpenAI-family endpoint.
 
@@ -140,8 +146,6 @@ class OpenAIChatModel:
         thinking: str = "server_default",
         key_hint: str = "",
     ) -> None:
-        import openai  # lazily: the package loads without provider SDKs
-
         if api not in ("chat", "responses", "auto"):
             raise ConfigError(f"provider {name!r}: api must be chat, responses or auto, got {api!r}")
         if thinking not in ("server_default", "enabled", "disabled"):
@@ -165,9 +169,16 @@ class OpenAIChatModel:
             secrets=self._secrets,
         )
         # base_url is always explicit, so an ambient OPENAI_BASE_URL never redirects our key.
-        self._client = client or openai.OpenAI(
-            base_url=endpoint, api_key=api_key or "unused", max_retries=max_retries, timeout=timeout_s
+        self._lazy = LazyClient(
+            client,
+            lambda: _openai_client(
+                endpoint, api_key or "unused", max_retries=max_retries, timeout_s=timeout_s
+            ),
         )
+
+    @property
+    def _client(self) -> Any:
+        return self._lazy.get()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, endpoint={self._ctx.endpoint!r}, api={self.api!r})"

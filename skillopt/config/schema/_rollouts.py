@@ -141,7 +141,8 @@ class SandboxConfig(_Section):
     """Concurrent rollouts of the embedded service; 0 = derived from the host's cores and memory."""
     embedded_pool_size: Annotated[int, Bounds(ge=0, note=" (0 = auto)")] = 0
     """Pre-started idle containers of the embedded service; 0 = derived from the capacity (twice
-    the capacity under gVisor, whose containers start slower)."""
+    the capacity under gVisor, whose containers start slower), none when the env's agent needs
+    no container (the QA agents)."""
     image: str = "skillopt-runtime:latest"
     """Rollout runtime image."""
     runtime: str = ""

@@ -60,11 +60,15 @@ def test_mean_interval_picks_wilson_for_pass_fail_and_bootstrap_otherwise():
 
 
 def test_scipy_is_imported_when_a_statistic_needs_it_not_with_the_gate():
-    # scipy.stats takes seconds to import: the CLI's commands that load the config (which reads
-    # gate.modes) or format scores must not pay it.
+    # scipy takes seconds to import: the CLI's commands that load the config (which reads
+    # gate.modes) or format scores must not pay it, and neither do the interval and the sign
+    # test every run computes; the sequential gate's boundaries load scipy.special, never
+    # scipy.stats (1.3 s more of CPU in every train and eval process).
     code = (
         "import sys, skillopt.config, skillopt.gate; loaded = 'scipy' in sys.modules; "
-        "skillopt.gate.mean_interval([1, 0]); print(loaded, 'scipy.stats' in sys.modules)"
+        "skillopt.gate.mean_interval([1, 0]); skillopt.gate.sign_test(5, 1); x = 'scipy' in sys.modules; "
+        "skillopt.gate.sequential_bounds(3, alpha=0.05); "
+        "print(loaded, x, 'scipy.special' in sys.modules, 'scipy.stats' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["False", "True"]
+    assert out.split() == ["False", "False", "True", "False"]

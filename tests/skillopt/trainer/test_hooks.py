@@ -162,6 +162,30 @@ def test_the_curve_and_live_status_callbacks_run_on_events(fit, tmp_path):
     assert live["baseline_score"] is not None and live["last_gate"]["step"] == 2
 
 
+def test_the_curve_is_drawn_at_the_end_and_after_a_failure_not_after_every_fast_step(fit, tmp_path):
+    from controller.ui.curve import CurvePlotter
+
+    drawn: list[int] = []
+
+    class Counting(CurvePlotter):
+        def _draw(self) -> None:
+            if self._pending is not None:
+                drawn.append(len(self._pending[0]))
+            super()._draw()
+
+    fit(tmp_path / "ok", "train.num_epochs=1", callbacks=[Counting(min_interval_s=3600)])
+    assert drawn == [2]  # once, at the end, with both steps
+    drawn.clear()
+    fit(tmp_path / "every", "train.num_epochs=1", callbacks=[Counting(min_interval_s=0)])
+    assert drawn == [1, 2]  # no interval: after every step
+    drawn.clear()
+    with pytest.raises(Crash):
+        fit(
+            tmp_path / "crash", callbacks=[Counting(min_interval_s=3600)], failpoint=crash_at(layout.STATE, 5)
+        )
+    assert drawn == [1] and (tmp_path / "crash" / layout.CURVE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_a_misspelt_hook_fails_when_the_trainer_is_built(sim, tmp_path):
     from skillopt.testing.inprocess import simulated_trainer
     from tests.skillopt.trainer.conftest import config
