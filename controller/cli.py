@@ -33,6 +33,7 @@ _COMMANDS = (
     "sandbox",
     "grade",
     "score",
+    "sleep",
 )
 
 

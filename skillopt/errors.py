@@ -18,7 +18,16 @@ retries from that alone (``controller.fleet.policy``). Unmarked errors are final
     ├── BlobsMissing             N  the host keeps none of the files the request named by hash
     ├── SkillError
     │   ├── SkillParseError
-    │   └── EditError
+    │   ├── EditError
+    │   └── SkillInstallRefused     a different skill is installed under that name (``force``
+    │                               replaces it); ``there`` is that skill, if a valid package
+    ├── SleepError                  a sleep proposal cannot be staged, adopted or reverted as
+    │   │                           asked; the message says what to do next
+    │   ├── ProposalRejected        the gate did not accept the proposal: nothing is staged
+    │   ├── LiveSkillChanged        the installed skill is not the one the proposal (or the
+    │   │                           adoption) was made against: nothing is changed
+    │   └── AdoptFailed             installing (or restoring) failed part way; the backup was
+    │                               put back (``restored`` says whether that worked)
     ├── Unauthenticated             the sandbox host refused the token (UNAUTHENTICATED)
     ├── UnknownRollout              no such rollout on the host (NOT_FOUND)
     ├── UnknownSession              no such session of this token on the host (NOT_FOUND)
@@ -64,9 +73,10 @@ Errors carry ``rollout_id``, ``host`` and ``phase`` where known. Errors of depen
 
 from __future__ import annotations
 
-from skillopt.types import InfraErrorKind, InfraFailure, WorkOutcome
+from skillopt.types import InfraErrorKind, InfraFailure, SkillVersion, WorkOutcome
 
 __all__ = [
+    "AdoptFailed",
     "BlobsMissing",
     "BudgetExceeded",
     "Cancelled",
@@ -82,6 +92,7 @@ __all__ = [
     "InfraError",
     "InvalidRequest",
     "IsolationUnavailable",
+    "LiveSkillChanged",
     "ModelAuthError",
     "ModelBadRequest",
     "ModelError",
@@ -89,6 +100,7 @@ __all__ = [
     "ModelUnavailable",
     "OOMKilled",
     "OutputLimitExceeded",
+    "ProposalRejected",
     "RateLimited",
     "ReplayMiss",
     "RolloutTimeout",
@@ -101,10 +113,12 @@ __all__ = [
     "SandboxUnavailable",
     "SessionLimit",
     "SkillError",
+    "SkillInstallRefused",
     "SkillOptError",
     "SkillPackageRefused",
     "SkillPackageUnsupported",
     "SkillParseError",
+    "SleepError",
     "SystemicFailure",
     "Unauthenticated",
     "UnknownRollout",
@@ -173,6 +187,44 @@ class SkillParseError(SkillError):
 
 class EditError(SkillError):
     """An edit could not be applied."""
+
+
+class SkillInstallRefused(SkillError):
+    """A different skill is installed where one was to go; ``force`` replaces it.
+
+    Attributes:
+        dest: the installed folder.
+        there: the skill installed there, ``None`` when it is not a valid package.
+    """
+
+    def __init__(self, dest: object, there: SkillVersion | None) -> None:
+        what = "a different skill" if there is not None else "a folder that is not a valid skill package"
+        super().__init__(f"{dest} holds {what}; replacing it needs force")
+        self.dest = dest
+        self.there = there
+
+
+class SleepError(SkillOptError):
+    """A sleep proposal cannot be staged, adopted or reverted as asked (nothing staged, an
+    unreadable manifest or receipt ...); the message says what to do next."""
+
+
+class ProposalRejected(SleepError):
+    """The gate did not accept the proposal, or its checks failed: it is never staged."""
+
+
+class LiveSkillChanged(SleepError):
+    """The installed skill is not the one a proposal was staged against (adopt), or not the
+    one an adoption installed (revert): nothing was changed."""
+
+
+class AdoptFailed(SleepError):
+    """Installing (or restoring) failed part way. ``restored`` says whether the skill that was
+    installed before was put back, byte for byte."""
+
+    def __init__(self, message: str, *, restored: bool) -> None:
+        super().__init__(message)
+        self.restored = restored
 
 
 class Unauthenticated(SkillOptError):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skillopt.errors import SkillError
+from skillopt.skill.install import HARNESSES
 from skillopt.units import size_text
 
 if TYPE_CHECKING:
@@ -34,13 +34,6 @@ __all__ = ["register"]
 
 EXIT_INVALID = 1
 EXIT_UNREADABLE = 2
-
-#: Each harness: its name as printed, and the folder (under the project, or under HOME for the
-#: user scope) whose <name>/ subfolders it discovers as skills.
-HARNESSES = {
-    "claude-code": ("Claude Code", ".claude/skills"),
-    "codex": ("Codex", ".agents/skills"),
-}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -501,29 +494,14 @@ def _change_header(c: FileChange) -> str:
     return f"{c.status} {c.path} ({', '.join(notes)})"
 
 
-# ── install ───────────────────────────────────────────────────────────────────────────────
-
-
-def skills_root(harness: str, scope: str, project: Path) -> Path:
-    """The folder whose ``<name>/`` subfolders ``harness`` discovers as skills.
-
-    Claude Code reads ``<project>/.claude/skills`` and ``~/.claude/skills`` (or
-    ``$CLAUDE_CONFIG_DIR/skills`` when that is set); Codex reads ``.agents/skills`` from the
-    working folder up to the repository root and ``~/.agents/skills`` (measured in
-    reference/agent-clis.md §4-5; OpenAI's Codex docs name ``$HOME/.agents/skills`` the user
-    location).
-    """
-    sub = HARNESSES[harness][1]
-    if scope == "project":
-        return project / sub
-    if harness == "claude-code" and os.environ.get("CLAUDE_CONFIG_DIR"):
-        return Path(os.environ["CLAUDE_CONFIG_DIR"]) / "skills"
-    return Path.home() / sub
+# ── install ──────────────────────────────────────────────────────────────────────────────
 
 
 def _install(args: argparse.Namespace) -> int:
+    from skillopt.errors import SkillInstallRefused
     from skillopt.skill.diff import diff_summary, package_diff
-    from skillopt.skill.package import as_package, check_package, load_skill, write_package
+    from skillopt.skill.install import install_skill, skills_root
+    from skillopt.skill.package import as_package, check_package, load_skill
 
     if args.scope == "user" and args.dir is not None:
         print(
@@ -543,35 +521,29 @@ def _install(args: argparse.Namespace) -> int:
     root = skills_root(args.harness, args.scope, project).absolute()
     dest = root / spec.name
     harness = HARNESSES[args.harness][0]
-    if dest.is_symlink() or dest.exists():
-        try:
-            there = load_skill(dest)
-        except SkillError:
-            there = None
-        if there is not None and there.tree_sha256 == spec.tree_sha256:
-            print(f"already installed: {spec.name} at {dest}/ is this skill (tree {spec.tree_sha256[:12]})")
-            return 0
-        if not args.force:
-            what = (
-                diff_summary(package_diff(there, spec)) if there is not None else "not a valid skill package"
-            )
-            print(
-                f"skillopt skill install: {dest} holds a different skill ({what}); "
-                "--force replaces it (see: skillopt skill diff)",
-                file=sys.stderr,
-            )
-            return EXIT_INVALID
     try:
-        out = write_package(spec, root)
+        outcome = install_skill(spec, root, force=args.force)
+    except SkillInstallRefused as exc:
+        there = exc.there
+        what = diff_summary(package_diff(there, spec)) if there is not None else "not a valid skill package"
+        print(
+            f"skillopt skill install: {dest} holds a different skill ({what}); "
+            "--force replaces it (see: skillopt skill diff)",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
     except OSError as exc:
         print(f"skillopt skill install: cannot write {dest}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_UNREADABLE
+    if outcome.unchanged:
+        print(f"already installed: {spec.name} at {dest}/ is this skill (tree {spec.tree_sha256[:12]})")
+        return 0
     where = (
         f"for {harness} run in {project.absolute()}"
         if args.scope == "project"
         else f"for every {harness} run of this user"
     )
     print(
-        f"installed {spec.name} ({1 + len(spec.files)} file(s), {size_text(_total_bytes(spec))}) at {out}/ ({where})"
+        f"installed {spec.name} ({1 + len(spec.files)} file(s), {size_text(_total_bytes(spec))}) at {outcome.path}/ ({where})"
     )
     return 0

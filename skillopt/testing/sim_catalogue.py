@@ -9,6 +9,7 @@ task under a skill. The target (:mod:`skillopt.testing.sim_target`), the optimiz
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import cached_property
 
 from skillopt.envs.base import TaskItem
@@ -27,6 +28,7 @@ __all__ = [
     "CATALOGUE",
     "COPY_MARK",
     "PACKAGE_TASKS",
+    "alias_mined_tasks",
     "normalized",
     "package_stated",
     "pass_probability",
@@ -53,7 +55,11 @@ def rule_signature(rule_text: str) -> str:
 class _Catalogue:
     """Every simulated env's rules and the rule each sample task needs, from the envs'
     ``simulation/catalogue.json`` (:mod:`skillopt.testing.fixtures`). Task ids are unique across
-    the samples, so a trajectory id alone names its rule."""
+    the samples, so a trajectory id alone names its rule. ``aliases`` maps the id of a task
+    that asks a sample question (a mined task, :func:`alias_mined_tasks`) to the sample's."""
+
+    def __init__(self) -> None:
+        self.aliases: dict[str, str] = {}
 
     @cached_property
     def rules(self) -> dict[str, str]:
@@ -129,7 +135,7 @@ class _Catalogue:
         return next((tid for key, tid in self.by_instruction.items() if norm.startswith(key)), None)
 
     def rule_of(self, task_id: str) -> str | None:
-        entry = self.tasks.get(task_id)
+        entry = self.tasks.get(self.aliases.get(task_id, task_id))
         return entry[1] if entry else None
 
     def text(self, rule: str) -> str:
@@ -143,6 +149,23 @@ class _Catalogue:
 CATALOGUE = _Catalogue()
 #: The package family's tasks (:mod:`skillopt.testing.package_sim`).
 PACKAGE_TASKS = PackageTasks()
+
+
+def alias_mined_tasks(items: Iterable[TaskItem]) -> int:
+    """Let the simulation play tasks that ask a vendored QA sample question under their own ids
+    (``skillopt sleep run --simulate``: tasks mined from sessions that asked those questions):
+    each one's rule becomes the sample question's, so the simulated optimizer proposes it for a
+    failed one (the simulated target finds the question by its text already). Returns how many
+    tasks were aliased."""
+    n = 0
+    for item in items:
+        if item.id in CATALOGUE.tasks:
+            continue
+        found = CATALOGUE.qa_item(item.task.instruction)
+        if found is not None:
+            CATALOGUE.aliases[item.id] = found[1].id
+            n += 1
+    return n
 
 
 def package_stated(text: str, rule_text: str) -> bool:

@@ -204,6 +204,28 @@ COMMANDS: dict[str, dict[str, Run | Needs]] = {
         "skillopt skill install runs/demo --harness claude-code": Run(),
         "skillopt skill install my-skill/ --harness codex --scope user": Run(),
     },
+    "Sleep": {
+        "skillopt sleep run --skill my-skill --dry-run": Needs(
+            "agent session transcripts (~/.claude, ~/.codex) and an installed skill my-skill",
+            "tests/skillopt/sleep/test_run.py::test_dry_run_shows_the_tasks_and_the_training_command_and_writes_nothing",
+        ),
+        "skillopt sleep run --skill my-skill --since 7d": Needs(
+            f"agent session transcripts, an installed skill my-skill and {KEY}",
+            "tests/e2e/test_sleep_e2e.py::test_run_stages_a_proposal_that_beats_the_live_skill_on_held_out_tasks",
+        ),
+        "skillopt sleep run --skill my-skill --simulate": Needs(
+            "agent session transcripts the simulation can play and an installed skill my-skill",
+            "tests/e2e/test_sleep_e2e.py::test_run_stages_a_proposal_that_beats_the_live_skill_on_held_out_tasks",
+        ),
+        "skillopt sleep status": Needs(
+            "a project with staged proposals",
+            "tests/e2e/test_sleep_e2e.py::test_adopt_refuses_a_changed_live_skill_then_installs_and_revert_puts_it_back",
+        ),
+        "skillopt sleep adopt --skill my-skill": Needs(
+            "a staged proposal of my-skill",
+            "tests/e2e/test_sleep_e2e.py::test_adopt_refuses_a_changed_live_skill_then_installs_and_revert_puts_it_back",
+        ),
+    },
     "WebUI": {
         "skillopt ui": Run(note="started, asked for its page, stopped"),
         "skillopt ui --port 9000 --runs-dir /data/runs": Needs(

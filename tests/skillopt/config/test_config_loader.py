@@ -46,10 +46,12 @@ def test_builtin_configs_are_listed_and_resolved() -> None:
         "mbpp",
         "officeqa",
         "searchqa",
+        "sleep",
         "spreadsheetbench",
         "textworld",
     ]
-    extra = ["spreadsheetbench_package_demo"]  # the package family of the simulation (issue 33)
+    # sleep_cli: every mined task kind; the package family of the simulation (issue 33)
+    extra = ["sleep_cli", "spreadsheetbench_package_demo"]
     assert list_builtin_configs() == sorted(
         [*(name for env in envs for name in (env, f"{env}_demo")), *extra]
     )

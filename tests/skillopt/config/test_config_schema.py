@@ -249,7 +249,7 @@ def test_gate_mixed_weight_out_of_range(weight: float) -> None:
         (lambda: env(name="spreadsheetbench", agent="nope"), "allowed: codegen_single, codegen_multi"),
         (
             lambda: env(name="nosuchbench"),
-            "unknown env 'nosuchbench'; known: gsm8k, hotpotqa, humaneval, livemathematicianbench, math500, mbpp, officeqa, searchqa, "
+            "unknown env 'nosuchbench'; known: gsm8k, hotpotqa, humaneval, livemathematicianbench, math500, mbpp, officeqa, searchqa, sleep, "
             "spreadsheetbench, textworld",
         ),
         (lambda: env(name=""), "env.name: is required"),
